@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// The figures every bench reports, and how they are measured. Each bench
+// (local, and later link, file, client) fills its own result struct and
+// prints it with writeJSON or writeFigures.
+
+// latencies collects durations, all of them: at 8 bytes each, a run of a
+// million costs 8 MB, and exact percentiles beat a sketch's error bars.
+// It is not safe for concurrent use; give each goroutine its own and merge.
+type latencies []time.Duration
+
+// merge returns all the latencies of ls in one slice.
+func merge(ls ...latencies) latencies {
+	var n int
+	for _, l := range ls {
+		n += len(l)
+	}
+	all := make(latencies, 0, n)
+	for _, l := range ls {
+		all = append(all, l...)
+	}
+	return all
+}
+
+// percentiles sorts l in place and returns its p-th percentiles (0 < p <=
+// 100) by the nearest-rank method; zero for an empty l.
+func (l latencies) percentiles(ps ...float64) []time.Duration {
+	slices.Sort(l)
+	out := make([]time.Duration, len(ps))
+	if len(l) == 0 {
+		return out
+	}
+	for i, p := range ps {
+		rank := int(p / 100 * float64(len(l)))
+		if float64(rank) < p/100*float64(len(l)) {
+			rank++ // ceil: the nearest rank is the smallest covering p%
+		}
+		out[i] = l[min(max(rank, 1), len(l))-1]
+	}
+	return out
+}
+
+// ms converts d to milliseconds, the unit of every latency in the JSON.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// rate returns n per second over d; zero for an empty d.
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// peakRSSMB returns the peak resident set size of this process in MiB, from
+// the kernel's high-water mark (VmHWM), which sees every page the process
+// ever had resident, Go heap, SQLite's C heap and mmaps alike. Linux only.
+func peakRSSMB() (float64, error) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("read peak RSS: %w", err)
+	}
+	return parseVmHWM(data)
+}
+
+// parseVmHWM reads the "VmHWM:  1234 kB" line of /proc/self/status.
+func parseVmHWM(status []byte) (float64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("read peak RSS: VmHWM %q: %w", rest, err)
+		}
+		return float64(kb) / 1024, nil
+	}
+	return 0, errors.New("read peak RSS: no VmHWM in /proc/self/status")
+}
+
+// writeJSON writes v as one JSON object on one line: the only thing a
+// bench writes to stdout with --json, so scripts can parse it whole.
+func writeJSON(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
+
+// figure is one line of a bench's human output.
+type figure struct {
+	name  string
+	value string
+}
+
+// writeFigures writes one aligned "name  value" line per figure.
+func writeFigures(w io.Writer, figs []figure) error {
+	width := 0
+	for _, f := range figs {
+		width = max(width, len(f.name))
+	}
+	for _, f := range figs {
+		if _, err := fmt.Fprintf(w, "%-*s  %s\n", width, f.name, f.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// round keeps figures readable in JSON: 2 decimals for rates and sizes, 3
+// for milliseconds.
+func round(x float64, decimals int) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', decimals, 64), 64)
+	return v
+}
+
+// queueStats returns the figures of n's queue called name.
+func queueStats(n *petrel.Node, name string) (queue.Stats, bool) {
+	for _, s := range n.QueueStats() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return queue.Stats{}, false
+}

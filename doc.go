@@ -1,0 +1,25 @@
+// Package petrel is the embedding API of Petrel, a store-and-forward
+// messaging middleware: open a Node in your program, make messages with its
+// Producer, and consume them with a Consumer that polls, blocks or listens.
+//
+//	node, err := petrel.Open(ctx, petrel.Config{Name: "plant-7", DataDir: "/var/lib/petrel"})
+//	if err != nil { ... }
+//	defer node.Close()
+//
+//	p := node.Producer()
+//	m := p.CreateCommandMessage("orders")
+//	m.Command.Command = "start"
+//	if err := p.Send(ctx, m); err != nil { ... } // durable once Send returns
+//
+//	c, _ := node.Consumer("orders")
+//	d, err := c.Receive(ctx)
+//	...
+//	d.Ack()
+//
+// Invariants: Send returns nil only once the message is committed to the
+// node's store (fsynced, with the default sync mode). Delivery to consumers
+// is at-least-once: a message comes back until it is acked.
+//
+// The root package assembles the fx modules of the packages below it; it
+// must not import conf or cmd.
+package petrel

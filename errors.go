@@ -1,0 +1,29 @@
+package petrel
+
+import (
+	"errors"
+
+	"github.com/petrelmq/petrel/queue"
+)
+
+var (
+	// ErrNoRoute is returned by Send when the destination is another node
+	// that this node has no way to reach.
+	ErrNoRoute = errors.New("no route to destination")
+	// ErrUnknownAddress is returned by Send and Consumer for a local address
+	// that is not declared while auto-creation is off.
+	ErrUnknownAddress = errors.New("unknown address")
+	// ErrNotReceive is returned by Consumer for an address this node does
+	// not receive.
+	ErrNotReceive = errors.New("address is not a receive address on this node")
+	// ErrNoMessage is returned by Poll when no message is ready now.
+	ErrNoMessage = queue.ErrNoMessage
+	// ErrStoreFull is returned by Send when the store is past its limits or
+	// the disk is full. Nothing was stored; retry once space is freed.
+	ErrStoreFull = queue.ErrStoreFull
+	// ErrClosed is returned by every call on a closed Node.
+	ErrClosed = queue.ErrClosed
+	// ErrLeaseLost is returned by Ack and Nack when the lease timed out and
+	// the message went back to its queue.
+	ErrLeaseLost = queue.ErrLeaseLost
+)

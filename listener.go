@@ -1,0 +1,131 @@
+package petrel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler handles one delivered message. Returning nil acks it; an error
+// nacks it with the error as the reason. A panic is recovered and counted
+// as a nack.
+type Handler func(ctx context.Context, d *Delivery) error
+
+// ListenOptions tune Listen.
+type ListenOptions struct {
+	// Concurrency is how many messages are handled at once (default 1).
+	// With more than 1, order across messages is not kept.
+	Concurrency int
+}
+
+// Listener runs a Handler over a consumer's messages until stopped.
+type Listener struct {
+	c      *Consumer
+	h      Handler
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	handled atomic.Int64
+	failed  atomic.Int64
+	panics  atomic.Int64
+}
+
+// Listen starts calling h for each message of the consumer, with
+// opts.Concurrency goroutines. It returns at once. The listener stops when
+// Stop is called or the node closes.
+func (c *Consumer) Listen(h Handler, opts ListenOptions) (*Listener, error) {
+	if h == nil {
+		return nil, errors.New("listen: nil handler")
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Listener{c: c, h: h, cancel: cancel}
+	n := c.n
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		cancel()
+		return nil, ErrClosed
+	}
+	n.listeners[l] = struct{}{}
+	n.mu.Unlock()
+	l.wg.Add(opts.Concurrency)
+	for range opts.Concurrency {
+		go l.messagePump(ctx)
+	}
+	return l, nil
+}
+
+// Stop stops the listener and waits for handlers in progress to return.
+// Their messages are acked or nacked as usual.
+func (l *Listener) Stop() {
+	l.once.Do(func() {
+		l.cancel()
+		l.wg.Wait()
+		l.c.n.mu.Lock()
+		delete(l.c.n.listeners, l)
+		l.c.n.mu.Unlock()
+	})
+}
+
+// Counts returns how many messages were handled successfully, failed
+// (nacked by error or panic), and of those, how many panicked.
+func (l *Listener) Counts() (handled, failed, panics int64) {
+	return l.handled.Load(), l.failed.Load(), l.panics.Load()
+}
+
+// messagePump receives and handles messages until ctx ends.
+func (l *Listener) messagePump(ctx context.Context) {
+	defer l.wg.Done()
+	for {
+		d, err := l.c.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+				return
+			}
+			l.c.n.log.Warn("listener receive failed", slog.String(logAddress, l.c.addr), slog.Any(logError, err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		l.handle(ctx, d)
+	}
+}
+
+func (l *Listener) handle(ctx context.Context, d *Delivery) {
+	err := l.call(ctx, d)
+	var settle error
+	if err == nil {
+		l.handled.Add(1)
+		settle = d.Ack()
+	} else {
+		l.failed.Add(1)
+		settle = d.Nack(err.Error())
+	}
+	if settle != nil && !errors.Is(settle, ErrClosed) {
+		l.c.n.log.Warn("listener settle failed", slog.String(logAddress, l.c.addr), slog.Any(logError, settle))
+	}
+}
+
+// call runs the handler, turning a panic into an error.
+func (l *Listener) call(ctx context.Context, d *Delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.panics.Add(1)
+			err = fmt.Errorf("handler panic: %v", r)
+			l.c.n.log.Error("handler panicked", slog.String(logAddress, l.c.addr), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	return l.h(ctx, d)
+}

@@ -1,0 +1,294 @@
+package petrel
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"go.uber.org/dig"
+	"go.uber.org/fx"
+)
+
+// Node is one running Petrel node. Its methods are safe for concurrent use.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	store *queue.Store
+	ids   *message.IDGen
+	id    message.NodeID
+	app   *fx.App
+
+	mu        sync.Mutex
+	addresses map[string]AddressConfig
+	listeners map[*Listener]struct{}
+	closed    bool
+}
+
+const (
+	metaNodeID  = "node_id"
+	metaIDFloor = "id_floor"
+	logAddress  = "address"
+	logError    = "error"
+)
+
+// Module assembles a Node from a Config: the store and the node.
+var Module = fx.Module("petrel",
+	fx.Provide(storeConfig),
+	queue.Module,
+	fx.Provide(newNode),
+)
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = defaultName()
+	}
+	if c.DataDir == "" {
+		c.DataDir = "petrel-data"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func defaultName() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "petrel"
+	}
+	h = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '-'
+	}, h)
+	if message.ValidName(h) != nil {
+		return "petrel"
+	}
+	return h
+}
+
+func (c Config) validate() error {
+	if err := message.ValidName(c.Name); err != nil {
+		return fmt.Errorf("node name: %w", err)
+	}
+	for _, a := range c.Addresses {
+		if err := message.ValidName(a.Name); err != nil {
+			return fmt.Errorf("address %q: %w", a.Name, err)
+		}
+	}
+	return nil
+}
+
+// storeConfig derives the store's configuration and makes the data
+// directory, which the store's file lives in.
+func storeConfig(cfg Config) (queue.Config, error) {
+	cfg = cfg.withDefaults()
+	// Validate here, before the store opens: fx does not stop what was
+	// constructed when a later constructor fails.
+	if err := cfg.validate(); err != nil {
+		return queue.Config{}, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return queue.Config{}, fmt.Errorf("make data directory: %w", err)
+	}
+	sc := cfg.Store
+	if sc.Path == "" {
+		sc.Path = filepath.Join(cfg.DataDir, "petrel.db")
+	}
+	if sc.Logger == nil {
+		sc.Logger = cfg.Logger
+	}
+	return sc, nil
+}
+
+// Open starts a node: it opens (or creates) its data directory and store,
+// declares its addresses, and returns once it is ready. Close stops it.
+func Open(ctx context.Context, cfg Config) (*Node, error) {
+	var n *Node
+	app := fx.New(
+		fx.Supply(cfg),
+		Module,
+		fx.Populate(&n),
+		fx.NopLogger,
+	)
+	if err := app.Err(); err != nil {
+		return nil, fmt.Errorf("open node: %w", unwrapFx(err))
+	}
+	if err := app.Start(ctx); err != nil {
+		return nil, fmt.Errorf("open node: %w", unwrapFx(err))
+	}
+	n.app = app
+	return n, nil
+}
+
+// unwrapFx keeps the error the user can act on, not fx's wiring trace.
+func unwrapFx(err error) error {
+	if root := dig.RootCause(err); root != nil {
+		return root
+	}
+	return err
+}
+
+func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store) (*Node, error) {
+	cfg = cfg.withDefaults()
+	n := &Node{
+		cfg:       cfg,
+		log:       cfg.Logger.With(slog.String("component", "node"), slog.String("node", cfg.Name)),
+		store:     store,
+		addresses: map[string]AddressConfig{},
+		listeners: map[*Listener]struct{}{},
+	}
+	for _, a := range cfg.Addresses {
+		if a.Role == 0 {
+			a.Role = address.RoleReceive
+		}
+		n.addresses[a.Name] = a
+	}
+	lc.Append(fx.Hook{OnStart: n.start, OnStop: n.stop})
+	return n, nil
+}
+
+// start runs once the store is started: identity, id generator, queues.
+func (n *Node) start(ctx context.Context) error {
+	if err := n.loadIdentity(ctx); err != nil {
+		return err
+	}
+	for _, a := range n.addresses {
+		if a.Role != address.RoleReceive {
+			continue
+		}
+		q, err := n.receiveQueue(ctx, a.Name)
+		if err != nil {
+			return err
+		}
+		q.SetPolicy(a.Queue)
+	}
+	n.log.Info("node started", slog.String("id", n.id.String()), slog.String("data_dir", n.cfg.DataDir))
+	return nil
+}
+
+func (n *Node) loadIdentity(ctx context.Context) error {
+	raw, err := n.store.Meta(ctx, metaNodeID)
+	if err != nil {
+		return err
+	}
+	if raw == nil {
+		if n.id, err = message.NewNodeID(); err != nil {
+			return fmt.Errorf("make node id: %w", err)
+		}
+		if err := n.store.SetMeta(ctx, metaNodeID, n.id[:]); err != nil {
+			return fmt.Errorf("save node id: %w", err)
+		}
+	} else if len(raw) != len(n.id) {
+		return fmt.Errorf("stored node id has %d bytes, want %d: the data directory is damaged", len(raw), len(n.id))
+	} else {
+		copy(n.id[:], raw)
+	}
+	floorRaw, err := n.store.Meta(ctx, metaIDFloor)
+	if err != nil {
+		return err
+	}
+	var floor uint64
+	if len(floorRaw) == 8 {
+		floor = binary.BigEndian.Uint64(floorRaw)
+	}
+	n.ids = message.NewIDGen(floor, 10*time.Second, n.reserveIDs, n.cfg.Store.Now)
+	return nil
+}
+
+// reserveIDs persists the id high-water mark, so that ids stay unique after
+// a restart even if the clock went backwards meanwhile.
+func (n *Node) reserveIDs(upTo uint64) error {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], upTo)
+	return n.store.SetMeta(context.Background(), metaIDFloor, b[:])
+}
+
+func (n *Node) stop(ctx context.Context) error {
+	n.mu.Lock()
+	n.closed = true
+	ls := make([]*Listener, 0, len(n.listeners))
+	for l := range n.listeners {
+		ls = append(ls, l)
+	}
+	n.mu.Unlock()
+	for _, l := range ls {
+		l.Stop()
+	}
+	n.log.Info("node stopping")
+	return nil
+}
+
+// Close stops the node's listeners, commits what was submitted and closes
+// the store. Messages in flight to consumers come back after the next Open.
+func (n *Node) Close() error {
+	if n.app == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return n.app.Stop(ctx)
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// ID returns the node's unique id, made at its first start.
+func (n *Node) ID() message.NodeID { return n.id }
+
+// Store returns the node's store, for tools that inspect it.
+func (n *Node) Store() *queue.Store { return n.store }
+
+// QueueStats returns every queue's figures, sorted by name.
+func (n *Node) QueueStats() []queue.Stats {
+	qs := n.store.Queues()
+	out := make([]queue.Stats, 0, len(qs))
+	for _, q := range qs {
+		out = append(out, q.Stats())
+	}
+	sortStats(out)
+	return out
+}
+
+// receiveQueue returns the receive queue of a local address, creating it if
+// it is declared or auto-creation is on.
+func (n *Node) receiveQueue(ctx context.Context, name string) (*queue.Queue, error) {
+	n.mu.Lock()
+	a, declared := n.addresses[name]
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if declared && a.Role != address.RoleReceive {
+		return nil, fmt.Errorf("address %q is a %s address: %w", name, a.Role, ErrNotReceive)
+	}
+	if q, ok := n.store.Lookup(name); ok {
+		return q, nil
+	}
+	if !declared && n.cfg.NoAutoCreate && !queue.IsDeadLetter(name) {
+		return nil, fmt.Errorf("address %q: %w (declare it, or allow auto_create)", name, ErrUnknownAddress)
+	}
+	q, err := n.store.Queue(ctx, name, queue.KindReceive)
+	if err != nil {
+		if errors.Is(err, queue.ErrKindMismatch) {
+			return nil, fmt.Errorf("address %q: %w", name, ErrNotReceive)
+		}
+		return nil, err
+	}
+	if declared {
+		q.SetPolicy(a.Queue)
+	}
+	return q, nil
+}

@@ -1,0 +1,282 @@
+package petrel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"go.uber.org/fx"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func open(t *testing.T, mod func(*petrel.Config)) *petrel.Node {
+	t.Helper()
+	cfg := petrel.Config{Name: "plant-7", DataDir: t.TempDir(), Logger: quiet}
+	if mod != nil {
+		mod(&cfg)
+	}
+	n, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func receive(t *testing.T, c *petrel.Consumer) *petrel.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := c.Receive(ctx)
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	return d
+}
+
+func TestFxGraphIsValid(t *testing.T) {
+	if err := fx.ValidateApp(fx.Supply(petrel.Config{}), petrel.Module, fx.NopLogger); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSendReceiveAllKinds(t *testing.T) {
+	n := open(t, nil)
+	p := n.Producer()
+	ctx := context.Background()
+
+	cmd := p.CreateCommandMessage("orders")
+	cmd.Command = message.CommandProps{Command: "start", ReplyTo: "replies@plant-7", CorrelationID: "c-1"}
+	cmd.Properties.Set("line", message.Int16(3))
+	data := p.CreateDataMessage("orders@plant-7")
+	data.Data = message.DataProps{DataType: "reading", Encoding: "json"}
+	data.Body = []byte(`{"t":21.5}`)
+	file := p.CreateFileMessage("orders")
+	file.File.Filename = "report.csv"
+	for _, m := range []*message.Message{cmd, data, file} {
+		if m.ID == 0 || m.Origin != n.ID() || m.Priority != message.DefaultPriority || m.Timestamp.IsZero() {
+			t.Fatalf("factory left the header unset: %+v", m)
+		}
+		if err := p.Send(ctx, m); err != nil {
+			t.Fatalf("send %s: %v", m.Kind, err)
+		}
+	}
+	c, err := n.Consumer("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []*message.Message{cmd, data, file} {
+		d := receive(t, c)
+		if d.ID != want.ID || d.Kind != want.Kind || d.Command != want.Command || d.Data != want.Data || d.File.Filename != want.File.Filename || string(d.Body) != string(want.Body) {
+			t.Fatalf("got %+v, want %+v", d.Message, want)
+		}
+		if d.Attempt != 1 {
+			t.Fatalf("attempt %d", d.Attempt)
+		}
+		if err := c.Ack(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, ok := func() (message.Value, bool) { return cmd.Properties.Get("line") }(); !ok || v.Int16() != 3 {
+		t.Fatal("property lost")
+	}
+}
+
+func TestSendAsyncThousandsInFlight(t *testing.T) {
+	n := open(t, nil)
+	p := n.Producer()
+	const total = 5000
+	pending := make([]*petrel.Pending, 0, total)
+	for i := 0; i < total; i++ {
+		m := p.CreateDataMessage("bulk")
+		m.Body = []byte(fmt.Sprint(i))
+		pending = append(pending, p.SendAsync(m))
+	}
+	for _, pd := range pending {
+		if err := pd.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := n.Consumer("bulk")
+	for i := 0; i < total; i++ {
+		d, err := c.Poll()
+		if err != nil {
+			t.Fatalf("poll %d: %v", i, err)
+		}
+		if string(d.Body) != fmt.Sprint(i) {
+			t.Fatalf("message %d out of order: %q", i, d.Body)
+		}
+		d.Ack()
+	}
+	if _, err := c.Poll(); !errors.Is(err, petrel.ErrNoMessage) {
+		t.Fatalf("poll of empty address: %v", err)
+	}
+}
+
+func TestSendErrors(t *testing.T) {
+	n := open(t, func(c *petrel.Config) {
+		c.NoAutoCreate = true
+		c.Addresses = []petrel.AddressConfig{{Name: "orders", Role: address.RoleReceive}}
+	})
+	p := n.Producer()
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		mod  func(m *message.Message)
+		want error
+	}{
+		{"other node", func(m *message.Message) { m.Destination = "orders@plant-9" }, petrel.ErrNoRoute},
+		{"undeclared address", func(m *message.Message) { m.Destination = "nope" }, petrel.ErrUnknownAddress},
+		{"priority", func(m *message.Message) { m.Priority = 12 }, message.ErrPriority},
+		{"empty destination", func(m *message.Message) { m.Destination = "" }, message.ErrDestination},
+		{"bad destination", func(m *message.Message) { m.Destination = "a b@c" }, message.ErrDestination},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := p.CreateDataMessage("orders")
+			tc.mod(m)
+			if err := p.Send(ctx, m); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if err := p.SendAsync(m).Wait(ctx); !errors.Is(err, tc.want) {
+				t.Fatalf("async: got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if _, err := n.Consumer("nope"); !errors.Is(err, petrel.ErrUnknownAddress) {
+		t.Fatalf("consumer of undeclared address: %v", err)
+	}
+	if st := n.QueueStats(); len(st) != 1 || st[0].Depth != 0 {
+		t.Fatalf("a refused send stored something: %+v", st)
+	}
+}
+
+func TestListenAckNackPanic(t *testing.T) {
+	n := open(t, func(c *petrel.Config) {
+		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive,
+			Queue: queue.Policy{RedeliveryDelay: time.Millisecond, MaxDeliveries: 3}}}
+	})
+	p := n.Producer()
+	for _, b := range []string{"ok", "fail-once", "panic-once", "poison"} {
+		m := p.CreateCommandMessage("jobs")
+		m.Body = []byte(b)
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := n.Consumer("jobs")
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	done := make(chan struct{})
+	var once sync.Once
+	l, err := c.Listen(func(ctx context.Context, d *petrel.Delivery) error {
+		mu.Lock()
+		attempts[string(d.Body)]++
+		a := attempts[string(d.Body)]
+		finished := attempts["ok"] == 1 && attempts["fail-once"] == 2 && attempts["panic-once"] == 2 && attempts["poison"] == 3
+		mu.Unlock()
+		if finished {
+			defer once.Do(func() { close(done) })
+		}
+		switch {
+		case string(d.Body) == "fail-once" && a == 1:
+			return errors.New("transient")
+		case string(d.Body) == "panic-once" && a == 1:
+			panic("boom")
+		case string(d.Body) == "poison":
+			return errors.New("cannot parse")
+		}
+		return nil
+	}, petrel.ListenOptions{Concurrency: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		mu.Lock()
+		t.Fatalf("listener did not finish: %v", attempts)
+	}
+	l.Stop()
+	handled, failed, panics := l.Counts()
+	if handled != 3 || failed != 5 || panics != 1 {
+		t.Fatalf("counts handled=%d failed=%d panics=%d, want 3 5 1", handled, failed, panics)
+	}
+	dlq, err := n.Consumer("jobs.dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := receive(t, dlq)
+	if string(d.Body) != "poison" || d.Reason == "" {
+		t.Fatalf("dead letter %q reason %q", d.Body, d.Reason)
+	}
+}
+
+func TestCloseStopsListenersAndKeepsMessages(t *testing.T) {
+	dir := t.TempDir()
+	cfg := petrel.Config{Name: "a", DataDir: dir, Logger: quiet}
+	n, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := n.Consumer("q")
+	started := make(chan struct{})
+	if _, err := c.Listen(func(ctx context.Context, d *petrel.Delivery) error {
+		close(started)
+		<-ctx.Done() // hold the message until the node closes
+		return ctx.Err()
+	}, petrel.ListenOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := n.Producer()
+	m := p.CreateDataMessage("q")
+	m.Body = []byte("kept")
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), p.CreateDataMessage("q")); !errors.Is(err, petrel.ErrClosed) {
+		t.Fatalf("send after close: %v", err)
+	}
+	n2, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
+	if n2.ID() != n.ID() {
+		t.Fatal("node id changed across restart")
+	}
+	c2, _ := n2.Consumer("q")
+	d := receive(t, c2)
+	if string(d.Body) != "kept" {
+		t.Fatalf("got %q", d.Body)
+	}
+	if m2 := n2.Producer().CreateDataMessage("q"); m2.ID <= m.ID {
+		t.Fatalf("id %d after restart is not above %d", m2.ID, m.ID)
+	}
+}
+
+func TestOpenRefusesBadName(t *testing.T) {
+	_, err := petrel.Open(context.Background(), petrel.Config{Name: "bad name", DataDir: t.TempDir(), Logger: quiet})
+	if !errors.Is(err, message.ErrDestination) {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,156 @@
+package petrel
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// Producer makes messages and sends them. It is cheap, and safe for
+// concurrent use: one producer may keep thousands of sends in flight.
+type Producer struct {
+	n *Node
+}
+
+// Producer returns a producer for this node.
+func (n *Node) Producer() *Producer { return &Producer{n: n} }
+
+// CreateCommandMessage returns a command message for addr with its header
+// set: id, origin, destination, kind, default priority and timestamp.
+func (p *Producer) CreateCommandMessage(addr string) *message.Message {
+	return p.create(addr, message.KindCommand)
+}
+
+// CreateDataMessage returns a data message for addr with its header set.
+func (p *Producer) CreateDataMessage(addr string) *message.Message {
+	return p.create(addr, message.KindData)
+}
+
+// CreateFileMessage returns a file message for addr with its header set.
+// Set File.SendFilePath to the file to send.
+func (p *Producer) CreateFileMessage(addr string) *message.Message {
+	return p.create(addr, message.KindFile)
+}
+
+func (p *Producer) create(addr string, kind message.Kind) *message.Message {
+	m := &message.Message{
+		Origin:      p.n.id,
+		Destination: addr,
+		Kind:        kind,
+		Priority:    message.DefaultPriority,
+		Timestamp:   p.n.now(),
+	}
+	// An id failure (the store could not persist the reservation) leaves
+	// ID zero; Send tries again and reports the error.
+	m.ID, _ = p.n.ids.Next()
+	return m
+}
+
+func (n *Node) now() time.Time {
+	if n.cfg.Store.Now != nil {
+		return n.cfg.Store.Now()
+	}
+	return time.Now()
+}
+
+// Send stores m durably and returns once it is committed: with sync full,
+// fsynced. A message for an address this node receives goes straight to
+// its receive queue. If ctx ends first, Send returns ctx's error and the
+// message may or may not have been stored.
+func (p *Producer) Send(ctx context.Context, m *message.Message) error {
+	op, err := p.submit(ctx, m)
+	if err != nil {
+		return err
+	}
+	return op.Wait(ctx)
+}
+
+// SendAsync submits m and returns at once with a handle that completes
+// when m is durable or failed. Submission blocks only while the store's
+// commit queue is full (back-pressure).
+func (p *Producer) SendAsync(m *message.Message) *Pending {
+	op, err := p.submit(context.Background(), m)
+	if err != nil {
+		return failed(err)
+	}
+	return &Pending{op: op}
+}
+
+func (p *Producer) submit(ctx context.Context, m *message.Message) (*queue.Op, error) {
+	n := p.n
+	if m.ID == 0 {
+		id, err := n.ids.Next()
+		if err != nil {
+			return nil, fmt.Errorf("send: assign id: %w", err)
+		}
+		m.ID = id
+	}
+	if m.Origin.IsZero() {
+		m.Origin = n.id
+	}
+	if m.Timestamp.IsZero() {
+		m.Timestamp = n.now()
+	}
+	if err := m.Validate(n.cfg.Limits); err != nil {
+		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
+	}
+	q, err := n.route(ctx, m.Destination)
+	if err != nil {
+		return nil, err
+	}
+	op, err := n.store.Submit([]queue.Put{{Queue: q, Msg: m}})
+	if err != nil {
+		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
+	}
+	return op, nil
+}
+
+// route returns the queue a message for dest goes to.
+func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, error) {
+	name, node, err := message.ParseDestination(dest)
+	if err != nil {
+		return nil, fmt.Errorf("send: %w", err)
+	}
+	if node != "" && node != n.cfg.Name {
+		return nil, fmt.Errorf("send to %q: node %q is not this node (%s): %w", dest, node, n.cfg.Name, ErrNoRoute)
+	}
+	return n.receiveQueue(ctx, name)
+}
+
+// Pending is the completion handle of SendAsync.
+type Pending struct {
+	op  *queue.Op
+	err error
+}
+
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func failed(err error) *Pending { return &Pending{err: err} }
+
+// Done is closed once the message is durable or the send failed.
+func (p *Pending) Done() <-chan struct{} {
+	if p.op == nil {
+		return closedCh
+	}
+	return p.op.Done()
+}
+
+// Err returns the send's error once Done is closed; nil before and on
+// success.
+func (p *Pending) Err() error {
+	if p.op == nil {
+		return p.err
+	}
+	return p.op.Err()
+}
+
+// Wait blocks until the send completes or ctx ends.
+func (p *Pending) Wait(ctx context.Context) error {
+	if p.op == nil {
+		return p.err
+	}
+	return p.op.Wait(ctx)
+}

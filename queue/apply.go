@@ -1,0 +1,324 @@
+package queue
+
+import (
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+)
+
+// batch collects what one transaction did, to publish after its commit.
+type batch struct {
+	appends  []appendEffect
+	deltas   map[*Queue]*counters
+	created  []*Queue
+	done     []*request
+	parked   []*request
+	rejected map[*request]error
+	deduped  map[*request][]bool
+	// pending totals of this batch, for the store limit
+	msgs, bytes int64
+}
+
+type appendEffect struct {
+	q    *Queue
+	prio uint8
+	e    entry
+}
+
+func newBatch() *batch {
+	return &batch{deltas: map[*Queue]*counters{}}
+}
+
+func (b *batch) delta(q *Queue) *counters {
+	d := b.deltas[q]
+	if d == nil {
+		d = &counters{}
+		b.deltas[q] = d
+	}
+	return d
+}
+
+func (b *batch) reject(r *request, err error) {
+	if b.rejected == nil {
+		b.rejected = map[*request]error{}
+	}
+	b.rejected[r] = err
+}
+
+// full reports whether storing n more messages of size bytes would pass the
+// configured limits.
+func (w *writer) full(b *batch, n, size int64) bool {
+	c := w.s.cfg
+	if c.MaxMessages > 0 && w.msgs.Load()+b.msgs+n > c.MaxMessages {
+		return true
+	}
+	return c.MaxBytes > 0 && w.bytes.Load()+b.bytes+size > c.MaxBytes
+}
+
+// applyPut stores r's messages, or parks r (FullBlock) or rejects it
+// (FullError) when the store is past its limits.
+func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
+	size := putBytes(r)
+	if w.full(b, int64(len(r.puts)), size) {
+		if w.s.cfg.OnFull == FullBlock {
+			b.parked = append(b.parked, r)
+			return true, nil
+		}
+		b.reject(r, fmt.Errorf("put %d messages (%d bytes): %w", len(r.puts), size, ErrStoreFull))
+		return false, nil
+	}
+	now := w.s.now().UnixNano()
+	var deduped []bool
+	for i, p := range r.puts {
+		q := p.Queue
+		if p.Dedupe {
+			dup, err := w.dedupe(q, p, now)
+			if err != nil {
+				return false, err
+			}
+			if dup {
+				if deduped == nil {
+					deduped = make([]bool, len(r.puts))
+				}
+				deduped[i] = true
+				b.delta(q).deduped++
+				continue
+			}
+		}
+		var exp int64
+		if p.Msg.TTL > 0 {
+			exp = now + int64(p.Msg.TTL)
+		}
+		w.lastRow++
+		id := w.lastRow
+		w.pending = append(w.pending, id, q.id, int64(p.Msg.Priority), exp, p.Data)
+		b.appends = append(b.appends, appendEffect{q: q, prio: p.Msg.Priority, e: entry{rowid: id, expiresAt: exp, data: p.Data}})
+		d := b.delta(q)
+		d.depth++
+		d.bytes += int64(len(p.Data))
+		d.enqueued++
+		b.msgs++
+		b.bytes += int64(len(p.Data))
+	}
+	if deduped != nil {
+		if b.deduped == nil {
+			b.deduped = map[*request][]bool{}
+		}
+		b.deduped[r] = deduped
+	}
+	return false, nil
+}
+
+// dedupe records (origin, id) in q's window and reports whether it was
+// already there.
+func (w *writer) dedupe(q *Queue, p Put, now int64) (bool, error) {
+	seq := w.dedupeSeq[q.id]
+	n, err := w.conn.exec(`INSERT OR IGNORE INTO dedupe (queue, origin, msg_id, seq, at) VALUES (?, ?, ?, ?, ?)`,
+		q.id, p.Msg.Origin[:], int64(p.Msg.ID), seq, now)
+	if err != nil {
+		return false, fmt.Errorf("dedupe in %q: %w", q.name, err)
+	}
+	if n == 0 {
+		return true, nil
+	}
+	// A rolled-back batch leaves a gap in seq, which is harmless: seq only
+	// orders the rows.
+	w.dedupeSeq[q.id] = seq + 1
+	return false, nil
+}
+
+// applyAck queues r's delete for flushAcks.
+func (w *writer) applyAck(r *request) {
+	w.acks = append(w.acks, ackRow{q: r.q, rowid: r.rowid, size: r.size})
+}
+
+type ackRow struct {
+	q     *Queue
+	rowid int64
+	size  int64
+}
+
+const deleteMaxRows = 64
+
+// deleteSQL[n] deletes n rows by id.
+var deleteSQL = func() []string {
+	out := make([]string, deleteMaxRows+1)
+	for n := 1; n <= deleteMaxRows; n++ {
+		out[n] = `DELETE FROM messages WHERE id IN ` + valuesSQL(1, n)
+	}
+	return out
+}()
+
+// flushAcks deletes the acked rows, many per statement, queue by queue.
+func (w *writer) flushAcks(b *batch) error {
+	acks := w.acks
+	w.acks = w.acks[:0]
+	for len(acks) > 0 {
+		q := acks[0].q
+		n := 0
+		for n < len(acks) && n < deleteMaxRows && acks[n].q == q {
+			n++
+		}
+		chunk := acks[:n]
+		acks = acks[n:]
+		args := w.scratch[:0]
+		var size int64
+		for _, a := range chunk {
+			args = append(args, a.rowid)
+			size += a.size
+		}
+		w.scratch = args
+		changed, err := w.conn.exec(deleteSQL[n], args...)
+		if err != nil {
+			return fmt.Errorf("ack %d messages in %q: %w", n, q.name, err)
+		}
+		d := b.delta(q)
+		d.acked += changed
+		if changed == int64(n) {
+			d.depth -= changed
+			d.bytes -= size
+			b.msgs -= changed
+			b.bytes -= size
+			continue
+		}
+		// A lease makes each ack unique, so this is a bug elsewhere;
+		// keep the counters true rather than guess.
+		w.s.log.Warn("acked messages were already gone", slog.String(logQueue, q.name), slog.Int("acked", n), slog.Int64("deleted", changed))
+		if err := w.resync(q, d, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resync sets q's pending depth and bytes deltas so that after the commit
+// its counters equal what the table holds.
+func (w *writer) resync(q *Queue, d *counters, b *batch) error {
+	dest := make([]driver.Value, 2)
+	if err := w.conn.queryRow(`SELECT count(*), coalesce(sum(length(data)), 0) FROM messages WHERE queue = ?`, []driver.Value{q.id}, dest); err != nil {
+		return fmt.Errorf("recount %q: %w", q.name, err)
+	}
+	depth, _ := dest[0].(int64)
+	bytes, _ := dest[1].(int64)
+	q.mu.Lock()
+	cur := q.c
+	q.mu.Unlock()
+	b.msgs += (depth - cur.depth) - d.depth
+	b.bytes += (bytes - cur.bytes) - d.bytes
+	d.depth = depth - cur.depth
+	d.bytes = bytes - cur.bytes
+	return nil
+}
+
+// applyMove moves a message to another queue (dead letter, expiry address)
+// under a new rowid, so it joins the tail of its new queue; or, for an
+// expiry with no address, deletes it. A message already gone is a no-op,
+// which makes expiry from the sweep and from the head idempotent.
+func (w *writer) applyMove(r *request, b *batch) error {
+	if r.to == nil {
+		n, err := w.conn.exec(`DELETE FROM messages WHERE id = ?`, r.rowid)
+		if err != nil {
+			return fmt.Errorf("expire %d in %q: %w", r.rowid, r.q.name, err)
+		}
+		if n == 1 {
+			d := b.delta(r.q)
+			d.depth--
+			d.bytes -= r.size
+			d.expired++
+			b.msgs--
+			b.bytes -= r.size
+		}
+		return nil
+	}
+	dest := make([]driver.Value, 2)
+	err := w.conn.queryRow(`SELECT priority, data FROM messages WHERE id = ?`, []driver.Value{r.rowid}, dest)
+	if errors.Is(err, errNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("move %d from %q: %w", r.rowid, r.q.name, err)
+	}
+	prio, _ := dest[0].(int64)
+	data, _ := dest[1].([]byte)
+	data = append([]byte(nil), data...) // the driver's buffer is reused
+	w.lastRow++
+	id := w.lastRow
+	if _, err := w.conn.exec(`INSERT INTO messages (id, queue, priority, expires_at, reason, data) VALUES (?, ?, ?, 0, ?, ?)`,
+		id, r.to.id, prio, r.name, data); err != nil {
+		return fmt.Errorf("move %d to %q: %w", r.rowid, r.to.name, err)
+	}
+	if _, err := w.conn.exec(`DELETE FROM messages WHERE id = ?`, r.rowid); err != nil {
+		return fmt.Errorf("move %d from %q: %w", r.rowid, r.q.name, err)
+	}
+	size := int64(len(data))
+	src, dst := b.delta(r.q), b.delta(r.to)
+	src.depth--
+	src.bytes -= size
+	if r.dlq {
+		src.deadLettered++
+	} else {
+		src.expired++
+	}
+	dst.depth++
+	dst.bytes += size
+	dst.enqueued++
+	b.appends = append(b.appends, appendEffect{q: r.to, prio: uint8(prio), e: entry{rowid: id, reason: r.name, data: data}})
+	return nil
+}
+
+func (w *writer) applyCreate(r *request, b *batch) error {
+	if _, ok := w.s.Lookup(r.name); ok {
+		return nil
+	}
+	for _, q := range b.created {
+		if q.name == r.name {
+			return nil
+		}
+	}
+	dest := make([]driver.Value, 1)
+	err := w.conn.queryRow(`INSERT INTO queues (name, kind) VALUES (?, ?) RETURNING id`, []driver.Value{r.name, int64(r.qkind)}, dest)
+	if err != nil {
+		return fmt.Errorf("create queue %q: %w", r.name, err)
+	}
+	id := dest[0].(int64)
+	b.created = append(b.created, newQueue(w.s, id, r.name, r.qkind))
+	return nil
+}
+
+// applyPrune forgets the oldest dedupe records of a queue past the window's
+// count, and a bounded number of those past its age.
+func (w *writer) applyPrune(r *request) error {
+	c := w.s.cfg
+	if _, err := w.conn.exec(`DELETE FROM dedupe WHERE queue = ?1 AND seq < ?2`, r.q.id, w.dedupeSeq[r.q.id]-int64(c.DedupeMaxEntries)); err != nil {
+		return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
+	}
+	cutoff := w.s.now().Add(-c.DedupeWindow).UnixNano()
+	if _, err := w.conn.exec(`DELETE FROM dedupe WHERE queue = ?1 AND seq IN
+		(SELECT seq FROM dedupe WHERE queue = ?1 ORDER BY seq LIMIT 10000) AND at < ?2`, r.q.id, cutoff); err != nil {
+		return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
+	}
+	return nil
+}
+
+// retryParked runs the parked puts again now that a commit may have freed
+// space. Those still over the limit park again.
+func (w *writer) retryParked() {
+	parked := w.parked
+	w.parked = nil
+	for i, r := range parked {
+		if w.full(newBatch(), int64(len(r.puts)), putBytes(r)) {
+			w.parked = append(w.parked, parked[i:]...)
+			return
+		}
+		w.run([]*request{r})
+	}
+}
+
+func putBytes(r *request) int64 {
+	var n int64
+	for _, p := range r.puts {
+		n += int64(len(p.Data))
+	}
+	return n
+}

@@ -1,0 +1,334 @@
+package queue
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+)
+
+// Delivery is a message handed to one consumer under a lease. Exactly one
+// of Ack, Nack or Release should follow; if none does before the lease
+// times out, the message is delivered again.
+type Delivery struct {
+	q     *Queue
+	RowID int64
+	// Attempt is 1 on the first delivery and grows with each nack or lease
+	// timeout.
+	Attempt  int
+	Priority uint8
+	// ExpiresAt is when the message expires, zero if never.
+	ExpiresAt time.Time
+	// Reason says why the message was moved here, for messages in a
+	// dead-letter queue or an expiry address.
+	Reason string
+	// Data is the encoded message.
+	Data []byte
+}
+
+// Queue returns the queue the delivery came from.
+func (d *Delivery) Queue() *Queue { return d.q }
+
+// Message decodes the delivery. Its TTL is set to the time that remains.
+func (d *Delivery) Message() (*message.Message, error) {
+	m, err := message.Decode(d.Data, message.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("decode message %d of %q: %w", d.RowID, d.q.name, err)
+	}
+	if !d.ExpiresAt.IsZero() {
+		m.TTL = max(d.ExpiresAt.Sub(d.q.s.now()), time.Nanosecond)
+	}
+	return m, nil
+}
+
+// Ack settles the delivery: the message is deleted at the next group
+// commit. It does not wait for that commit.
+func (d *Delivery) Ack() error { return d.q.Ack(d.RowID, d.Attempt) }
+
+// Nack gives the message back for redelivery after a backoff that doubles
+// with each attempt. Past the queue's MaxDeliveries it moves to the
+// dead-letter queue, with reason.
+func (d *Delivery) Nack(reason string) error { return d.q.Nack(d.RowID, d.Attempt, reason) }
+
+// Release gives the message back at once without counting an attempt, as a
+// sender does with what was in flight when its link dropped.
+func (d *Delivery) Release() error { return d.q.Release(d.RowID, d.Attempt) }
+
+// Poll returns the next ready message under a lease, or ErrNoMessage.
+func (q *Queue) Poll() (*Delivery, error) {
+	d, _, _, err := q.poll(false)
+	return d, err
+}
+
+// Receive blocks until a message is ready, ctx is done or the store closes.
+func (q *Queue) Receive(ctx context.Context) (*Delivery, error) {
+	for {
+		d, ch, next, err := q.poll(true)
+		if err == nil {
+			return d, nil
+		}
+		if !errors.Is(err, ErrNoMessage) {
+			return nil, err
+		}
+		if err := q.wait(ctx, ch, next); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// wait blocks until ch is closed, the backoff deadline next (unix nanos,
+// 0 for none) passes, ctx is done or the store closes.
+func (q *Queue) wait(ctx context.Context, ch <-chan struct{}, next int64) error {
+	var timer <-chan time.Time
+	if next > 0 {
+		t := time.NewTimer(time.Duration(next - q.s.now().UnixNano()))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-ch:
+	case <-timer:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-q.s.ctx.Done():
+		return ErrClosed
+	}
+	return nil
+}
+
+// poll takes the next deliverable message. When there is none and wait is
+// set, it returns the channel that the next arrival closes, taken under the
+// same lock so no arrival slips between, and the next backoff deadline.
+func (q *Queue) poll(wait bool) (*Delivery, <-chan struct{}, int64, error) {
+	for {
+		if q.s.ctx.Err() != nil {
+			return nil, nil, 0, ErrClosed
+		}
+		q.mu.Lock()
+		now := q.s.now().UnixNano()
+		next := q.promoteLocked(now)
+		e, prio, ok, err := q.nextLocked(now)
+		if err != nil || !ok {
+			var ch chan struct{}
+			if wait {
+				q.waiting = true
+				ch = q.waitCh
+			}
+			q.mu.Unlock()
+			if err == nil {
+				err = ErrNoMessage
+			}
+			return nil, ch, next, err
+		}
+		if e.expiresAt > 0 && e.expiresAt <= now {
+			q.mu.Unlock()
+			q.expire(e.rowid, int64(len(e.data)))
+			continue
+		}
+		attempt := e.deliveries + 1
+		q.inflight[e.rowid] = &lease{e: e, prio: prio, attempt: attempt, deadline: now + int64(q.policy.LeaseTimeout)}
+		q.mu.Unlock()
+		d := &Delivery{q: q, RowID: e.rowid, Attempt: attempt, Priority: prio, Reason: e.reason, Data: e.data}
+		if e.expiresAt > 0 {
+			d.ExpiresAt = time.Unix(0, e.expiresAt)
+		}
+		return d, nil, 0, nil
+	}
+}
+
+// nextLocked removes and returns the head of the highest non-empty priority,
+// refilling spilled levels from disk as it goes.
+func (q *Queue) nextLocked(now int64) (entry, uint8, bool, error) {
+	for p := levels - 1; p >= 0; p-- {
+		l := &q.lv[p]
+		if l.head == len(l.ready) && l.spilled {
+			if err := q.refillLocked(uint8(p), now); err != nil {
+				return entry{}, 0, false, err
+			}
+		}
+		hasReady := l.head < len(l.ready)
+		if len(l.retry) > 0 && (!hasReady || l.retry[0].rowid < l.ready[l.head].rowid) {
+			return heap.Pop(&l.retry).(entry), uint8(p), true, nil
+		}
+		if hasReady {
+			e := l.ready[l.head]
+			l.ready[l.head] = entry{}
+			l.head++
+			if l.head == len(l.ready) {
+				l.ready, l.head = l.ready[:0], 0
+			}
+			q.bufN--
+			q.bufBytes -= len(e.data)
+			return e, uint8(p), true, nil
+		}
+	}
+	return entry{}, 0, false, nil
+}
+
+// refillLocked reads the next rows of a spilled level from disk.
+func (q *Queue) refillLocked(p uint8, now int64) error {
+	l := &q.lv[p]
+	limit := max(q.s.cfg.PrefetchMessages/4, 16)
+	rows, err := q.s.rdb.Query(`SELECT id, expires_at, deliveries, not_before, reason, data FROM messages
+		WHERE queue = ? AND priority = ? AND id > ? ORDER BY id LIMIT ?`, q.id, int(p), l.lastLoaded, limit)
+	if err != nil {
+		return fmt.Errorf("refill %q: %w", q.name, err)
+	}
+	defer rows.Close()
+	n, bytes, cut := 0, 0, false
+	for rows.Next() {
+		var e entry
+		if err := rows.Scan(&e.rowid, &e.expiresAt, &e.deliveries, &e.notBefore, &e.reason, &e.data); err != nil {
+			return fmt.Errorf("refill %q: %w", q.name, err)
+		}
+		n++
+		bytes += len(e.data)
+		l.lastLoaded = e.rowid
+		if e.notBefore > now {
+			heap.Push(&q.delayed, delayed{e: e, prio: p})
+		} else {
+			l.ready = append(l.ready, e)
+			q.bufN++
+			q.bufBytes += len(e.data)
+		}
+		if bytes >= q.s.cfg.PrefetchBytes {
+			cut = true
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("refill %q: %w", q.name, err)
+	}
+	if n < limit && !cut {
+		l.spilled = false
+	}
+	return nil
+}
+
+// take removes the lease of rowid if attempt still holds it.
+func (q *Queue) take(rowid int64, attempt int) (*lease, error) {
+	l := q.inflight[rowid]
+	if l == nil || l.attempt != attempt {
+		return nil, fmt.Errorf("message %d of %q, attempt %d: %w", rowid, q.name, attempt, ErrLeaseLost)
+	}
+	delete(q.inflight, rowid)
+	return l, nil
+}
+
+// Ack settles a delivery; see Delivery.Ack.
+func (q *Queue) Ack(rowid int64, attempt int) error {
+	q.mu.Lock()
+	l, err := q.take(rowid, attempt)
+	q.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return q.s.w.submit(&request{kind: reqAck, q: q, rowid: rowid, size: int64(len(l.e.data))})
+}
+
+// Release gives a delivery back at once; see Delivery.Release.
+func (q *Queue) Release(rowid int64, attempt int) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l, err := q.take(rowid, attempt)
+	if err != nil {
+		return err
+	}
+	heap.Push(&q.lv[l.prio].retry, l.e)
+	q.wakeLocked()
+	return nil
+}
+
+// Nack gives a delivery back after a backoff; see Delivery.Nack.
+func (q *Queue) Nack(rowid int64, attempt int, reason string) error {
+	q.mu.Lock()
+	l, err := q.take(rowid, attempt)
+	if err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	return q.failedLocked(l, reason, false)
+}
+
+// failedLocked handles a failed delivery, by nack or lease timeout: the
+// message goes to the dead-letter queue past MaxDeliveries, else back to
+// the queue after the backoff. It unlocks q.mu.
+func (q *Queue) failedLocked(l *lease, reason string, timedOut bool) error {
+	p := q.policy
+	if l.attempt >= p.MaxDeliveries && !IsDeadLetter(q.name) {
+		q.mu.Unlock()
+		why := fmt.Sprintf("delivered %d times (max_deliveries %d): %s", l.attempt, p.MaxDeliveries, reason)
+		return q.moveTo(l.e.rowid, int64(len(l.e.data)), p.DeadLetter, why, true)
+	}
+	now := q.s.now().UnixNano()
+	l.e.deliveries = l.attempt
+	if timedOut {
+		// The lease timeout was the backoff already.
+		l.e.notBefore = 0
+		heap.Push(&q.lv[l.prio].retry, l.e)
+	} else {
+		l.e.notBefore = now + int64(backoff(p, l.attempt))
+		heap.Push(&q.delayed, delayed{e: l.e, prio: l.prio})
+	}
+	q.wakeLocked()
+	q.mu.Unlock()
+	return q.s.w.submit(&request{kind: reqUpdate, q: q, rowid: l.e.rowid, deliv: l.attempt, notBf: l.e.notBefore})
+}
+
+// backoff is RedeliveryDelay doubled per attempt after the first, capped.
+func backoff(p Policy, attempt int) time.Duration {
+	d := p.RedeliveryDelay
+	for i := 1; i < attempt && d < p.MaxRedeliveryDelay; i++ {
+		d *= 2
+	}
+	return min(d, p.MaxRedeliveryDelay)
+}
+
+// moveTo moves a message out of q into the queue called to.
+func (q *Queue) moveTo(rowid, size int64, to, reason string, dlq bool) error {
+	t, err := q.s.Queue(q.s.ctx, to, KindReceive)
+	if err != nil {
+		return fmt.Errorf("move message %d of %q to %q: %w", rowid, q.name, to, err)
+	}
+	return q.s.w.submit(&request{kind: reqMove, q: q, rowid: rowid, size: size, to: t, name: reason, dlq: dlq})
+}
+
+// expire removes an expired message, or moves it to the expiry address.
+// It is idempotent: the sweep and the head may both expire one message.
+func (q *Queue) expire(rowid, size int64) {
+	addr := q.Policy().ExpiryAddress
+	var err error
+	if addr != "" && addr != q.name {
+		err = q.moveTo(rowid, size, addr, "expired", false)
+	} else {
+		err = q.s.w.submit(&request{kind: reqExpire, q: q, rowid: rowid, size: size})
+	}
+	if err != nil && !errors.Is(err, ErrClosed) {
+		q.s.log.Warn("expire failed", slog.String(logQueue, q.name), slog.Int64("rowid", rowid), slog.Any(logError, err))
+	}
+}
+
+// DeadLetter moves the message to the queue's dead-letter queue at once,
+// with reason, as for a message that can never be handled.
+func (d *Delivery) DeadLetter(reason string) error { return d.q.DeadLetter(d.RowID, d.Attempt, reason) }
+
+// DeadLetter moves a delivered message to the dead-letter queue; see
+// Delivery.DeadLetter. In a dead-letter queue it is a nack.
+func (q *Queue) DeadLetter(rowid int64, attempt int, reason string) error {
+	q.mu.Lock()
+	l, err := q.take(rowid, attempt)
+	if err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	if IsDeadLetter(q.name) {
+		return q.failedLocked(l, reason, false)
+	}
+	dlq := q.policy.DeadLetter
+	q.mu.Unlock()
+	return q.moveTo(rowid, int64(len(l.e.data)), dlq, reason, true)
+}

@@ -1,0 +1,37 @@
+// Package queue is Petrel's durable store: receive queues, send queues,
+// priority, TTL, dedupe, leases and dead letters, in one SQLite database per
+// node.
+//
+// # Model
+//
+// Every message lives in one row of the messages table, keyed by a rowid that
+// grows with every commit. Within a queue the order is highest priority first
+// and, within a priority, rowid order, which is commit order: FIFO.
+//
+// All writes go through one writer goroutine that gathers concurrent
+// operations into one transaction and one fsync (group commit). Readers use
+// their own connections; WAL mode lets them read while the writer writes.
+//
+// Each queue keeps a bounded window of its head in memory, per priority, so
+// that in the common case a message goes from the commit to a consumer with
+// no read of the disk. A priority whose backlog outgrew the window is marked
+// spilled and refilled from the database as its window drains. A backlog of
+// millions therefore costs disk, not memory.
+//
+// # Invariants
+//
+//   - A put is visible to consumers only after its transaction committed.
+//   - A message row is deleted only by an ack, an expiry or a move to another
+//     queue (dead letter, expiry address), each in a committed transaction.
+//   - Leases live in memory. A crash forgets them, so every message that was
+//     in flight is delivered again after a restart (at-least-once). The
+//     delivery count is persisted on nack and lease expiry, not on delivery.
+//   - Acks are group-committed asynchronously: an ack lost in a crash makes
+//     the message come back, never disappear.
+//   - Dedupe records (queue, origin, id) in the same transaction as the put,
+//     so a resend that races its original is still caught.
+//
+// queue is the only package that imports go-sqlite3. It imports message and
+// the standard library besides; it must not import conf, session or anything
+// above it.
+package queue

@@ -1,0 +1,100 @@
+package queue
+
+import (
+	"context"
+
+	"github.com/petrelmq/petrel/message"
+)
+
+// Op is the completion handle of an asynchronous store operation. Done is
+// closed once the operation committed or failed; Err then says which.
+// An Op is safe to wait on from several goroutines.
+type Op struct {
+	done    chan struct{}
+	err     error
+	deduped []bool
+}
+
+func newOp() *Op { return &Op{done: make(chan struct{})} }
+
+func (o *Op) finish(err error) {
+	o.err = err
+	close(o.done)
+}
+
+// Done is closed when the operation has committed or failed.
+func (o *Op) Done() <-chan struct{} { return o.done }
+
+// Err returns the operation's error once Done is closed, nil before.
+func (o *Op) Err() error {
+	select {
+	case <-o.done:
+		return o.err
+	default:
+		return nil
+	}
+}
+
+// Wait blocks until the operation is durable or failed, or ctx is done. A
+// ctx error says nothing about the operation: it may still commit.
+func (o *Op) Wait(ctx context.Context) error {
+	select {
+	case <-o.done:
+		return o.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Deduped reports, once Done is closed, whether the i-th put of the
+// operation was dropped as a duplicate.
+func (o *Op) Deduped(i int) bool {
+	select {
+	case <-o.done:
+		return i < len(o.deduped) && o.deduped[i]
+	default:
+		return false
+	}
+}
+
+// Put is one message to store in a queue.
+type Put struct {
+	Queue *Queue
+	Msg   *message.Message
+	// Data is Msg encoded. When nil, Submit encodes Msg.
+	Data []byte
+	// Dedupe drops the put, successfully, when (Msg.Origin, Msg.ID) was
+	// already accepted into Queue within the dedupe window. Puts of locally
+	// made messages need not dedupe: their ids are unique by construction.
+	Dedupe bool
+}
+
+type reqKind uint8
+
+const (
+	reqPut reqKind = iota + 1
+	reqAck
+	reqUpdate
+	reqMove
+	reqExpire
+	reqMeta
+	reqCreateQueue
+	reqPrune
+)
+
+// request is one unit of work for the writer. Fields are used per kind.
+type request struct {
+	kind  reqKind
+	op    *Op // nil for fire-and-forget requests
+	puts  []Put
+	q     *Queue
+	rowid int64
+	size  int64  // bytes of the row, for the counters
+	to    *Queue // reqMove target; reqExpire expiry address or nil
+	name  string // reqMeta key, reqCreateQueue name, reqMove reason
+	data  []byte // reqMeta value
+	qkind Kind
+	deliv int   // reqUpdate
+	notBf int64 // reqUpdate
+	dlq   bool  // reqMove: counts as dead-lettered (else expired)
+}

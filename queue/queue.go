@@ -1,0 +1,235 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+)
+
+const levels = message.MaxPriority + 1
+
+// counters are a queue's persisted statistics.
+type counters struct {
+	depth, bytes, enqueued, acked, expired, deduped, deadLettered int64
+}
+
+// entry is a stored message as the queue holds it in memory.
+type entry struct {
+	rowid      int64
+	expiresAt  int64 // unix nanos, 0 = never
+	deliveries int   // failed deliveries so far, as persisted
+	notBefore  int64 // unix nanos: not deliverable before
+	reason     string
+	data       []byte
+}
+
+// level is the in-memory head of one priority of one queue.
+type level struct {
+	ready      []entry // FIFO of committed messages, by rowid
+	head       int     // index of the first live entry of ready
+	retry      entryHeap
+	lastLoaded int64 // every rowid of this level up to here is in memory or in flight
+	spilled    bool  // rows past lastLoaded may exist on disk only
+}
+
+type lease struct {
+	e        entry
+	prio     uint8
+	attempt  int
+	deadline int64
+}
+
+// Queue is one receive or send queue. It is safe for concurrent use; any
+// number of consumers may poll it, each message going to one of them.
+type Queue struct {
+	s    *Store
+	id   int64
+	name string
+	kind Kind
+
+	mu       sync.Mutex
+	policy   Policy
+	lv       [levels]level
+	inflight map[int64]*lease
+	delayed  delayHeap
+	bufN     int
+	bufBytes int
+	c        counters
+	waitCh   chan struct{}
+	waiting  bool
+}
+
+func newQueue(s *Store, id int64, name string, kind Kind) *Queue {
+	q := &Queue{s: s, id: id, name: name, kind: kind, inflight: map[int64]*lease{}, waitCh: make(chan struct{})}
+	// Until a refill proves otherwise, any level may have rows on disk.
+	for i := range q.lv {
+		q.lv[i].spilled = true
+	}
+	q.policy = Policy{}.withDefaults(name)
+	return q
+}
+
+func (p Policy) withDefaults(name string) Policy {
+	if p.MaxDeliveries <= 0 {
+		p.MaxDeliveries = 10
+	}
+	if p.DeadLetter == "" {
+		p.DeadLetter = name + DeadLetterSuffix
+	}
+	if p.LeaseTimeout <= 0 {
+		p.LeaseTimeout = 30 * time.Second
+	}
+	if p.RedeliveryDelay <= 0 {
+		p.RedeliveryDelay = time.Second
+	}
+	if p.MaxRedeliveryDelay <= 0 {
+		p.MaxRedeliveryDelay = time.Minute
+	}
+	if p.MaxRedeliveryDelay < p.RedeliveryDelay {
+		p.MaxRedeliveryDelay = p.RedeliveryDelay
+	}
+	return p
+}
+
+// DeadLetterSuffix names a queue's default dead-letter queue. A queue whose
+// name ends with it has no dead-letter queue of its own: its messages are
+// redelivered without limit, so nothing ever falls off the end.
+const DeadLetterSuffix = ".dlq"
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Kind returns whether this is a receive or a send queue.
+func (q *Queue) Kind() Kind { return q.kind }
+
+// SetPolicy replaces the queue's consumer policy. Zero fields take their
+// defaults. Messages already in flight keep their lease.
+func (q *Queue) SetPolicy(p Policy) {
+	q.mu.Lock()
+	q.policy = p.withDefaults(q.name)
+	q.mu.Unlock()
+}
+
+// Policy returns the queue's consumer policy with defaults filled in.
+func (q *Queue) Policy() Policy {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.policy
+}
+
+// Put stores m in q and returns once it is durable. With dedupe, a message
+// whose (Origin, ID) q already accepted within the window is dropped, and
+// Put still succeeds.
+func (q *Queue) Put(ctx context.Context, m *message.Message, dedupe bool) error {
+	op, err := q.s.Submit([]Put{{Queue: q, Msg: m, Dedupe: dedupe}})
+	if err != nil {
+		return err
+	}
+	return op.Wait(ctx)
+}
+
+// Submit hands puts to the group commit and returns at once. They commit
+// together, all or none; the Op says when. Messages without Data are
+// encoded here, in the caller's goroutine.
+func (s *Store) Submit(puts []Put) (*Op, error) {
+	for i := range puts {
+		p := &puts[i]
+		if p.Queue == nil || p.Msg == nil {
+			return nil, fmt.Errorf("put %d: no queue or message", i)
+		}
+		if p.Msg.Priority > message.MaxPriority {
+			return nil, fmt.Errorf("put into %q: priority %d: %w", p.Queue.name, p.Msg.Priority, message.ErrPriority)
+		}
+		if p.Data == nil {
+			data, err := p.Msg.MarshalBinary()
+			if err != nil {
+				return nil, fmt.Errorf("put into %q: %w", p.Queue.name, err)
+			}
+			p.Data = data
+		}
+	}
+	r := &request{kind: reqPut, puts: puts, op: newOp()}
+	if err := s.w.submit(r); err != nil {
+		return nil, err
+	}
+	return r.op, nil
+}
+
+// appended is called by the writer, in rowid order, for each committed
+// message. The message joins the in-memory head when everything before it
+// is in memory and the prefetch budget allows; otherwise its level is
+// marked spilled and a later refill reads it from disk.
+func (q *Queue) appended(prio uint8, e entry) {
+	q.mu.Lock()
+	l := &q.lv[prio]
+	if e.rowid > l.lastLoaded {
+		if !l.spilled && q.bufN < q.s.cfg.PrefetchMessages && q.bufBytes+len(e.data) <= q.s.cfg.PrefetchBytes {
+			l.ready = append(l.ready, e)
+			l.lastLoaded = e.rowid
+			q.bufN++
+			q.bufBytes += len(e.data)
+		} else {
+			l.spilled = true
+		}
+	}
+	q.wakeLocked()
+	q.mu.Unlock()
+}
+
+func (q *Queue) addCounters(d *counters) {
+	q.mu.Lock()
+	q.c.depth += d.depth
+	q.c.bytes += d.bytes
+	q.c.enqueued += d.enqueued
+	q.c.acked += d.acked
+	q.c.expired += d.expired
+	q.c.deduped += d.deduped
+	q.c.deadLettered += d.deadLettered
+	q.mu.Unlock()
+}
+
+// wake releases every goroutine blocked in Receive.
+func (q *Queue) wake() {
+	q.mu.Lock()
+	q.wakeLocked()
+	q.mu.Unlock()
+}
+
+func (q *Queue) wakeLocked() {
+	if q.waiting {
+		close(q.waitCh)
+		q.waitCh = make(chan struct{})
+		q.waiting = false
+	}
+}
+
+// Stats are a queue's figures at one moment.
+type Stats struct {
+	Name string
+	Kind Kind
+	// Depth counts the stored messages, in flight included.
+	Depth    int64
+	InFlight int64
+	Bytes    int64
+	// Counters since the queue was created; they survive restarts.
+	Enqueued, Acked, Expired, Deduped, DeadLettered int64
+}
+
+// Stats returns the queue's figures.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return Stats{
+		Name: q.name, Kind: q.kind,
+		Depth: q.c.depth, InFlight: int64(len(q.inflight)), Bytes: q.c.bytes,
+		Enqueued: q.c.enqueued, Acked: q.c.acked, Expired: q.c.expired,
+		Deduped: q.c.deduped, DeadLettered: q.c.deadLettered,
+	}
+}
+
+// IsDeadLetter reports whether name is a dead-letter queue's name.
+func IsDeadLetter(name string) bool { return strings.HasSuffix(name, DeadLetterSuffix) }

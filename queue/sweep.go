@@ -1,0 +1,115 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// sweepLoop runs Sweep every SweepInterval until ctx is done.
+func (s *Store) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Dedupe pruning is cheap but not urgent: every 10th sweep.
+		if err := s.Sweep(ctx, n%10 == 0); err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
+			s.log.Warn("sweep failed", slog.Any(logError, err))
+		}
+	}
+}
+
+// Sweep times out expired leases, wakes consumers for backed-off messages
+// whose time came, expires messages wherever they sit in their queue (not
+// only at the head), and, with prune, forgets dedupe records past the
+// window. The store runs it every SweepInterval; tests call it directly.
+func (s *Store) Sweep(ctx context.Context, prune bool) error {
+	for _, q := range s.Queues() {
+		if err := q.sweepLeases(); err != nil {
+			return err
+		}
+		if prune {
+			if err := s.w.submit(&request{kind: reqPrune, q: q}); err != nil {
+				return err
+			}
+		}
+	}
+	return s.sweepExpired(ctx)
+}
+
+// sweepLeases treats every lease past its deadline as a failed delivery.
+func (q *Queue) sweepLeases() error {
+	q.mu.Lock()
+	now := q.s.now().UnixNano()
+	before := len(q.delayed)
+	q.promoteLocked(now)
+	if len(q.delayed) < before {
+		q.wakeLocked()
+	}
+	var late []*lease
+	for _, l := range q.inflight {
+		if l.deadline <= now {
+			late = append(late, l)
+		}
+	}
+	q.mu.Unlock()
+	for _, l := range late {
+		q.mu.Lock()
+		if cur := q.inflight[l.e.rowid]; cur != l {
+			q.mu.Unlock() // settled meanwhile
+			continue
+		}
+		delete(q.inflight, l.e.rowid)
+		if err := q.failedLocked(l, "lease timed out", true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepExpired expires a bounded number of messages whose TTL ran out,
+// skipping those in flight: a consumer already has them.
+func (s *Store) sweepExpired(ctx context.Context) error {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT id, queue, length(data) FROM messages
+		WHERE expires_at > 0 AND expires_at <= ? LIMIT 10000`, s.now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("sweep expired: %w", err)
+	}
+	type hit struct{ rowid, queue, size int64 }
+	var hits []hit
+	for rows.Next() {
+		var h hit
+		if err := rows.Scan(&h.rowid, &h.queue, &h.size); err != nil {
+			rows.Close()
+			return fmt.Errorf("sweep expired: %w", err)
+		}
+		hits = append(hits, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sweep expired: %w", err)
+	}
+	for _, h := range hits {
+		s.mu.RLock()
+		q := s.queues[h.queue]
+		s.mu.RUnlock()
+		if q == nil {
+			continue
+		}
+		q.mu.Lock()
+		_, busy := q.inflight[h.rowid]
+		q.mu.Unlock()
+		if !busy {
+			// The copy in memory, if any, is dropped when it reaches the
+			// head: expiring twice is a no-op.
+			q.expire(h.rowid, h.size)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,325 @@
+package queue
+
+import (
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// writer owns the one write connection. It gathers the requests that are
+// waiting into one transaction, commits it with one fsync (group commit),
+// then publishes the effects in memory and completes the requests.
+type writer struct {
+	s    *Store
+	conn *rawConn
+	reqs chan *request
+
+	mu     sync.RWMutex // guards closed against sends on a closed reqs
+	closed bool
+
+	parked []*request // puts waiting for space (FullBlock)
+
+	// totals across every queue, published after each commit.
+	msgs  atomic.Int64
+	bytes atomic.Int64
+
+	commits, requests, commitNanos atomic.Int64
+
+	// writer-owned
+	dedupeSeq map[int64]int64 // next dedupe seq per queue id
+	// lastRow is the last message rowid assigned. The writer assigns
+	// rowids itself because SQLite reuses the highest rowid once it is
+	// deleted, and the queues' in-memory heads rely on rowids only growing.
+	lastRow int64
+	// pending holds rows to insert, flushed as multi-row INSERTs: one
+	// statement for many rows costs far less than one statement each.
+	pending []driver.Value
+	// acks holds rows to delete, flushed many per statement.
+	acks    []ackRow
+	scratch []driver.Value
+}
+
+const (
+	insertCols    = 5
+	insertMaxRows = 32
+	insertPrefix  = `INSERT INTO messages (id, queue, priority, expires_at, data) VALUES `
+)
+
+func newWriter(s *Store) (*writer, error) {
+	conn, err := openRaw(dsn(s.cfg.Path, s.cfg.Sync, false))
+	if err != nil {
+		return nil, fmt.Errorf("open writer on %s: %w", s.cfg.Path, err)
+	}
+	w := &writer{s: s, conn: conn, reqs: make(chan *request, s.cfg.MaxBatch), dedupeSeq: map[int64]int64{}}
+	if err := w.loadTotals(); err != nil {
+		conn.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *writer) loadTotals() error {
+	var n, b int64
+	for _, q := range w.s.queues {
+		n += q.c.depth
+		b += q.c.bytes
+	}
+	w.msgs.Store(n)
+	w.bytes.Store(b)
+	dest := make([]driver.Value, 1)
+	if err := w.conn.queryRow(`SELECT coalesce(max(id), 0) FROM messages`, nil, dest); err != nil {
+		return fmt.Errorf("load last rowid: %w", err)
+	}
+	w.lastRow = dest[0].(int64)
+	for id := range w.s.queues {
+		err := w.conn.queryRow(`SELECT max(seq) FROM dedupe WHERE queue = ?`, []driver.Value{id}, dest)
+		if err != nil {
+			return fmt.Errorf("load dedupe: %w", err)
+		}
+		if seq, ok := dest[0].(int64); ok {
+			w.dedupeSeq[id] = seq + 1
+		}
+	}
+	return nil
+}
+
+func (w *writer) closeConn() error { return w.conn.close() }
+
+func (w *writer) totals() (int64, int64) { return w.msgs.Load(), w.bytes.Load() }
+
+// submit hands r to the writer. It blocks while the writer's queue is full,
+// which is the back-pressure on producers.
+func (w *writer) submit(r *request) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	w.reqs <- r
+	return nil
+}
+
+// close stops intake; loop drains what was submitted and returns.
+func (w *writer) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.closed = true
+		close(w.reqs)
+	}
+}
+
+// loop is the writer goroutine.
+func (w *writer) loop() {
+	max := w.s.cfg.MaxBatch
+	batch := make([]*request, 0, max)
+	for {
+		r, ok := <-w.reqs
+		if !ok {
+			for _, p := range w.parked {
+				p.op.finish(ErrClosed)
+			}
+			w.parked = nil
+			return
+		}
+		batch = append(batch[:0], r)
+	drain:
+		for len(batch) < max {
+			select {
+			case r, ok := <-w.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		w.run(batch)
+		if len(w.parked) > 0 {
+			w.retryParked()
+		}
+	}
+}
+
+// run commits one batch. If the batch fails as a whole, each request is
+// tried again alone, so one bad request cannot fail its neighbours.
+func (w *writer) run(batch []*request) {
+	b := newBatch()
+	err := w.exec(batch, b)
+	if err == nil {
+		w.publish(b)
+		return
+	}
+	if len(batch) == 1 {
+		w.fail(batch[0], err)
+		return
+	}
+	w.s.log.Warn("group commit failed; retrying requests one by one", slog.Int("requests", len(batch)), slog.Any(logError, err))
+	for _, r := range batch {
+		b := newBatch()
+		if err := w.exec([]*request{r}, b); err != nil {
+			w.fail(r, err)
+			continue
+		}
+		w.publish(b)
+	}
+}
+
+func (w *writer) fail(r *request, err error) {
+	var se sqlite3.Error
+	if errors.As(err, &se) && se.Code == sqlite3.ErrFull {
+		err = fmt.Errorf("%w: disk full: %v", ErrStoreFull, err)
+	}
+	if r.kind != reqPut && r.op == nil {
+		w.s.log.Error("store write failed", slog.Int("request", int(r.kind)), slog.Any(logError, err))
+	}
+	if r.op != nil {
+		r.op.finish(err)
+	}
+}
+
+// exec runs batch in one transaction, recording its effects in b.
+func (w *writer) exec(batch []*request, b *batch) error {
+	if _, err := w.conn.exec(`BEGIN IMMEDIATE`); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	w.pending, w.acks = w.pending[:0], w.acks[:0]
+	err := w.apply(batch, b)
+	if err == nil {
+		err = w.flushInserts()
+	}
+	if err == nil {
+		err = w.flushAcks(b)
+	}
+	if err == nil {
+		err = w.writeCounters(b)
+	}
+	if err == nil {
+		start := time.Now()
+		if _, err = w.conn.exec(`COMMIT`); err != nil {
+			err = fmt.Errorf("commit: %w", err)
+		} else {
+			w.commitNanos.Add(int64(time.Since(start)))
+			w.commits.Add(1)
+			w.requests.Add(int64(len(batch)))
+		}
+	}
+	if err != nil {
+		if _, rerr := w.conn.exec(`ROLLBACK`); rerr != nil {
+			w.s.log.Error("rollback failed", slog.Any(logError, rerr))
+		}
+		return err
+	}
+	return nil
+}
+
+// flushInserts writes the pending rows.
+func (w *writer) flushInserts() error {
+	for len(w.pending) > 0 {
+		n := min(len(w.pending)/insertCols, insertMaxRows)
+		args := w.pending[:n*insertCols]
+		if _, err := w.conn.exec(insertSQL[n], args...); err != nil {
+			return fmt.Errorf("insert %d messages: %w", n, err)
+		}
+		w.pending = w.pending[n*insertCols:]
+	}
+	return nil
+}
+
+// insertSQL[n] inserts n rows.
+var insertSQL = func() []string {
+	out := make([]string, insertMaxRows+1)
+	for n := 1; n <= insertMaxRows; n++ {
+		out[n] = insertPrefix + valuesSQL(n, insertCols)
+	}
+	return out
+}()
+
+func (w *writer) apply(batch []*request, b *batch) error {
+	for _, r := range batch {
+		var err error
+		switch r.kind {
+		case reqPut:
+			var parked bool
+			if parked, err = w.applyPut(r, b); parked {
+				continue
+			}
+		case reqAck:
+			w.applyAck(r)
+		case reqUpdate:
+			_, err = w.conn.exec(`UPDATE messages SET deliveries = ?, not_before = ? WHERE id = ?`, int64(r.deliv), r.notBf, r.rowid)
+		case reqMove, reqExpire:
+			err = w.applyMove(r, b)
+		case reqMeta:
+			_, err = w.conn.exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, r.name, r.data)
+		case reqCreateQueue:
+			err = w.applyCreate(r, b)
+		case reqPrune:
+			err = w.applyPrune(r)
+		}
+		if err != nil {
+			return err
+		}
+		if r.op != nil {
+			b.done = append(b.done, r)
+		}
+	}
+	return nil
+}
+
+func (w *writer) writeCounters(b *batch) error {
+	for q, d := range b.deltas {
+		if _, err := w.conn.exec(`UPDATE queues SET depth = depth + ?, bytes = bytes + ?, enqueued = enqueued + ?, acked = acked + ?,
+			expired = expired + ?, deduped = deduped + ?, dead_lettered = dead_lettered + ? WHERE id = ?`,
+			d.depth, d.bytes, d.enqueued, d.acked, d.expired, d.deduped, d.deadLettered, q.id); err != nil {
+			return fmt.Errorf("update counters of %q: %w", q.name, err)
+		}
+	}
+	return nil
+}
+
+// publish makes a committed batch visible: new queues, new messages,
+// counters, then completions.
+func (w *writer) publish(b *batch) {
+	for _, q := range b.created {
+		w.s.register(q)
+	}
+	w.parked = append(w.parked, b.parked...)
+	for _, a := range b.appends {
+		a.q.appended(a.prio, a.e)
+	}
+	var dm, db int64
+	for q, d := range b.deltas {
+		q.addCounters(d)
+		dm += d.depth
+		db += d.bytes
+	}
+	w.msgs.Add(dm)
+	w.bytes.Add(db)
+	for _, r := range b.done {
+		if r.kind == reqPut {
+			r.op.deduped = b.deduped[r]
+		}
+		r.op.finish(b.rejected[r])
+	}
+}
+
+// WriterStats are the group commit's figures since the store opened.
+type WriterStats struct {
+	Commits  int64 // transactions committed
+	Requests int64 // requests they carried
+	// CommitNanos is the total time spent in COMMIT (the fsync, in full mode).
+	CommitNanos int64
+}
+
+// WriterStats returns the group commit's figures.
+func (s *Store) WriterStats() WriterStats {
+	return WriterStats{Commits: s.w.commits.Load(), Requests: s.w.requests.Load(), CommitNanos: s.w.commitNanos.Load()}
+}
