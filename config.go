@@ -39,3 +39,23 @@ type AddressConfig struct {
 	// Queue is the consumer-side policy of a receive address.
 	Queue queue.Policy
 }
+
+// Aliases of the store's types, so that embedders need not import queue.
+type (
+	// QueueStats are one queue's figures; see Node.QueueStats.
+	QueueStats = queue.Stats
+	// QueuePolicy is a receive address's consumer policy.
+	QueuePolicy = queue.Policy
+	// StoreConfig configures the node's store.
+	StoreConfig = queue.Config
+)
+
+// Sync modes of the store.
+const (
+	// SyncFull fsyncs every commit: nothing acknowledged is lost on power
+	// loss. The default.
+	SyncFull = queue.SyncFull
+	// SyncNormal may lose the last commits on power loss, never on a
+	// process crash.
+	SyncNormal = queue.SyncNormal
+)

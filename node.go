@@ -241,6 +241,22 @@ func (n *Node) Close() error {
 	return n.app.Stop(ctx)
 }
 
+// Sync returns once everything submitted to the store before it has
+// committed, acks included. QueueStats read after it count them.
+func (n *Node) Sync(ctx context.Context) error { return n.store.Sync(ctx) }
+
+// DataDir returns the node's data directory.
+func (n *Node) DataDir() string { return n.cfg.DataDir }
+
+// QueueStat returns the figures of one queue.
+func (n *Node) QueueStat(name string) (QueueStats, bool) {
+	q, ok := n.store.Lookup(name)
+	if !ok {
+		return QueueStats{}, false
+	}
+	return q.Stats(), true
+}
+
 // Name returns the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
 
@@ -251,7 +267,7 @@ func (n *Node) ID() message.NodeID { return n.id }
 func (n *Node) Store() *queue.Store { return n.store }
 
 // QueueStats returns every queue's figures, sorted by name.
-func (n *Node) QueueStats() []queue.Stats {
+func (n *Node) QueueStats() []QueueStats {
 	qs := n.store.Queues()
 	out := make([]queue.Stats, 0, len(qs))
 	for _, q := range qs {

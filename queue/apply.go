@@ -85,6 +85,7 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 				b.delta(q).deduped++
 				continue
 			}
+			b.delta(q).dedupeEntries++
 		}
 		var exp int64
 		if p.Msg.TTL > 0 {
@@ -288,15 +289,20 @@ func (w *writer) applyCreate(r *request, b *batch) error {
 
 // applyPrune forgets the oldest dedupe records of a queue past the window's
 // count, and a bounded number of those past its age.
-func (w *writer) applyPrune(r *request) error {
+func (w *writer) applyPrune(r *request, b *batch) error {
 	c := w.s.cfg
-	if _, err := w.conn.exec(`DELETE FROM dedupe WHERE queue = ?1 AND seq < ?2`, r.q.id, w.dedupeSeq[r.q.id]-int64(c.DedupeMaxEntries)); err != nil {
+	byCount, err := w.conn.exec(`DELETE FROM dedupe WHERE queue = ?1 AND seq < ?2`, r.q.id, w.dedupeSeq[r.q.id]-int64(c.DedupeMaxEntries))
+	if err != nil {
 		return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
 	}
 	cutoff := w.s.now().Add(-c.DedupeWindow).UnixNano()
-	if _, err := w.conn.exec(`DELETE FROM dedupe WHERE queue = ?1 AND seq IN
-		(SELECT seq FROM dedupe WHERE queue = ?1 ORDER BY seq LIMIT 10000) AND at < ?2`, r.q.id, cutoff); err != nil {
+	byAge, err := w.conn.exec(`DELETE FROM dedupe WHERE queue = ?1 AND seq IN
+		(SELECT seq FROM dedupe WHERE queue = ?1 ORDER BY seq LIMIT 10000) AND at < ?2`, r.q.id, cutoff)
+	if err != nil {
 		return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
+	}
+	if n := byCount + byAge; n > 0 {
+		b.delta(r.q).dedupeEntries -= n
 	}
 	return nil
 }

@@ -174,6 +174,9 @@ func TestDedupeWindowByCountAndAge(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(t, s)
+	if st := q.Stats(); st.DedupeEntries != 10 {
+		t.Fatalf("dedupe window holds %d entries, want 10", st.DedupeEntries)
+	}
 	// The newest 10 are remembered; the oldest were forgotten by count.
 	for i, m := range sent {
 		op, _ := s.Submit([]Put{{Queue: q, Msg: m, Dedupe: true}})

@@ -80,6 +80,7 @@ const (
 	reqMeta
 	reqCreateQueue
 	reqPrune
+	reqNoop
 )
 
 // request is one unit of work for the writer. Fields are used per kind.

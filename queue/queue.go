@@ -15,6 +15,9 @@ const levels = message.MaxPriority + 1
 // counters are a queue's persisted statistics.
 type counters struct {
 	depth, bytes, enqueued, acked, expired, deduped, deadLettered int64
+	// dedupeEntries is the size of the dedupe window, counted at open and
+	// kept in memory: it is not a column of queues.
+	dedupeEntries int64
 }
 
 // entry is a stored message as the queue holds it in memory.
@@ -189,6 +192,7 @@ func (q *Queue) addCounters(d *counters) {
 	q.c.expired += d.expired
 	q.c.deduped += d.deduped
 	q.c.deadLettered += d.deadLettered
+	q.c.dedupeEntries += d.dedupeEntries
 	q.mu.Unlock()
 }
 
@@ -217,6 +221,9 @@ type Stats struct {
 	Bytes    int64
 	// Counters since the queue was created; they survive restarts.
 	Enqueued, Acked, Expired, Deduped, DeadLettered int64
+	// DedupeEntries is how many (origin, id) pairs the dedupe window holds
+	// now; it is bounded by DedupeMaxEntries and DedupeWindow.
+	DedupeEntries int64
 }
 
 // Stats returns the queue's figures.
@@ -228,6 +235,7 @@ func (q *Queue) Stats() Stats {
 		Depth: q.c.depth, InFlight: int64(len(q.inflight)), Bytes: q.c.bytes,
 		Enqueued: q.c.enqueued, Acked: q.c.acked, Expired: q.c.expired,
 		Deduped: q.c.deduped, DeadLettered: q.c.deadLettered,
+		DedupeEntries: q.c.dedupeEntries,
 	}
 }
 

@@ -228,6 +228,27 @@ func (s *Store) load(ctx context.Context) error {
 		s.queues[id] = q
 		s.byName[name] = q
 	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load queues: %w", err)
+	}
+	return s.loadDedupeCounts(ctx)
+}
+
+func (s *Store) loadDedupeCounts(ctx context.Context) error {
+	rows, err := s.wdb.QueryContext(ctx, `SELECT queue, count(*) FROM dedupe GROUP BY queue`)
+	if err != nil {
+		return fmt.Errorf("load dedupe window: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return fmt.Errorf("load dedupe window: %w", err)
+		}
+		if q := s.queues[id]; q != nil {
+			q.c.dedupeEntries = n
+		}
+	}
 	return rows.Err()
 }
 
@@ -334,4 +355,14 @@ func (s *Store) SetMeta(ctx context.Context, key string, value []byte) error {
 // Totals returns the messages and bytes stored across every queue.
 func (s *Store) Totals() (messages, bytes int64) {
 	return s.w.totals()
+}
+
+// Sync returns once every request submitted before it has committed: puts,
+// acks, nacks and moves. Counters read after it include them.
+func (s *Store) Sync(ctx context.Context) error {
+	r := &request{kind: reqNoop, op: newOp()}
+	if err := s.w.submit(r); err != nil {
+		return err
+	}
+	return r.op.Wait(ctx)
 }

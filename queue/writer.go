@@ -262,7 +262,7 @@ func (w *writer) apply(batch []*request, b *batch) error {
 		case reqCreateQueue:
 			err = w.applyCreate(r, b)
 		case reqPrune:
-			err = w.applyPrune(r)
+			err = w.applyPrune(r, b)
 		}
 		if err != nil {
 			return err
