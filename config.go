@@ -2,6 +2,7 @@ package petrel
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/message"
@@ -26,8 +27,60 @@ type Config struct {
 	// addresses that are not declared. By default they are created as
 	// receive addresses on first use.
 	NoAutoCreate bool
+	// Listen is the TCP address ("host:port") this node accepts links on.
+	// Empty: the node accepts no links, but can still open them.
+	Listen string
+	// Secret is the links' shared secret. When set, a peer must prove it
+	// knows it before any queue is touched, and must prove it back.
+	Secret string
+	// Nodes are the other nodes this node can reach directly.
+	Nodes []NodeConfig
+	// Routes name the neighbour that carries traffic for a node that is not
+	// a neighbour.
+	Routes []RouteConfig
+	// Link tunes sessions and senders.
+	Link LinkConfig
+	// ConfigSource names the file this configuration came from, for
+	// status; "" when there is none.
+	ConfigSource string
 	// Logger receives the node's logs; slog.Default() when nil.
 	Logger *slog.Logger
+}
+
+// NodeConfig is another node and how to reach it.
+type NodeConfig struct {
+	// Name of the node.
+	Name string
+	// Connector is how to reach it: "tcp://host:port",
+	// "static:(tcp://a:1,tcp://b:2)" or "failover:(tcp://main:1,tcp://backup:2)".
+	Connector string
+}
+
+// RouteConfig says that traffic for Node goes through the neighbour Via.
+type RouteConfig struct {
+	Node string
+	Via  string
+}
+
+// LinkConfig tunes links. Zero fields take their defaults.
+type LinkConfig struct {
+	// Window is how many Data packets a sender keeps unacknowledged in
+	// flight per session (default 1000).
+	Window int
+	// MaxFrame caps a frame's length; a longer one is a protocol error
+	// (default 16 MiB).
+	MaxFrame int
+	// HandshakeTimeout bounds the connection handshake and each session
+	// opening (default 10s).
+	HandshakeTimeout time.Duration
+	// WriteTimeout bounds each write to a peer (default 10s).
+	WriteTimeout time.Duration
+	// IdleTimeout drops a peer silent this long; heartbeats keep a healthy
+	// link busy (default 30s).
+	IdleTimeout time.Duration
+	// ReconnectMin and ReconnectMax bound the sender's exponential backoff,
+	// which has jitter (defaults 100ms and 30s).
+	ReconnectMin, ReconnectMax time.Duration
 }
 
 // AddressConfig declares one address on this node.
@@ -36,6 +89,9 @@ type AddressConfig struct {
 	Name string
 	// Role of the address on this node.
 	Role address.Role
+	// Node is, for a send address, the node that hosts it: a send to the
+	// bare name goes to Name@Node.
+	Node string
 	// Queue is the consumer-side policy of a receive address.
 	Queue queue.Policy
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/receiver"
+	"github.com/petrelmq/petrel/sender"
 	"go.uber.org/dig"
 	"go.uber.org/fx"
 )
@@ -28,6 +30,17 @@ type Node struct {
 	id    message.NodeID
 	app   *fx.App
 
+	dir    *address.Directory
+	routes *address.Routes
+	mgr    *sender.Manager
+	srv    *receiver.Server
+
+	started   time.Time
+	closeOnce sync.Once
+	closeErr  error
+	admin     *adminServer
+	adminDone chan struct{}
+
 	mu        sync.Mutex
 	addresses map[string]AddressConfig
 	listeners map[*Listener]struct{}
@@ -35,17 +48,20 @@ type Node struct {
 }
 
 const (
-	metaNodeID  = "node_id"
 	metaIDFloor = "id_floor"
 	logAddress  = "address"
 	logError    = "error"
 )
 
-// Module assembles a Node from a Config: the store and the node.
+// Module assembles a Node from a Config: the store, the node, its senders
+// and its receiver. Start runs them in that order; stop runs backwards, so
+// the receiver stops accepting first and the store closes last.
 var Module = fx.Module("petrel",
-	fx.Provide(storeConfig),
+	fx.Provide(storeConfig, newNode, linkConfigs, newManager, newRouter),
 	queue.Module,
-	fx.Provide(newNode),
+	sender.Module,
+	receiver.Module,
+	fx.Invoke(func(n *Node, s *receiver.Server) { n.srv = s }),
 )
 
 func (c Config) withDefaults() Config {
@@ -78,25 +94,13 @@ func defaultName() string {
 	return h
 }
 
-func (c Config) validate() error {
-	if err := message.ValidName(c.Name); err != nil {
-		return fmt.Errorf("node name: %w", err)
-	}
-	for _, a := range c.Addresses {
-		if err := message.ValidName(a.Name); err != nil {
-			return fmt.Errorf("address %q: %w", a.Name, err)
-		}
-	}
-	return nil
-}
-
 // storeConfig derives the store's configuration and makes the data
 // directory, which the store's file lives in.
 func storeConfig(cfg Config) (queue.Config, error) {
 	cfg = cfg.withDefaults()
 	// Validate here, before the store opens: fx does not stop what was
 	// constructed when a later constructor fails.
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return queue.Config{}, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
@@ -142,7 +146,12 @@ func unwrapFx(err error) error {
 
 func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store) (*Node, error) {
 	cfg = cfg.withDefaults()
+	id, err := loadIdentity(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{
+		id:        id,
 		cfg:       cfg,
 		log:       cfg.Logger.With(slog.String("component", "node"), slog.String("node", cfg.Name)),
 		store:     store,
@@ -155,13 +164,14 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store) (*Node, error) {
 		}
 		n.addresses[a.Name] = a
 	}
+	n.dir, n.routes = buildRouting(cfg)
 	lc.Append(fx.Hook{OnStart: n.start, OnStop: n.stop})
 	return n, nil
 }
 
 // start runs once the store is started: identity, id generator, queues.
 func (n *Node) start(ctx context.Context) error {
-	if err := n.loadIdentity(ctx); err != nil {
+	if err := n.loadIDFloor(ctx); err != nil {
 		return err
 	}
 	for _, a := range n.addresses {
@@ -174,27 +184,19 @@ func (n *Node) start(ctx context.Context) error {
 		}
 		q.SetPolicy(a.Queue)
 	}
+	if err := n.startSenders(ctx); err != nil {
+		return err
+	}
+	n.started = time.Now()
+	if err := n.startAdmin(); err != nil {
+		return err
+	}
 	n.log.Info("node started", slog.String("id", n.id.String()), slog.String("data_dir", n.cfg.DataDir))
 	return nil
 }
 
-func (n *Node) loadIdentity(ctx context.Context) error {
-	raw, err := n.store.Meta(ctx, metaNodeID)
-	if err != nil {
-		return err
-	}
-	if raw == nil {
-		if n.id, err = message.NewNodeID(); err != nil {
-			return fmt.Errorf("make node id: %w", err)
-		}
-		if err := n.store.SetMeta(ctx, metaNodeID, n.id[:]); err != nil {
-			return fmt.Errorf("save node id: %w", err)
-		}
-	} else if len(raw) != len(n.id) {
-		return fmt.Errorf("stored node id has %d bytes, want %d: the data directory is damaged", len(raw), len(n.id))
-	} else {
-		copy(n.id[:], raw)
-	}
+// loadIDFloor starts the id generator above every id issued before.
+func (n *Node) loadIDFloor(ctx context.Context) error {
 	floorRaw, err := n.store.Meta(ctx, metaIDFloor)
 	if err != nil {
 		return err
@@ -226,19 +228,24 @@ func (n *Node) stop(ctx context.Context) error {
 	for _, l := range ls {
 		l.Stop()
 	}
+	n.stopAdmin(ctx)
 	n.log.Info("node stopping")
 	return nil
 }
 
 // Close stops the node's listeners, commits what was submitted and closes
 // the store. Messages in flight to consumers come back after the next Open.
+// Calling it again returns the first call's result.
 func (n *Node) Close() error {
-	if n.app == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return n.app.Stop(ctx)
+	n.closeOnce.Do(func() {
+		if n.app == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		n.closeErr = n.app.Stop(ctx)
+	})
+	return n.closeErr
 }
 
 // Sync returns once everything submitted to the store before it has

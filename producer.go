@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -97,10 +98,13 @@ func (p *Producer) submit(ctx context.Context, m *message.Message) (*queue.Op, e
 	if err := m.Validate(n.cfg.Limits); err != nil {
 		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
 	}
-	q, err := n.route(ctx, m.Destination)
+	q, dest, err := n.route(ctx, m.Destination)
 	if err != nil {
 		return nil, err
 	}
+	// A message leaving this node names its node, so that relays and the
+	// destination read it the same way.
+	m.Destination = dest
 	op, err := n.store.Submit([]queue.Put{{Queue: q, Msg: m}})
 	if err != nil {
 		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
@@ -108,16 +112,28 @@ func (p *Producer) submit(ctx context.Context, m *message.Message) (*queue.Op, e
 	return op, nil
 }
 
-// route returns the queue a message for dest goes to.
-func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, error) {
+// route returns the queue a message for dest goes to, and dest in full
+// when it leaves this node. A bare name is local unless it is declared as
+// a send address, which names its node.
+func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, string, error) {
 	name, node, err := message.ParseDestination(dest)
 	if err != nil {
-		return nil, fmt.Errorf("send: %w", err)
+		return nil, "", fmt.Errorf("send: %w", err)
 	}
-	if node != "" && node != n.cfg.Name {
-		return nil, fmt.Errorf("send to %q: node %q is not this node (%s): %w", dest, node, n.cfg.Name, ErrNoRoute)
+	if node == "" {
+		n.mu.Lock()
+		a, declared := n.addresses[name]
+		n.mu.Unlock()
+		if declared && a.Role == address.RoleSend {
+			node = a.Node
+		}
 	}
-	return n.receiveQueue(ctx, name)
+	if node == "" || node == n.cfg.Name {
+		q, err := n.receiveQueue(ctx, name)
+		return q, dest, err
+	}
+	q, err := n.sendQueue(ctx, name, node)
+	return q, message.JoinDestination(name, node), err
 }
 
 // Pending is the completion handle of SendAsync.

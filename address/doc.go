@@ -1,6 +1,28 @@
-// Package address holds what a node knows about names: the roles an address
-// plays on this node, and (with the links work) routes, connector URIs and the
-// node directory.
+// Package address holds what a node knows about names and about how to reach
+// other nodes:
 //
-// Invariants: address imports only message and the standard library.
+//   - role.go: the role an address plays on this node (receive, send,
+//     relay);
+//   - connector.go, connectors.go: connector URIs (tcp://host:port,
+//     tls://host:port?opt=v, static:(...), failover:(...)), parsed into
+//     Connectors with a canonical String;
+//   - routes.go: the route table, which answers "which neighbour carries
+//     traffic for node X";
+//   - directory.go: the node directory, the entries (name, id, connectors)
+//     of the nodes this node can reach, static from the configuration and
+//     later discovered by UDP broadcast.
+//
+// Invariants:
+//   - address imports only message and the standard library. It knows
+//     nothing of YAML, sockets or sessions: conf turns the file into these
+//     types, and sender and receiver dial and listen.
+//   - Parsers never panic, whatever their input (FuzzParseConnectors). Each
+//     error wraps this package's sentinel for what was parsed (ErrRole,
+//     ErrConnector), in a message that names the input and what is wrong.
+//   - A connector that parsed prints in canonical form, and that form parses
+//     back to an equal value, so a connector can be compared, logged and
+//     announced as text.
+//   - Routes is immutable, and NextHop only ever answers a neighbour. The
+//     Directory is safe for concurrent use, and a static entry wins over a
+//     discovered one.
 package address

@@ -19,6 +19,9 @@ type AddressSection struct {
 	Name string `yaml:"name"`
 	// Role is receive, send or relay. Default receive.
 	Role address.Role `yaml:"role"`
+	// Node is, for a send address, the node that hosts it (required); the
+	// other roles take none.
+	Node string `yaml:"node"`
 
 	MaxDeliveries      int      `yaml:"max_deliveries"`
 	DeadLetter         string   `yaml:"dead_letter"`
@@ -34,11 +37,9 @@ type AddressSection struct {
 var consumerKeys = []string{"max_deliveries", "dead_letter", "lease_timeout", "redelivery_delay", "max_redelivery_delay"}
 
 func (a *AddressSection) check(c *checker, path string) {
-	name := join(path, "name")
-	if !c.has(name) {
-		c.fail(path, reasonf(nil, "an address needs a name"))
-	}
-	c.name(name, a.Name)
+	c.required(path, "name", "an address needs a name")
+	c.name(join(path, "name"), a.Name)
+	a.checkNode(c, join(path, "node"))
 	if a.Role != 0 && a.Role != address.RoleReceive {
 		for _, k := range consumerKeys {
 			if c.has(join(path, k)) {
@@ -57,6 +58,24 @@ func (a *AddressSection) check(c *checker, path string) {
 	if a.RedeliveryDelay > 0 && a.MaxRedeliveryDelay > 0 && a.RedeliveryDelay > a.MaxRedeliveryDelay {
 		c.fail(join(path, "redelivery_delay"), reasonf(nil, "%s is more than max_redelivery_delay %s", a.RedeliveryDelay, a.MaxRedeliveryDelay))
 	}
+}
+
+// checkNode checks the node key. That a send address has one, and that the
+// node can be reached, are petrel.Config.Validate's rules; what conf adds is
+// that the key is refused where it would be silently ignored.
+func (a *AddressSection) checkNode(c *checker, path string) {
+	if !c.has(path) {
+		return
+	}
+	if a.Role != address.RoleSend {
+		role := a.Role
+		if role == 0 {
+			role = address.RoleReceive
+		}
+		c.fail(path, reasonf(nil, "applies only to send addresses, and this one is %s (add role: send to forward it to that node)", role))
+		return
+	}
+	c.name(path, a.Node)
 }
 
 // checkTarget checks an address that takes this one's messages (dead letters,
@@ -85,6 +104,7 @@ func (a *AddressSection) addressConfig() petrel.AddressConfig {
 	return petrel.AddressConfig{
 		Name: a.Name,
 		Role: role,
+		Node: a.Node,
 		Queue: queue.Policy{
 			MaxDeliveries:      a.MaxDeliveries,
 			DeadLetter:         a.DeadLetter,

@@ -112,3 +112,11 @@ func (c *checker) fitsInt(path string, s Size) {
 		c.fail(path, reasonf(nil, "%s is too large for this platform (the most is %d bytes)", s, math.MaxInt))
 	}
 }
+
+// required checks that the item at path sets key. The problem points at the
+// item, since the key has no line.
+func (c *checker) required(path, key, reason string) {
+	if !c.has(join(path, key)) {
+		c.fail(path, reasonf(nil, "%s", reason))
+	}
+}

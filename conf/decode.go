@@ -20,7 +20,8 @@ import (
 //     ("addresses[1].role"), which yaml's errors do not;
 //   - it records where each field was set, so checks that run after decoding
 //     can point at a line too, and can tell "absent" from "written as zero";
-//   - types that Petrel's packages own (address.Role, queue.SyncMode) are
+//   - types that Petrel's packages own (address.Role, address.Connectors,
+//     queue.SyncMode) are
 //     parsed here with their own words, without those packages knowing YAML.
 //
 // A new section needs nothing here: any struct of strings, numbers, bools,
@@ -32,10 +33,11 @@ type scalarParser func(s string) (any, error)
 // scalars parses the field types that belong to other packages. Types of this
 // package implement encoding.TextUnmarshaler instead.
 var scalars = map[reflect.Type]scalarParser{
-	reflect.TypeFor[address.Role]():     parseRole,
-	reflect.TypeFor[queue.SyncMode]():   parseSync,
-	reflect.TypeFor[queue.FullPolicy](): parseOnFull,
-	reflect.TypeFor[slog.Level]():       parseLevel,
+	reflect.TypeFor[address.Role]():       parseRole,
+	reflect.TypeFor[address.Connectors](): parseConnectors,
+	reflect.TypeFor[queue.SyncMode]():     parseSync,
+	reflect.TypeFor[queue.FullPolicy]():   parseOnFull,
+	reflect.TypeFor[slog.Level]():         parseLevel,
 }
 
 // budgetPerNode bounds the work of a walk, in visits per node of the parsed

@@ -9,8 +9,14 @@
 //     embedded and tested without YAML.
 //   - Every problem in a file is an *Error that names the file, line, column,
 //     field path and reason, and wraps ErrInvalid (and, where a package owns
-//     the rule, that package's sentinel, such as address.ErrRole). Parse
-//     returns the first problem in document order.
+//     the rule, that package's sentinel, such as address.ErrRole or
+//     address.ErrConnector). Parse returns the first problem in document
+//     order.
+//   - Rules across sections (a route through a node that is not in nodes, a
+//     send address with no route, a node listed twice) are the node's own:
+//     Parse runs petrel.Config.Validate on the converted file and reports its
+//     problem at the line of the field it names, wrapping petrel.ErrConfig.
+//     conf checks each value and item on its own, and does not repeat them.
 //   - Unknown keys are errors, so a misspelt key is never silently ignored.
 //   - A key that is absent or null takes its default. A key written with a
 //     value that would be a silent "default" (a zero duration, an empty
@@ -21,15 +27,17 @@
 //     they cannot drift apart. The example below shows them for reference.
 //   - Parse never panics, whatever the input (FuzzParse), and its work is
 //     bounded by the size of the input, aliases and merges included.
-//   - Parse does no I/O beyond os.Hostname for the default node name.
+//   - Parse does no I/O beyond os.Hostname for the default node name and
+//     reading the file that secret_file names.
+//   - The secret never shows in a File printed with %v or %+v (Secret).
 //
 // To add a section, add a field with its yaml tag to File and a type with a
 // check method in a file of its own, and list it in File.sections. Decoding
 // needs no change.
 //
 // The complete file follows (example.yaml in this directory, which the tests
-// parse). Every key is set to its default, except the node name and the
-// addresses, which are examples.
+// parse). Every key is set to its default, except the node name, listen,
+// secret, nodes, routes and addresses, which are examples.
 //
 //	# Petrel node configuration: every key, with its type, default and meaning.
 //	#
@@ -50,6 +58,68 @@
 //	  # Directory of the node's database and unique id (string). Relative to the
 //	  # working directory. Default: petrel-data.
 //	  data_dir: petrel-data
+//
+//	# Host and port that this node accepts links from other nodes on (string,
+//	# host:port). An empty host (:7400) listens on every interface. A change takes
+//	# a restart. Default: none; the node accepts no links, but still opens links
+//	# to the nodes below.
+//	listen: 127.0.0.1:7400
+//
+//	# Shared secret of links (string). When set, each side of a link proves that
+//	# it knows the secret, with a fresh challenge, before any queue is touched;
+//	# the nodes of a network share one. Default: none; links are not
+//	# authenticated.
+//	secret: change-me
+//	# Or the path of a file that holds the secret (string), read when the
+//	# configuration is loaded, without its trailing newline. Relative to the
+//	# working directory. Set secret or secret_file, not both. Default: none.
+//	# secret_file: /etc/petrel/secret
+//
+//	# Other nodes that this node reaches directly, its neighbours (list). Names
+//	# are unique, and not this node's own. Default: none.
+//	nodes:
+//	  - # Name of the node, as that node calls itself (string, required).
+//	    name: hub-1
+//	    # How to reach it (string, required): tcp://host:port, or
+//	    # tls://host:port; options go as query parameters (?key=value&...).
+//	    # An IPv6 host goes in brackets: tcp://[::1]:7401. A list tries several:
+//	    # static:(c1,c2,...) each in turn; failover:(main,backup) the backup while
+//	    # the main is down, then the main again. Quote a list inside {...}.
+//	    connector: tcp://127.0.0.1:7401
+//	  - name: hub-2
+//	    connector: failover:(tcp://10.0.0.2:7400,tcp://10.0.1.2:7400)
+//
+//	# How to reach nodes that are not neighbours (list). Default: none; only
+//	# neighbours are reached.
+//	routes:
+//	  - # The node the route leads to (string, required), one route per node.
+//	    node: plant-9
+//	    # The neighbour that carries its traffic (string, required, listed in
+//	    # nodes). It passes the traffic on if it declares the address as a relay
+//	    # address.
+//	    via: hub-1
+//
+//	link:
+//	  # Data packets a sender keeps unacknowledged in flight per session
+//	  # (integer, at least 1). Default: 1000.
+//	  window: 1000
+//	  # Longest frame accepted; a longer one closes the connection (size, at most
+//	  # 4GiB-1). A frame holds one whole message, so keep it above
+//	  # limits.max_body. Default: 16MiB.
+//	  max_frame: 16MiB
+//	  # Most time to connect, authenticate and open a session (duration).
+//	  # Default: 10s.
+//	  handshake_timeout: 10s
+//	  # Most time one write to a peer may take (duration). Default: 10s.
+//	  write_timeout: 10s
+//	  # A peer silent this long is dropped; heartbeats keep a healthy link busy
+//	  # (duration). Default: 30s.
+//	  idle_timeout: 30s
+//	  # First wait before a sender reconnects, doubled after each failure, with
+//	  # jitter (duration, at most reconnect_max). Default: 100ms.
+//	  reconnect_min: 100ms
+//	  # Longest wait before a sender reconnects (duration). Default: 30s.
+//	  reconnect_max: 30s
 //
 //	store:
 //	  # When a commit reaches the disk (full | normal). full fsyncs every commit:
@@ -129,6 +199,10 @@
 //	  - name: orders.expired
 //	  - name: billing
 //	    role: send
+//	    # Node that hosts a send address (string): required for send addresses,
+//	    # refused for the others. It must be in nodes or routes. A message put on
+//	    # billing here goes to billing@plant-9.
+//	    node: plant-9
 //	  - name: telemetry
 //	    role: relay
 //

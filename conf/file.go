@@ -21,9 +21,21 @@ import (
 // Fields left zero mean "the default of the package that uses them", which
 // conf does not repeat.
 type File struct {
-	Node   NodeSection   `yaml:"node"`
-	Store  StoreSection  `yaml:"store"`
-	Limits LimitsSection `yaml:"limits"`
+	Node NodeSection `yaml:"node"`
+	// Listen is the host:port that this node accepts links on. Default:
+	// none, no listener.
+	Listen string `yaml:"listen"`
+	// Secret is the links' shared secret. After Parse it holds the
+	// content of SecretFile when the file names one.
+	Secret Secret `yaml:"secret"`
+	// SecretFile is the path of a file that holds the secret, read by
+	// Parse. At most one of Secret and SecretFile is set in a file.
+	SecretFile string             `yaml:"secret_file"`
+	Nodes      []NeighbourSection `yaml:"nodes"`
+	Routes     []RouteSection     `yaml:"routes"`
+	Link       LinkSection        `yaml:"link"`
+	Store      StoreSection       `yaml:"store"`
+	Limits     LimitsSection      `yaml:"limits"`
 	// AutoCreate, when true, creates an undeclared local address as a
 	// receive address on first use. Default true.
 	AutoCreate *bool            `yaml:"auto_create"`
@@ -51,6 +63,10 @@ type keyedSection struct {
 func (f *File) sections() []keyedSection {
 	return []keyedSection{
 		{"node", &f.Node},
+		{"", linkKeys{f}},
+		{"nodes", nodeList(f.Nodes)},
+		{"routes", routeList(f.Routes)},
+		{"link", &f.Link},
 		{"store", &f.Store},
 		{"limits", &f.Limits},
 		{"addresses", addressList(f.Addresses)},
@@ -79,6 +95,13 @@ func Load(path string) (*File, error) {
 // errors. Empty data, or a document of only comments, is valid and gives
 // Default(). The error, if any, is an *Error (wrapping ErrInvalid) for the
 // first problem in document order.
+//
+// Checks run in two rounds. The first checks each value and item on its
+// own, and reads secret_file; it reports the first problem in document
+// order. Only a file that passes it goes to the second round,
+// petrel.Config.Validate, which checks the rules across sections (routes
+// through known neighbours, send addresses that can be reached) and
+// returns its first problem, with the line of the field it names.
 func Parse(filename string, data []byte) (*File, error) {
 	if len(data) > maxFileSize {
 		return nil, &Error{File: filename, Reason: fmt.Sprintf("file is %d bytes; a configuration file is at most %d", len(data), maxFileSize)}
@@ -98,9 +121,15 @@ func Parse(filename string, data []byte) (*File, error) {
 		for _, s := range f.sections() {
 			s.s.check(c, s.key)
 		}
+		f.readSecret(c)
 		if err := c.first(); err != nil {
 			return nil, err
 		}
+		f.fill()
+		if err := f.validate(c); err != nil {
+			return nil, err
+		}
+		return f, nil
 	}
 	f.fill()
 	return f, nil
@@ -182,6 +211,11 @@ func (f *File) NodeConfig() petrel.Config {
 		Store:        f.Store.queueConfig(),
 		Limits:       f.Limits.messageLimits(),
 		NoAutoCreate: f.AutoCreate != nil && !*f.AutoCreate,
+		Listen:       f.Listen,
+		Secret:       string(f.Secret),
+		Nodes:        f.nodeConfigs(),
+		Routes:       f.routeConfigs(),
+		Link:         f.Link.linkConfig(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

@@ -59,12 +59,14 @@ func TestParseValid(t *testing.T) {
 		})},
 		{"auto_create false", "auto_create: false\n", with(func(f *File) { f.AutoCreate = &no })},
 		{"log", "log:\n  level: debug\n  format: json\n", with(func(f *File) { f.Log = LogSection{Level: slog.LevelDebug, Format: LogJSON} })},
-		{"addresses", "addresses:\n  - name: orders\n    max_deliveries: 3\n    dead_letter: orders.dlq\n    lease_timeout: 1m\n" +
-			"  - name: orders.dlq\n  - {name: out, role: send, expiry_address: out.expired}\n  - name: hub\n    role: relay\n", with(func(f *File) {
+		{"addresses", "nodes: [{name: hub-1, connector: 'tcp://h:1'}]\n" +
+			"addresses:\n  - name: orders\n    max_deliveries: 3\n    dead_letter: orders.dlq\n    lease_timeout: 1m\n" +
+			"  - name: orders.dlq\n  - {name: out, role: send, node: hub-1, expiry_address: out.expired}\n  - name: hub\n    role: relay\n", with(func(f *File) {
+			f.Nodes = []NeighbourSection{{Name: "hub-1", Connector: mustConnectors(t, "tcp://h:1")}}
 			f.Addresses = []AddressSection{
 				{Name: "orders", Role: address.RoleReceive, MaxDeliveries: 3, DeadLetter: "orders.dlq", LeaseTimeout: Duration(time.Minute)},
 				{Name: "orders.dlq", Role: address.RoleReceive},
-				{Name: "out", Role: address.RoleSend, ExpiryAddress: "out.expired"},
+				{Name: "out", Role: address.RoleSend, Node: "hub-1", ExpiryAddress: "out.expired"},
 				{Name: "hub", Role: address.RoleRelay},
 			}
 		})},
@@ -79,8 +81,28 @@ func TestParseValid(t *testing.T) {
 			"  - {<<: [*a, *b], name: q}\n", with(func(f *File) {
 			f.Addresses = []AddressSection{{Name: "q", Role: address.RoleReceive, MaxDeliveries: 1, DeadLetter: "z"}}
 		})},
-		{"alias of a whole item", "addresses:\n  - &x {name: a, role: send}\n", with(func(f *File) {
-			f.Addresses = []AddressSection{{Name: "a", Role: address.RoleSend}}
+		{"alias of a whole item", "addresses:\n  - &x {name: a, role: relay}\n", with(func(f *File) {
+			f.Addresses = []AddressSection{{Name: "a", Role: address.RoleRelay}}
+		})},
+		{"links", "listen: ':7400'\nsecret: s3cret\nnodes:\n  - name: hub-1\n    connector: tcp://10.0.0.1:7400\n" +
+			"  - name: hub-2\n    connector: failover:( tcp://a:1, tcp://b:1 )\n" +
+			"  - {name: hub-3, connector: 'static:(tls://c:1?ca=/ca.pem,tcp://[::1]:2)'}\n" +
+			"routes:\n  - {node: plant-9, via: hub-1}\n  - node: plant-10\n    via: hub-2\n" +
+			"link: {window: 10, max_frame: 1MiB, handshake_timeout: 1s, write_timeout: 2s, idle_timeout: 3s, reconnect_min: 10ms, reconnect_max: 10ms}\n" +
+			"addresses:\n  - {name: a, role: send, node: plant-10}\n  - {name: b, role: send, node: hub-3}\n", with(func(f *File) {
+			f.Listen, f.Secret = ":7400", "s3cret"
+			f.Nodes = []NeighbourSection{
+				{Name: "hub-1", Connector: mustConnectors(t, "tcp://10.0.0.1:7400")},
+				{Name: "hub-2", Connector: mustConnectors(t, "failover:(tcp://a:1,tcp://b:1)")},
+				{Name: "hub-3", Connector: mustConnectors(t, "static:(tls://c:1?ca=/ca.pem,tcp://[::1]:2)")},
+			}
+			f.Routes = []RouteSection{{Node: "plant-9", Via: "hub-1"}, {Node: "plant-10", Via: "hub-2"}}
+			f.Link = LinkSection{Window: 10, MaxFrame: 1 << 20, HandshakeTimeout: Duration(time.Second), WriteTimeout: Duration(2 * time.Second),
+				IdleTimeout: Duration(3 * time.Second), ReconnectMin: Duration(10 * time.Millisecond), ReconnectMax: Duration(10 * time.Millisecond)}
+			f.Addresses = []AddressSection{{Name: "a", Role: address.RoleSend, Node: "plant-10"}, {Name: "b", Role: address.RoleSend, Node: "hub-3"}}
+		})},
+		{"null link keys", "listen:\nsecret: ~\nsecret_file:\nnodes:\nroutes: []\nlink:\n", with(func(f *File) {
+			f.Routes = []RouteSection{}
 		})},
 	}
 	for _, tt := range tests {
@@ -159,6 +181,14 @@ store:
   prefetch_bytes: 1MiB
 limits: {max_body: 2MiB, max_properties: 3, max_property_bytes: 4KiB, max_header_string: 100}
 auto_create: false
+listen: 127.0.0.1:7400
+secret: s3cret
+nodes:
+  - name: hub-1
+    connector: static:(tcp://a:01,  tcp://[0::1]:2)
+routes:
+  - {node: plant-9, via: hub-1}
+link: {window: 5, max_frame: 2MiB, handshake_timeout: 1s, write_timeout: 2s, idle_timeout: 3s, reconnect_min: 4s, reconnect_max: 5s}
 addresses:
   - name: orders
     max_deliveries: 4
@@ -167,7 +197,7 @@ addresses:
     lease_timeout: 10s
     redelivery_delay: 2s
     max_redelivery_delay: 20s
-  - {name: out, role: send}
+  - {name: out, role: send, node: plant-9}
 `
 	f, err := Parse("n1.yaml", []byte(doc))
 	if err != nil {
@@ -183,9 +213,16 @@ addresses:
 		Addresses: []petrel.AddressConfig{
 			{Name: "orders", Role: address.RoleReceive, Queue: queue.Policy{MaxDeliveries: 4, DeadLetter: "bad", ExpiryAddress: "old",
 				LeaseTimeout: 10 * time.Second, RedeliveryDelay: 2 * time.Second, MaxRedeliveryDelay: 20 * time.Second}},
-			{Name: "out", Role: address.RoleSend},
+			{Name: "out", Role: address.RoleSend, Node: "plant-9"},
 		},
 		NoAutoCreate: true,
+		Listen:       "127.0.0.1:7400",
+		Secret:       "s3cret",
+		// The connector is passed on in canonical form.
+		Nodes:  []petrel.NodeConfig{{Name: "hub-1", Connector: "static:(tcp://a:1,tcp://[::1]:2)"}},
+		Routes: []petrel.RouteConfig{{Node: "plant-9", Via: "hub-1"}},
+		Link: petrel.LinkConfig{Window: 5, MaxFrame: 2 << 20, HandshakeTimeout: time.Second, WriteTimeout: 2 * time.Second,
+			IdleTimeout: 3 * time.Second, ReconnectMin: 4 * time.Second, ReconnectMax: 5 * time.Second},
 	}
 	if got := f.NodeConfig(); !reflect.DeepEqual(got, want) {
 		t.Errorf("NodeConfig() =\n%+v\nwant\n%+v", got, want)
@@ -204,7 +241,7 @@ func TestExampleFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Node.Name != "plant-7" || len(f.Addresses) != 5 {
+	if f.Node.Name != "plant-7" || len(f.Addresses) != 5 || len(f.Nodes) != 2 || f.Listen == "" {
 		t.Errorf("example parsed to %+v", f)
 	}
 	data, err := os.ReadFile("example.yaml")
@@ -276,4 +313,13 @@ func TestNewLogger(t *testing.T) {
 			t.Errorf("%q logged %q, want %q and nothing hidden", tt.doc, out, tt.want)
 		}
 	}
+}
+
+func mustConnectors(t *testing.T, s string) address.Connectors {
+	t.Helper()
+	c, err := address.ParseConnectors(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

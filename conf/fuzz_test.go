@@ -2,21 +2,32 @@ package conf
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"testing"
 
+	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/message"
 )
 
 // FuzzParse checks that no input makes Parse panic or hang, that every error
 // is an *Error wrapping ErrInvalid, and that whatever Parse accepts is
-// something the node can start with. The seed corpus in
-// testdata/fuzz/FuzzParse holds the example file, one document per rule, and
-// alias and merge shapes.
+// something the node can start with: the node's own Validate accepts it.
+// The seed corpus in testdata/fuzz/FuzzParse holds the example file, one
+// document per rule, alias and merge shapes, and link configurations.
 func FuzzParse(f *testing.F) {
 	if data, err := os.ReadFile("example.yaml"); err == nil {
 		f.Add(data)
 	}
+	// secret_file reads no real file under the fuzzer: one path exists.
+	old := readSecretFile
+	readSecretFile = func(path string) ([]byte, error) {
+		if path == "fuzz-secret" {
+			return []byte("s3cret\n"), nil
+		}
+		return nil, fs.ErrNotExist
+	}
+	f.Cleanup(func() { readSecretFile = old })
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse("fuzz.yaml", data)
 		if err != nil {
@@ -57,6 +68,21 @@ func FuzzParse(f *testing.F) {
 		if l.MaxBody < 0 || l.MaxProperties < 0 || l.MaxPropertyBytes < 0 || l.MaxHeaderString < 0 {
 			t.Fatalf("accepted a negative limit: %+v", l)
 		}
-		_ = file.NodeConfig()
+		for _, n := range file.Nodes {
+			if _, err := address.ParseConnectors(n.Connector.String()); err != nil {
+				t.Fatalf("accepted node %q with a connector that does not print back: %v", n.Name, err)
+			}
+		}
+		k := file.Link
+		if k.Window < 0 || k.MaxFrame < 0 || k.HandshakeTimeout < 0 || k.WriteTimeout < 0 || k.IdleTimeout < 0 ||
+			k.ReconnectMin < 0 || k.ReconnectMax < 0 {
+			t.Fatalf("accepted a negative link setting: %+v", k)
+		}
+		if file.SecretFile != "" && file.Secret != "s3cret" {
+			t.Fatalf("secret_file %q accepted without its secret", file.SecretFile)
+		}
+		if err := file.NodeConfig().Validate(); err != nil {
+			t.Fatalf("accepted a configuration the node refuses: %v", err)
+		}
 	})
 }

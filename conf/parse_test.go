@@ -22,12 +22,12 @@ func TestParseErrors(t *testing.T) {
 		target    error // besides ErrInvalid, which every case must match
 		reason    string
 	}{
-		{"unknown top-level key", "nodes:\n  name: a\n", 1, 1, "nodes", nil, `unknown field "nodes" (did you mean "node"?)`},
+		{"unknown top-level key", "nod:\n  name: a\n", 1, 1, "nod", nil, `unknown field "nod" (did you mean "node"?)`},
 		{"unknown nested key", "node:\n  name: a\nlimits:\n  mx_body: 1\n", 4, 3, "limits.mx_body", nil, `unknown field "mx_body" (did you mean "max_body"?)`},
 		{"unknown key far from any", "store:\n  colour: red\n", 2, 3, "store.colour", nil, "known fields: sync, max_bytes"},
 		{"key set twice", "node:\n  name: a\n  name: b\n", 3, 3, "node.name", nil, "set twice (first at line 2)"},
 		{"key not a word", "? [a]\n: 1\n", 1, 3, "", nil, "a key must be a plain word"},
-		{"top level is a list", "- a\n", 1, 1, "", nil, "want a mapping of keys (node, store,"},
+		{"top level is a list", "- a\n", 1, 1, "", nil, "want a mapping of keys (node, listen, secret, secret_file, nodes, routes, link, store,"},
 		{"section is a scalar", "store: fast\n", 1, 1, "store", nil, `want a mapping of keys (sync,`},
 		{"addresses not a list", "addresses:\n  name: a\n", 1, 1, "addresses", nil, "want a list"},
 		{"int is a word", "store:\n  max_messages: lots\n", 2, 3, "store.max_messages", nil, `want a whole number, not "lots"`},

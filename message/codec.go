@@ -99,7 +99,7 @@ func (m *Message) plan() (int, error) {
 		return 0, fmt.Errorf("priority %d: %w", m.Priority, ErrPriority)
 	}
 	if !encodableTime(m.Timestamp) {
-		return 0, fmt.Errorf("timestamp %v: outside the years 1678 to 2262 that the codec carries", m.Timestamp)
+		return 0, fmt.Errorf("timestamp %v: outside the years 1678 to 2262 that the codec carries: %w", m.Timestamp, ErrTimestamp)
 	}
 	if err := wireString("destination", m.Destination); err != nil {
 		return 0, err

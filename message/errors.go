@@ -56,4 +56,19 @@ var (
 	// ErrPropertyType is returned when a property type is unknown (including
 	// the zero Value), or when ParseValue cannot read a value as its type.
 	ErrPropertyType = errors.New("invalid property type or value")
+
+	// ErrTTL is returned by Validate when the TTL is negative.
+	ErrTTL = errors.New("invalid ttl")
+
+	// ErrTimestamp is returned by Validate and AppendBinary when the
+	// timestamp is outside the years 1678 to 2262 that the codec carries.
+	ErrTimestamp = errors.New("timestamp out of range")
+
+	// ErrPropertyKey is returned by Validate when a property key is empty or
+	// not valid UTF-8.
+	ErrPropertyKey = errors.New("invalid property key")
+
+	// ErrNodeID is returned by ParseNodeID when the text is not 32 hex
+	// digits.
+	ErrNodeID = errors.New("invalid node id")
 )

@@ -27,11 +27,11 @@ func NewNodeID() (NodeID, error) {
 func ParseNodeID(s string) (NodeID, error) {
 	var id NodeID
 	if len(s) != 2*len(id) {
-		return NodeID{}, fmt.Errorf("node id %s: has %d characters, want %d hex digits",
-			clip(s), len(s), 2*len(id))
+		return NodeID{}, fmt.Errorf("node id %s: has %d characters, want %d hex digits: %w",
+			clip(s), len(s), 2*len(id), ErrNodeID)
 	}
 	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
-		return NodeID{}, fmt.Errorf("node id %s: want %d hex digits: %v", clip(s), 2*len(id), err)
+		return NodeID{}, fmt.Errorf("node id %s: want %d hex digits: %w", clip(s), 2*len(id), ErrNodeID)
 	}
 	return id, nil
 }

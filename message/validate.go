@@ -33,10 +33,10 @@ func (m *Message) Validate(lim Limits) error {
 		return err
 	}
 	if m.TTL < 0 {
-		return fmt.Errorf("ttl %v: negative; use 0 for a message that never expires", m.TTL)
+		return fmt.Errorf("ttl %v: negative; use 0 for a message that never expires: %w", m.TTL, ErrTTL)
 	}
 	if !encodableTime(m.Timestamp) {
-		return fmt.Errorf("timestamp %v: outside the years 1678 to 2262 that the codec carries", m.Timestamp)
+		return fmt.Errorf("timestamp %v: outside the years 1678 to 2262 that the codec carries: %w", m.Timestamp, ErrTimestamp)
 	}
 	ptrs, nk := m.kindStrings()
 	for i, p := range ptrs[:nk] {
@@ -79,9 +79,9 @@ func (p Properties) validate(lim Limits) error {
 func (q *Property) validate(i int, lim Limits) error {
 	switch {
 	case q.Key == "":
-		return fmt.Errorf("property %d has an empty key; give every property a name", i)
+		return fmt.Errorf("property %d has an empty key; give every property a name: %w", i, ErrPropertyKey)
 	case !utf8.ValidString(q.Key):
-		return fmt.Errorf("property %s: key is not valid UTF-8", clip(q.Key))
+		return fmt.Errorf("property %s: key is not valid UTF-8: %w", clip(q.Key), ErrPropertyKey)
 	case len(q.Key) > wireMaxString:
 		return fmt.Errorf("property %s: key of %d bytes is longer than the codec's %d: %w",
 			clip(q.Key), len(q.Key), wireMaxString, ErrPropertyTooLarge)

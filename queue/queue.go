@@ -81,7 +81,10 @@ func (p Policy) withDefaults(name string) Policy {
 		p.MaxDeliveries = 10
 	}
 	if p.DeadLetter == "" {
-		p.DeadLetter = name + DeadLetterSuffix
+		// A send queue "orders@b" dead-letters into the local "orders.dlq":
+		// an address name cannot hold "@".
+		base, _, _ := strings.Cut(name, "@")
+		p.DeadLetter = base + DeadLetterSuffix
 	}
 	if p.LeaseTimeout <= 0 {
 		p.LeaseTimeout = 30 * time.Second
@@ -213,17 +216,21 @@ func (q *Queue) wakeLocked() {
 
 // Stats are a queue's figures at one moment.
 type Stats struct {
-	Name string
-	Kind Kind
+	Name string `json:"name"`
+	Kind Kind   `json:"kind"`
 	// Depth counts the stored messages, in flight included.
-	Depth    int64
-	InFlight int64
-	Bytes    int64
+	Depth    int64 `json:"depth"`
+	InFlight int64 `json:"in_flight"`
+	Bytes    int64 `json:"bytes"`
 	// Counters since the queue was created; they survive restarts.
-	Enqueued, Acked, Expired, Deduped, DeadLettered int64
+	Enqueued     int64 `json:"enqueued"`
+	Acked        int64 `json:"acked"`
+	Expired      int64 `json:"expired"`
+	Deduped      int64 `json:"deduped"`
+	DeadLettered int64 `json:"dead_lettered"`
 	// DedupeEntries is how many (origin, id) pairs the dedupe window holds
 	// now; it is bounded by DedupeMaxEntries and DedupeWindow.
-	DedupeEntries int64
+	DedupeEntries int64 `json:"dedupe_entries"`
 }
 
 // Stats returns the queue's figures.

@@ -32,6 +32,22 @@ func (k Kind) String() string {
 	return "receive"
 }
 
+// MarshalText writes the kind's name, for JSON.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads "receive" or "send".
+func (k *Kind) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "receive":
+		*k = KindReceive
+	case "send":
+		*k = KindSend
+	default:
+		return fmt.Errorf("queue kind %q: want receive or send", b)
+	}
+	return nil
+}
+
 // Store is one node's durable store. It is safe for concurrent use.
 type Store struct {
 	cfg       Config

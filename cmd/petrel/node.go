@@ -29,7 +29,7 @@ the built-in defaults (node name from the host name, data in ./petrel-data).
 
 Once the node is open, one line goes to stdout:
 
-  ready node=<name> id=<unique id> data_dir=<absolute path>
+  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>]
 
 Logs go to stderr, in the format and at the level of the file's log section.
 SIGINT or SIGTERM stops the node cleanly: what was submitted is committed
@@ -57,6 +57,7 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	log := file.NewLogger(stderr)
 	cfg := file.NodeConfig()
 	cfg.Logger = log
+	cfg.ConfigSource = cfgPath
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -68,7 +69,11 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	if err != nil {
 		dataDir = cfg.DataDir
 	}
-	fmt.Fprintf(stdout, "ready node=%s id=%s data_dir=%s\n", node.Name(), node.ID(), logfmtValue(dataDir))
+	ready := fmt.Sprintf("ready node=%s id=%s data_dir=%s", node.Name(), node.ID(), logfmtValue(dataDir))
+	if addr := node.ListenAddr(); addr != "" {
+		ready += " listen=" + addr
+	}
+	fmt.Fprintln(stdout, ready)
 
 	<-ctx.Done()
 	// Restore the default handlers: an operator who signals again while

@@ -1,0 +1,54 @@
+package conf
+
+import (
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+)
+
+// maxFrame is the longest frame the wire can carry: its length field is 32
+// bits.
+const maxFrame = 1<<32 - 1
+
+// LinkSection tunes sessions and senders (petrel.LinkConfig). Zero values
+// mean the defaults of the packages that run links.
+type LinkSection struct {
+	Window           int      `yaml:"window"`
+	MaxFrame         Size     `yaml:"max_frame"`
+	HandshakeTimeout Duration `yaml:"handshake_timeout"`
+	WriteTimeout     Duration `yaml:"write_timeout"`
+	IdleTimeout      Duration `yaml:"idle_timeout"`
+	ReconnectMin     Duration `yaml:"reconnect_min"`
+	ReconnectMax     Duration `yaml:"reconnect_max"`
+}
+
+func (s *LinkSection) check(c *checker, path string) {
+	c.atLeast(join(path, "window"), int64(s.Window), 1)
+	frame := join(path, "max_frame")
+	if c.has(frame) && (s.MaxFrame <= 0 || s.MaxFrame > maxFrame) {
+		c.fail(frame, reasonf(nil, "must be more than 0 and at most 4GiB-1, the most a frame header carries; got %s (leave it out for the default)", s.MaxFrame))
+	}
+	c.fitsInt(frame, s.MaxFrame)
+	c.positive(join(path, "handshake_timeout"), s.HandshakeTimeout)
+	c.positive(join(path, "write_timeout"), s.WriteTimeout)
+	c.positive(join(path, "idle_timeout"), s.IdleTimeout)
+	c.positive(join(path, "reconnect_min"), s.ReconnectMin)
+	c.positive(join(path, "reconnect_max"), s.ReconnectMax)
+	// Only when both are written: the defaults are the sender's, and conf
+	// does not repeat them.
+	if s.ReconnectMin > 0 && s.ReconnectMax > 0 && s.ReconnectMin > s.ReconnectMax {
+		c.fail(join(path, "reconnect_min"), reasonf(nil, "%s is more than reconnect_max %s", s.ReconnectMin, s.ReconnectMax))
+	}
+}
+
+func (s *LinkSection) linkConfig() petrel.LinkConfig {
+	return petrel.LinkConfig{
+		Window:           s.Window,
+		MaxFrame:         int(s.MaxFrame),
+		HandshakeTimeout: time.Duration(s.HandshakeTimeout),
+		WriteTimeout:     time.Duration(s.WriteTimeout),
+		IdleTimeout:      time.Duration(s.IdleTimeout),
+		ReconnectMin:     time.Duration(s.ReconnectMin),
+		ReconnectMax:     time.Duration(s.ReconnectMax),
+	}
+}

@@ -1,0 +1,203 @@
+package petrel
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/receiver"
+	"github.com/petrelmq/petrel/sender"
+	"github.com/petrelmq/petrel/session"
+	"go.uber.org/fx"
+)
+
+// buildRouting makes the directory of neighbours and the route table.
+// Config.Validate ran before, so the connectors parse.
+func buildRouting(cfg Config) (*address.Directory, *address.Routes) {
+	dir := address.NewDirectory()
+	var entries []address.Entry
+	var neighbours []string
+	for _, n := range cfg.Nodes {
+		cs, _ := address.ParseConnectors(n.Connector)
+		entries = append(entries, address.Entry{Name: n.Name, Connectors: cs, Source: address.SourceStatic})
+		neighbours = append(neighbours, n.Name)
+	}
+	dir.SetStatic(entries)
+	via := map[string]string{}
+	for _, r := range cfg.Routes {
+		via[r.Node] = r.Via
+	}
+	return dir, address.NewRoutes(cfg.Name, neighbours, via)
+}
+
+type linkOut struct {
+	fx.Out
+	Session  session.Config
+	Sender   sender.Config
+	Receiver receiver.Config
+}
+
+// linkConfigs derives the link packages' configurations from the node's.
+func linkConfigs(n *Node) linkOut {
+	c := n.cfg
+	sc := session.Config{
+		Name: c.Name, ID: n.id, MaxFrame: uint32(c.Link.MaxFrame),
+		HandshakeTimeout: c.Link.HandshakeTimeout, WriteTimeout: c.Link.WriteTimeout,
+		IdleTimeout: c.Link.IdleTimeout, Logger: c.Logger,
+	}
+	if c.Secret != "" {
+		sc.Secret = []byte(c.Secret)
+	}
+	window := c.Link.Window
+	if window <= 0 {
+		window = 1000
+	}
+	return linkOut{
+		Session: sc,
+		Sender: sender.Config{
+			Window: window, ReconnectMin: c.Link.ReconnectMin, ReconnectMax: c.Link.ReconnectMax,
+			Now: c.Store.Now, Logger: c.Logger,
+		},
+		Receiver: receiver.Config{
+			Listen: c.Listen, Session: sc, Window: uint32(window), Limits: c.Limits, Logger: c.Logger,
+		},
+	}
+}
+
+func newManager(n *Node, sc session.Config, c sender.Config) *sender.Manager {
+	n.mgr = sender.NewManager(c, sc, n.dir, n.routes.NextHop)
+	return n.mgr
+}
+
+// newRouter hands the receiver the node as its Router. It takes the
+// manager so that the manager is built, and stops, before the receiver.
+func newRouter(n *Node, _ *sender.Manager) receiver.Router { return n }
+
+// startSenders starts a sender for every send queue that survived a
+// restart, so a backlog flows again without waiting for a new send.
+func (n *Node) startSenders(ctx context.Context) error {
+	for _, q := range n.store.Queues() {
+		if q.Kind() != queue.KindSend {
+			continue
+		}
+		_, node, err := message.ParseDestination(q.Name())
+		if err != nil || node == "" {
+			n.log.Warn("send queue with an unexpected name; not forwarding it", "queue", q.Name())
+			continue
+		}
+		n.mgr.Ensure(q, node)
+	}
+	for _, a := range n.addresses {
+		if a.Role == address.RoleSend {
+			if _, err := n.sendQueue(ctx, a.Name, a.Node); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sendQueue returns the send queue toward name@node, making it and its
+// sender if needed.
+func (n *Node) sendQueue(ctx context.Context, name, node string) (*queue.Queue, error) {
+	if _, ok := n.routes.NextHop(node); !ok {
+		return nil, fmt.Errorf("send to %s@%s: node %q is neither a neighbour nor routed: %w", name, node, node, ErrNoRoute)
+	}
+	q, err := n.store.Queue(ctx, message.JoinDestination(name, node), queue.KindSend)
+	if err != nil {
+		return nil, err
+	}
+	n.mgr.Ensure(q, node)
+	return q, nil
+}
+
+// AcceptSession implements receiver.Router. Any well-formed address may
+// open a session: whether this node takes its messages is decided per
+// message, so that a refusal reaches the sender as a permanent refusal of
+// each message (which it dead-letters) rather than as a link that never
+// comes up.
+func (n *Node) AcceptSession(peer session.Peer, addr string) error {
+	if _, _, err := message.ParseDestination(addr); err != nil {
+		return fmt.Errorf("session address: %w", err)
+	}
+	return nil
+}
+
+func (n *Node) accepts(name, node string) error {
+	n.mu.Lock()
+	a, declared := n.addresses[name]
+	n.mu.Unlock()
+	if node == "" || node == n.cfg.Name {
+		if declared && a.Role != address.RoleReceive {
+			return fmt.Errorf("%w: node %s does not receive %q (it is a %s address here)", receiver.ErrRefused, n.cfg.Name, name, a.Role)
+		}
+		if !declared && n.cfg.NoAutoCreate {
+			return fmt.Errorf("%w: node %s has no address %q", receiver.ErrRefused, n.cfg.Name, name)
+		}
+		return nil
+	}
+	if !declared || a.Role != address.RoleRelay {
+		return fmt.Errorf("%w: node %s does not relay %q to %s", receiver.ErrRefused, n.cfg.Name, name, node)
+	}
+	if _, ok := n.routes.NextHop(node); !ok {
+		return fmt.Errorf("%w: node %s relays %q but has no route to %s", receiver.ErrRefused, n.cfg.Name, name, node)
+	}
+	return nil
+}
+
+// Inbound implements receiver.Router: the queue an arriving message goes
+// to, by its destination.
+func (n *Node) Inbound(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, error) {
+	name, node, err := message.ParseDestination(m.Destination)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", receiver.ErrRefused, err)
+	}
+	if err := n.accepts(name, node); err != nil {
+		return nil, err
+	}
+	if node == "" || node == n.cfg.Name {
+		return n.receiveQueue(ctx, name)
+	}
+	return n.sendQueue(ctx, name, node)
+}
+
+// Links returns the status of every link: one per send queue.
+func (n *Node) Links() []sender.Status { return n.mgr.Statuses() }
+
+// ListenAddr returns the address the node accepts links on, "" if none.
+func (n *Node) ListenAddr() string {
+	if n.srv == nil || n.srv.Addr() == nil {
+		return ""
+	}
+	return n.srv.Addr().String()
+}
+
+// CutLink closes the connection to a neighbour. Its senders back off and
+// reconnect; nothing is lost. The demo and tests use it.
+func (n *Node) CutLink(node string) { n.mgr.Pool().Drop(node) }
+
+// ReceiverStats returns the receiver's counters (zero if not listening).
+func (n *Node) ReceiverStats() ReceiverStats {
+	if n.srv == nil {
+		return ReceiverStats{}
+	}
+	st := n.srv.StatsRef()
+	return ReceiverStats{
+		Connections: st.Connections.Load(), HandshakeFailed: st.HandshakeFailed.Load(), AuthFailed: st.AuthFailed.Load(),
+		SessionsRefused: st.SessionsRefused.Load(), Received: st.Received.Load(), Stored: st.Stored.Load(),
+		Deduped: st.Deduped.Load(), Refused: st.Refused.Load(), ProtocolErrors: st.ProtocolErrors.Load(),
+	}
+}
+
+// ReceiverStats count what the node's receiver saw since it started.
+type ReceiverStats struct {
+	Connections, HandshakeFailed, AuthFailed, SessionsRefused int64
+	Received, Stored, Deduped, Refused, ProtocolErrors        int64
+}
+
+// LinkStatus is one link's state; see Node.Links.
+type LinkStatus = sender.Status
+
+

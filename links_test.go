@@ -1,0 +1,305 @@
+package petrel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/address"
+)
+
+// fastLinks makes links reconnect quickly in tests.
+var fastLinks = petrel.LinkConfig{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 200 * time.Millisecond}
+
+// openNode opens a node named name; listen "" means it accepts no links.
+func openNode(t *testing.T, name, listen string, mod func(*petrel.Config)) *petrel.Node {
+	t.Helper()
+	cfg := petrel.Config{Name: name, DataDir: t.TempDir(), Logger: quiet, Listen: listen, Link: fastLinks}
+	if mod != nil {
+		mod(&cfg)
+	}
+	n, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func tcp(n *petrel.Node) string { return "tcp://" + n.ListenAddr() }
+
+// drainBodies receives until want distinct bodies arrived, or fails after
+// the deadline. It returns how many times each body arrived, in order.
+func drainBodies(t *testing.T, n *petrel.Node, addr string, want int, within time.Duration) ([]*petrel.Delivery, map[string]int) {
+	t.Helper()
+	c, err := n.Consumer(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	seen := map[string]int{}
+	var got []*petrel.Delivery
+	for len(seen) < want {
+		d, err := c.Receive(ctx)
+		if err != nil {
+			t.Fatalf("received %d of %d distinct messages: %v\nlinks: %+v", len(seen), want, err, n.Links())
+		}
+		seen[string(d.Body)]++
+		got = append(got, d)
+		d.Ack()
+	}
+	// Anything more would be a duplicate.
+	if d, err := c.Poll(); err == nil {
+		t.Fatalf("extra delivery %q after all %d arrived", d.Body, want)
+	}
+	return got, seen
+}
+
+func TestLinkDirectExactlyOnceInOrder(t *testing.T) {
+	b := openNode(t, "b", "127.0.0.1:0", nil)
+	a := openNode(t, "a", "", func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	})
+	p := a.Producer()
+	const total = 3000
+	var pend []*petrel.Pending
+	for i := 0; i < total; i++ {
+		m := p.CreateDataMessage("orders@b")
+		m.Priority = uint8(i % 3 * 4) // 0, 4, 8
+		m.Body = []byte(fmt.Sprint(i))
+		pend = append(pend, p.SendAsync(m))
+	}
+	for _, pd := range pend {
+		if err := pd.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, seen := drainBodies(t, b, "orders", total, 30*time.Second)
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s arrived %d times", k, n)
+		}
+	}
+	// Per priority, send order holds.
+	last := map[uint8]int{}
+	for _, d := range got {
+		var i int
+		fmt.Sscan(string(d.Body), &i)
+		if prev, ok := last[d.Priority]; ok && i < prev {
+			t.Fatalf("priority %d: %d arrived after %d", d.Priority, i, prev)
+		}
+		last[d.Priority] = i
+	}
+	if st, _ := b.QueueStat("orders"); st.Enqueued != total {
+		t.Fatalf("b stored %d, want %d", st.Enqueued, total)
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		l := a.Links()
+		return len(l) == 1 && l[0].Depth == 0 && l[0].Acked == total && l[0].State == "connected"
+	}, func() string { return fmt.Sprintf("links %+v", a.Links()) })
+}
+
+func TestRelayThroughCenter(t *testing.T) {
+	b := openNode(t, "b", "127.0.0.1:0", nil)
+	c := openNode(t, "c", "127.0.0.1:0", func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+		cfg.Addresses = []petrel.AddressConfig{{Name: "orders", Role: address.RoleRelay}}
+	})
+	a := openNode(t, "a", "", func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: tcp(c)}}
+		cfg.Routes = []petrel.RouteConfig{{Node: "b", Via: "c"}}
+		cfg.Addresses = []petrel.AddressConfig{{Name: "orders", Role: address.RoleSend, Node: "b"}}
+	})
+	p := a.Producer()
+	const total = 1000
+	for i := 0; i < total; i++ {
+		m := p.CreateCommandMessage("orders") // a send address: goes to orders@b
+		m.Priority = uint8(i % 10)
+		m.Body = []byte(fmt.Sprint(i))
+		if i == 0 {
+			m.TTL = time.Hour
+		}
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := drainBodies(t, b, "orders", total, 30*time.Second)
+	for _, d := range got {
+		if d.Destination != "orders@b" {
+			t.Fatalf("destination %q", d.Destination)
+		}
+		if string(d.Body) == "0" && (d.TTL <= 0 || d.TTL > time.Hour) {
+			t.Fatalf("remaining TTL %v after two hops", d.TTL)
+		}
+	}
+	if st, _ := c.QueueStat("orders@b"); st.Enqueued != total {
+		t.Fatalf("relay stored %d, want %d", st.Enqueued, total)
+	}
+}
+
+func TestRefusedMessageGoesToDeadLetter(t *testing.T) {
+	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) { c.NoAutoCreate = true })
+	a := openNode(t, "a", "", func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	})
+	p := a.Producer()
+	m := p.CreateDataMessage("nowhere@b")
+	m.Body = []byte("lost?")
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := a.Consumer("nowhere.dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	d, err := dlq.Receive(ctx)
+	if err != nil {
+		t.Fatalf("refused message not dead-lettered: %v; links %+v", err, a.Links())
+	}
+	if string(d.Body) != "lost?" || !strings.Contains(d.Reason, "refused") {
+		t.Fatalf("dead letter %q reason %q", d.Body, d.Reason)
+	}
+	if st := b.ReceiverStats(); st.Stored != 0 {
+		t.Fatalf("b stored a refused message: %+v", st)
+	}
+}
+
+func TestWrongSecretIsRefused(t *testing.T) {
+	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) { c.Secret = "right" })
+	a := openNode(t, "a", "", func(c *petrel.Config) {
+		c.Secret = "wrong"
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	})
+	p := a.Producer()
+	if err := p.Send(context.Background(), p.CreateDataMessage("orders@b")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return b.ReceiverStats().AuthFailed > 0 }, func() string { return fmt.Sprintf("%+v", b.ReceiverStats()) })
+	waitFor(t, 10*time.Second, func() bool {
+		l := a.Links()
+		return len(l) == 1 && l[0].State == "backing off" && l[0].LastError != ""
+	}, func() string { return fmt.Sprintf("%+v", a.Links()) })
+	if len(b.QueueStats()) != 0 {
+		t.Fatalf("a queue was touched before authentication: %+v", b.QueueStats())
+	}
+	if l := a.Links(); l[0].Depth != 1 {
+		t.Fatalf("message left the send queue: %+v", l)
+	}
+}
+
+func TestBacklogFlowsWhenPeerComesBack(t *testing.T) {
+	// Reserve a port, then bring b up on it only after a has queued.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	a := openNode(t, "a", "", func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
+	})
+	p := a.Producer()
+	const total = 500
+	for i := 0; i < total; i++ {
+		m := p.CreateDataMessage("orders@b")
+		m.Body = []byte(fmt.Sprint(i))
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		l := a.Links()
+		return len(l) == 1 && l[0].Reconnects > 0
+	}, func() string { return fmt.Sprintf("%+v", a.Links()) })
+	urgent := p.CreateCommandMessage("orders@b")
+	urgent.Priority = 9
+	urgent.Body = []byte("urgent")
+	if err := p.Send(context.Background(), urgent); err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, "b", addr, nil)
+	got, _ := drainBodies(t, b, "orders", total+1, 30*time.Second)
+	if string(got[0].Body) != "urgent" {
+		t.Fatalf("first delivery %q; the priority-9 message sent after the backlog must come first", got[0].Body)
+	}
+}
+
+func TestBadFramesDoNotStopTheNode(t *testing.T) {
+	b := openNode(t, "b", "127.0.0.1:0", nil)
+	bad := [][]byte{
+		[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+		{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03}, // a TLS ClientHello's start
+		{1, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff},                   // an oversized length
+		{0xee, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0},                         // unknown type
+		{2, 0, 0},                                                    // truncated
+	}
+	for _, frame := range bad {
+		c, err := net.Dial("tcp", b.ListenAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(frame)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 4096)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				break // the node closed it
+			}
+		}
+		c.Close()
+	}
+	waitFor(t, 10*time.Second, func() bool { return b.ReceiverStats().HandshakeFailed >= int64(len(bad)) }, func() string { return fmt.Sprintf("%+v", b.ReceiverStats()) })
+	// A good link still works.
+	a := openNode(t, "a", "", func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	})
+	p := a.Producer()
+	m := p.CreateDataMessage("orders@b")
+	m.Body = []byte("fine")
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	drainBodies(t, b, "orders", 1, 20*time.Second)
+}
+
+func TestSendToUnroutableNodeIsRefused(t *testing.T) {
+	a := openNode(t, "a", "", nil)
+	p := a.Producer()
+	if err := p.Send(context.Background(), p.CreateDataMessage("orders@mars")); !errors.Is(err, petrel.ErrNoRoute) {
+		t.Fatalf("got %v, want ErrNoRoute", err)
+	}
+}
+
+func TestConfigRefusesRouteThroughUnknownNode(t *testing.T) {
+	_, err := petrel.Open(context.Background(), petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet,
+		Routes: []petrel.RouteConfig{{Node: "b", Via: "c"}}})
+	var ce *petrel.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "routes[0].via" {
+		t.Fatalf("got %v, want a ConfigError on routes[0].via", err)
+	}
+	_, err = petrel.Open(context.Background(), petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet,
+		Addresses: []petrel.AddressConfig{{Name: "x", Role: address.RoleSend, Node: "b"}}})
+	if !errors.As(err, &ce) || ce.Field != "addresses[0].node" {
+		t.Fatalf("got %v, want a ConfigError on addresses[0].node", err)
+	}
+}
+
+// waitFor polls cond until it holds or within passes.
+func waitFor(t *testing.T, within time.Duration, cond func() bool, state func() string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %s", within, state())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

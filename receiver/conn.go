@@ -1,0 +1,101 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/petrelmq/petrel/session"
+)
+
+// serveConn runs one inbound connection: the handshake, then one goroutine
+// per session until the connection dies or the server stops.
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.wg.Done()
+	remote := nc.RemoteAddr().String()
+	c, err := session.Server(s.ctx, nc, s.cfg.Session)
+	if err != nil {
+		s.stats.HandshakeFailed.Add(1)
+		if errors.Is(err, session.ErrAuth) {
+			s.stats.AuthFailed.Add(1)
+		}
+		if s.ctx.Err() == nil {
+			s.log.Warn("link refused at handshake", slog.String(logPeer, remote), slog.Any(logError, err))
+		}
+		return
+	}
+	if !s.track(c) {
+		c.Close()
+		return
+	}
+	defer s.untrack(c)
+	peer := c.Peer()
+	s.log.Info("link up", slog.String(logPeer, peer.Name), slog.String("addr", remote))
+	var sessions sync.WaitGroup
+	defer sessions.Wait()
+	for {
+		sess, err := c.Accept(s.ctx)
+		if err != nil {
+			if s.ctx.Err() == nil && !errors.Is(err, session.ErrClosed) {
+				if isProtocol(err) {
+					s.stats.ProtocolErrors.Add(1)
+				}
+				s.log.Warn("link down", slog.String(logPeer, peer.Name), slog.Any(logError, err))
+			}
+			c.Close()
+			return
+		}
+		if err := s.router.AcceptSession(peer, sess.Address()); err != nil {
+			s.stats.SessionsRefused.Add(1)
+			s.log.Warn("session refused", slog.String(logPeer, peer.Name), slog.String(logAddress, sess.Address()), slog.Any(logError, err))
+			sess.Refuse(err.Error())
+			continue
+		}
+		if err := sess.Accept(s.cfg.Window); err != nil {
+			continue
+		}
+		sessions.Add(1)
+		go func() {
+			defer sessions.Done()
+			s.sessionLoop(c, sess)
+		}()
+	}
+}
+
+func isProtocol(err error) bool {
+	return errors.Is(err, session.ErrProtocol) || errors.Is(err, session.ErrMalformed) ||
+		errors.Is(err, session.ErrUnknownType) || errors.Is(err, session.ErrFrameTooLarge) ||
+		errors.Is(err, session.ErrWindow)
+}
+
+// track registers c so that Stop closes it; false if the server stopped.
+func (s *Server) track(c *session.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c *session.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// ctxOf returns a context cancelled when the server stops or c dies.
+func (s *Server) ctxOf(c *session.Conn) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	go func() {
+		select {
+		case <-c.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}

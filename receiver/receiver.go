@@ -1,0 +1,172 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/session"
+)
+
+// ErrRefused is wrapped by a Router's refusal of a message or a session.
+var ErrRefused = errors.New("refused")
+
+// Router decides where inbound traffic goes. The node implements it.
+type Router interface {
+	// AcceptSession decides whether peer may open a session for address
+	// (a send queue's name, "name@node"). An error refuses it, with the
+	// error's text as the reason.
+	AcceptSession(peer session.Peer, address string) error
+	// Inbound returns the queue a message from peer goes to. An error
+	// wrapping ErrRefused refuses the message for good; any other error
+	// is transient and ends the session, so the sender retries later.
+	Inbound(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	// Listen is the TCP address to accept links on.
+	Listen string
+	// Session configures the wire: identity, secret, limits, timeouts.
+	Session session.Config
+	// Window is the most Data packets a session may have unacknowledged
+	// (default 1000).
+	Window uint32
+	// Limits bound every inbound message.
+	Limits message.Limits
+	Logger *slog.Logger
+}
+
+// Server is the listener side of links.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *queue.Store
+	router Router
+
+	ln     net.Listener
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[*session.Conn]struct{}
+
+	stats Stats
+}
+
+// Stats count what the server saw since it started.
+type Stats struct {
+	Connections     atomic.Int64 // accepted TCP connections
+	HandshakeFailed atomic.Int64 // connections dropped before or at the handshake (bad frames, wrong secret, timeouts)
+	AuthFailed      atomic.Int64 // of those, refused for the secret
+	SessionsRefused atomic.Int64
+	Received        atomic.Int64 // Data packets received
+	Stored          atomic.Int64 // of those, stored (not deduped, not refused)
+	Deduped         atomic.Int64
+	Refused         atomic.Int64 // messages refused for good
+	ProtocolErrors  atomic.Int64 // connections or sessions ended by a peer's protocol error
+}
+
+const (
+	logComponent = "component"
+	logPeer      = "peer"
+	logAddress   = "address"
+	logError     = "error"
+)
+
+// New makes a server; Start opens its listener.
+func New(cfg Config, store *queue.Store, router Router) *Server {
+	if cfg.Window == 0 {
+		cfg.Window = 1000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Session.Logger == nil {
+		cfg.Session.Logger = cfg.Logger
+	}
+	return &Server{
+		cfg: cfg, store: store, router: router,
+		log:   cfg.Logger.With(slog.String(logComponent, "receiver")),
+		conns: map[*session.Conn]struct{}{},
+	}
+}
+
+// Start listens and starts accepting. It returns once the listener is
+// bound, so Addr is valid.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(1)
+	go s.acceptLoop()
+	s.log.Info("receiver listening", slog.String("addr", ln.Addr().String()))
+	return nil
+}
+
+// Addr returns the address the server listens on, nil before Start.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// StatsRef returns the server's live counters.
+func (s *Server) StatsRef() *Stats { return &s.stats }
+
+// Stop stops accepting, closes every connection and waits for the
+// goroutines. Puts already submitted still commit; their acks are lost, and
+// the senders resend, which dedupe absorbs.
+func (s *Server) Stop() error {
+	if s.ln == nil {
+		return nil
+	}
+	s.cancel()
+	err := s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.log.Info("receiver stopped")
+	return err
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	var delay time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			// Out of file descriptors and the like: back off, keep serving.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed", slog.Any(logError, err))
+			select {
+			case <-time.After(delay):
+			case <-s.ctx.Done():
+				return
+			}
+			continue
+		}
+		delay = 0
+		s.stats.Connections.Add(1)
+		s.wg.Add(1)
+		go s.serveConn(nc)
+	}
+}

@@ -1,0 +1,21 @@
+// Package sender forwards send queues to the next hop. There is one Sender
+// per send queue; the senders to one neighbour share one connection from
+// the Pool, each in its own session.
+//
+// Invariants:
+//   - A message leaves its send queue only when the next hop acked it, that
+//     is, committed it (custody). A message the next hop refused for good
+//     moves to the queue's dead-letter queue with the reason.
+//   - At most Window messages are in flight per session. When a session
+//     ends, every message in flight goes back to the queue and is sent
+//     again, in its original order, on the next session; the next hop's
+//     dedupe drops what it already had.
+//   - An expired message is never forwarded; a forwarded message carries
+//     its remaining time to live.
+//   - Reconnects back off exponentially, with jitter, between ReconnectMin
+//     and ReconnectMax. The link's state and last error are always visible
+//     in Status.
+//
+// sender imports message, address, queue and session; never receiver, the
+// root package or conf.
+package sender

@@ -1,0 +1,180 @@
+package sender
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// Config tunes senders. Zero fields take their defaults.
+type Config struct {
+	// Window is the most messages in flight per session (default 1000).
+	Window int
+	// ReconnectMin and ReconnectMax bound the backoff (100ms, 30s).
+	ReconnectMin, ReconnectMax time.Duration
+	// MainProbe is how often a sender on a failover backup checks whether
+	// the main connector is back (default 5s).
+	MainProbe time.Duration
+	// Now is the clock for TTL arithmetic; time.Now when nil.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Window <= 0 {
+		c.Window = 1000
+	}
+	if c.ReconnectMin <= 0 {
+		c.ReconnectMin = 100 * time.Millisecond
+	}
+	if c.ReconnectMax <= 0 {
+		c.ReconnectMax = 30 * time.Second
+	}
+	if c.ReconnectMax < c.ReconnectMin {
+		c.ReconnectMax = c.ReconnectMin
+	}
+	if c.MainProbe <= 0 {
+		c.MainProbe = 5 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// NextHop resolves the neighbour that carries traffic for a node.
+type NextHop func(node string) (string, bool)
+
+// Sender forwards one send queue, named "address@node", to the next hop
+// toward node.
+type Sender struct {
+	cfg  Config
+	q    *queue.Queue
+	dest string // the destination node
+	hop  NextHop
+	pool *Pool
+	log  *slog.Logger
+	st   status
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New makes a sender for q, whose messages go to node dest. Start runs it.
+func New(cfg Config, q *queue.Queue, dest string, hop NextHop, pool *Pool) *Sender {
+	cfg = cfg.withDefaults()
+	return &Sender{
+		cfg: cfg, q: q, dest: dest, hop: hop, pool: pool,
+		log: cfg.Logger.With(slog.String("component", "sender"), slog.String("queue", q.Name())),
+	}
+}
+
+// Start starts the sender's loop. It returns at once.
+func (s *Sender) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.done = make(chan struct{})
+	go s.linkLoop(ctx)
+}
+
+// Stop stops the sender and waits for it. Messages in flight go back to
+// the queue.
+func (s *Sender) Stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.done
+}
+
+// Queue returns the send queue.
+func (s *Sender) Queue() *queue.Queue { return s.q }
+
+// linkLoop connects, streams until the link fails, backs off and starts
+// again, until ctx ends.
+func (s *Sender) linkLoop(ctx context.Context) {
+	defer close(s.done)
+	attempt := 0
+	for ctx.Err() == nil {
+		err := s.connectAndStream(ctx)
+		if ctx.Err() != nil {
+			s.st.set(StateStopped, nil, "")
+			return
+		}
+		if err == nil {
+			attempt = 0 // an orderly end after traffic: start again at once
+			continue
+		}
+		attempt++
+		wait := s.backoff(attempt)
+		s.st.set(StateBackingOff, err, "")
+		s.st.reconnects.Add(1)
+		s.log.Warn("link failed; backing off", slog.Duration("wait", wait), slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	s.st.set(StateStopped, nil, "")
+}
+
+// backoff is ReconnectMin doubled per failed attempt, capped, with
+// jitter: a random wait in [d/2, d], so that senders cut at the same
+// moment do not come back at the same moment.
+func (s *Sender) backoff(attempt int) time.Duration {
+	d := s.cfg.ReconnectMin
+	for i := 1; i < attempt && d < s.cfg.ReconnectMax; i++ {
+		d *= 2
+	}
+	d = min(d, s.cfg.ReconnectMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+// connectAndStream resolves the next hop, opens a session on the shared
+// connection to it and streams the queue. It returns when the session
+// ends, with the reason.
+func (s *Sender) connectAndStream(ctx context.Context) error {
+	hop, ok := s.hop(s.dest)
+	if !ok {
+		return fmt.Errorf("no route to node %q", s.dest)
+	}
+	s.st.set(StateConnecting, nil, hop)
+	conn, err := s.pool.Get(ctx, hop)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", hop, err)
+	}
+	sess, err := conn.Open(ctx, s.q.Name(), uint32(s.cfg.Window))
+	if err != nil {
+		return fmt.Errorf("open session to %s: %w", hop, err)
+	}
+	s.st.set(StateConnected, nil, hop)
+	s.st.addr.Store(s.pool.Addr(hop))
+	s.log.Info("link up", slog.String("hop", hop))
+	return s.stream(ctx, sess, hop)
+}
+
+// prepare returns the bytes to send for d, with its remaining TTL patched
+// in, or false if its TTL ran out since it was polled.
+func (s *Sender) prepare(d *queue.Delivery) ([]byte, bool) {
+	data := d.Data
+	if d.ExpiresAt.IsZero() {
+		return data, true
+	}
+	left := d.ExpiresAt.Sub(s.cfg.Now())
+	if left <= 0 {
+		return nil, false
+	}
+	data = append([]byte(nil), data...)
+	if err := message.SetEncodedTTL(data, left); err != nil {
+		return nil, false
+	}
+	return data, true
+}

@@ -1,0 +1,184 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/session"
+)
+
+// flight is the window of one session: deliveries sent and not yet acked,
+// in sequence order. Sequences are consecutive, so seq maps to an index.
+type flight struct {
+	mu    sync.Mutex
+	first uint64 // seq of ds[0]
+	ds    []*queue.Delivery
+}
+
+func (f *flight) push(seq uint64, d *queue.Delivery) {
+	f.mu.Lock()
+	if len(f.ds) == 0 {
+		f.first = seq
+	}
+	f.ds = append(f.ds, d)
+	f.mu.Unlock()
+}
+
+// upTo removes and returns the deliveries with seq <= to. Refused ones
+// come back nil.
+func (f *flight) upTo(to uint64) []*queue.Delivery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.ds) == 0 || to < f.first {
+		return nil
+	}
+	n := len(f.ds)
+	if d := to - f.first; d < uint64(n) {
+		n = int(d) + 1
+	}
+	out := append([]*queue.Delivery(nil), f.ds[:n]...)
+	clear(f.ds[:n])
+	f.ds = f.ds[n:]
+	f.first += uint64(n)
+	return out
+}
+
+// take removes the delivery of one seq, leaving a nil in its place.
+func (f *flight) take(seq uint64) *queue.Delivery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if seq < f.first || seq-f.first >= uint64(len(f.ds)) {
+		return nil
+	}
+	i := seq - f.first
+	d := f.ds[i]
+	f.ds[i] = nil
+	return d
+}
+
+// stream sends the queue on sess until the session or ctx ends. One
+// goroutine (this one) leases and sends; ackLoop settles what the next hop
+// acked or refused; probeLoop returns to a failover main. When the session
+// ends, what is still in flight goes back to the queue, to be sent again
+// in its order on the next session.
+func (s *Sender) stream(ctx context.Context, sess *session.Session, hop string) error {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	fl := &flight{}
+	slots := make(chan struct{}, s.cfg.Window)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.ackLoop(sess, fl, slots, cancel) })
+	wg.Go(func() { s.probeLoop(sctx, hop) })
+	err := s.sendLoop(sctx, sess, fl, slots)
+	cancel(err)
+	// The ack loop ends when the session does; make sure it does.
+	closeCtx, cc := context.WithTimeout(context.Background(), time.Second)
+	sess.Close(closeCtx, "sender stopping or link reset")
+	cc()
+	wg.Wait()
+	released := 0
+	for _, d := range fl.upTo(^uint64(0)) {
+		if d != nil {
+			d.Release()
+			released++
+		}
+	}
+	s.st.inFlight.Add(-int64(released))
+	if cause := context.Cause(sctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+func (s *Sender) sendLoop(ctx context.Context, sess *session.Session, fl *flight, slots chan struct{}) error {
+	var seq uint64
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if len(slots) == cap(slots) {
+			s.st.windowFull(s.cfg.Now())
+		}
+		d, err := s.q.Receive(ctx)
+		if err != nil {
+			<-slots
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return fmt.Errorf("lease from %s: %w", s.q.Name(), err)
+		}
+		data, ok := s.prepare(d)
+		if !ok {
+			// Expired since it was polled: the queue expires it on the
+			// next poll.
+			d.Release()
+			<-slots
+			continue
+		}
+		seq++
+		fl.push(seq, d)
+		s.st.inFlight.Add(1)
+		if err := sess.SendData(ctx, seq, data); err != nil {
+			return fmt.Errorf("send packet %d: %w", seq, err)
+		}
+		s.st.sent.Add(1)
+	}
+}
+
+// ackLoop settles acks and refusals until the session ends, then cancels
+// the stream.
+func (s *Sender) ackLoop(sess *session.Session, fl *flight, slots chan struct{}, cancel context.CancelCauseFunc) {
+	defer cancel(errSessionEnded)
+	for a := range sess.Acks() {
+		now := s.cfg.Now()
+		if a.Refused {
+			if d := fl.take(a.Seq); d != nil {
+				s.st.refused.Add(1)
+				s.st.inFlight.Add(-1)
+				<-slots
+				if err := d.DeadLetter("refused by the next hop: " + a.Reason); err != nil {
+					s.log.Warn("dead-letter refused message failed", "error", err)
+				}
+			}
+			continue
+		}
+		for _, d := range fl.upTo(a.Seq) {
+			if d == nil {
+				continue // refused earlier
+			}
+			<-slots
+			s.st.inFlight.Add(-1)
+			s.st.acked.Add(1)
+			if err := d.Ack(); err != nil && !errors.Is(err, queue.ErrClosed) {
+				s.log.Warn("ack of forwarded message failed", "error", err)
+			}
+		}
+		s.st.ackedAt(now)
+	}
+}
+
+// errSessionEnded is the cause of a stream's end when its session ended.
+var errSessionEnded = errors.New("session ended")
+
+// probeLoop checks, while the link runs on a failover backup, whether the
+// main connector is back; if it is, the pool moves the link there.
+func (s *Sender) probeLoop(ctx context.Context, hop string) {
+	t := time.NewTicker(s.cfg.MainProbe)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if s.pool.OnBackup(hop) {
+				s.pool.TryMain(ctx, hop)
+			}
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package session
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+)
+
+// ProtocolVersion is the session protocol version this package speaks. It
+// is offered in Hello and in SessionCreate, and sent in Auth.
+const ProtocolVersion = 1
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultMaxFrame         = 16 << 20
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultIdleTimeout      = 30 * time.Second
+	DefaultMaxSessions      = 1024
+)
+
+// MaxWindow is the largest session window. Open and Accept lower larger
+// windows to it. It bounds the queues a session allocates up front: Data
+// waiting for Recv and acks waiting to be read.
+const MaxWindow = 1 << 16
+
+// maxNameLen bounds Config.Name so that Hello and Auth always fit in the
+// 4 KiB allowed before authentication. Node names are far shorter (see
+// message.ValidName); this only keeps the arithmetic safe.
+const maxNameLen = 1024
+
+// Config is what one node brings to a connection. The zero value of every
+// field but Name and ID means its default.
+type Config struct {
+	Name string         // this node's name, sent in Hello or Auth and in session packets
+	ID   message.NodeID // this node's unique id
+
+	// Secret is the shared secret of the challenge–response; nil = none.
+	// A server with a secret refuses clients that do not prove they know it;
+	// a client with a secret refuses servers that do not prove it back.
+	Secret []byte
+
+	// MaxFrame bounds the payload of a Data frame, both ways; default
+	// 16 MiB. Both ends must agree: a peer sending larger frames is
+	// disconnected. Together with a session's window it bounds the memory a
+	// session can hold (Window × MaxFrame).
+	MaxFrame uint32
+
+	// HandshakeTimeout bounds the whole Hello/Auth/AuthOK exchange, and
+	// each SessionCreate and SessionClose round trip; default 10s.
+	HandshakeTimeout time.Duration
+	// WriteTimeout bounds each write of queued frames to the socket; a
+	// write that takes longer fails the connection; default 10s.
+	WriteTimeout time.Duration
+	// IdleTimeout drops a peer from which nothing arrived for this long
+	// (ErrIdle); default 30s.
+	IdleTimeout time.Duration
+	// PingInterval: a Ping is sent when nothing was written for this long;
+	// default IdleTimeout/3. It must be well below the peer's IdleTimeout.
+	PingInterval time.Duration
+
+	// MaxSessions bounds the sessions open or waiting for Accept on one
+	// connection; a SessionCreate past it is refused. Default 1024.
+	MaxSessions int
+
+	// Logger receives lifecycle logs at Debug level; slog.Default() when
+	// nil. Errors are returned (Conn.Err, Session.Err), not logged.
+	Logger *slog.Logger
+
+	// versions overrides the [min, max] protocol versions spoken, for
+	// tests that need a peer of another version. Zero means
+	// [ProtocolVersion, ProtocolVersion].
+	versions [2]uint16
+}
+
+// withDefaults returns cfg with its zero fields set, or an error naming the
+// field that cannot work.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Name == "" {
+		return cfg, fmt.Errorf("session config: Name is empty; set it to this node's name")
+	}
+	if len(cfg.Name) > maxNameLen {
+		return cfg, fmt.Errorf("session config: Name is %d bytes, longer than %d", len(cfg.Name), maxNameLen)
+	}
+	if cfg.MaxFrame == 0 {
+		cfg.MaxFrame = DefaultMaxFrame
+	}
+	if cfg.MaxFrame < 64 {
+		return cfg, fmt.Errorf("session config: MaxFrame %d is too small to carry a message; use at least 64 (default %d)", cfg.MaxFrame, DefaultMaxFrame)
+	}
+	cfg.HandshakeTimeout = orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout)
+	cfg.WriteTimeout = orDefault(cfg.WriteTimeout, DefaultWriteTimeout)
+	cfg.IdleTimeout = orDefault(cfg.IdleTimeout, DefaultIdleTimeout)
+	cfg.PingInterval = orDefault(cfg.PingInterval, cfg.IdleTimeout/3)
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.versions == [2]uint16{} {
+		cfg.versions = [2]uint16{ProtocolVersion, ProtocolVersion}
+	}
+	return cfg, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Peer is the node at the other end of a connection or session.
+type Peer struct {
+	Name string
+	ID   message.NodeID
+	Addr string // remote network address, as net.Conn.RemoteAddr
+}
+
+// ConnStats counts a connection's traffic, headers included.
+type ConnStats struct {
+	FramesIn, FramesOut uint64
+	BytesIn, BytesOut   uint64
+	Sessions            int // open or waiting for Accept
+}
+
+// Attribute keys of the logs.
+const (
+	logComponent = "component"
+	logPeer      = "peer"
+	logAddr      = "addr"
+	logSession   = "session"
+	logAddress   = "address"
+	logError     = "error"
+)

@@ -1,0 +1,80 @@
+// Package session is Petrel's wire protocol between two nodes: frames, the
+// binary codec of packets, the connection handshake with shared-secret
+// authentication and version negotiation, sessions multiplexed on one TCP
+// connection, windows, heartbeats and limits.
+//
+// A Conn is one connection, made by Client on the dialing node and Server on
+// the listening one. The client opens Sessions (Conn.Open) for the
+// addresses whose send queues it serves; the server takes them with
+// Conn.Accept and accepts or refuses each. A session is one-way: the client
+// sends Data packets with sequence numbers, the server acknowledges them
+// cumulatively (DataAck) or refuses single ones (Refuse). What the numbers
+// mean, and what is durable, is for the sender and receiver packages.
+//
+// # Wire
+//
+// Every frame is a 10-byte header (type, flags, session id, payload length;
+// see frames.go) and a payload whose layout is drawn on each packet type
+// (packets_conn.go, packets_session.go). Session 0 is the connection itself.
+//
+//	client (sender)                              server (receiver)
+//	                 <---- Hello                    session 0: the handshake,
+//	Auth             ---->                          see handshake.go
+//	                 <---- AuthOK
+//	SessionCreate    ---->                          session n, chosen by the client
+//	                 <---- SessionCreateResponse    accepted, or refused with a reason
+//	Data seq=1..k    ---->                          at most Window not yet taken by Recv
+//	                 <---- DataAck seq=k            cumulative, after the receiver's commit
+//	                 <---- Refuse seq=j             this one will never be stored
+//	SessionClose     ---->                          either side may close
+//	                 <---- SessionCloseResponse
+//	Ping / Pong      <--->                          session 0, when nothing was written
+//	Error            <--->                          session 0: the connection ends;
+//	                                                session n: that session ends
+//
+// # Goroutines
+//
+// Each Conn owns exactly two: readLoop, which reads frames and dispatches
+// them by session id, and writeLoop, which writes the queued frames in
+// batches and sends Pings. Both stop when the connection dies, for whatever
+// reason, and Close waits for them. No goroutine is started per session or
+// per frame. The read loop never blocks on anything but the socket, so a
+// session whose application is slow cannot stall the others.
+//
+// # Invariants
+//
+//   - Nothing read from the network is trusted. Every length is checked
+//     before anything of that size is allocated: against 4 KiB before
+//     authentication, against MaxFrame for Data and a fixed bound for other
+//     packets after it. Decoders check every field against the bytes that
+//     remain, refuse trailing bytes and never panic. Nothing is decoded by
+//     reflection.
+//   - No session can be opened, and no frame but Hello, Auth, AuthOK and
+//     Error is accepted, before authentication completes. Every handshake
+//     read and write has a deadline.
+//   - A peer that breaks the protocol (a bad frame, an unknown type, a
+//     window overflow) gets an ErrorPacket with the reason, best effort, and
+//     its connection is closed; only that connection. Data, acks or
+//     refusals for a session that is not open get a session-level
+//     ErrorPacket and are otherwise ignored: they can be in flight when a
+//     session ends.
+//   - Memory is bounded: per session by Window × MaxFrame of Data waiting
+//     for Recv, per connection by MaxSessions, the write queue bounds and
+//     the read buffer.
+//   - A peer silent for IdleTimeout is dropped (ErrIdle); a write that
+//     makes no progress for WriteTimeout fails the connection. Each side
+//     sends a Ping after PingInterval without writing, so a healthy idle
+//     connection stays up.
+//   - When a Conn dies every one of its sessions ends: Done closes, Acks
+//     closes, Recv returns the error once the Data already queued is taken,
+//     blocked SendData and Accept return.
+//   - Sessions pass Data through in arrival order. They do not reorder,
+//     dedupe or check sequence numbers; a new session on a new connection
+//     starts wherever the sender says.
+//
+// # Imports
+//
+// session imports message (for NodeID) and the standard library only. It
+// must not import queue, address, conf, sender, receiver or anything above
+// it: the store and the routing are its callers' business.
+package session

@@ -1,0 +1,216 @@
+package session
+
+import "github.com/petrelmq/petrel/message"
+
+// Packets on a session (session id != 0). The same rules hold as for the
+// packets in packets_conn.go: AppendBinary appends the payload only, and the
+// Decode functions accept exactly that encoding and nothing else.
+
+// SessionCreate opens a session: the client (always the sending side)
+// offers protocol versions and a window, and names itself and the address
+// whose send queue it serves.
+//
+//	offset  field     type      notes
+//	[ 0]    window    uint32    most Data packets the client will have unacknowledged
+//	[ 4]    id        [16]byte  client NodeID
+//	[20]    versions  list8 of uint16, in the client's order of preference
+//	        name      str16     client node name
+//	        address   str16     the address served, e.g. orders@plant-7
+type SessionCreate struct {
+	Versions []uint16
+	Name     string
+	ID       message.NodeID
+	Address  string
+	Window   uint32
+}
+
+// AppendBinary appends the encoding of s to dst. Versions past the 255th are
+// not sent.
+func (s SessionCreate) AppendBinary(dst []byte) []byte {
+	dst = be.AppendUint32(dst, s.Window)
+	dst = append(dst, s.ID[:]...)
+	vs := s.Versions
+	if len(vs) > maxList8 {
+		vs = vs[:maxList8]
+	}
+	dst = append(dst, byte(len(vs)))
+	for _, v := range vs {
+		dst = be.AppendUint16(dst, v)
+	}
+	dst = appendStr16(dst, s.Name)
+	return appendStr16(dst, s.Address)
+}
+
+// DecodeSessionCreate decodes a SessionCreate payload. An empty version list
+// decodes as nil.
+func DecodeSessionCreate(p []byte) (SessionCreate, error) {
+	d := decoder{p: p, pkt: "SessionCreate"}
+	s := SessionCreate{Window: d.u32("window"), ID: d.nodeID("id")}
+	n := int(d.u8("versions count"))
+	if vs := d.take(2*n, "versions"); len(vs) > 0 {
+		s.Versions = make([]uint16, n)
+		for i := range s.Versions {
+			s.Versions[i] = be.Uint16(vs[2*i:])
+		}
+	}
+	s.Name = d.str16("name")
+	s.Address = d.str16("address")
+	if err := d.finish(); err != nil {
+		return SessionCreate{}, err
+	}
+	return s, nil
+}
+
+// SessionCreateResponse answers a SessionCreate on the same session id:
+// either the version chosen and the window granted, or Version 0 and the
+// reason for the refusal. The frame carries FlagNoCommonVersion when the
+// refusal is for lack of a common version.
+//
+//	offset  field    type      notes
+//	[ 0]    version  uint16    chosen from the offer; 0 = refused
+//	[ 2]    window   uint32    min of both sides' windows; 0 when refused
+//	[ 6]    id       [16]byte  server NodeID
+//	[22]    name     str16     server node name
+//	        reason   str16     why it was refused; empty when accepted
+type SessionCreateResponse struct {
+	Version uint16 // 0 = refused
+	Reason  string
+	Name    string
+	ID      message.NodeID
+	Window  uint32
+}
+
+// AppendBinary appends the encoding of r to dst.
+func (r SessionCreateResponse) AppendBinary(dst []byte) []byte {
+	dst = be.AppendUint16(dst, r.Version)
+	dst = be.AppendUint32(dst, r.Window)
+	dst = append(dst, r.ID[:]...)
+	dst = appendStr16(dst, r.Name)
+	return appendStr16(dst, r.Reason)
+}
+
+// DecodeSessionCreateResponse decodes a SessionCreateResponse payload.
+func DecodeSessionCreateResponse(p []byte) (SessionCreateResponse, error) {
+	d := decoder{p: p, pkt: "SessionCreateResponse"}
+	r := SessionCreateResponse{
+		Version: d.u16("version"),
+		Window:  d.u32("window"),
+		ID:      d.nodeID("id"),
+		Name:    d.str16("name"),
+		Reason:  d.str16("reason"),
+	}
+	if err := d.finish(); err != nil {
+		return SessionCreateResponse{}, err
+	}
+	return r, nil
+}
+
+// Data carries one message of a session.
+//
+//	offset  field    type    notes
+//	[0]     seq      uint64  starts at 1 in each session
+//	[8]     message  the rest of the payload: an encoded message.Message
+//
+// The message has no length of its own: the frame's length bounds it, so
+// there are no trailing bytes to refuse. The session package neither decodes
+// nor checks it.
+type Data struct {
+	Seq     uint64
+	Message []byte
+}
+
+// AppendBinary appends the encoding of d to dst.
+func (d Data) AppendBinary(dst []byte) []byte {
+	dst = be.AppendUint64(dst, d.Seq)
+	return append(dst, d.Message...)
+}
+
+// DecodeData decodes a Data payload. Unlike the other decoders it does not
+// copy: Message is a sub-slice of p (capped, so appending to it cannot
+// overwrite p), valid for as long as p is. Session.Recv hands out a payload
+// read into its own allocation, so its caller owns the message.
+func DecodeData(p []byte) (Data, error) {
+	d := decoder{p: p, pkt: "Data"}
+	x := Data{Seq: d.u64("seq"), Message: d.rest()}
+	if err := d.finish(); err != nil {
+		return Data{}, err
+	}
+	return x, nil
+}
+
+// DataAck is a cumulative acknowledgement: every seq <= Seq of the session
+// is durable at the receiver.
+//
+//	offset  field  type    notes
+//	[0]     seq    uint64  highest seq durable, with all below it
+type DataAck struct {
+	Seq uint64
+}
+
+// AppendBinary appends the encoding of a to dst.
+func (a DataAck) AppendBinary(dst []byte) []byte {
+	return be.AppendUint64(dst, a.Seq)
+}
+
+// DecodeDataAck decodes a DataAck payload.
+func DecodeDataAck(p []byte) (DataAck, error) {
+	d := decoder{p: p, pkt: "DataAck"}
+	a := DataAck{Seq: d.u64("seq")}
+	if err := d.finish(); err != nil {
+		return DataAck{}, err
+	}
+	return a, nil
+}
+
+// Refuse tells the sender that one seq will never be stored (an invalid
+// message, an unknown destination), so that it can dead-letter the message
+// rather than resend it forever.
+//
+//	offset  field   type    notes
+//	[0]     seq     uint64  only this seq is refused
+//	[8]     reason  str16
+type Refuse struct {
+	Seq    uint64
+	Reason string
+}
+
+// AppendBinary appends the encoding of r to dst.
+func (r Refuse) AppendBinary(dst []byte) []byte {
+	dst = be.AppendUint64(dst, r.Seq)
+	return appendStr16(dst, r.Reason)
+}
+
+// DecodeRefuse decodes a Refuse payload.
+func DecodeRefuse(p []byte) (Refuse, error) {
+	d := decoder{p: p, pkt: "Refuse"}
+	r := Refuse{Seq: d.u64("seq"), Reason: d.str16("reason")}
+	if err := d.finish(); err != nil {
+		return Refuse{}, err
+	}
+	return r, nil
+}
+
+// SessionClose ends a session in order. The peer answers with a
+// SessionCloseResponse, whose payload is empty, and both sides free the
+// session.
+//
+//	offset  field   type   notes
+//	[0]     reason  str16  for logs: "queue deleted", "shutting down"
+type SessionClose struct {
+	Reason string
+}
+
+// AppendBinary appends the encoding of s to dst.
+func (s SessionClose) AppendBinary(dst []byte) []byte {
+	return appendStr16(dst, s.Reason)
+}
+
+// DecodeSessionClose decodes a SessionClose payload.
+func DecodeSessionClose(p []byte) (SessionClose, error) {
+	d := decoder{p: p, pkt: "SessionClose"}
+	s := SessionClose{Reason: d.str16("reason")}
+	if err := d.finish(); err != nil {
+		return SessionClose{}, err
+	}
+	return s, nil
+}

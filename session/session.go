@@ -1,0 +1,317 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Session is one sender–receiver conversation on a Conn. Sessions are
+// one-way: the client side (which called Open) is the sender, with SendData
+// and Acks; the server side (from Accept) is the receiver, with Recv, Ack
+// and RefuseSeq. Close and Done work on both.
+//
+// A Session passes sequence numbers through as they come. It does not
+// reorder, dedupe or check that they increase: replays after a reconnect
+// and gaps reach Recv exactly as the sender sent them, and deciding what to
+// store is the receiver's job.
+//
+// All methods are safe for concurrent use.
+type Session struct {
+	id      uint32
+	address string
+	client  bool
+	self    Peer // this node, for the packets it sends
+	timeout time.Duration
+	out     *outbox
+	tab     *table
+
+	mu        sync.Mutex
+	state     state
+	peer      Peer
+	version   uint16
+	window    uint32
+	reqWindow uint32        // the window the client asked for
+	inbound   chan Data     // server: Data not yet taken by Recv
+	acks      chan Ack      // client: acks and refusals not yet read
+	created   chan struct{} // client: closed when the peer accepted
+	err       error         // why it ended
+	eof       bool          // ended by the peer's SessionClose
+	done      chan struct{}
+}
+
+type state uint8
+
+const (
+	stateOpening state = iota // client: SessionCreate sent, no response yet
+	statePending              // server: waiting for Accept or Refuse
+	stateOpen
+	stateClosing // SessionClose sent, waiting for the response
+	stateEnded
+)
+
+// Ack is what the receiver said about the session's packets: a cumulative
+// acknowledgement (every seq <= Seq is durable there) or, with Refused, a
+// refusal of Seq alone.
+type Ack struct {
+	Seq     uint64
+	Refused bool
+	Reason  string // why Seq was refused
+}
+
+// ID returns the session id, unique on its connection while it is open.
+func (s *Session) ID() uint32 { return s.id }
+
+// Address returns the address the session serves.
+func (s *Session) Address() string { return s.address }
+
+// Peer returns the node at the other end, as it named itself in the
+// session's packets.
+func (s *Session) Peer() Peer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peer
+}
+
+// Window returns the negotiated window: the lesser of both sides'. The
+// sender keeps at most this many packets unacknowledged; it is 0 on a
+// server session until Accept.
+func (s *Session) Window() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.window
+}
+
+// Done is closed when the session has ended: closed by either side, refused,
+// or with its connection.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns why the session ended, or nil while it is open. After an
+// orderly close it wraps ErrClosed (with the peer's reason if the peer
+// closed it).
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Accept accepts a session returned by Conn.Accept, with a window of at
+// least 1. The negotiated window is the least of window, the client's and
+// MaxWindow. The session buffers at most that many Data packets not yet
+// taken by Recv.
+func (s *Session) Accept(window uint32) error {
+	if window == 0 {
+		return fmt.Errorf("accept session %d: window must be at least 1", s.id)
+	}
+	s.mu.Lock()
+	if s.state != statePending {
+		err := s.stateErr("accept")
+		s.mu.Unlock()
+		return err
+	}
+	s.window = min(window, s.reqWindow, MaxWindow)
+	s.inbound = make(chan Data, s.window)
+	s.state = stateOpen
+	resp := SessionCreateResponse{Version: s.version, Name: s.self.Name, ID: s.self.ID, Window: s.window}
+	s.mu.Unlock()
+	return s.send(TypeSessionCreateResponse, 0, resp)
+}
+
+// Refuse refuses a session returned by Conn.Accept. The client's Open
+// returns an error wrapping ErrRefused with reason.
+func (s *Session) Refuse(reason string) error {
+	s.mu.Lock()
+	if s.state != statePending {
+		err := s.stateErr("refuse")
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
+	s.tab.remove(s.id, s)
+	s.end(fmt.Errorf("session %d refused by this side: %s: %w", s.id, reason, ErrRefused), false)
+	return s.send(TypeSessionCreateResponse, 0, SessionCreateResponse{Reason: reason, Name: s.self.Name, ID: s.self.ID})
+}
+
+// SendData queues a Data frame with seq and msg (an encoded message) on the
+// sending side. It copies msg, which may be reused after it returns. It
+// blocks while the connection's write queue is full, until ctx is done, the
+// session ends or the connection dies. Keeping within the window is the
+// caller's job (see Acks).
+func (s *Session) SendData(ctx context.Context, seq uint64, msg []byte) error {
+	if !s.client {
+		return fmt.Errorf("send data on session %d: the receiving side cannot send Data: %w", s.id, ErrProtocol)
+	}
+	s.mu.Lock()
+	if s.state != stateOpen {
+		err := s.stateErr("send data")
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
+	if uint64(len(msg))+8 > uint64(s.out.maxFrame) {
+		return fmt.Errorf("send data on session %d: message of %d bytes: %w", s.id, len(msg), ErrFrameTooLarge)
+	}
+	if err := s.out.data(ctx, s.id, seq, msg, s.done); err != nil {
+		if e := s.Err(); e != nil {
+			return e
+		}
+		return err
+	}
+	return nil
+}
+
+// Acks returns the receiver's acknowledgements and refusals, in arrival
+// order. The channel is closed when the session ends (after the ones that
+// arrived before). It buffers 2×Window+2 entries: enough for a sender that
+// keeps at most Window packets unacknowledged, counting the acks it has
+// read, against a receiver that acks and refuses each packet. A receiver
+// that sends more fails the connection with ErrWindow, so read Acks
+// promptly. On the receiving side the channel only closes.
+func (s *Session) Acks() <-chan Ack {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acks
+}
+
+// Recv returns the next Data packet on the receiving side, in arrival
+// order, as the sender sent it (see Session). The caller owns d.Message.
+// Packets that arrived before the session ended are still returned; then
+// Recv returns io.EOF after the peer's orderly SessionClose, or the reason
+// the session ended (the connection's error if it died).
+func (s *Session) Recv(ctx context.Context) (Data, error) {
+	if s.client {
+		return Data{}, fmt.Errorf("receive on session %d: the sending side receives no Data: %w", s.id, ErrProtocol)
+	}
+	s.mu.Lock()
+	in := s.inbound
+	if in == nil {
+		err := s.stateErr("receive")
+		s.mu.Unlock()
+		return Data{}, err
+	}
+	s.mu.Unlock()
+	select {
+	case d, ok := <-in:
+		if ok {
+			return d, nil
+		}
+	case <-ctx.Done():
+		return Data{}, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.eof {
+		return Data{}, io.EOF
+	}
+	return Data{}, s.err
+}
+
+// Ack tells the sender that every seq <= seq of the session is durable
+// here. It does not block.
+func (s *Session) Ack(seq uint64) error {
+	return s.reply("ack", TypeDataAck, DataAck{Seq: seq})
+}
+
+// RefuseSeq tells the sender that seq will never be stored here, and why.
+// It does not block.
+func (s *Session) RefuseSeq(seq uint64, reason string) error {
+	return s.reply("refuse seq", TypeRefuse, Refuse{Seq: seq, Reason: reason})
+}
+
+func (s *Session) reply(what string, t Type, p appender) error {
+	if s.client {
+		return fmt.Errorf("%s on session %d: the sending side cannot: %w", what, s.id, ErrProtocol)
+	}
+	s.mu.Lock()
+	if s.state != stateOpen {
+		err := s.stateErr(what)
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
+	return s.send(t, 0, p)
+}
+
+// Close ends the session in order: it sends SessionClose with reason and
+// waits for the peer's SessionCloseResponse, bounded by ctx and
+// HandshakeTimeout. The session is freed on this side whatever happens,
+// and on the peer's side once it answered. Closing a session not yet
+// accepted refuses it. Close returns nil if the session ended in order (or
+// had already ended), else why it did not.
+func (s *Session) Close(ctx context.Context, reason string) error {
+	s.mu.Lock()
+	switch s.state {
+	case statePending:
+		s.mu.Unlock()
+		return s.Refuse(reason)
+	case stateOpen:
+		s.state = stateClosing
+		s.mu.Unlock()
+		if err := s.send(TypeSessionClose, 0, SessionClose{Reason: reason}); err != nil {
+			s.tab.remove(s.id, s)
+			s.end(err, false)
+			return err
+		}
+	default: // closing already, or ended
+		s.mu.Unlock()
+	}
+	timer := time.NewTimer(s.timeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case <-s.done:
+		if e := s.Err(); e != nil && !errors.Is(e, ErrClosed) {
+			return e
+		}
+		return nil
+	case <-timer.C:
+		err = fmt.Errorf("close session %d: no response within %v", s.id, s.timeout)
+	case <-ctx.Done():
+		err = fmt.Errorf("close session %d: %w", s.id, ctx.Err())
+	}
+	s.tab.remove(s.id, s)
+	s.end(fmt.Errorf("session %d closed without a response: %w", s.id, ErrClosed), false)
+	return err
+}
+
+// send queues a control frame on this session.
+func (s *Session) send(t Type, flags uint8, p appender) error {
+	return s.out.control(Header{Type: t, Flags: flags, Session: s.id}, p)
+}
+
+// stateErr explains why op is not possible in the current state; s.mu is
+// held.
+func (s *Session) stateErr(op string) error {
+	switch s.state {
+	case stateEnded:
+		return s.err
+	case statePending:
+		return fmt.Errorf("%s on session %d: not accepted yet: %w", op, s.id, ErrProtocol)
+	case stateClosing:
+		return fmt.Errorf("%s on session %d: closing: %w", op, s.id, ErrClosed)
+	}
+	return fmt.Errorf("%s on session %d: %w", op, s.id, ErrProtocol)
+}
+
+// end ends the session with err, once: it closes Done, the Data queue (Recv
+// drains what is left, then returns err or io.EOF) and the ack channel. It
+// reports whether this call ended it. The caller removes s from the table.
+func (s *Session) end(err error, eof bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == stateEnded {
+		return false
+	}
+	s.state, s.err, s.eof = stateEnded, err, eof
+	if s.inbound != nil {
+		close(s.inbound)
+	}
+	if s.acks != nil {
+		close(s.acks)
+	}
+	close(s.done)
+	return true
+}

@@ -1,0 +1,118 @@
+package petrel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Status is everything `petrel stat` shows about a node.
+type Status struct {
+	Node     string         `json:"node"`
+	ID       string         `json:"id"`
+	DataDir  string         `json:"data_dir"`
+	Listen   string         `json:"listen,omitempty"`
+	Started  time.Time      `json:"started"`
+	Links    []LinkStatus   `json:"links"`
+	Queues   []QueueStats   `json:"queues"`
+	Receiver ReceiverStats  `json:"receiver"`
+	Config   ConfigStatus   `json:"config"`
+	Extra    map[string]any `json:"extra,omitempty"`
+}
+
+// ConfigStatus says which configuration a node runs.
+type ConfigStatus struct {
+	// Source is the file the configuration came from, "" for none.
+	Source string `json:"source,omitempty"`
+	// LoadedAt is when it was loaded.
+	LoadedAt time.Time `json:"loaded_at"`
+}
+
+// Status returns the node's state: links, queues, receiver counters.
+func (n *Node) Status() Status {
+	return Status{
+		Node: n.cfg.Name, ID: n.id.String(), DataDir: n.cfg.DataDir, Listen: n.ListenAddr(),
+		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
+		Config: ConfigStatus{Source: n.cfg.ConfigSource, LoadedAt: n.started},
+	}
+}
+
+// AdminSocket is the name of the admin socket in a node's data directory.
+// `petrel stat` reads the node's status through it.
+const AdminSocket = "petrel.sock"
+
+// adminServer serves the node's status as JSON over a unix socket in its
+// data directory: only local users with access to the directory reach it.
+type adminServer struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+func (n *Node) startAdmin() error {
+	path := filepath.Join(n.cfg.DataDir, AdminSocket)
+	// A socket left by a crashed process would make Listen fail.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(n.Status())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.admin = &adminServer{ln: ln, srv: srv}
+	n.adminDone = make(chan struct{})
+	go func() {
+		defer close(n.adminDone)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Warn("admin socket stopped", slog.Any(logError, err))
+		}
+	}()
+	return nil
+}
+
+func (n *Node) stopAdmin(ctx context.Context) {
+	if n.admin == nil {
+		return
+	}
+	n.admin.srv.Shutdown(ctx)
+	<-n.adminDone
+}
+
+// ReadStatus asks the node whose data directory is dir for its status,
+// through its admin socket.
+func ReadStatus(ctx context.Context, dir string) (Status, error) {
+	path := filepath.Join(dir, AdminSocket)
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://petrel/status", nil)
+	if err != nil {
+		return Status{}, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return Status{}, fmt.Errorf("no node answers on %s (is it running with this data directory?): %w", path, err)
+	}
+	defer resp.Body.Close()
+	var st Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return Status{}, fmt.Errorf("read status from %s: %w", path, err)
+	}
+	return st, nil
+}

@@ -1,0 +1,146 @@
+package petrel
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/message"
+)
+
+// ErrConfig is wrapped by every *ConfigError.
+var ErrConfig = errors.New("invalid node configuration")
+
+// ConfigError is one problem in a Config. Field is the path of the field
+// as the YAML file spells it ("routes[1].via"), so that conf can point at
+// its line.
+type ConfigError struct {
+	Field  string
+	Reason string
+	Err    error // the package sentinel, if any
+}
+
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Reason }
+
+// Unwrap returns ErrConfig and the package sentinel.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrConfig, e.Err}
+	}
+	return []error{ErrConfig}
+}
+
+func cfgErr(field, reason string, err error) *ConfigError {
+	return &ConfigError{Field: field, Reason: reason, Err: err}
+}
+
+// Validate checks the configuration on its own and as a whole: names,
+// connectors, that every route goes through a known neighbour and every
+// send address can be reached. It returns the first problem, a
+// *ConfigError. Open calls it; so does conf, to report the line.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if err := message.ValidName(c.Name); err != nil {
+		return cfgErr("node.name", err.Error(), err)
+	}
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			return cfgErr("listen", fmt.Sprintf("%q is not host:port: %v", c.Listen, err), nil)
+		}
+	}
+	neighbours, err := c.validateNodes()
+	if err != nil {
+		return err
+	}
+	routed, err := c.validateRoutes(neighbours)
+	if err != nil {
+		return err
+	}
+	return c.validateAddresses(neighbours, routed)
+}
+
+func (c Config) validateNodes() (map[string]bool, error) {
+	seen := map[string]bool{}
+	for i, n := range c.Nodes {
+		f := fmt.Sprintf("nodes[%d]", i)
+		if err := message.ValidName(n.Name); err != nil {
+			return nil, cfgErr(f+".name", err.Error(), err)
+		}
+		if n.Name == c.Name {
+			return nil, cfgErr(f+".name", fmt.Sprintf("%q is this node itself", n.Name), nil)
+		}
+		if seen[n.Name] {
+			return nil, cfgErr(f+".name", fmt.Sprintf("node %q is listed twice", n.Name), nil)
+		}
+		seen[n.Name] = true
+		if _, err := address.ParseConnectors(n.Connector); err != nil {
+			return nil, cfgErr(f+".connector", err.Error(), err)
+		}
+	}
+	return seen, nil
+}
+
+func (c Config) validateRoutes(neighbours map[string]bool) (map[string]bool, error) {
+	routed := map[string]bool{}
+	for i, r := range c.Routes {
+		f := fmt.Sprintf("routes[%d]", i)
+		if err := message.ValidName(r.Node); err != nil {
+			return nil, cfgErr(f+".node", err.Error(), err)
+		}
+		if r.Node == c.Name {
+			return nil, cfgErr(f+".node", fmt.Sprintf("%q is this node: it needs no route", r.Node), nil)
+		}
+		if routed[r.Node] {
+			return nil, cfgErr(f+".node", fmt.Sprintf("node %q has two routes", r.Node), nil)
+		}
+		if !neighbours[r.Via] {
+			return nil, cfgErr(f+".via", fmt.Sprintf("route to %q goes through %q, which is not in nodes: add it to nodes with its connector", r.Node, r.Via), nil)
+		}
+		routed[r.Node] = true
+	}
+	return routed, nil
+}
+
+func (c Config) validateAddresses(neighbours, routed map[string]bool) error {
+	seen := map[string]bool{}
+	for i, a := range c.Addresses {
+		f := fmt.Sprintf("addresses[%d]", i)
+		if err := message.ValidName(a.Name); err != nil {
+			return cfgErr(f+".name", err.Error(), err)
+		}
+		if seen[a.Name] {
+			return cfgErr(f+".name", fmt.Sprintf("address %q is declared twice", a.Name), nil)
+		}
+		seen[a.Name] = true
+		switch a.Role {
+		case address.RoleSend:
+			if a.Node == "" {
+				return cfgErr(f+".node", fmt.Sprintf("send address %q needs the node that hosts it", a.Name), nil)
+			}
+			if err := message.ValidName(a.Node); err != nil {
+				return cfgErr(f+".node", err.Error(), err)
+			}
+			if a.Node == c.Name {
+				return cfgErr(f+".node", fmt.Sprintf("send address %q is hosted by this node: make it a receive address", a.Name), nil)
+			}
+			if !neighbours[a.Node] && !routed[a.Node] {
+				return cfgErr(f+".node", fmt.Sprintf("send address %q goes to node %q, which has no route: add %q to nodes or routes", a.Name, a.Node, a.Node), nil)
+			}
+		case 0, address.RoleReceive, address.RoleRelay:
+			if a.Node != "" && a.Node != c.Name {
+				return cfgErr(f+".node", fmt.Sprintf("only send addresses name a node; %q is a %s address", a.Name, roleOrReceive(a.Role)), nil)
+			}
+		default:
+			return cfgErr(f+".role", fmt.Sprintf("unknown role %d", a.Role), address.ErrRole)
+		}
+	}
+	return nil
+}
+
+func roleOrReceive(r address.Role) address.Role {
+	if r == 0 {
+		return address.RoleReceive
+	}
+	return r
+}
