@@ -158,7 +158,7 @@ func (s *Sender) connectAndStream(ctx context.Context) error {
 	s.st.set(StateConnected, nil, hop)
 	s.st.addr.Store(s.pool.Addr(hop))
 	s.log.Info("link up", slog.String("hop", hop))
-	return s.stream(ctx, sess, hop)
+	return s.stream(ctx, conn, sess, hop)
 }
 
 // prepare returns the bytes to send for d, with its remaining TTL patched

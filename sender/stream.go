@@ -65,13 +65,13 @@ func (f *flight) take(seq uint64) *queue.Delivery {
 // acked or refused; probeLoop returns to a failover main. When the session
 // ends, what is still in flight goes back to the queue, to be sent again
 // in its order on the next session.
-func (s *Sender) stream(ctx context.Context, sess *session.Session, hop string) error {
+func (s *Sender) stream(ctx context.Context, conn *session.Conn, sess *session.Session, hop string) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	fl := &flight{}
 	slots := make(chan struct{}, s.cfg.Window)
 	var wg sync.WaitGroup
-	wg.Go(func() { s.ackLoop(sess, fl, slots, cancel) })
+	wg.Go(func() { s.ackLoop(conn, sess, fl, slots, cancel) })
 	wg.Go(func() { s.probeLoop(sctx, hop) })
 	err := s.sendLoop(sctx, sess, fl, slots)
 	cancel(err)
@@ -133,8 +133,19 @@ func (s *Sender) sendLoop(ctx context.Context, sess *session.Session, fl *flight
 
 // ackLoop settles acks and refusals until the session ends, then cancels
 // the stream.
-func (s *Sender) ackLoop(sess *session.Session, fl *flight, slots chan struct{}, cancel context.CancelCauseFunc) {
-	defer cancel(errSessionEnded)
+func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, slots chan struct{}, cancel context.CancelCauseFunc) {
+	defer func() {
+		// Say why: the connection's error if it died, else the session's end.
+		select {
+		case <-conn.Done():
+			if err := conn.Err(); err != nil {
+				cancel(fmt.Errorf("connection to %s lost: %w", conn.Peer().Name, err))
+				return
+			}
+		default:
+		}
+		cancel(errSessionEnded)
+	}()
 	for a := range sess.Acks() {
 		now := s.cfg.Now()
 		if a.Refused {
@@ -164,7 +175,7 @@ func (s *Sender) ackLoop(sess *session.Session, fl *flight, slots chan struct{},
 }
 
 // errSessionEnded is the cause of a stream's end when its session ended.
-var errSessionEnded = errors.New("session ended")
+var errSessionEnded = errors.New("session closed by the next hop")
 
 // probeLoop checks, while the link runs on a failover backup, whether the
 // main connector is back; if it is, the pool moves the link there.

@@ -43,6 +43,9 @@ func demoSteps() []demoStep {
 		{"consume with Listen (handler)", consumeWithListen},
 		{"check that expired messages never arrived", checkExpired},
 		{"nack, redeliver, dead-letter", nackToDeadLetter},
+		{"start three nodes on loopback: A -> C (relay) -> B", startRelayNetwork},
+		{"send mixed priorities from A across the relay to B", sendAcrossRelay},
+		{"cut the A-C link while A sends; nothing is lost", cutLink},
 	}
 }
 
