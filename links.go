@@ -199,5 +199,3 @@ type ReceiverStats struct {
 
 // LinkStatus is one link's state; see Node.Links.
 type LinkStatus = sender.Status
-
-
