@@ -3,6 +3,7 @@ package queue
 import (
 	"container/heap"
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,24 +170,19 @@ func (q *Queue) nextLocked(now int64) (entry, uint8, bool, error) {
 	return entry{}, 0, false, nil
 }
 
-// refillLocked reads the next rows of a spilled level from disk.
+// refillLocked reads the next rows of a spilled level from disk, through
+// a raw reader connection: this runs for every few hundred messages of a
+// backlog, and database/sql's per-row work was most of its cost.
 func (q *Queue) refillLocked(p uint8, now int64) error {
 	l := &q.lv[p]
-	limit := max(q.s.cfg.PrefetchMessages/4, 16)
-	rows, err := q.s.rdb.Query(`SELECT id, expires_at, deliveries, not_before, reason, data FROM messages
-		WHERE queue = ? AND priority = ? AND id > ? ORDER BY id LIMIT ?`, q.id, int(p), l.lastLoaded, limit)
+	limit := max(q.s.cfg.PrefetchMessages/2, 16)
+	rc, err := q.s.reader()
 	if err != nil {
 		return fmt.Errorf("refill %q: %w", q.name, err)
 	}
-	defer rows.Close()
-	n, bytes, cut := 0, 0, false
-	for rows.Next() {
-		var e entry
-		if err := rows.Scan(&e.rowid, &e.expiresAt, &e.deliveries, &e.notBefore, &e.reason, &e.data); err != nil {
-			return fmt.Errorf("refill %q: %w", q.name, err)
-		}
-		n++
-		bytes += len(e.data)
+	defer q.s.putReader(rc)
+	n, cut, err := rc.scan(refillSQL, []driver.Value{q.id, int64(p), l.lastLoaded, int64(limit)}, 6, func(row []driver.Value) bool {
+		e := rowEntry(row)
 		l.lastLoaded = e.rowid
 		if e.notBefore > now {
 			heap.Push(&q.delayed, delayed{e: e, prio: p})
@@ -195,18 +191,38 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 			q.bufN++
 			q.bufBytes += len(e.data)
 		}
-		if bytes >= q.s.cfg.PrefetchBytes {
-			cut = true
-			break
-		}
-	}
-	if err := rows.Err(); err != nil {
+		q.refillBytes += len(e.data)
+		return q.refillBytes < q.s.cfg.PrefetchBytes
+	})
+	q.refillBytes = 0
+	if err != nil {
 		return fmt.Errorf("refill %q: %w", q.name, err)
 	}
 	if n < limit && !cut {
 		l.spilled = false
 	}
 	return nil
+}
+
+const refillSQL = `SELECT id, expires_at, deliveries, not_before, reason, data FROM messages
+	WHERE queue = ? AND priority = ? AND id > ? ORDER BY id LIMIT ?`
+
+// rowEntry makes an entry of a refill row.
+func rowEntry(row []driver.Value) entry {
+	var e entry
+	e.rowid, _ = row[0].(int64)
+	e.expiresAt, _ = row[1].(int64)
+	d, _ := row[2].(int64)
+	e.deliveries = int(d)
+	e.notBefore, _ = row[3].(int64)
+	switch r := row[4].(type) {
+	case string:
+		e.reason = r
+	case []byte:
+		e.reason = string(r)
+	}
+	e.data, _ = row[5].([]byte)
+	return e
 }
 
 // take removes the lease of rowid if attempt still holds it.

@@ -64,6 +64,8 @@ type Queue struct {
 	c        counters
 	waitCh   chan struct{}
 	waiting  bool
+	// refillBytes counts the bytes of the refill under way.
+	refillBytes int
 }
 
 func newQueue(s *Store, id int64, name string, kind Kind) *Queue {

@@ -76,6 +76,34 @@ func (r *rawConn) queryRow(query string, args []driver.Value, dest []driver.Valu
 	return nil
 }
 
+// scan runs query and calls fn with each row, until fn returns false or
+// the rows end. It reports the rows seen and whether fn stopped early.
+// The row slice is reused between calls.
+func (r *rawConn) scan(query string, args []driver.Value, cols int, fn func(row []driver.Value) bool) (n int, cut bool, err error) {
+	st, err := r.stmt(query)
+	if err != nil {
+		return 0, false, err
+	}
+	rows, err := st.Query(args) //nolint:staticcheck // the driver's fast path
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	row := make([]driver.Value, cols)
+	for {
+		if err := rows.Next(row); err != nil {
+			if errors.Is(err, io.EOF) {
+				return n, false, nil
+			}
+			return n, false, err
+		}
+		n++
+		if !fn(row) {
+			return n, true, nil
+		}
+	}
+}
+
 func (r *rawConn) close() error {
 	for _, st := range r.stmts {
 		st.Close()

@@ -60,7 +60,8 @@ type Store struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	startOnce sync.Once
-	ckpt      *rawConn // the checkpointer's connection
+	ckpt      *rawConn      // the checkpointer's connection
+	readers   chan *rawConn // idle raw reader connections, for refills
 
 	mu     sync.RWMutex // guards queues, byName, closed
 	queues map[int64]*Queue
@@ -138,11 +139,12 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Store{
-		cfg:    cfg,
-		log:    cfg.Logger.With(slog.String(logComponent, "queue")),
-		now:    cfg.Now,
-		queues: make(map[int64]*Queue),
-		byName: make(map[string]*Queue),
+		cfg:     cfg,
+		log:     cfg.Logger.With(slog.String(logComponent, "queue")),
+		now:     cfg.Now,
+		queues:  make(map[int64]*Queue),
+		byName:  make(map[string]*Queue),
+		readers: make(chan *rawConn, maxReaders),
 	}
 	if err := s.openDBs(ctx); err != nil {
 		return nil, err
@@ -291,6 +293,7 @@ func (s *Store) Close() error {
 	}
 	s.mu.RUnlock()
 	err := s.w.closeConn()
+	s.closeReaders()
 	s.closeDBs()
 	s.log.Info("store closed", slog.String(logPath, s.cfg.Path))
 	return err
@@ -381,4 +384,41 @@ func (s *Store) Sync(ctx context.Context) error {
 		return err
 	}
 	return r.op.Wait(ctx)
+}
+
+// maxReaders caps the idle raw reader connections kept for refills.
+const maxReaders = 4
+
+// reader returns an idle raw reader connection, opening one if none is idle.
+func (s *Store) reader() (*rawConn, error) {
+	select {
+	case rc := <-s.readers:
+		return rc, nil
+	default:
+		return openRaw(dsn(s.cfg.Path, s.cfg.Sync, true))
+	}
+}
+
+// putReader keeps rc for the next refill, or closes it if enough are idle.
+func (s *Store) putReader(rc *rawConn) {
+	if s.ctx.Err() != nil { // closing: closeReaders may have run already
+		rc.close()
+		return
+	}
+	select {
+	case s.readers <- rc:
+	default:
+		rc.close()
+	}
+}
+
+func (s *Store) closeReaders() {
+	for {
+		select {
+		case rc := <-s.readers:
+			rc.close()
+		default:
+			return
+		}
+	}
 }

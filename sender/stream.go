@@ -69,7 +69,8 @@ func (s *Sender) stream(ctx context.Context, conn *session.Conn, sess *session.S
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	fl := &flight{}
-	slots := make(chan struct{}, s.cfg.Window)
+	// The window the receiver agreed to, which may be smaller than ours.
+	slots := make(chan struct{}, max(int(sess.Window()), 1))
 	var wg sync.WaitGroup
 	wg.Go(func() { s.ackLoop(conn, sess, fl, slots, cancel) })
 	wg.Go(func() { s.probeLoop(sctx, hop) })

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/message"
+	"github.com/spf13/cobra"
+)
+
+type produceOptions struct {
+	cfgPath, to, priorities, keyPrefix, thenUrgent string
+	messages, size, window                         int
+	rate                                           float64
+	keysLog, waitDrained                           bool
+}
+
+// producedEvent is printed once every send is durable.
+type producedEvent struct {
+	Event string `json:"event"` // "produced"
+	Count int    `json:"count"`
+	// StartNs is when the first send was submitted, DurableNs when the last
+	// one (the urgent one included) was durable; Unix nanoseconds.
+	StartNs   int64 `json:"start_ns"`
+	DurableNs int64 `json:"durable_ns"`
+	// UrgentNs is when the --then-urgent message was submitted, 0 if none.
+	UrgentNs  int64   `json:"urgent_ns,omitempty"`
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+}
+
+// drainedEvent is printed once every send queue of the node is empty.
+type drainedEvent struct {
+	Event     string  `json:"event"` // "drained"
+	DrainedNs int64   `json:"drained_ns"`
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+}
+
+func newAgentProduceCmd() *cobra.Command {
+	var o produceOptions
+	cmd := &cobra.Command{
+		Use:   "produce -c file --to addr@node",
+		Short: "Open a node and send messages from it",
+		Long: `Open the node of -c, print its ready line, and send --messages data
+messages of --size bytes to --to, keeping --window sends in flight, paced at
+--rate messages per second when given. Each carries the int64 property
+sent_ns, its submit time. Then print {"event":"produced",...}; with
+--wait-drained, wait until every send queue of the node is empty and print
+{"event":"drained",...}. Then keep the node open until stdin closes or a
+signal comes.
+
+--keys-log names each message <key-prefix>-<priority>-<n>, starts its body
+with that key and a space, and prints "attempt <key>" before it is submitted
+and "ok <key>" once it is durable.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAgentProduce(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.cfgPath, "config", "c", "", "the node's YAML configuration `file`")
+	f.StringVar(&o.to, "to", "", "destination `address@node`")
+	f.IntVar(&o.messages, "messages", 1000, "messages to send")
+	f.IntVar(&o.size, "size", 128, "body size in `bytes` (at least the key with --keys-log)")
+	f.Float64Var(&o.rate, "rate", 0, "messages per second (0: as fast as the window allows)")
+	f.IntVar(&o.window, "window", 1024, "sends in flight")
+	f.StringVar(&o.priorities, "priorities", "4", "a priority 0-9, or mixed to cycle 0..9")
+	f.BoolVar(&o.keysLog, "keys-log", false, "print attempt/ok lines with each message's key")
+	f.StringVar(&o.keyPrefix, "key-prefix", "k", "prefix of the keys of --keys-log")
+	f.StringVar(&o.thenUrgent, "then-urgent", "", "after the others, send one priority-9 message whose body starts with this `key`")
+	f.BoolVar(&o.waitDrained, "wait-drained", false, "after producing, wait until every send queue is empty")
+	return cmd
+}
+
+// validate returns the fixed priority, or -1 for mixed.
+func (o produceOptions) validate() (int, error) {
+	if o.to == "" {
+		return 0, usageErrorf("produce needs --to address@node")
+	}
+	for _, c := range []struct {
+		flag   string
+		v, min int
+	}{{"messages", o.messages, 0}, {"size", o.size, 0}, {"window", o.window, 1}} {
+		if c.v < c.min {
+			return 0, usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
+		}
+	}
+	if o.rate < 0 {
+		return 0, usageErrorf("invalid argument %v for \"--rate\" flag: want 0 or more", o.rate)
+	}
+	if o.keyPrefix == "" || strings.ContainsAny(o.keyPrefix, " \t\n") {
+		return 0, usageErrorf("invalid argument %q for \"--key-prefix\" flag: want a word without spaces", o.keyPrefix)
+	}
+	if o.priorities == "mixed" {
+		return -1, nil
+	}
+	p, err := strconv.Atoi(o.priorities)
+	if err != nil || p < message.MinPriority || p > message.MaxPriority {
+		return 0, usageErrorf("invalid argument %q for \"--priorities\" flag: want 0 to 9, or mixed", o.priorities)
+	}
+	return p, nil
+}
+
+func runAgentProduce(ctx context.Context, o produceOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	prio, err := o.validate()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := agentContext(ctx, stdin)
+	defer cancel()
+	a, err := openAgent(ctx, o.cfgPath, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if err := a.produce(ctx, o, prio); err != nil {
+		return a.close(interrupted(ctx, err))
+	}
+	<-ctx.Done()
+	return a.close(nil)
+}
+
+func (a *agent) produce(ctx context.Context, o produceOptions, prio int) error {
+	start := time.Now()
+	if err := a.sendAll(ctx, o, prio, start); err != nil {
+		return err
+	}
+	ev := producedEvent{Event: "produced", Count: o.messages, StartNs: start.UnixNano()}
+	if o.thenUrgent != "" {
+		p := a.node.Producer()
+		m := p.CreateDataMessage(o.to)
+		m.Priority = message.MaxPriority
+		m.Body = keyedBody(o.thenUrgent, o.size)
+		ev.UrgentNs = time.Now().UnixNano()
+		m.Properties.Set(sentNsProperty, message.Int64(ev.UrgentNs))
+		if err := p.Send(ctx, m); err != nil {
+			return fmt.Errorf("send the urgent message: %w", err)
+		}
+	}
+	ev.DurableNs = time.Now().UnixNano()
+	ev.PeakRSSMB = currentPeakRSS()
+	if err := a.event(ev); err != nil {
+		return err
+	}
+	if !o.waitDrained {
+		return nil
+	}
+	if err := a.waitDrained(ctx); err != nil {
+		return err
+	}
+	return a.event(drainedEvent{Event: "drained", DrainedNs: time.Now().UnixNano(), PeakRSSMB: currentPeakRSS()})
+}
+
+// keyedPending is a send in flight and its key ("" without --keys-log).
+type keyedPending struct {
+	pd  *petrel.Pending
+	key string
+}
+
+// sendAll submits the messages and returns once all are durable, or with
+// the first failure. A completer goroutine waits on the sends in
+// submission order (the store commits one producer's sends in order), so
+// "ok" lines come out in order and a window slot frees as soon as its send
+// is durable.
+func (a *agent) sendAll(ctx context.Context, o produceOptions, prio int, start time.Time) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	slots := make(chan struct{}, o.window)
+	pending := make(chan keyedPending, o.window)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.completeSends(ctx, pending, slots, o.keysLog, cancel)
+	}()
+	err := a.submitSends(ctx, o, prio, start, slots, pending)
+	close(pending)
+	<-done
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	return err
+}
+
+func (a *agent) completeSends(ctx context.Context, pending <-chan keyedPending, slots <-chan struct{}, keysLog bool, fail context.CancelCauseFunc) {
+	for kp := range pending {
+		err := kp.pd.Wait(ctx)
+		if err == nil && keysLog {
+			err = a.out.line("ok " + kp.key)
+		}
+		if err != nil {
+			fail(fmt.Errorf("send %s: %w", kp.key, err))
+		}
+		<-slots
+	}
+}
+
+func (a *agent) submitSends(ctx context.Context, o produceOptions, prio int, start time.Time, slots chan<- struct{}, pending chan<- keyedPending) error {
+	p := a.node.Producer()
+	shared := make([]byte, o.size) // never written: encoded at submit
+	for i := range o.messages {
+		if o.rate > 0 {
+			due := start.Add(time.Duration(float64(i) / o.rate * float64(time.Second)))
+			if err := sleepUntil(ctx, due); err != nil {
+				return context.Cause(ctx)
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		pr := prio
+		if pr < 0 {
+			pr = i % (message.MaxPriority + 1)
+		}
+		m := p.CreateDataMessage(o.to)
+		m.Priority = uint8(pr)
+		m.Data.DataType = "bench"
+		m.Body = shared
+		var key string
+		if o.keysLog {
+			key = fmt.Sprintf("%s-%d-%d", o.keyPrefix, pr, i)
+			m.Body = keyedBody(key, o.size)
+			if err := a.out.line("attempt " + key); err != nil {
+				return err
+			}
+		}
+		m.Properties.Set(sentNsProperty, message.Int64(time.Now().UnixNano()))
+		pending <- keyedPending{pd: p.SendAsync(m), key: key}
+	}
+	return nil
+}
+
+// keyedBody is key, a space, and padding up to size bytes: a checker reads
+// the key back as the body's first word.
+func keyedBody(key string, size int) []byte {
+	b := make([]byte, max(size, len(key)+1))
+	copy(b, key)
+	for i := len(key); i < len(b); i++ {
+		b[i] = ' '
+	}
+	return b
+}
+
+// keyOf returns the key at the start of a keyed body.
+func keyOf(body []byte) string {
+	s := string(body)
+	if i := strings.IndexByte(s, ' '); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// waitDrained polls the node's links until every send queue is empty: the
+// next hops acked (and so committed) everything.
+func (a *agent) waitDrained(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		drained := true
+		for _, l := range a.node.Links() {
+			if l.Depth > 0 {
+				drained = false
+			}
+		}
+		if drained {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the send queues to drain: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// currentPeakRSS is this process's VmHWM in MiB, 0 where /proc is missing.
+func currentPeakRSS() float64 {
+	rss, err := peakRSSMB()
+	if err != nil {
+		return 0
+	}
+	return round(rss, 2)
+}
