@@ -81,6 +81,9 @@ type LinkConfig struct {
 	// ReconnectMin and ReconnectMax bound the sender's exponential backoff,
 	// which has jitter (defaults 100ms and 30s).
 	ReconnectMin, ReconnectMax time.Duration
+	// MainProbe is how often a link running on a failover backup checks
+	// whether the main connector is back (default 5s).
+	MainProbe time.Duration
 }
 
 // AddressConfig declares one address on this node.

@@ -57,7 +57,7 @@ func linkConfigs(n *Node) linkOut {
 	return linkOut{
 		Session: sc,
 		Sender: sender.Config{
-			Window: window, ReconnectMin: c.Link.ReconnectMin, ReconnectMax: c.Link.ReconnectMax,
+			Window: window, ReconnectMin: c.Link.ReconnectMin, ReconnectMax: c.Link.ReconnectMax, MainProbe: c.Link.MainProbe,
 			Now: c.Store.Now, Logger: c.Logger,
 		},
 		Receiver: receiver.Config{

@@ -303,3 +303,40 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool, state func() 
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestFailoverAndBack: A reaches "b" through failover:(main,backup). With
+// the main down, traffic goes to the backup; once the main is back, the
+// link returns to it.
+func TestFailoverAndBack(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mainAddr := ln.Addr().String()
+	ln.Close()
+	backup := openNode(t, "b", "127.0.0.1:0", nil)
+	a := openNode(t, "a", "", func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: fmt.Sprintf("failover:(tcp://%s,tcp://%s)", mainAddr, backup.ListenAddr())}}
+		c.Link.MainProbe = 50 * time.Millisecond
+	})
+	p := a.Producer()
+	send := func(body string) {
+		m := p.CreateDataMessage("orders@b")
+		m.Body = []byte(body)
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("to backup")
+	drainBodies(t, backup, "orders", 1, 20*time.Second)
+	if l := a.Links()[0]; l.Addr != backup.ListenAddr() {
+		t.Fatalf("link on %q, want the backup %q", l.Addr, backup.ListenAddr())
+	}
+	main := openNode(t, "b", mainAddr, nil)
+	waitFor(t, 20*time.Second, func() bool {
+		l := a.Links()
+		return len(l) == 1 && l[0].Addr == mainAddr && l[0].State == "connected"
+	}, func() string { return fmt.Sprintf("%+v", a.Links()) })
+	send("to main")
+	drainBodies(t, main, "orders", 1, 20*time.Second)
+}

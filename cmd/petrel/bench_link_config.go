@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// nodeFile is the configuration file of one node of a multi-process bench
+// or test, written in the YAML schema of conf/example.yaml.
+type nodeFile struct {
+	Name, DataDir string
+	// Listen is host:port; "" for a node that accepts no links.
+	Listen string
+	// Sync is the store's sync mode, "" for the default.
+	Sync string
+	// Nodes are the neighbours, name -> connector, in order.
+	Nodes [][2]string
+	// Routes are node -> via, in order.
+	Routes [][2]string
+	// Receive and Relay name the addresses of those roles.
+	Receive, Relay []string
+	// ReconnectMin and ReconnectMax bound the senders' backoff, 0 for the
+	// defaults (100ms, 30s). Benches and tests set them low, so that a
+	// node coming back is found at once, not up to 30s later.
+	ReconnectMin, ReconnectMax time.Duration
+}
+
+// yaml renders the file. Strings are double-quoted: YAML reads Go's
+// escapes of printable text the same way.
+func (f nodeFile) yaml() string {
+	var b strings.Builder
+	q := strconv.Quote
+	fmt.Fprintf(&b, "node:\n  name: %s\n  data_dir: %s\n", q(f.Name), q(f.DataDir))
+	if f.Listen != "" {
+		fmt.Fprintf(&b, "listen: %s\n", q(f.Listen))
+	}
+	if len(f.Nodes) > 0 {
+		b.WriteString("nodes:\n")
+		for _, n := range f.Nodes {
+			fmt.Fprintf(&b, "  - name: %s\n    connector: %s\n", q(n[0]), q(n[1]))
+		}
+	}
+	if len(f.Routes) > 0 {
+		b.WriteString("routes:\n")
+		for _, r := range f.Routes {
+			fmt.Fprintf(&b, "  - node: %s\n    via: %s\n", q(r[0]), q(r[1]))
+		}
+	}
+	if f.ReconnectMin > 0 || f.ReconnectMax > 0 {
+		b.WriteString("link:\n")
+		if f.ReconnectMin > 0 {
+			fmt.Fprintf(&b, "  reconnect_min: %dms\n", f.ReconnectMin.Milliseconds())
+		}
+		if f.ReconnectMax > 0 {
+			fmt.Fprintf(&b, "  reconnect_max: %dms\n", f.ReconnectMax.Milliseconds())
+		}
+	}
+	if f.Sync != "" {
+		fmt.Fprintf(&b, "store:\n  sync: %s\n", f.Sync)
+	}
+	if len(f.Receive)+len(f.Relay) > 0 {
+		b.WriteString("addresses:\n")
+		for _, a := range f.Receive {
+			fmt.Fprintf(&b, "  - name: %s\n    role: receive\n", q(a))
+		}
+		for _, a := range f.Relay {
+			fmt.Fprintf(&b, "  - name: %s\n    role: relay\n", q(a))
+		}
+	}
+	// Warnings (a link that failed and backs off) are worth keeping in the
+	// stderr file; per-start info lines are not.
+	b.WriteString("log:\n  level: warn\n")
+	return b.String()
+}
+
+func (f nodeFile) write(path string) error {
+	if err := os.WriteFile(path, []byte(f.yaml()), 0o644); err != nil {
+		return fmt.Errorf("write configuration of %s: %w", f.Name, err)
+	}
+	return nil
+}
+
+// freePort returns a TCP port of 127.0.0.1 that nothing listens on now. It
+// picks one below the kernel's ephemeral range when it can: a node whose
+// port is fixed across restarts must find it free again, and while the
+// node is down any outgoing connection may be given a port of that range.
+func freePort() (int, error) {
+	if low := ephemeralLow(); low > 2048 {
+		from := max(1024, low-16384)
+		for range 64 {
+			port := from + rand.IntN(low-from)
+			if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+				ln.Close()
+				return port, nil
+			}
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 if
+// unknown.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return 0
+	}
+	low, _ := strconv.Atoi(fields[0])
+	return low
+}

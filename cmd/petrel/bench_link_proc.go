@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one child process of a multi-process bench or test: a node run
+// by `petrel node` or `petrel bench agent`. Its stdout is kept line by line
+// for the caller to wait on; its stderr goes to a file, whose tail errors
+// quote.
+//
+// Its stdin is a pipe the parent holds: agents stop when it closes, and so
+// when the parent dies. On Linux the child also gets SIGKILL when the
+// parent dies (see setParentDeathSignal), which covers `petrel node`.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	stdin   *os.File
+	errPath string
+
+	mu     sync.Mutex
+	lines  []string
+	eof    bool
+	notify chan struct{} // closed and replaced when lines grow or stdout ends
+
+	exited chan struct{} // closed once the process was waited for
+}
+
+// startProc starts exe with args. The process is killed when ctx ends.
+// Its stderr is appended to errPath.
+func startProc(ctx context.Context, name, exe, errPath string, args ...string) (*proc, error) {
+	cmd := exec.CommandContext(ctx, exe, args...)
+	setParentDeathSignal(cmd)
+	p := &proc{name: name, cmd: cmd, errPath: errPath, notify: make(chan struct{}), exited: make(chan struct{})}
+	var files []*os.File // the child's ends, closed here once it has them
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	files = append(files, inR)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inW.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	files = append(files, outW)
+	errF, err := os.OpenFile(errPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	files = append(files, errF)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errF
+	if err := p.start(); err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p.stdin = inW
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		p.readLines(outR)
+	}()
+	go func() {
+		// Wait only after stdout ended: the process is gone by then, and
+		// every line it wrote has been read.
+		<-readDone
+		cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// start starts the command from a goroutine locked to its OS thread, which
+// stays locked until the child exits: the parent-death signal fires when
+// the thread that forked the child ends, not the process, and Go may end a
+// thread that no goroutine holds (golang/go#27505).
+func (p *proc) start() error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		err := p.cmd.Start()
+		started <- err
+		if err == nil {
+			<-p.exited
+		}
+		runtime.UnlockOSThread()
+	}()
+	return <-started
+}
+
+func (p *proc) readLines(r *os.File) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		s, err := br.ReadString('\n')
+		p.mu.Lock()
+		if err == nil {
+			p.lines = append(p.lines, strings.TrimSuffix(s, "\n"))
+		} else {
+			// A piece without its newline is a line cut short by a kill: a
+			// line that was never printed whole was never printed.
+			p.eof = true
+		}
+		close(p.notify)
+		p.notify = make(chan struct{})
+		p.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Pid returns the process id.
+func (p *proc) Pid() int { return p.cmd.Process.Pid }
+
+// Lines returns a copy of the lines printed so far.
+func (p *proc) Lines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
+}
+
+// waitLine returns the index and text of the first line at or after from
+// that match accepts. It fails if the process ends first or ctx ends.
+func (p *proc) waitLine(ctx context.Context, from int, what string, match func(string) bool) (int, string, error) {
+	for {
+		p.mu.Lock()
+		for i := from; i < len(p.lines); i++ {
+			if match(p.lines[i]) {
+				line := p.lines[i]
+				p.mu.Unlock()
+				return i, line, nil
+			}
+		}
+		from = len(p.lines)
+		eof, ch := p.eof, p.notify
+		p.mu.Unlock()
+		if eof {
+			return 0, "", p.exitError("ended before " + what)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, "", fmt.Errorf("%s: no %s: %w%s", p.name, what, ctx.Err(), p.stderrNote())
+		}
+	}
+}
+
+// readyInfo is what a ready line says.
+type readyInfo struct {
+	Node, ID, DataDir, Listen string
+}
+
+// waitReady waits for the ready line.
+func (p *proc) waitReady(ctx context.Context) (readyInfo, error) {
+	_, line, err := p.waitLine(ctx, 0, "ready line", func(s string) bool { return strings.HasPrefix(s, "ready ") })
+	if err != nil {
+		return readyInfo{}, err
+	}
+	kv, err := parseReady(line)
+	if err != nil {
+		return readyInfo{}, fmt.Errorf("%s: %w", p.name, err)
+	}
+	return readyInfo{Node: kv["node"], ID: kv["id"], DataDir: kv["data_dir"], Listen: kv["listen"]}, nil
+}
+
+// waitEvent waits for the JSON event line {"event":name,...} and decodes
+// it into v.
+func (p *proc) waitEvent(ctx context.Context, name string, v any) error {
+	_, line, err := p.waitLine(ctx, 0, name+" event", func(s string) bool {
+		if !strings.HasPrefix(s, "{") {
+			return false
+		}
+		var ev struct{ Event string }
+		return json.Unmarshal([]byte(s), &ev) == nil && ev.Event == name
+	})
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal([]byte(line), v)
+}
+
+// parseReady reads the key=value fields of a ready line. A value may be
+// quoted as Go quotes strings (logfmtValue).
+func parseReady(line string) (map[string]string, error) {
+	rest, ok := strings.CutPrefix(line, "ready ")
+	if !ok {
+		return nil, fmt.Errorf("not a ready line: %q", line)
+	}
+	kv := map[string]string{}
+	for rest = strings.TrimLeft(rest, " "); rest != ""; rest = strings.TrimLeft(rest, " ") {
+		key, after, ok := strings.Cut(rest, "=")
+		if !ok || key == "" || strings.Contains(key, " ") {
+			return nil, fmt.Errorf("ready line %q: field %q has no value", line, rest)
+		}
+		var val string
+		if strings.HasPrefix(after, `"`) {
+			q, err := strconv.QuotedPrefix(after)
+			if err != nil {
+				return nil, fmt.Errorf("ready line %q: %w", line, err)
+			}
+			val, _ = strconv.Unquote(q)
+			rest = after[len(q):]
+		} else {
+			val, rest, _ = strings.Cut(after, " ")
+		}
+		kv[key] = val
+	}
+	return kv, nil
+}
+
+// peakRSSMB reads the process's VmHWM from /proc; the process must still
+// run.
+func (p *proc) peakRSSMB() (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		return 0, fmt.Errorf("%s: read peak RSS: %w", p.name, err)
+	}
+	return parseVmHWM(data)
+}
+
+// running reports whether the process has not been waited for yet.
+func (p *proc) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop asks the process to stop, by closing its stdin and sending SIGTERM,
+// and waits up to grace before killing it. It returns an error unless the
+// process exited 0 in time, or had already exited 0.
+func (p *proc) stop(grace time.Duration) error {
+	if p.running() {
+		p.stdin.Close()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-p.exited:
+		case <-t.C:
+			p.kill()
+			return fmt.Errorf("%s did not stop within %v of SIGTERM; killed%s", p.name, grace, p.stderrNote())
+		}
+	}
+	if !p.cmd.ProcessState.Success() {
+		return p.exitError("stopped badly")
+	}
+	return nil
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	p.cmd.Process.Kill()
+	<-p.exited
+	p.stdin.Close()
+}
+
+// exitError describes how the process ended, with its stderr's tail.
+func (p *proc) exitError(what string) error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s %s: %v%s", p.name, what, p.cmd.ProcessState, p.stderrNote())
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("%s %s (stdout closed, still running)%s", p.name, what, p.stderrNote())
+	}
+}
+
+// stderrNote is the tail of the process's stderr, to append to an error.
+func (p *proc) stderrNote() string {
+	tail := fileTail(p.errPath, 2048)
+	if tail == "" {
+		return ""
+	}
+	return fmt.Sprintf("\n--- %s stderr (%s), last lines:\n%s", p.name, p.errPath, tail)
+}
+
+// fileTail returns up to n bytes from the end of the file at path.
+func fileTail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return strings.TrimRight(string(b), "\n")
+}
+
+// stopAll stops every process at once, each with grace, and joins their
+// errors.
+func stopAll(grace time.Duration, ps ...*proc) error {
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		if p == nil {
+			continue
+		}
+		wg.Go(func() { errs[i] = p.stop(grace) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
