@@ -114,19 +114,12 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 // dedupe records (origin, id) in q's window and reports whether it was
 // already there.
 func (w *writer) dedupe(q *Queue, p Put, now int64) (bool, error) {
-	seq := w.dedupeSeq[q.id]
-	n, err := w.conn.exec(`INSERT OR IGNORE INTO dedupe (queue, origin, msg_id, seq, at) VALUES (?, ?, ?, ?, ?)`,
-		q.id, p.Msg.Origin[:], int64(p.Msg.ID), seq, now)
+	n, err := w.conn.exec(`INSERT OR IGNORE INTO dedupe (queue, origin, msg_id, at) VALUES (?, ?, ?, ?)`,
+		q.id, p.Msg.Origin[:], int64(p.Msg.ID), now)
 	if err != nil {
 		return false, fmt.Errorf("dedupe in %q: %w", q.name, err)
 	}
-	if n == 0 {
-		return true, nil
-	}
-	// A rolled-back batch leaves a gap in seq, which is harmless: seq only
-	// orders the rows.
-	w.dedupeSeq[q.id] = seq + 1
-	return false, nil
+	return n == 0, nil
 }
 
 // applyAck queues r's delete for flushAcks.
@@ -287,19 +280,32 @@ func (w *writer) applyCreate(r *request, b *batch) error {
 	return nil
 }
 
-// applyPrune forgets the oldest dedupe records of a queue past the window's
-// count, and a bounded number of those past its age.
+// applyPrune forgets a queue's dedupe records older than the window, and,
+// past DedupeMaxEntries, the oldest until a tenth of the room is free, so
+// that the (scanning) count prune runs rarely.
 func (w *writer) applyPrune(r *request, b *batch) error {
 	c := w.s.cfg
-	byCount, err := w.conn.exec(`DELETE FROM dedupe WHERE queue = ?1 AND seq < ?2`, r.q.id, w.dedupeSeq[r.q.id]-int64(c.DedupeMaxEntries))
+	cutoff := w.s.now().Add(-c.DedupeWindow).UnixNano()
+	byAge, err := w.conn.exec(`DELETE FROM dedupe WHERE queue = ? AND at < ?`, r.q.id, cutoff)
 	if err != nil {
 		return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
 	}
-	cutoff := w.s.now().Add(-c.DedupeWindow).UnixNano()
-	byAge, err := w.conn.exec(`DELETE FROM dedupe WHERE queue = ?1 AND seq IN
-		(SELECT seq FROM dedupe WHERE queue = ?1 ORDER BY seq LIMIT 10000) AND at < ?2`, r.q.id, cutoff)
-	if err != nil {
-		return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
+	r.q.mu.Lock()
+	entries := r.q.c.dedupeEntries + b.delta(r.q).dedupeEntries - byAge
+	r.q.mu.Unlock()
+	var byCount int64
+	if max := int64(c.DedupeMaxEntries); entries > max {
+		keep := max - max/10
+		dest := make([]driver.Value, 1)
+		err := w.conn.queryRow(`SELECT at FROM dedupe WHERE queue = ? ORDER BY at DESC LIMIT 1 OFFSET ?`, []driver.Value{r.q.id, keep}, dest)
+		if err != nil && !errors.Is(err, errNoRows) {
+			return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
+		}
+		if at, ok := dest[0].(int64); ok {
+			if byCount, err = w.conn.exec(`DELETE FROM dedupe WHERE queue = ? AND at <= ?`, r.q.id, at); err != nil {
+				return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
+			}
+		}
 	}
 	if n := byCount + byAge; n > 0 {
 		b.delta(r.q).dedupeEntries -= n

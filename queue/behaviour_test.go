@@ -169,19 +169,21 @@ func TestDedupeWindowByCountAndAge(t *testing.T) {
 		if err := q.Put(context.Background(), m, true); err != nil {
 			t.Fatal(err)
 		}
+		clk.Advance(time.Millisecond)
 	}
 	if err := s.Sweep(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
 	settle(t, s)
-	if st := q.Stats(); st.DedupeEntries != 10 {
-		t.Fatalf("dedupe window holds %d entries, want 10", st.DedupeEntries)
+	// Past the count, the oldest are forgotten until a tenth of the room is
+	// free: the newest 9 of 30 stay.
+	if st := q.Stats(); st.DedupeEntries != 9 {
+		t.Fatalf("dedupe window holds %d entries, want 9", st.DedupeEntries)
 	}
-	// The newest 10 are remembered; the oldest were forgotten by count.
 	for i, m := range sent {
 		op, _ := s.Submit([]Put{{Queue: q, Msg: m, Dedupe: true}})
 		op.Wait(context.Background())
-		if remembered := op.Deduped(0); remembered != (i >= 20) {
+		if remembered := op.Deduped(0); remembered != (i >= 21) {
 			t.Fatalf("message %d remembered=%v", i, remembered)
 		}
 	}

@@ -48,17 +48,18 @@ CREATE INDEX messages_order ON messages (queue, priority, id);
 -- Partial: only messages with a TTL pay for the expiry index.
 CREATE INDEX messages_expiry ON messages (expires_at) WHERE expires_at > 0;
 
--- Dedupe window: one row per accepted (queue, origin, id). seq orders the
--- rows per queue so the oldest can be forgotten by count and by age.
+-- Dedupe window: one row per accepted (queue, origin, id), with the time it
+-- was accepted. One b-tree only: this insert is on the hot path of every
+-- message that crosses a link, and ids grow per origin, so inserts land at
+-- the end of each origin's range. Pruning, by age and by count, scans; it
+-- runs rarely (see Store.Sweep).
 CREATE TABLE dedupe (
 	queue  INTEGER NOT NULL,
 	origin BLOB    NOT NULL,
 	msg_id INTEGER NOT NULL,
-	seq    INTEGER NOT NULL,
 	at     INTEGER NOT NULL,
 	PRIMARY KEY (queue, origin, msg_id)
 ) WITHOUT ROWID;
-CREATE INDEX dedupe_seq ON dedupe (queue, seq);
 `,
 }
 

@@ -18,8 +18,9 @@ func (s *Store) sweepLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		// Dedupe pruning is cheap but not urgent: every 10th sweep.
-		if err := s.Sweep(ctx, n%10 == 0); err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
+		// Dedupe pruning scans the window, in the writer: every 60th sweep
+		// (a minute by default) is soon enough to forget what is past it.
+		if err := s.Sweep(ctx, n%60 == 59); err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
 			s.log.Warn("sweep failed", slog.Any(logError, err))
 		}
 	}

@@ -32,7 +32,6 @@ type writer struct {
 	commits, requests, commitNanos atomic.Int64
 
 	// writer-owned
-	dedupeSeq map[int64]int64 // next dedupe seq per queue id
 	// lastRow is the last message rowid assigned. The writer assigns
 	// rowids itself because SQLite reuses the highest rowid once it is
 	// deleted, and the queues' in-memory heads rely on rowids only growing.
@@ -56,7 +55,7 @@ func newWriter(s *Store) (*writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open writer on %s: %w", s.cfg.Path, err)
 	}
-	w := &writer{s: s, conn: conn, reqs: make(chan *request, s.cfg.MaxBatch), dedupeSeq: map[int64]int64{}}
+	w := &writer{s: s, conn: conn, reqs: make(chan *request, s.cfg.MaxBatch)}
 	if err := w.loadTotals(); err != nil {
 		conn.close()
 		return nil, err
@@ -77,15 +76,6 @@ func (w *writer) loadTotals() error {
 		return fmt.Errorf("load last rowid: %w", err)
 	}
 	w.lastRow = dest[0].(int64)
-	for id := range w.s.queues {
-		err := w.conn.queryRow(`SELECT max(seq) FROM dedupe WHERE queue = ?`, []driver.Value{id}, dest)
-		if err != nil {
-			return fmt.Errorf("load dedupe: %w", err)
-		}
-		if seq, ok := dest[0].(int64); ok {
-			w.dedupeSeq[id] = seq + 1
-		}
-	}
 	return nil
 }
 

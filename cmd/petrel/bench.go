@@ -18,6 +18,7 @@ peak resident set size (VmHWM) in MiB.`,
 	}
 	parentCommand(cmd)
 	cmd.AddCommand(newBenchLocalCmd())
+	cmd.AddCommand(newBenchLinkCmd(), newBenchAgentCmd())
 	return cmd
 }
 

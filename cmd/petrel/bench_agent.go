@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/spf13/cobra"
@@ -53,6 +54,8 @@ func newBenchAgentCmd() *cobra.Command {
 type agent struct {
 	node *petrel.Node
 	out  *lineWriter
+	// readyAt is when the node was open: listening, and consumable.
+	readyAt time.Time
 }
 
 // openAgent opens the node the file at cfgPath describes and prints its
@@ -72,7 +75,7 @@ func openAgent(ctx context.Context, cfgPath string, stdout, stderr io.Writer) (*
 	if err != nil {
 		return nil, err
 	}
-	a := &agent{node: node, out: &lineWriter{w: stdout}}
+	a := &agent{node: node, out: &lineWriter{w: stdout}, readyAt: time.Now()}
 	if err := a.out.line(readyLine(node)); err != nil {
 		node.Close()
 		return nil, err

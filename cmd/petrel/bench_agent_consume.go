@@ -79,7 +79,7 @@ func runAgentConsume(ctx context.Context, o consumeOptions, stdin io.Reader, std
 }
 
 func (a *agent) consume(ctx context.Context, o consumeOptions) (consumedEvent, error) {
-	ev := consumedEvent{Event: "consumed", ReadyNs: time.Now().UnixNano(), UrgentIndex: -1}
+	ev := consumedEvent{Event: "consumed", ReadyNs: a.readyAt.UnixNano(), UrgentIndex: -1}
 	c, err := a.node.Consumer(o.from)
 	if err != nil {
 		return ev, err
