@@ -161,9 +161,15 @@ func runBenchLink(ctx context.Context, o linkOptions, stdout, stderr io.Writer) 
 		return fmt.Errorf("make bench directory: %w", err)
 	}
 	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+	// The nodes outlive a timeout or SIGINT: stopAll stops them cleanly.
+	// life kills whatever might still run when this function returns.
+	life, killAll := context.WithCancel(context.WithoutCancel(ctx))
+	defer killAll()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	r := &linkRun{o: o, exe: exe, dir: dir, progress: stderr, procs: map[string]*proc{}}
+	r := &linkRun{o: o, exe: exe, dir: dir, progress: stderr, procs: map[string]*proc{}, life: life}
+	ctx, r.died = context.WithCancelCause(ctx)
+	defer r.died(nil)
 	var res interface{ figures() []figure }
 	if o.backlog {
 		res, err = r.runBacklog(ctx)
@@ -172,12 +178,12 @@ func runBenchLink(ctx context.Context, o linkOptions, stdout, stderr io.Writer) 
 	}
 	// Every node stops before anything is printed: a node that stops
 	// badly (a race report, a failed close) fails the bench.
-	if serr := r.stopAll(); serr != nil {
+	if serr := r.stopAll(err != nil); serr != nil {
 		err = errors.Join(err, fmt.Errorf("stop the nodes: %w", serr))
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("bench link: %w (timeout %v): %w", ctx.Err(), o.timeout, err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("bench link gave up after --timeout %v: %w", o.timeout, err)
 		}
 		return err
 	}
@@ -203,11 +209,12 @@ func (r *linkRun) base(scenario string, rss map[string]float64) linkFigures {
 	return f
 }
 
+// path says which way the messages go, for the human output.
 func (f linkFigures) path() string {
 	if f.Hops == 2 {
-		return "a -> c -> b"
+		return "2 hops, a -> c -> b"
 	}
-	return "a -> b"
+	return "1 hop, a -> b"
 }
 
 func (f linkFigures) rssFigures() []figure {
@@ -229,8 +236,8 @@ func (r *linkResult) figures() []figure {
 		pace = fmt.Sprintf("paced at %.0f msgs/s", r.Rate)
 	}
 	figs := []figure{
-		{"scenario", fmt.Sprintf("link: %d hop(s) %s, %d messages of %d B, sync %s, %s, window %d",
-			r.Hops, r.path(), r.Messages, r.Size, r.Sync, pace, r.Window)},
+		{"scenario", fmt.Sprintf("link: %s, %d messages of %d B, sync %s, %s, window %d",
+			r.path(), r.Messages, r.Size, r.Sync, pace, r.Window)},
 		{"end-to-end", fmt.Sprintf("%.0f msgs/s (%d received in %.3f s, first submit -> last receive)", r.MsgsPerSec, r.Messages, r.ElapsedSeconds)},
 		{"enqueue at a", fmt.Sprintf("%.0f msgs/s (first submit -> last durable)", r.EnqueueMsgsPerSec)},
 		{"latency p50", fmt.Sprintf("%.3f ms (submit at a -> receive at b)", r.P50ms)},
@@ -242,8 +249,8 @@ func (r *linkResult) figures() []figure {
 
 func (r *backlogResult) figures() []figure {
 	figs := []figure{
-		{"scenario", fmt.Sprintf("link-backlog: %d hop(s) %s, %d messages of %d B queued with b down, then 1 at priority 9; sync %s",
-			r.Hops, r.path(), r.Messages, r.Size, r.Sync)},
+		{"scenario", fmt.Sprintf("link-backlog: %s, %d messages of %d B queued with b down, then 1 at priority 9; sync %s",
+			r.path(), r.Messages, r.Size, r.Sync)},
 		{"queue at a", fmt.Sprintf("%.0f msgs/s (first submit -> last durable)", r.EnqueueMsgsPerSec)},
 		{"a RSS queued", fmt.Sprintf("%.1f MiB (peak, once the backlog was durable)", r.QueuedRSSMB)},
 		{"drain", fmt.Sprintf("%.0f msgs/s (%d received in %.3f s from b ready)", r.MsgsPerSec, r.Messages+1, r.ElapsedSeconds)},

@@ -92,9 +92,11 @@ func startProc(ctx context.Context, name, exe, errPath string, args ...string) (
 }
 
 // start starts the command from a goroutine locked to its OS thread, which
-// stays locked until the child exits: the parent-death signal fires when
-// the thread that forked the child ends, not the process, and Go may end a
-// thread that no goroutine holds (golang/go#27505).
+// stays locked until the child exits. The parent-death signal fires when
+// the thread that forked the child ends, not the process, and the runtime
+// ends a thread when a goroutine that locked it returns without unlocking
+// (golang/go#27505): holding the thread keeps every other goroutine, and
+// so that fate, off it.
 func (p *proc) start() error {
 	started := make(chan error, 1)
 	go func() {
@@ -162,6 +164,9 @@ func (p *proc) waitLine(ctx context.Context, from int, what string, match func(s
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			if cause := context.Cause(ctx); cause != ctx.Err() {
+				return 0, "", fmt.Errorf("%s: no %s: %w", p.name, what, cause) // another node's end, say
+			}
 			return 0, "", fmt.Errorf("%s: no %s: %w%s", p.name, what, ctx.Err(), p.stderrNote())
 		}
 	}
@@ -263,7 +268,7 @@ func (p *proc) stop(grace time.Duration) error {
 		case <-p.exited:
 		case <-t.C:
 			p.kill()
-			return fmt.Errorf("%s did not stop within %v of SIGTERM; killed%s", p.name, grace, p.stderrNote())
+			return fmt.Errorf("%s %w: not within %v of SIGTERM; killed%s", p.name, errStopTimeout, grace, p.stderrNote())
 		}
 	}
 	if !p.cmd.ProcessState.Success() {
@@ -312,9 +317,37 @@ func fileTail(path string, n int64) string {
 	return strings.TrimRight(string(b), "\n")
 }
 
+// startRetryingPort calls start, which starts a node that listens on a
+// port, again while the node fails because its port is taken, up to tries
+// times. The node's stderr is the only place that says so, hence the text
+// match.
+func startRetryingPort(ctx context.Context, tries int, start func() (*proc, readyInfo, error)) (*proc, readyInfo, error) {
+	for i := 1; ; i++ {
+		p, info, err := start()
+		if err == nil || i >= tries || !strings.Contains(err.Error(), "address already in use") {
+			return p, info, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, readyInfo{}, err
+		case <-time.After(time.Duration(i) * 100 * time.Millisecond):
+		}
+	}
+}
+
+// errStopTimeout is wrapped by stop's error when the process had to be
+// killed.
+var errStopTimeout = errors.New("did not stop in time")
+
 // stopAll stops every process at once, each with grace, and joins their
 // errors.
 func stopAll(grace time.Duration, ps ...*proc) error {
+	return errors.Join(stopEach(grace, ps...)...)
+}
+
+// stopEach stops every process at once, each with grace, and returns
+// their errors, in the order of ps.
+func stopEach(grace time.Duration, ps ...*proc) []error {
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
@@ -324,5 +357,5 @@ func stopAll(grace time.Duration, ps ...*proc) error {
 		wg.Go(func() { errs[i] = p.stop(grace) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errs
 }

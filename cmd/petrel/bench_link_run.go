@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,13 @@ type linkRun struct {
 	exe, dir string
 	progress io.Writer
 	procs    map[string]*proc
+	// life kills the nodes when it ends, a safety net: stopAll stops
+	// them first, cleanly, whatever happened.
+	life context.Context
+	// died ends the context of the run's waits when a node ends before
+	// stopAll; the other nodes are then stopped as usual.
+	died     context.CancelCauseFunc
+	stopping atomic.Bool
 }
 
 const (
@@ -41,18 +49,27 @@ func (r *linkRun) fileFor(f nodeFile) (string, error) {
 }
 
 // start runs `petrel args...` as node name and waits for its ready line.
+// A node that fails to get ready is killed and not kept; once ready, its
+// end before stopAll fails the run at once (r.died).
 func (r *linkRun) start(ctx context.Context, name string, args ...string) (*proc, readyInfo, error) {
-	p, err := startProc(ctx, name, r.exe, filepath.Join(r.dir, name+".stderr"), args...)
+	p, err := startProc(r.life, name, r.exe, filepath.Join(r.dir, name+".stderr"), args...)
 	if err != nil {
 		return nil, readyInfo{}, err
 	}
-	r.procs[name] = p
 	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	info, err := p.waitReady(rctx)
 	if err != nil {
+		p.kill()
 		return nil, readyInfo{}, err
 	}
+	r.procs[name] = p
+	go func() {
+		<-p.exited
+		if !r.stopping.Load() {
+			r.died(p.exitError("ended during the bench"))
+		}
+	}()
 	listen := ""
 	if info.Listen != "" {
 		listen = " on " + info.Listen
@@ -61,12 +78,44 @@ func (r *linkRun) start(ctx context.Context, name string, args ...string) (*proc
 	return p, info, nil
 }
 
-func (r *linkRun) stopAll() error {
+// startListening starts a node that listens on 127.0.0.1:port, or on a
+// free port if port is 0; args makes its command line from its listen
+// address. It tries again while the port turns out taken.
+func (r *linkRun) startListening(ctx context.Context, name string, port int, args func(listen string) ([]string, error)) (*proc, readyInfo, error) {
+	return startRetryingPort(ctx, 5, func() (*proc, readyInfo, error) {
+		p := port
+		if p == 0 {
+			var err error
+			if p, err = freePort(); err != nil {
+				return nil, readyInfo{}, err
+			}
+		}
+		a, err := args(net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			return nil, readyInfo{}, err
+		}
+		return r.start(ctx, name, a...)
+	})
+}
+
+// stopAll stops every node. After a failed run only a node that had to be
+// killed is worth a word: the others' ends (an agent interrupted before
+// its work was done, a node whose end failed the run) add nothing.
+func (r *linkRun) stopAll(runFailed bool) error {
+	r.stopping.Store(true)
 	ps := make([]*proc, 0, len(r.procs))
 	for _, p := range r.procs {
 		ps = append(ps, p)
 	}
-	return stopAll(stopGrace, ps...)
+	errs := stopEach(stopGrace, ps...)
+	if runFailed {
+		for i, err := range errs {
+			if !errors.Is(err, errStopTimeout) {
+				errs[i] = nil
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // rss returns each node's peak RSS: what it reported of itself, or what
@@ -86,12 +135,11 @@ func (r *linkRun) rss(reported map[string]float64) map[string]float64 {
 // startRelay starts c, which relays the bench address to b at bAddr, and
 // returns the address c listens on.
 func (r *linkRun) startRelay(ctx context.Context, bAddr string) (string, error) {
-	cfg, err := r.fileFor(nodeFile{Name: "c", Listen: "127.0.0.1:0",
-		Nodes: [][2]string{{"b", "tcp://" + bAddr}}, Relay: []string{benchAddr}})
-	if err != nil {
-		return "", err
-	}
-	_, info, err := r.start(ctx, "c", "node", "-c", cfg)
+	_, info, err := r.startListening(ctx, "c", 0, func(listen string) ([]string, error) {
+		cfg, err := r.fileFor(nodeFile{Name: "c", Listen: listen,
+			Nodes: [][2]string{{"b", "tcp://" + bAddr}}, Relay: []string{benchAddr}})
+		return []string{"node", "-c", cfg}, err
+	})
 	return info.Listen, err
 }
 
@@ -114,20 +162,20 @@ func (r *linkRun) startProducer(ctx context.Context, hop string, extra ...string
 	return a, err
 }
 
-// startConsumer starts b, listening on listen, to receive n messages.
-func (r *linkRun) startConsumer(ctx context.Context, listen string, n int, extra ...string) (*proc, readyInfo, error) {
-	cfg, err := r.fileFor(nodeFile{Name: "b", Listen: listen, Receive: []string{benchAddr}})
-	if err != nil {
-		return nil, readyInfo{}, err
-	}
-	args := []string{"bench", "agent", "consume", "-c", cfg, "--from", benchAddr, "--messages", strconv.Itoa(n)}
-	return r.start(ctx, "b", append(args, extra...)...)
+// startConsumer starts b, listening on port (0: any free one), to receive
+// n messages.
+func (r *linkRun) startConsumer(ctx context.Context, port, n int, extra ...string) (*proc, readyInfo, error) {
+	return r.startListening(ctx, "b", port, func(listen string) ([]string, error) {
+		cfg, err := r.fileFor(nodeFile{Name: "b", Listen: listen, Receive: []string{benchAddr}})
+		args := []string{"bench", "agent", "consume", "-c", cfg, "--from", benchAddr, "--messages", strconv.Itoa(n)}
+		return append(args, extra...), err
+	})
 }
 
 // runLink is the steady scenario: b, then c, then a, and the messages
 // flow as a sends them.
 func (r *linkRun) runLink(ctx context.Context) (*linkResult, error) {
-	b, bInfo, err := r.startConsumer(ctx, "127.0.0.1:0", r.o.messages)
+	b, bInfo, err := r.startConsumer(ctx, 0, r.o.messages)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +244,7 @@ func (r *linkRun) runBacklog(ctx context.Context) (*backlogResult, error) {
 			return nil, err
 		}
 	}
-	b, _, err := r.startConsumer(ctx, bAddr, r.o.messages+1, "--urgent-key", urgentKey)
+	b, _, err := r.startConsumer(ctx, port, r.o.messages+1, "--urgent-key", urgentKey)
 	if err != nil {
 		return nil, err
 	}

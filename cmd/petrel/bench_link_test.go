@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBenchLinkJSON(t *testing.T) {
+	for _, hops := range []int{1, 2} {
+		t.Run(fmt.Sprintf("hops %d", hops), func(t *testing.T) {
+			r := runPetrel(t, 3*time.Minute, "bench", "link", "--hops", strconv.Itoa(hops), "--messages", "3000", "--json")
+			r.wantCode(t, exitOK)
+			got := decodeOneObject(t, r.stdout)
+			wantKeys(t, got, "scenario", "hops", "messages", "size", "sync", "rate", "msgs_per_sec",
+				"enqueue_msgs_per_sec", "p50_ms", "p99_ms", "peak_rss_mb", "rss_mb", "pids")
+			want := map[string]any{"scenario": "link", "hops": float64(hops), "messages": 3000.0, "size": 128.0, "sync": "full", "rate": 0.0}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s = %v, want %v", k, got[k], v)
+				}
+			}
+			for _, k := range []string{"msgs_per_sec", "enqueue_msgs_per_sec", "p50_ms", "p99_ms", "peak_rss_mb"} {
+				if v, _ := got[k].(float64); v <= 0 {
+					t.Errorf("%s = %v, want > 0", k, got[k])
+				}
+			}
+			nodes := []string{"a", "b"}
+			if hops == 2 {
+				nodes = append(nodes, "c")
+			}
+			rss, _ := got["rss_mb"].(map[string]any)
+			for _, n := range nodes {
+				if v, _ := rss[n].(float64); v <= 0 {
+					t.Errorf("rss_mb[%s] = %v, want > 0", n, rss[n])
+				}
+			}
+			wantGone(t, jsonPids(t, got), len(nodes))
+		})
+	}
+}
+
+func TestBenchLinkBacklog(t *testing.T) {
+	r := runPetrel(t, 3*time.Minute, "bench", "link", "--backlog", "--messages", "2000", "--json")
+	r.wantCode(t, exitOK)
+	got := decodeOneObject(t, r.stdout)
+	wantKeys(t, got, "scenario", "msgs_per_sec", "urgent_ms", "rss_mb", "peak_rss_mb", "queued_rss_mb")
+	if got["scenario"] != "link-backlog" || got["messages"] != 2000.0 {
+		t.Errorf("scenario %v, messages %v; want link-backlog, 2000", got["scenario"], got["messages"])
+	}
+	if v, ok := got["urgent_ms"].(float64); !ok || v < 0 {
+		t.Errorf("urgent_ms = %v, want >= 0", got["urgent_ms"])
+	}
+	// The priority-9 message was queued last, behind the backlog; it must
+	// still be the first b receives.
+	if got["urgent_index"] != 0.0 {
+		t.Errorf("urgent_index = %v: the priority-9 message did not arrive first", got["urgent_index"])
+	}
+	if v, _ := got["msgs_per_sec"].(float64); v <= 0 {
+		t.Errorf("msgs_per_sec = %v, want > 0", got["msgs_per_sec"])
+	}
+	wantGone(t, jsonPids(t, got), 2)
+}
+
+// A run cut short by its timeout fails, and leaves no node behind.
+func TestBenchLinkTimeoutStopsNodes(t *testing.T) {
+	r := runPetrel(t, 2*time.Minute, "bench", "link", "--hops", "2", "--messages", "1000000", "--rate", "1000", "--timeout", "4s")
+	r.wantCode(t, exitFailure)
+	if !strings.Contains(r.stderr, "deadline exceeded") {
+		t.Errorf("stderr does not say the bench timed out:\n%s", r.stderr)
+	}
+	pids := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^(\w+) ready.*, pid (\d+):`).FindAllStringSubmatch(r.stderr, -1) {
+		pids[m[1]], _ = strconv.Atoi(m[2])
+	}
+	wantGone(t, pids, 3)
+}
+
+func TestBenchLinkUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"bench", "link", "--hops", "3"}, `invalid argument 3 for "--hops" flag: want 1 or 2`},
+		{[]string{"bench", "link", "--sync", "fast"}, `"fast" for "--sync"`},
+		{[]string{"bench", "link", "--messages", "0"}, `"--messages" flag: want at least 1`},
+		{[]string{"bench", "link", "--rate", "-1"}, `"--rate" flag`},
+		{[]string{"bench", "agent", "produce", "-c", "x.yaml"}, "produce needs --to"},
+		{[]string{"bench", "agent", "produce", "--to", "x@b", "--priorities", "10"}, `"--priorities" flag`},
+		{[]string{"bench", "agent", "consume", "--messages", "0"}, `"--messages" flag`},
+	} {
+		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
+			r := runPetrel(t, 10*time.Second, tc.args...)
+			r.wantCode(t, exitUsage)
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
+			}
+		})
+	}
+}
+
+func TestParseReady(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want map[string]string
+	}{
+		{"ready node=a id=00ff data_dir=/tmp/x pid=12", map[string]string{"node": "a", "id": "00ff", "data_dir": "/tmp/x", "pid": "12"}},
+		{`ready node=b id=1 data_dir="/tmp/a dir/x=y" listen=127.0.0.1:7400`, map[string]string{"node": "b", "id": "1", "data_dir": "/tmp/a dir/x=y", "listen": "127.0.0.1:7400"}},
+	} {
+		got, err := parseReady(tc.line)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.line, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%q: got %v, want %v", tc.line, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"not ready", "ready node", `ready data_dir="unterminated`} {
+		if _, err := parseReady(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestNodeFileParses(t *testing.T) {
+	dir := t.TempDir()
+	f := nodeFile{Name: "c", DataDir: dir + "/c data", Listen: "127.0.0.1:7400", Sync: "normal",
+		Nodes: [][2]string{{"b", "tcp://127.0.0.1:7401"}}, Routes: [][2]string{{"d", "b"}},
+		Receive: []string{"in"}, Relay: []string{"bench"}, ReconnectMin: 10 * time.Millisecond, ReconnectMax: time.Second}
+	path := dir + "/c.yaml"
+	if err := f.write(path); err != nil {
+		t.Fatal(err)
+	}
+	file, err := loadConfig(path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, f.yaml())
+	}
+	cfg := file.NodeConfig()
+	if cfg.Name != "c" || cfg.DataDir != f.DataDir || cfg.Listen != f.Listen || len(cfg.Nodes) != 1 ||
+		len(cfg.Routes) != 1 || len(cfg.Addresses) != 2 || cfg.Link.ReconnectMax != time.Second {
+		t.Errorf("config read back as %+v", cfg)
+	}
+}
+
+// decodeOneObject decodes stdout, which must hold exactly one JSON object.
+func decodeOneObject(t *testing.T, stdout string) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader([]byte(stdout)))
+	var got map[string]any
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("stdout is not a JSON object: %v\n%s", err, stdout)
+	}
+	if err := dec.Decode(new(any)); !errors.Is(err, io.EOF) {
+		t.Fatalf("stdout holds more than one JSON value:\n%s", stdout)
+	}
+	return got
+}
+
+func wantKeys(t *testing.T, got map[string]any, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, ok := got[k]; !ok {
+			t.Errorf("JSON lacks %q: %v", k, got)
+		}
+	}
+}
+
+func jsonPids(t *testing.T, got map[string]any) map[string]int {
+	t.Helper()
+	raw, _ := got["pids"].(map[string]any)
+	pids := map[string]int{}
+	for name, v := range raw {
+		f, _ := v.(float64)
+		pids[name] = int(f)
+	}
+	return pids
+}
+
+// wantGone fails unless there are n pids and none is a live petrel process.
+func wantGone(t *testing.T, pids map[string]int, n int) {
+	t.Helper()
+	if len(pids) != n {
+		t.Errorf("got the pids of %d nodes (%v), want %d", len(pids), pids, n)
+	}
+	for name, pid := range pids {
+		if pid <= 0 {
+			t.Errorf("node %s: pid %d", name, pid)
+			continue
+		}
+		// Once the bench returned, its nodes are reaped: /proc has no
+		// entry, or (the pid reused) one that is not petrel's.
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && bytes.Contains(cmdline, []byte(petrelBin)) {
+			t.Errorf("node %s (pid %d) still runs after the bench returned: %q", name, pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		}
+	}
+}
