@@ -25,11 +25,21 @@ func FuzzDecode(f *testing.F) {
 	tight := message.Limits{MaxBody: 8, MaxProperties: 2, MaxPropertyBytes: 8, MaxHeaderString: 8}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := message.Decode(data, message.Limits{})
+		h, perr := message.Peek(data, message.Limits{})
 		if err != nil {
 			if m != nil {
 				t.Fatalf("Decode returned a message with error %v", err)
 			}
+			if perr == nil {
+				t.Fatalf("Peek accepted what Decode refused (%v)", err)
+			}
 			return
+		}
+		if _, _, derr := message.ParseDestination(m.Destination); (derr == nil) != (perr == nil) {
+			t.Fatalf("Peek error %v, destination check %v", perr, derr)
+		}
+		if perr == nil && (h.ID != m.ID || h.Origin != m.Origin || h.Destination != m.Destination || h.Priority != m.Priority || h.TTL != m.TTL || h.Kind != m.Kind) {
+			t.Fatalf("Peek header %+v differs from Decode %+v", h, m)
 		}
 		_ = m.Validate(message.Limits{}) // must not panic on any decoded message
 		_ = m.Clone()

@@ -82,10 +82,9 @@ func (s *Server) readLoop(ctx context.Context, sess *session.Session, peer sessi
 
 // put validates one message and submits it to the group commit.
 func (s *Server) put(ctx context.Context, peer session.Peer, d session.Data) (pending, error) {
-	m, err := message.Decode(d.Message, s.cfg.Limits)
-	if err == nil {
-		err = m.Validate(s.cfg.Limits)
-	}
+	// The header is all routing, ordering, expiry and dedupe need; the
+	// bytes are stored as they came. Peek checks the whole encoding.
+	m, err := message.Peek(d.Message, s.cfg.Limits)
 	if err != nil {
 		s.stats.Refused.Add(1)
 		return pending{seq: d.Seq, refuse: "bad message: " + err.Error()}, nil
