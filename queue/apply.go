@@ -15,7 +15,8 @@ type batch struct {
 	done     []*request
 	parked   []*request
 	rejected map[*request]error
-	deduped  map[*request][]bool
+	deduped  map[*request][]bool // set by admit: puts that are duplicates
+	full     map[*request]bool   // set by admit: puts past the store's limits
 	// pending totals of this batch, for the store limit
 	msgs, bytes int64
 }
@@ -46,21 +47,21 @@ func (b *batch) reject(r *request, err error) {
 	b.rejected[r] = err
 }
 
-// full reports whether storing n more messages of size bytes would pass the
-// configured limits.
-func (w *writer) full(b *batch, n, size int64) bool {
+// fullAfter reports whether storing n more messages of size bytes, after
+// msgs messages of pending bytes, would pass the configured limits.
+func (w *writer) fullAfter(msgs, pending, n, size int64) bool {
 	c := w.s.cfg
-	if c.MaxMessages > 0 && w.msgs.Load()+b.msgs+n > c.MaxMessages {
+	if c.MaxMessages > 0 && w.msgs.Load()+msgs+n > c.MaxMessages {
 		return true
 	}
-	return c.MaxBytes > 0 && w.bytes.Load()+b.bytes+size > c.MaxBytes
+	return c.MaxBytes > 0 && w.bytes.Load()+pending+size > c.MaxBytes
 }
 
 // applyPut stores r's messages, or parks r (FullBlock) or rejects it
 // (FullError) when the store is past its limits.
 func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 	size := putBytes(r)
-	if w.full(b, int64(len(r.puts)), size) {
+	if b.full[r] {
 		if w.s.cfg.OnFull == FullBlock {
 			b.parked = append(b.parked, r)
 			return true, nil
@@ -69,19 +70,11 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 		return false, nil
 	}
 	now := w.s.now().UnixNano()
-	var deduped []bool
+	deduped := b.deduped[r]
 	for i, p := range r.puts {
 		q := p.Queue
 		if p.Dedupe {
-			dup, err := w.dedupe(q, p, now)
-			if err != nil {
-				return false, err
-			}
-			if dup {
-				if deduped == nil {
-					deduped = make([]bool, len(r.puts))
-				}
-				deduped[i] = true
+			if deduped != nil && deduped[i] {
 				b.delta(q).deduped++
 				continue
 			}
@@ -102,24 +95,7 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 		b.msgs++
 		b.bytes += int64(len(p.Data))
 	}
-	if deduped != nil {
-		if b.deduped == nil {
-			b.deduped = map[*request][]bool{}
-		}
-		b.deduped[r] = deduped
-	}
 	return false, nil
-}
-
-// dedupe records (origin, id) in q's window and reports whether it was
-// already there.
-func (w *writer) dedupe(q *Queue, p Put, now int64) (bool, error) {
-	n, err := w.conn.exec(`INSERT OR IGNORE INTO dedupe (queue, origin, msg_id, at) VALUES (?, ?, ?, ?)`,
-		q.id, p.Msg.Origin[:], int64(p.Msg.ID), now)
-	if err != nil {
-		return false, fmt.Errorf("dedupe in %q: %w", q.name, err)
-	}
-	return n == 0, nil
 }
 
 // applyAck queues r's delete for flushAcks.
@@ -319,7 +295,7 @@ func (w *writer) retryParked() {
 	parked := w.parked
 	w.parked = nil
 	for i, r := range parked {
-		if w.full(newBatch(), int64(len(r.puts)), putBytes(r)) {
+		if w.fullAfter(0, 0, int64(len(r.puts)), putBytes(r)) {
 			w.parked = append(w.parked, parked[i:]...)
 			return
 		}

@@ -39,6 +39,9 @@ type writer struct {
 	// pending holds rows to insert, flushed as multi-row INSERTs: one
 	// statement for many rows costs far less than one statement each.
 	pending []driver.Value
+	// batchAt is the current batch's dedupe time, 0 until asked for;
+	// lastAt the previous one's.
+	batchAt, lastAt int64
 	// acks holds rows to delete, flushed many per statement.
 	acks    []ackRow
 	scratch []driver.Value
@@ -180,8 +183,11 @@ func (w *writer) exec(batch []*request, b *batch) error {
 	if _, err := w.conn.exec(`BEGIN IMMEDIATE`); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	w.pending, w.acks = w.pending[:0], w.acks[:0]
-	err := w.apply(batch, b)
+	w.pending, w.acks, w.batchAt = w.pending[:0], w.acks[:0], 0
+	err := w.admit(batch, b)
+	if err == nil {
+		err = w.apply(batch, b)
+	}
 	if err == nil {
 		err = w.flushInserts()
 	}
