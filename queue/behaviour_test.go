@@ -451,3 +451,32 @@ func TestBadPathIsClearError(t *testing.T) {
 		t.Fatalf("got %v, want an error naming the path", err)
 	}
 }
+
+// A key twice in one batch stores once; and with a clock that stands still
+// a resend in a later batch is still told from a new key.
+func TestDedupeWithinBatchAndFrozenClock(t *testing.T) {
+	clk := newClock() // never advanced
+	s, _ := openTemp(t, func(c *Config) { c.Now = clk.Now })
+	q := mustQueue(t, s, "q", KindReceive)
+	x, y := msg(4, "x"), msg(4, "y")
+	op, err := s.Submit([]Put{{Queue: q, Msg: x, Dedupe: true}, {Queue: q, Msg: x, Dedupe: true}, {Queue: q, Msg: y, Dedupe: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if op.Deduped(0) || !op.Deduped(1) || op.Deduped(2) {
+		t.Fatalf("deduped flags %v %v %v, want false true false", op.Deduped(0), op.Deduped(1), op.Deduped(2))
+	}
+	for i := 0; i < 3; i++ {
+		op, _ := s.Submit([]Put{{Queue: q, Msg: y, Dedupe: true}, {Queue: q, Msg: msg(4, "new"), Dedupe: true}})
+		op.Wait(context.Background())
+		if !op.Deduped(0) || op.Deduped(1) {
+			t.Fatalf("round %d: resend deduped=%v, new deduped=%v", i, op.Deduped(0), op.Deduped(1))
+		}
+	}
+	if got := drain(t, q); len(got) != 5 {
+		t.Fatalf("stored %v, want x, y and three new", got)
+	}
+}
