@@ -1,7 +1,6 @@
 package message
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"time"
@@ -15,19 +14,36 @@ import (
 // bytes that remain and against lim, and checks kinds, types, flags and
 // duplicate keys, without allocating (except a set of keys, bounded by the
 // input, past 8 properties). Only a message that passes is built, with at
-// most three allocations besides the Message: one that every string is
-// copied into, the property slice and the body. So a hostile length costs
+// most two allocations: the Message, with up to four properties in it, and
+// one buffer that every string and the body are copied into (so a string
+// kept from a decoded message keeps its body alive too). So a hostile length costs
 // nothing, and a failed decode costs little more than its error.
 func Decode(data []byte, lim Limits) (*Message, error) {
 	scan, err := scanMessage(data, lim)
 	if err != nil {
 		return nil, err
 	}
-	m := new(Message)
-	if err := fillMessage(m, scan); err != nil {
+	// A message with few properties gets them in the same allocation.
+	var m *Message
+	var inline Properties
+	if scan.props <= inlineProps {
+		mp := new(messageWithProps)
+		m, inline = &mp.m, mp.p[:0:scan.props]
+	} else {
+		m = new(Message)
+	}
+	if err := fillMessage(m, scan, inline); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// inlineProps is how many properties Decode allocates with the Message.
+const inlineProps = 4
+
+type messageWithProps struct {
+	m Message
+	p [inlineProps]Property
 }
 
 // UnmarshalBinary decodes data into m with DefaultLimits. On error m is left
@@ -38,7 +54,7 @@ func (m *Message) UnmarshalBinary(data []byte) error {
 		return err
 	}
 	*m = Message{}
-	return fillMessage(m, scan)
+	return fillMessage(m, scan, nil)
 }
 
 func scanMessage(data []byte, lim Limits) (reader, error) {
@@ -49,8 +65,11 @@ func scanMessage(data []byte, lim Limits) (reader, error) {
 }
 
 // fillMessage decodes into m the input that scan accepted.
-func fillMessage(m *Message, scan reader) error {
-	fill := reader{in: scan.in, lim: scan.lim, back: make([]byte, scan.used), filling: true}
+func fillMessage(m *Message, scan reader, inline Properties) error {
+	// Strings and the body share one allocation: the body at its end,
+	// capped so that appending to it copies.
+	back := make([]byte, scan.used+scan.bodyLen)
+	fill := reader{in: scan.in, lim: scan.lim, back: back[:scan.used:scan.used], bodyBack: back[scan.used:], inline: inline, filling: true}
 	fill.message(m)
 	if fill.err == nil && fill.used != len(fill.back) {
 		fill.fail(fmt.Errorf("scan measured %d string bytes, fill used %d: %w", scan.used, fill.used, ErrCorrupt))
@@ -75,6 +94,14 @@ type reader struct {
 	filling bool
 	back    []byte
 	used    int
+
+	// props and bodyLen are what the scan pass counted; bodyBack is where
+	// the fill pass copies the body.
+	props    int
+	bodyLen  int
+	bodyBack []byte
+	// inline, when it has room, takes the properties (see Decode).
+	inline Properties
 }
 
 func (r *reader) fail(err error) {
@@ -218,9 +245,14 @@ func (r *reader) properties(m *Message) {
 		r.fail(fmt.Errorf("%d properties: need at least %d bytes, %d remain: %w", n, n*4, rest, ErrTruncated))
 		return
 	}
+	r.props = n
 	if r.filling {
 		// Duplicates were rejected by the scan pass.
-		m.Properties = make(Properties, n)
+		if cap(r.inline) >= n {
+			m.Properties = r.inline[:n:n]
+		} else {
+			m.Properties = make(Properties, n)
+		}
 		for i := range m.Properties {
 			r.property(&m.Properties[i])
 		}
@@ -302,7 +334,8 @@ func (r *reader) body(m *Message) {
 		r.fail(fmt.Errorf("body of %d bytes exceeds limit %d: %w", n, r.lim.MaxBody, ErrBodyTooLarge))
 	}
 	b := r.take(int(min(uint64(n), math.MaxInt)), "body")
+	r.bodyLen = len(b)
 	if r.filling && len(b) > 0 {
-		m.Body = bytes.Clone(b)
+		m.Body = r.bodyBack[:copy(r.bodyBack, b):len(b)]
 	}
 }
