@@ -30,6 +30,11 @@ it uses the default data directory, petrel-data.`,
   petrel stat --data-dir /var/lib/petrel --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Checked here rather than with cobra's flag groups, whose
+			// error would not be a usage error (exit 2).
+			if cfgPath != "" && dataDir != "" {
+				return usageErrorf("give -c or --data-dir, not both")
+			}
 			dir := dataDir
 			if dir == "" {
 				file, err := loadConfig(cfgPath)
@@ -56,7 +61,6 @@ it uses the default data directory, petrel-data.`,
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the node's data `directory`")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
-	cmd.MarkFlagsMutuallyExclusive("config", "data-dir")
 	return cmd
 }
 

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+)
+
+// TestStatAgainstRunningNode runs `petrel node` with a send address toward
+// a node that is down, then reads it with `petrel stat`: the link shows up
+// backing off with its last error, and the queues with their figures.
+func TestStatAgainstRunningNode(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "a.yaml")
+	writeFile(t, cfg, `node: {name: a, data_dir: data}
+nodes: [{name: b, connector: "tcp://127.0.0.1:1"}]
+link: {reconnect_min: 10ms, reconnect_max: 50ms}
+addresses:
+  - {name: orders, role: send, node: b}
+  - {name: local}
+`)
+	p := startNode(t, dir, "-c", cfg)
+	p.ready(t)
+
+	var st petrel.Status
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"), "--json")
+		r.wantCode(t, 0)
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+			t.Fatalf("stat --json is not one JSON object: %v\n%s", err, r.stdout)
+		}
+		if len(st.Links) == 1 && st.Links[0].Reconnects > 0 && st.Links[0].LastError != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("link never reported backing off: %+v", st.Links)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st.Node != "a" || st.Links[0].Queue != "orders@b" || st.Links[0].NextHop != "b" {
+		t.Fatalf("status %+v", st)
+	}
+	names := map[string]bool{}
+	for _, q := range st.Queues {
+		names[q.Name] = true
+	}
+	if !names["orders@b"] || !names["local"] {
+		t.Fatalf("queues %+v", st.Queues)
+	}
+	r := runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"))
+	r.wantCode(t, 0)
+	for _, want := range []string{"links", "orders@b", "backing off", "queues", "local", "receiver"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("stat output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "nowhere"))
+	r.wantCode(t, 1)
+	if !strings.Contains(r.stderr, "no node answers") {
+		t.Fatalf("stat of a dead node: %s", r.stderr)
+	}
+	r = runPetrel(t, 10*time.Second, "stat", "--data-dir", "x", "-c", cfg)
+	r.wantCode(t, 2)
+}
