@@ -12,13 +12,19 @@ import (
 	"github.com/petrelmq/petrel/session"
 )
 
-// pending is one received packet on its way to its ack: either a put whose
-// commit is awaited, or a refusal to report.
+// pending is a run of received packets on its way to its ack: the puts of
+// packets up to last, submitted as one store operation, or the refusal of
+// one packet.
 type pending struct {
-	seq    uint64
-	op     *queue.Op
+	last   uint64    // the highest seq this entry covers
+	op     *queue.Op // nil for a refusal
+	puts   int
 	refuse string
 }
+
+// maxGather caps how many packets that already arrived one store
+// operation takes.
+const maxGather = 256
 
 // sessionLoop stores what one session carries. It reads Data packets and
 // submits their puts (readLoop, this goroutine); ackLoop waits for the
@@ -58,52 +64,96 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 
 func (s *Server) readLoop(ctx context.Context, sess *session.Session, peer session.Peer, pend chan<- pending) error {
 	var last uint64
+	var puts []queue.Put
+	emit := func(p pending) error {
+		select {
+		case pend <- p:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// flush submits the gathered puts as one operation.
+	flush := func() error {
+		if len(puts) == 0 {
+			return nil
+		}
+		op, err := s.store.Submit(puts)
+		if err != nil {
+			return err
+		}
+		n := len(puts)
+		puts = nil // the store keeps the slice until the commit
+		return emit(pending{last: last, op: op, puts: n})
+	}
 	for {
 		d, err := sess.Recv(ctx)
 		if err != nil {
 			return err
 		}
-		s.stats.Received.Add(1)
-		if d.Seq != last+1 {
-			return fmt.Errorf("%w: sequence %d after %d (a session's sequence runs 1, 2, 3...)", session.ErrProtocol, d.Seq, last)
+		for {
+			if err := s.take(ctx, peer, d, &last, &puts, flush, emit); err != nil {
+				return err
+			}
+			var ok bool
+			if len(puts) >= maxGather {
+				break
+			}
+			if d, ok = sess.TryRecv(); !ok {
+				break
+			}
 		}
-		last = d.Seq
-		p, err := s.put(ctx, peer, d)
-		if err != nil {
+		if err := flush(); err != nil {
 			return err
-		}
-		select {
-		case pend <- p:
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 	}
 }
 
-// put validates one message and submits it to the group commit.
-func (s *Server) put(ctx context.Context, peer session.Peer, d session.Data) (pending, error) {
+// take handles one received packet: it checks its sequence, then gathers
+// its put or emits its refusal in order.
+func (s *Server) take(ctx context.Context, peer session.Peer, d session.Data, last *uint64, puts *[]queue.Put, flush func() error, emit func(pending) error) error {
+	s.stats.Received.Add(1)
+	if d.Seq != *last+1 {
+		return fmt.Errorf("%w: sequence %d after %d (a session's sequence runs 1, 2, 3...)", session.ErrProtocol, d.Seq, *last)
+	}
+	put, refusal, err := s.put(ctx, peer, d)
+	if err != nil {
+		return err
+	}
+	if refusal == "" {
+		*last = d.Seq
+		*puts = append(*puts, put)
+		return nil
+	}
+	// A refusal keeps its place in the sequence: what was gathered
+	// before it is submitted first.
+	if err := flush(); err != nil {
+		return err
+	}
+	*last = d.Seq
+	return emit(pending{last: d.Seq, refuse: refusal})
+}
+
+// put checks one packet's message and routes it. A message refused for
+// good comes back as a reason; any error is transient.
+func (s *Server) put(ctx context.Context, peer session.Peer, d session.Data) (queue.Put, string, error) {
 	// The header is all routing, ordering, expiry and dedupe need; the
-	// bytes are stored as they came. Peek checks the whole encoding.
+	// bytes are stored as they came (the session hands over the payload).
+	// Peek checks the whole encoding.
 	m, err := message.Peek(d.Message, s.cfg.Limits)
 	if err != nil {
 		s.stats.Refused.Add(1)
-		return pending{seq: d.Seq, refuse: "bad message: " + err.Error()}, nil
+		return queue.Put{}, "bad message: " + err.Error(), nil
 	}
 	q, err := s.router.Inbound(ctx, peer, m)
 	if errors.Is(err, ErrRefused) {
 		s.stats.Refused.Add(1)
-		return pending{seq: d.Seq, refuse: err.Error()}, nil
+		return queue.Put{}, err.Error(), nil
 	}
 	if err != nil {
-		return pending{}, err
+		return queue.Put{}, "", err
 	}
-	// The store keeps the bytes; the session reuses its read buffer.
-	data := append([]byte(nil), d.Message...)
-	op, err := s.store.Submit([]queue.Put{{Queue: q, Msg: m, Data: data, Dedupe: true}})
-	if err != nil {
-		return pending{}, err
-	}
-	return pending{seq: d.Seq, op: op}, nil
+	return queue.Put{Queue: q, Msg: m, Data: d.Message, Dedupe: true}, "", nil
 }
 
 // ackLoop acks committed puts in sequence order. After each wait it takes
@@ -115,7 +165,7 @@ func (s *Server) ackLoop(ctx context.Context, sess *session.Session, pend <-chan
 		if err := s.settle(ctx, sess, p); err != nil {
 			return err
 		}
-		done = p.seq
+		done = p.last
 	more:
 		for {
 			select {
@@ -126,7 +176,7 @@ func (s *Server) ackLoop(ctx context.Context, sess *session.Session, pend <-chan
 				if err := s.settle(ctx, sess, p); err != nil {
 					return err
 				}
-				done = p.seq
+				done = p.last
 			default:
 				break more
 			}
@@ -141,18 +191,20 @@ func (s *Server) ackLoop(ctx context.Context, sess *session.Session, pend <-chan
 	return nil
 }
 
-// settle waits for one pending packet: its commit, or its refusal sent.
+// settle waits for one pending entry: its commit, or its refusal sent.
 func (s *Server) settle(ctx context.Context, sess *session.Session, p pending) error {
 	if p.op == nil {
-		return sess.RefuseSeq(p.seq, p.refuse)
+		return sess.RefuseSeq(p.last, p.refuse)
 	}
 	if err := p.op.Wait(ctx); err != nil {
-		return fmt.Errorf("store packet %d: %w", p.seq, err)
+		return fmt.Errorf("store packets up to %d: %w", p.last, err)
 	}
-	if p.op.Deduped(0) {
-		s.stats.Deduped.Add(1)
-	} else {
-		s.stats.Stored.Add(1)
+	for i := range p.puts {
+		if p.op.Deduped(i) {
+			s.stats.Deduped.Add(1)
+		} else {
+			s.stats.Stored.Add(1)
+		}
 	}
 	return nil
 }

@@ -209,6 +209,27 @@ func (s *Session) Recv(ctx context.Context) (Data, error) {
 	return Data{}, s.err
 }
 
+// TryRecv returns the next Data packet if one is already queued, without
+// blocking; ok is false when none is. A receiver uses it to gather what
+// arrived into one store operation.
+func (s *Session) TryRecv() (d Data, ok bool) {
+	if s.client {
+		return Data{}, false
+	}
+	s.mu.Lock()
+	in := s.inbound
+	s.mu.Unlock()
+	if in == nil {
+		return Data{}, false
+	}
+	select {
+	case d, ok := <-in:
+		return d, ok
+	default:
+		return Data{}, false
+	}
+}
+
 // Ack tells the sender that every seq <= seq of the session is durable
 // here. It does not block.
 func (s *Session) Ack(seq uint64) error {
