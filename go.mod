@@ -3,6 +3,7 @@ module github.com/petrelmq/petrel
 go 1.26.8
 
 require (
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/dig v1.19.0
