@@ -79,7 +79,8 @@ type LinkConfig struct {
 	// link busy (default 30s).
 	IdleTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the sender's exponential backoff,
-	// which has jitter (defaults 100ms and 30s).
+	// which has jitter (defaults 100ms and 1s, so a peer that comes back
+	// is found within a second).
 	ReconnectMin, ReconnectMax time.Duration
 	// MainProbe is how often a link running on a failover backup checks
 	// whether the main connector is back (default 5s).

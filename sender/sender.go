@@ -15,7 +15,7 @@ import (
 type Config struct {
 	// Window is the most messages in flight per session (default 1000).
 	Window int
-	// ReconnectMin and ReconnectMax bound the backoff (100ms, 30s).
+	// ReconnectMin and ReconnectMax bound the backoff (100ms, 1s).
 	ReconnectMin, ReconnectMax time.Duration
 	// MainProbe is how often a sender on a failover backup checks whether
 	// the main connector is back (default 5s).
@@ -33,7 +33,9 @@ func (c Config) withDefaults() Config {
 		c.ReconnectMin = 100 * time.Millisecond
 	}
 	if c.ReconnectMax <= 0 {
-		c.ReconnectMax = 30 * time.Second
+		// A peer that comes back is found within a second: a refused
+		// connect costs next to nothing, and a backlog waits for it.
+		c.ReconnectMax = time.Second
 	}
 	if c.ReconnectMax < c.ReconnectMin {
 		c.ReconnectMax = c.ReconnectMin
