@@ -1,12 +1,13 @@
-// Package conf loads and checks the YAML configuration file of a Petrel node
-// and converts it into the Config of each package it configures. (Watching
-// the file for hot reload comes later, in this package too.)
+// Package conf loads and checks the YAML configuration file of a Petrel node,
+// converts it into the Config of each package it configures, and watches it
+// for live reload (Watch).
 //
 // Invariants:
 //   - conf imports only what it configures (the root package, queue,
-//     address, message; later fsnotify to watch the file) and must not be
+//     address, message) and fsnotify to watch the file, and must not be
 //     imported by any of them: each exports its own Config, so it can be
-//     embedded and tested without YAML.
+//     embedded and tested without YAML. Only conf and filetransfer import
+//     fsnotify.
 //   - Every problem in a file is an *Error that names the file, line, column,
 //     field path and reason, and wraps ErrInvalid (and, where a package owns
 //     the rule, that package's sentinel, such as address.ErrRole or
@@ -30,10 +31,65 @@
 //   - Parse does no I/O beyond os.Hostname for the default node name and
 //     reading the file that secret_file names.
 //   - The secret never shows in a File printed with %v or %+v (Secret).
+//   - A Watcher runs one goroutine, watchLoop, from Watch until Close. It
+//     never replaces its configuration with one that Load refuses, and it
+//     reports changes (Diff) without applying anything: the node applies the
+//     live part and reports the rest as needing a restart.
 //
 // To add a section, add a field with its yaml tag to File and a type with a
-// check method in a file of its own, and list it in File.sections. Decoding
-// needs no change.
+// check method in a file of its own, list it in File.sections, and decide in
+// reloadRules (diff.go) whether it changes live. Decoding needs no change.
+//
+// # Live reload
+//
+// A running node watches its file (Watch) and reloads it shortly after it is
+// saved. Whatever way the editor saves it (writing it in place, truncating
+// then writing, writing a temporary file and renaming it over, renaming the
+// old one to a backup first, or swapping a symlink, as a Kubernetes ConfigMap
+// does), the burst of file events gives one reload, once the file has been
+// quiet for 200ms. Touching the file makes the node read it again, and the
+// file that secret_file names with it. Where the file is a symlink, a change
+// of the link, or of its target in the same directory, is seen; an edit in
+// place of a target in another directory is not, until the file is touched.
+//
+// These keys change live, without a restart; links that a change does not
+// touch stay up:
+//
+//	addresses        addresses, their roles (relay addresses included) and
+//	                 their queue policies
+//	nodes            neighbours and their connectors
+//	routes           the route table
+//	secret           secret and secret_file; new handshakes use the new secret
+//	link             window, frame size, timeouts and backoff, for links
+//	                 opened after the change
+//	limits           bounds on the messages the node accepts
+//	auto_create      whether undeclared addresses are created on first use
+//	log.level        the log level
+//
+// These keys need a restart. A change to them is logged and shown as "needs
+// restart", and is not applied, not even in part, until the node restarts:
+//
+//	node.name        the node's identity, in every session it has open
+//	node.data_dir    where the store and the unique id are
+//	listen           the listener, bound at start
+//	store.*          every key of store: sync, caps, dedupe, prefetch
+//	log.format       the log handler shared by every component
+//
+// An edit that mixes both kinds applies its live part and reports the rest.
+// Discovery settings and outboxes, once they exist, change live.
+//
+// A bad edit (broken YAML, an invalid value, an impossible route) is refused
+// with the file, line and reason, and the node keeps running the
+// configuration it has; the next good save is loaded as usual. An empty file
+// is refused too: at start it means the defaults, but on a running node it is
+// almost always an editor between truncating and writing it. To go back to
+// the defaults, leave a comment in the file. A file that disappears is
+// reported only if it is still missing when the burst is over, and the node
+// keeps its configuration then too. `petrel stat` shows the version of the
+// configuration (1 at start, one more for each change loaded), when it was
+// loaded, and why the last edit was refused, until a good one replaces it.
+//
+// # The file
 //
 // The complete file follows (example.yaml in this directory, which the tests
 // parse). Every key is set to its default, except the node name, listen,
@@ -118,8 +174,8 @@
 //	  # First wait before a sender reconnects, doubled after each failure, with
 //	  # jitter (duration, at most reconnect_max). Default: 100ms.
 //	  reconnect_min: 100ms
-//	  # Longest wait before a sender reconnects (duration). Default: 30s.
-//	  reconnect_max: 30s
+//	  # Longest wait before a sender reconnects (duration). Default: 1s.
+//	  reconnect_max: 1s
 //
 //	store:
 //	  # When a commit reaches the disk (full | normal). full fsyncs every commit:

@@ -1,0 +1,370 @@
+package conf
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultDebounce is how long a Watcher waits after the last event on the
+// file before it reloads. Editors save in bursts of events (truncate, write,
+// chmod; or write a temp file, rename it over, remove a backup) within a few
+// milliseconds; 200ms takes in a whole burst and still feels immediate.
+const DefaultDebounce = 200 * time.Millisecond
+
+// ErrEmpty is returned (to OnError, and by LastError) when a reload finds
+// the file empty. That is almost always an editor caught between truncating
+// and writing the file, so the running configuration stays, where a start
+// with an empty file would take the defaults. To go back to the defaults on
+// a running node, leave a comment in the file.
+var ErrEmpty = errors.New("configuration file is empty")
+
+// ErrWatchLost is returned (to OnError, and by LastError) when the directory
+// of the file is removed or renamed. The watcher sees no change after that;
+// the running configuration stays. Restart the node, or Close the Watcher
+// and Watch again.
+var ErrWatchLost = errors.New("configuration directory is gone; no longer watching")
+
+// WatchOptions configures Watch. The zero value is valid.
+type WatchOptions struct {
+	// Debounce is how long the file must be quiet before a reload. Every
+	// event on the file restarts the wait, so a burst of events gives one
+	// reload. Zero or less means DefaultDebounce.
+	Debounce time.Duration
+	// Logger receives the watcher's logs, with component=conf. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// OnChange is called after a reload that changed the configuration,
+	// with the previous and the new File and what differs. diff.Restart
+	// compares new with the File the watcher started with, so it lists every
+	// restart key still pending, not only those of this edit; an edit that
+	// puts such a key back to its running value clears it. See Diff for
+	// what the callee must apply. Nil means no callback.
+	OnChange func(old, new *File, diff Diff)
+	// OnError is called when a reload is refused (the file is invalid,
+	// empty, missing or unreadable) or the watch is lost. The error is
+	// already logged; OnError is for the caller's state, such as what
+	// `petrel stat` shows. A bad file's error is an *Error with the file,
+	// line and reason. Nil means no callback.
+	OnError func(err error)
+	// Now is the clock of LastReload. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Watcher watches a configuration file and reloads it after it changes. It
+// watches the file's directory, not the file: editors save by renaming a new
+// file over the old one, or swap a symlink, and a watch on the old file
+// would not see the new one. Events on other names in the directory are
+// ignored, except where the file is a symlink (see relevant).
+//
+// Watch starts one goroutine, watchLoop; Close stops it and waits for it.
+// OnChange and OnError are called from watchLoop, one call at a time and in
+// the order of the reloads; they must not call Close. The other methods are
+// safe to call from any goroutine, callbacks included.
+type Watcher struct {
+	path     string // as given to Watch, for errors and logs
+	abs      string // absolute, to match events
+	dir      string // the watched directory
+	debounce time.Duration
+	onChange func(old, new *File, diff Diff)
+	onError  func(err error)
+	now      func() time.Time
+	log      *slog.Logger
+	src      eventSource
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+
+	// Owned by watchLoop after Watch returns.
+	running *File  // what the process started with: the baseline of Diff.Restart
+	target  string // where the file's symlink led at the last read; "" if not a symlink
+
+	reloads atomic.Int64 // reload attempts, for tests
+
+	mu         sync.Mutex
+	current    *File
+	version    int
+	lastReload time.Time
+	lastError  error
+}
+
+// eventSource is where the events come from: fsnotify, or a test.
+type eventSource struct {
+	events <-chan fsnotify.Event
+	errors <-chan error
+	close  func() error
+}
+
+// Log attribute keys.
+const (
+	logComponent = "component"
+	logPath      = "path"
+	logVersion   = "version"
+	logChanged   = "changed"
+	logRestart   = "restart"
+	logError     = "error"
+)
+
+// Watch loads the file at path and watches it for changes. The first load
+// must succeed: its error (an *Error for a bad file; one that wraps
+// fs.ErrNotExist for a missing one) is returned, and nothing is started.
+// Current then holds the loaded File, at Version 1.
+//
+// The directory is watched before the first load, so an edit made while
+// the caller starts its node from Current is reloaded, not missed; OnChange
+// may therefore be called as soon as Watch returns.
+func Watch(path string, opts WatchOptions) (*Watcher, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("watch config %s: %w", path, err)
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watch config %s: %w", path, err)
+	}
+	if err := fsw.Add(filepath.Dir(abs)); err != nil {
+		fsw.Close()
+		return nil, fmt.Errorf("watch config %s: %w", path, err)
+	}
+	w := newWatcher(path, abs, opts, eventSource{events: fsw.Events, errors: fsw.Errors, close: fsw.Close})
+	if err := w.start(); err != nil {
+		fsw.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func newWatcher(path, abs string, opts WatchOptions, src eventSource) *Watcher {
+	w := &Watcher{
+		path: path, abs: abs, dir: filepath.Dir(abs),
+		debounce: opts.Debounce, onChange: opts.OnChange, onError: opts.OnError,
+		now: opts.Now, log: opts.Logger, src: src,
+		stop: make(chan struct{}),
+	}
+	if w.debounce <= 0 {
+		w.debounce = DefaultDebounce
+	}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
+	w.log = w.log.With(slog.String(logComponent, "conf"), slog.String(logPath, path))
+	return w
+}
+
+// start loads the file the first time and starts watchLoop.
+func (w *Watcher) start() error {
+	f, err := w.read(false)
+	if err != nil {
+		return err
+	}
+	w.running, w.current, w.version, w.lastReload = f, f, 1, w.now()
+	w.log.Info("watching config", slog.String("dir", w.dir), slog.Duration("debounce", w.debounce))
+	w.wg.Add(1)
+	go w.watchLoop()
+	return nil
+}
+
+// Close stops watching and waits for watchLoop to return. A reload that was
+// waiting for its debounce is dropped. Close is idempotent; it must not be
+// called from OnChange or OnError.
+func (w *Watcher) Close() error {
+	w.closeOnce.Do(func() {
+		close(w.stop)
+		w.wg.Wait()
+		w.closeErr = w.src.close()
+		w.log.Debug("stopped watching config")
+	})
+	return w.closeErr
+}
+
+// Current returns the configuration last loaded successfully: the one
+// passed as new to the last OnChange, or the first one. Restart keys in it
+// may differ from what the process runs (see OnChange).
+func (w *Watcher) Current() *File {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.current
+}
+
+// Version returns how many configurations have been loaded: 1 for the first,
+// plus one for each reload that changed it (each OnChange). A reload that
+// finds the same configuration, or is refused, does not count.
+func (w *Watcher) Version() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.version
+}
+
+// LastReload returns when Current was loaded.
+func (w *Watcher) LastReload() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastReload
+}
+
+// LastError returns why the last reload was refused, or nil once a reload
+// succeeds again: it is the current problem, not a history. Non-nil means
+// the file on disk is not what runs (the log keeps the history).
+func (w *Watcher) LastError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastError
+}
+
+// watchLoop turns events into debounced reloads until Close.
+func (w *Watcher) watchLoop() {
+	defer w.wg.Done()
+	debounce := time.NewTimer(w.debounce)
+	debounce.Stop()
+	defer debounce.Stop()
+	events, errs := w.src.events, w.src.errors
+	for {
+		select {
+		case <-w.stop:
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			w.event(ev, debounce)
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			w.sourceError(err, debounce)
+		case <-debounce.C:
+			w.reload()
+		}
+	}
+}
+
+// event (re)starts the debounce for an event that concerns the file. A file
+// that was removed or renamed away is not an error here: the reload, once
+// the debounce has passed, decides whether it is still missing.
+func (w *Watcher) event(ev fsnotify.Event, debounce *time.Timer) {
+	if filepath.Clean(ev.Name) == w.dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
+		debounce.Stop()
+		w.refuse(fmt.Errorf("watch config %s: %w", w.path, ErrWatchLost))
+		return
+	}
+	if w.relevant(ev) {
+		debounce.Reset(w.debounce)
+	}
+}
+
+// relevant reports whether an event in the directory may have changed the
+// file: an event on its name (any kind: a chmod after touch is a request to
+// re-read), or, where the file is a symlink, on its target in this
+// directory, or any event after which the symlink leads elsewhere (a
+// Kubernetes ConfigMap swaps a "..data" link two levels up the chain). A
+// target in another directory is read at each reload but not watched.
+func (w *Watcher) relevant(ev fsnotify.Event) bool {
+	name := filepath.Clean(ev.Name)
+	switch {
+	case name == w.abs:
+		return true
+	case w.target == "":
+		return false
+	case name == w.target:
+		return true
+	default:
+		return resolve(w.abs) != w.target
+	}
+}
+
+// sourceError handles an error from fsnotify. Lost events may have hidden a
+// change, so an overflow reloads; the rest are logged and watching goes on.
+func (w *Watcher) sourceError(err error, debounce *time.Timer) {
+	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		w.log.Warn("config watch lost events; reloading to catch up", slog.Any(logError, err))
+		debounce.Reset(w.debounce)
+		return
+	}
+	w.log.Error("config watch", slog.Any(logError, err))
+}
+
+// reload reads the file again, after the debounce, and reports the outcome.
+func (w *Watcher) reload() {
+	w.reloads.Add(1)
+	next, err := w.read(true)
+	if err != nil {
+		w.refuse(err)
+		return
+	}
+	w.mu.Lock()
+	old := w.current
+	w.lastError = nil
+	diff := Compare(old, next)
+	if diff.Empty() {
+		w.mu.Unlock()
+		w.log.Debug("config reloaded, unchanged")
+		return
+	}
+	diff.Restart = Compare(w.running, next).Restart
+	w.current, w.lastReload = next, w.now()
+	w.version++
+	version := w.version
+	w.mu.Unlock()
+
+	w.log.Info("config reloaded", slog.Int(logVersion, version), slog.Any(logChanged, diff.Changed))
+	if diff.NeedsRestart() {
+		w.log.Warn("config changes need a restart; not applied", slog.Any(logRestart, diff.Restart))
+	}
+	if w.onChange != nil {
+		w.onChange(old, next, diff)
+	}
+}
+
+// refuse keeps the running configuration and reports why.
+func (w *Watcher) refuse(err error) {
+	w.mu.Lock()
+	w.lastError = err
+	w.mu.Unlock()
+	w.log.Warn("config refused; keeping the running one", slog.Any(logError, err))
+	if w.onError != nil {
+		w.onError(err)
+	}
+}
+
+// read loads the file as Load does. On a reload an empty file is refused
+// (ErrEmpty) instead of meaning the defaults.
+func (w *Watcher) read(reload bool) (*File, error) {
+	w.target = resolve(w.abs)
+	data, err := os.ReadFile(w.abs)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	if reload && len(data) == 0 {
+		return nil, &Error{File: w.path, Reason: "the file is empty (an editor between truncating and writing it?); " +
+			"the running configuration stays. To go back to the defaults, leave a comment in the file", Err: ErrEmpty}
+	}
+	return Parse(w.path, data)
+}
+
+// resolve returns where the symlink at path leads, or "" when path is not a
+// symlink or leads nowhere.
+func resolve(path string) string {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return ""
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	return target
+}
