@@ -66,8 +66,11 @@ func linkConfigs(n *Node) linkOut {
 	}
 }
 
+// nextHop resolves the neighbour toward node with the routes in force.
+func (n *Node) nextHop(node string) (string, bool) { return n.routes.Load().NextHop(node) }
+
 func newManager(n *Node, sc session.Config, c sender.Config) *sender.Manager {
-	n.mgr = sender.NewManager(c, sc, n.dir, n.routes.NextHop)
+	n.mgr = sender.NewManager(c, sc, n.dir, n.nextHop)
 	return n.mgr
 }
 
@@ -102,7 +105,7 @@ func (n *Node) startSenders(ctx context.Context) error {
 // sendQueue returns the send queue toward name@node, making it and its
 // sender if needed.
 func (n *Node) sendQueue(ctx context.Context, name, node string) (*queue.Queue, error) {
-	if _, ok := n.routes.NextHop(node); !ok {
+	if _, ok := n.nextHop(node); !ok {
 		return nil, fmt.Errorf("send to %s@%s: node %q is neither a neighbour nor routed: %w", name, node, node, ErrNoRoute)
 	}
 	q, err := n.store.Queue(ctx, message.JoinDestination(name, node), queue.KindSend)
@@ -133,7 +136,7 @@ func (n *Node) accepts(name, node string) error {
 		if declared && a.Role != address.RoleReceive {
 			return fmt.Errorf("%w: node %s does not receive %q (it is a %s address here)", receiver.ErrRefused, n.cfg.Name, name, a.Role)
 		}
-		if !declared && n.cfg.NoAutoCreate {
+		if !declared && n.noAutoCreate.Load() {
 			return fmt.Errorf("%w: node %s has no address %q", receiver.ErrRefused, n.cfg.Name, name)
 		}
 		return nil
@@ -141,7 +144,7 @@ func (n *Node) accepts(name, node string) error {
 	if !declared || a.Role != address.RoleRelay {
 		return fmt.Errorf("%w: node %s does not relay %q to %s", receiver.ErrRefused, n.cfg.Name, name, node)
 	}
-	if _, ok := n.routes.NextHop(node); !ok {
+	if _, ok := n.nextHop(node); !ok {
 		return fmt.Errorf("%w: node %s relays %q but has no route to %s", receiver.ErrRefused, n.cfg.Name, name, node)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/petrelmq/petrel/address"
@@ -31,15 +32,23 @@ type Node struct {
 	app   *fx.App
 
 	dir    *address.Directory
-	routes *address.Routes
-	mgr    *sender.Manager
-	srv    *receiver.Server
+	routes atomic.Pointer[address.Routes]
+	// noAutoCreate mirrors cfg.NoAutoCreate, which a reload may change.
+	noAutoCreate atomic.Bool
+	mgr          *sender.Manager
+	srv          *receiver.Server
 
 	started   time.Time
 	closeOnce sync.Once
-	closeErr  error
-	admin     *adminServer
-	adminDone chan struct{}
+
+	// reconfMu serializes Reconfigure; current is the configuration in
+	// force, as far as it could be applied.
+	reconfMu   sync.Mutex
+	current    Config
+	confStatus ConfigStatus // guarded by mu
+	closeErr   error
+	admin      *adminServer
+	adminDone  chan struct{}
 
 	mu        sync.Mutex
 	addresses map[string]AddressConfig
@@ -164,7 +173,11 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store) (*Node, error) {
 		}
 		n.addresses[a.Name] = a
 	}
-	n.dir, n.routes = buildRouting(cfg)
+	n.current = cfg
+	dir, routes := buildRouting(cfg)
+	n.dir = dir
+	n.routes.Store(routes)
+	n.noAutoCreate.Store(cfg.NoAutoCreate)
 	lc.Append(fx.Hook{OnStart: n.start, OnStop: n.stop})
 	return n, nil
 }
@@ -300,7 +313,7 @@ func (n *Node) receiveQueue(ctx context.Context, name string) (*queue.Queue, err
 	if q, ok := n.store.Lookup(name); ok {
 		return q, nil
 	}
-	if !declared && n.cfg.NoAutoCreate && !queue.IsDeadLetter(name) {
+	if !declared && n.noAutoCreate.Load() && !queue.IsDeadLetter(name) {
 		return nil, fmt.Errorf("address %q: %w (declare it, or allow auto_create)", name, ErrUnknownAddress)
 	}
 	q, err := n.store.Queue(ctx, name, queue.KindReceive)

@@ -31,8 +31,33 @@ type Status struct {
 type ConfigStatus struct {
 	// Source is the file the configuration came from, "" for none.
 	Source string `json:"source,omitempty"`
-	// LoadedAt is when it was loaded.
+	// Version counts the configurations loaded: 1 at start, then one per
+	// reload that changed something.
+	Version int `json:"version"`
+	// LoadedAt is when the running configuration was loaded.
 	LoadedAt time.Time `json:"loaded_at"`
+	// LastError is why the last reload was refused, "" if it was not: the
+	// file on disk is then not what runs.
+	LastError string `json:"last_error,omitempty"`
+	// NeedsRestart lists changed settings that only a restart applies.
+	NeedsRestart []string `json:"needs_restart,omitempty"`
+}
+
+// SetConfigStatus records the state of the configuration file, for
+// Status; the daemon's file watcher calls it.
+func (n *Node) SetConfigStatus(c ConfigStatus) {
+	n.mu.Lock()
+	n.confStatus = c
+	n.mu.Unlock()
+}
+
+func (n *Node) configStatus() ConfigStatus {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.confStatus.Version == 0 {
+		return ConfigStatus{Source: n.cfg.ConfigSource, Version: 1, LoadedAt: n.started}
+	}
+	return n.confStatus
 }
 
 // Status returns the node's state: links, queues, receiver counters.
@@ -40,7 +65,7 @@ func (n *Node) Status() Status {
 	return Status{
 		Node: n.cfg.Name, ID: n.id.String(), DataDir: n.cfg.DataDir, Listen: n.ListenAddr(),
 		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
-		Config: ConfigStatus{Source: n.cfg.ConfigSource, LoadedAt: n.started},
+		Config: n.configStatus(),
 	}
 }
 

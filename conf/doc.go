@@ -116,9 +116,10 @@
 //	  data_dir: petrel-data
 //
 //	# Host and port that this node accepts links from other nodes on (string,
-//	# host:port). An empty host (:7400) listens on every interface. A change takes
-//	# a restart. Default: none; the node accepts no links, but still opens links
-//	# to the nodes below.
+//	# host:port). An empty host (:7400) listens on every interface; port 0 takes
+//	# a free port, which petrel node prints on its ready line. A change takes a
+//	# restart. Default: none; the node accepts no links, but still opens links to
+//	# the nodes below.
 //	listen: 127.0.0.1:7400
 //
 //	# Shared secret of links (string). When set, each side of a link proves that

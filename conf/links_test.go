@@ -49,8 +49,8 @@ func TestParseLinkErrors(t *testing.T) {
 		reason    string
 	}{
 		{"listen no port", "listen: 7400\n", 1, 1, "listen", nil, `"7400" is not host:port (want host:port, such as 127.0.0.1:7400, or :7400 for every interface)`},
-		{"listen named port", "listen: ':http'\n", 1, 1, "listen", nil, `port "http" is not a number from 1 to 65535`},
-		{"listen port 0", "listen: 'h:0'\n", 1, 1, "listen", nil, `port "0"`},
+		{"listen named port", "listen: ':http'\n", 1, 1, "listen", nil, `port "http" is not a number from 0 to 65535`},
+		{"listen port out of range", "listen: 'h:65536'\n", 1, 1, "listen", nil, `port "65536"`},
 		{"listen empty", "listen: ''\n", 1, 1, "listen", nil, "must not be empty (leave it out for no listener)"},
 		{"listen ipv6 without brackets", "listen: '::1:7400'\n", 1, 1, "listen", nil, "is not host:port"},
 		{"secret empty", "secret: ''\n", 1, 1, "secret", nil, "must not be empty"},

@@ -69,7 +69,8 @@ func (k linkKeys) check(c *checker, _ string) {
 }
 
 // checkListen checks a listen address: host:port with a numeric port, where
-// an empty host means every interface.
+// an empty host means every interface and port 0 a free port chosen at
+// start (`petrel node` prints it on its ready line).
 func checkListen(s string) error {
 	const want = "(want host:port, such as 127.0.0.1:7400, or :7400 for every interface)"
 	if s == "" {
@@ -82,8 +83,8 @@ func checkListen(s string) error {
 	if strings.ContainsAny(host, " \t") {
 		return reasonf(nil, "host %s has a space %s", short(host), want)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '+' {
-		return reasonf(nil, "port %s is not a number from 1 to 65535 %s", short(port), want)
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 || port[0] == '+' {
+		return reasonf(nil, "port %s is not a number from 0 to 65535 %s", short(port), want)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 func (s *Server) serveConn(nc net.Conn) {
 	defer s.wg.Done()
 	remote := nc.RemoteAddr().String()
-	c, err := session.Server(s.ctx, nc, s.cfg.Session)
+	c, err := session.Server(s.ctx, nc, s.sessionConfig())
 	if err != nil {
 		s.stats.HandshakeFailed.Add(1)
 		if errors.Is(err, session.ErrAuth) {

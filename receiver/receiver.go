@@ -56,8 +56,9 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	conns map[*session.Conn]struct{}
+	mu     sync.Mutex
+	conns  map[*session.Conn]struct{}
+	secret []byte // the secret new connections authenticate with
 
 	stats Stats
 }
@@ -94,7 +95,7 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 		cfg.Session.Logger = cfg.Logger
 	}
 	return &Server{
-		cfg: cfg, store: store, router: router,
+		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret,
 		log:   cfg.Logger.With(slog.String(logComponent, "receiver")),
 		conns: map[*session.Conn]struct{}{},
 	}
@@ -113,6 +114,22 @@ func (s *Server) Start() error {
 	go s.acceptLoop()
 	s.log.Info("receiver listening", slog.String("addr", ln.Addr().String()))
 	return nil
+}
+
+// SetSecret changes the secret that new connections must prove. Links
+// already up stay up.
+func (s *Server) SetSecret(secret []byte) {
+	s.mu.Lock()
+	s.secret = secret
+	s.mu.Unlock()
+}
+
+func (s *Server) sessionConfig() session.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cfg.Session
+	c.Secret = s.secret
+	return c
 }
 
 // Addr returns the address the server listens on, nil before Start.

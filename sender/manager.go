@@ -48,6 +48,19 @@ func (m *Manager) Ensure(q *queue.Queue, dest string) {
 	s.Start()
 }
 
+// Rehop makes every sender whose next hop changed (routes or neighbours
+// were reconfigured) reconnect through the new one. Senders whose hop is
+// the same keep their sessions.
+func (m *Manager) Rehop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.senders {
+		if st := s.Status(); st.State == StateConnected && st.NextHop != s.hopNow() {
+			s.Reconnect()
+		}
+	}
+}
+
 // Pool returns the connection pool.
 func (m *Manager) Pool() *Pool { return m.pool }
 

@@ -119,11 +119,22 @@ func (p *Pool) dial(ctx context.Context, node string, pc *poolConn) {
 	pc.err = fmt.Errorf("dial %s: %w", node, errors.Join(errs...))
 }
 
+// SetSecret changes the secret that new connections authenticate with.
+// Connections already up stay up.
+func (p *Pool) SetSecret(secret []byte) {
+	p.mu.Lock()
+	p.cfg.Secret = secret
+	p.mu.Unlock()
+}
+
 func (p *Pool) dialOne(ctx context.Context, node string, cn address.Connector) (*session.Conn, error) {
 	if cn.Scheme != "tcp" {
 		return nil, fmt.Errorf("scheme %q is not supported yet (use tcp)", cn.Scheme)
 	}
-	timeout := p.cfg.HandshakeTimeout
+	p.mu.Lock()
+	cfg := p.cfg
+	p.mu.Unlock()
+	timeout := cfg.HandshakeTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
@@ -132,7 +143,7 @@ func (p *Pool) dialOne(ctx context.Context, node string, cn address.Connector) (
 	if err != nil {
 		return nil, err
 	}
-	c, err := session.Client(ctx, nc, p.cfg)
+	c, err := session.Client(ctx, nc, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/petrelmq/petrel/message"
@@ -68,6 +69,9 @@ type Sender struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	mu          sync.Mutex
+	resetStream context.CancelFunc // ends the current session, if any
 }
 
 // New makes a sender for q, whose messages go to node dest. Start runs it.
@@ -160,7 +164,37 @@ func (s *Sender) connectAndStream(ctx context.Context) error {
 	s.st.set(StateConnected, nil, hop)
 	s.st.addr.Store(s.pool.Addr(hop))
 	s.log.Info("link up", slog.String("hop", hop))
-	return s.stream(ctx, conn, sess, hop)
+	sctx, reset := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.resetStream = reset
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.resetStream = nil
+		s.mu.Unlock()
+		reset()
+	}()
+	err = s.stream(sctx, conn, sess, hop)
+	if sctx.Err() != nil && ctx.Err() == nil {
+		return nil // reset on purpose: reconnect at once
+	}
+	return err
+}
+
+// Reconnect ends the current session, if any; the sender connects again at
+// once, resolving the next hop anew. What was in flight is sent again.
+func (s *Sender) Reconnect() {
+	s.mu.Lock()
+	if s.resetStream != nil {
+		s.resetStream()
+	}
+	s.mu.Unlock()
+}
+
+// hopNow is the next hop the sender would use if it connected now.
+func (s *Sender) hopNow() string {
+	hop, _ := s.hop(s.dest)
+	return hop
 }
 
 // prepare returns the bytes to send for d, with its remaining TTL patched

@@ -73,6 +73,14 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	if addr := node.ListenAddr(); addr != "" {
 		ready += " listen=" + addr
 	}
+	if cfgPath != "" {
+		w, err := watchConfig(ctx, cfgPath, node, log)
+		if err != nil {
+			node.Close()
+			return fmt.Errorf("watch %s: %w", cfgPath, err)
+		}
+		defer w.Close()
+	}
 	fmt.Fprintln(stdout, ready)
 
 	<-ctx.Done()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -73,7 +74,13 @@ func printStatus(w io.Writer, st petrel.Status) {
 	if src == "" {
 		src = "(defaults)"
 	}
-	fmt.Fprintf(w, "configuration %s, loaded %s\n", src, st.Config.LoadedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "configuration %s, version %d, loaded %s\n", src, st.Config.Version, st.Config.LoadedAt.Format(time.RFC3339))
+	if st.Config.LastError != "" {
+		fmt.Fprintf(w, "  last reload refused: %s\n", st.Config.LastError)
+	}
+	if len(st.Config.NeedsRestart) > 0 {
+		fmt.Fprintf(w, "  changed, needs a restart: %s\n", strings.Join(st.Config.NeedsRestart, ", "))
+	}
 	fmt.Fprintln(w, "\nlinks")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  QUEUE\tHOP\tSTATE\tIN FLIGHT\tSENT\tACKED\tREFUSED\tRECONNECTS\tDEPTH\tLAST ERROR")

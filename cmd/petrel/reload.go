@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/conf"
+)
+
+// watchConfig reloads the configuration file when it changes and applies
+// what can change live to node; a bad edit keeps the running configuration.
+// The state goes to node's status, for `petrel stat`. Close the returned
+// watcher to stop.
+func watchConfig(ctx context.Context, path string, node *petrel.Node, log *slog.Logger) (*conf.Watcher, error) {
+	state := petrel.ConfigStatus{Source: path, Version: 1, LoadedAt: time.Now()}
+	node.SetConfigStatus(state)
+	return conf.Watch(path, conf.WatchOptions{
+		Logger: log,
+		OnChange: func(_, next *conf.File, diff conf.Diff) {
+			cfg := next.NodeConfig()
+			cfg.Logger, cfg.ConfigSource = log, path
+			r, err := node.Reconfigure(ctx, cfg)
+			if err != nil {
+				log.Error("configuration reload not applied", slog.Any("error", err))
+				state.LastError = err.Error()
+				node.SetConfigStatus(state)
+				return
+			}
+			state.Version++
+			state.LoadedAt = time.Now()
+			state.LastError = ""
+			state.NeedsRestart = mergeRestart(diff.Restart, r.Restart)
+			node.SetConfigStatus(state)
+			if len(state.NeedsRestart) > 0 {
+				log.Warn("configuration reloaded; some changes need a restart and were not applied",
+					slog.Any("applied", r.Applied), slog.Any("needs_restart", state.NeedsRestart))
+			}
+		},
+		OnError: func(err error) {
+			// The watcher logged it already.
+			state.LastError = err.Error()
+			node.SetConfigStatus(state)
+		},
+	})
+}
+
+func mergeRestart(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, k := range b {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,158 @@
+package petrel
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/petrelmq/petrel/address"
+)
+
+// Reconfigured says what a Reconfigure did.
+type Reconfigured struct {
+	// Applied lists the settings that changed and now run: "addresses",
+	// "nodes", "routes", "secret", "auto_create".
+	Applied []string
+	// Restart lists the settings that changed but were not applied, because
+	// they need a restart (the listen address, the name, the data
+	// directory, the store, limits, link tuning). Nothing of them was
+	// applied: a change is never half-applied.
+	Restart []string
+}
+
+// Reconfigure applies a new configuration to the running node, as far as
+// it can live: addresses and their roles and policies, neighbours and their
+// connectors, routes, the secret and auto-creation. Links the change does
+// not touch stay up; a sender whose next hop changed reconnects through the
+// new one, and one whose neighbour's connector changed redials. A config
+// that does not validate is refused and nothing changes.
+func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Reconfigured{}, err
+	}
+	n.reconfMu.Lock()
+	defer n.reconfMu.Unlock()
+	old := n.current
+	var r Reconfigured
+	r.Restart = restartNeeded(old, cfg)
+	if !slices.Equal(old.Nodes, cfg.Nodes) || !slices.Equal(old.Routes, cfg.Routes) {
+		n.applyRouting(old, cfg)
+		r.Applied = append(r.Applied, changed(old.Nodes, cfg.Nodes, "nodes")...)
+		r.Applied = append(r.Applied, changed(old.Routes, cfg.Routes, "routes")...)
+	}
+	if old.Secret != cfg.Secret {
+		n.applySecret(cfg.Secret)
+		r.Applied = append(r.Applied, "secret")
+	}
+	if old.NoAutoCreate != cfg.NoAutoCreate {
+		n.noAutoCreate.Store(cfg.NoAutoCreate)
+		r.Applied = append(r.Applied, "auto_create")
+	}
+	if !reflect.DeepEqual(old.Addresses, cfg.Addresses) {
+		if err := n.applyAddresses(ctx, cfg.Addresses); err != nil {
+			return r, fmt.Errorf("apply addresses: %w", err)
+		}
+		r.Applied = append(r.Applied, "addresses")
+	}
+	// What could not be applied stays as it was in the running config, so
+	// that the next comparison still sees it pending.
+	next := cfg
+	next.Listen, next.Name, next.DataDir = old.Listen, old.Name, old.DataDir
+	next.Store, next.Limits, next.Link, next.Logger = old.Store, old.Limits, old.Link, old.Logger
+	n.current = next
+	n.log.Info("configuration applied", "applied", r.Applied, "needs_restart", r.Restart)
+	return r, nil
+}
+
+func changed[T comparable](a, b []T, name string) []string {
+	if slices.Equal(a, b) {
+		return nil
+	}
+	return []string{name}
+}
+
+// restartNeeded names the changed settings that only a restart applies.
+func restartNeeded(old, cfg Config) []string {
+	var out []string
+	add := func(differ bool, name string) {
+		if differ {
+			out = append(out, name)
+		}
+	}
+	add(old.Name != cfg.Name, "node.name")
+	add(old.DataDir != cfg.DataDir, "node.data_dir")
+	add(old.Listen != cfg.Listen, "listen")
+	st, cst := old.Store, cfg.Store
+	st.Logger, cst.Logger, st.Now, cst.Now = nil, nil, nil, nil
+	add(!reflect.DeepEqual(st, cst), "store")
+	add(old.Limits != cfg.Limits, "limits")
+	add(old.Link != cfg.Link, "link")
+	return out
+}
+
+// applyRouting installs new neighbours and routes. Connections to a
+// neighbour whose connector changed, or that is gone, are dropped so that
+// they redial; senders whose next hop changed reconnect.
+func (n *Node) applyRouting(old, cfg Config) {
+	dir, routes := buildRouting(cfg)
+	n.dir.SetStatic(dir.Entries())
+	n.routes.Store(routes)
+	before := map[string]string{}
+	for _, nc := range old.Nodes {
+		before[nc.Name] = nc.Connector
+	}
+	after := map[string]string{}
+	for _, nc := range cfg.Nodes {
+		after[nc.Name] = nc.Connector
+	}
+	for name, conn := range before {
+		if after[name] != conn {
+			n.mgr.Pool().Drop(name)
+		}
+	}
+	n.mgr.Rehop()
+}
+
+func (n *Node) applySecret(secret string) {
+	var b []byte
+	if secret != "" {
+		b = []byte(secret)
+	}
+	n.mgr.Pool().SetSecret(b)
+	if n.srv != nil {
+		n.srv.SetSecret(b)
+	}
+}
+
+// applyAddresses installs a new set of addresses: new receive addresses
+// get their queue and policy, new send addresses their queue and sender.
+// A removed address keeps its queue and what is in it.
+func (n *Node) applyAddresses(ctx context.Context, addrs []AddressConfig) error {
+	m := map[string]AddressConfig{}
+	for _, a := range addrs {
+		if a.Role == 0 {
+			a.Role = address.RoleReceive
+		}
+		m[a.Name] = a
+	}
+	n.mu.Lock()
+	n.addresses = m
+	n.mu.Unlock()
+	for _, a := range m {
+		switch a.Role {
+		case address.RoleReceive:
+			q, err := n.receiveQueue(ctx, a.Name)
+			if err != nil {
+				return err
+			}
+			q.SetPolicy(a.Queue)
+		case address.RoleSend:
+			if _, err := n.sendQueue(ctx, a.Name, a.Node); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

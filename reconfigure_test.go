@@ -1,0 +1,105 @@
+package petrel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/address"
+)
+
+// TestReconfigureRouteAndRelayWhileTrafficFlows starts with A sending
+// straight to B; while A sends, C is told to relay for B and A is told to
+// reach B through C instead. Every message arrives once, and the link
+// moves to C.
+func TestReconfigureRouteAndRelayWhileTrafficFlows(t *testing.T) {
+	b := openNode(t, "b", "127.0.0.1:0", nil)
+	c := openNode(t, "c", "127.0.0.1:0", nil)
+	aCfg := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet, Link: fastLinks,
+		Nodes: []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}, {Name: "c", Connector: tcp(c)}}}
+	a, err := petrel.Open(context.Background(), aCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	p := a.Producer()
+	const total = 2000
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; i < total; i++ {
+			m := p.CreateDataMessage("orders@b")
+			m.Body = []byte(fmt.Sprint(i))
+			if err := p.Send(context.Background(), m); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	waitFor(t, 10*time.Second, func() bool {
+		l := a.Links()
+		return len(l) == 1 && l[0].Acked > 100
+	}, func() string { return fmt.Sprintf("%+v", a.Links()) })
+
+	cCfg := petrel.Config{Name: "c", Listen: c.ListenAddr(), Logger: quiet, Link: fastLinks,
+		Nodes:     []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}},
+		Addresses: []petrel.AddressConfig{{Name: "orders", Role: address.RoleRelay}}}
+	cCfg.DataDir = c.DataDir()
+	if r, err := c.Reconfigure(context.Background(), cCfg); err != nil || !slices.Contains(r.Applied, "addresses") {
+		t.Fatalf("reconfigure c: %+v %v", r, err)
+	}
+	aCfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: tcp(c)}}
+	aCfg.Routes = []petrel.RouteConfig{{Node: "b", Via: "c"}}
+	r, err := a.Reconfigure(context.Background(), aCfg)
+	if err != nil || !slices.Contains(r.Applied, "routes") || len(r.Restart) != 0 {
+		t.Fatalf("reconfigure a: %+v %v", r, err)
+	}
+	wg.Wait()
+	_, seen := drainBodies(t, b, "orders", total, 60*time.Second)
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s arrived %d times", k, n)
+		}
+	}
+	if l := a.Links()[0]; l.NextHop != "c" {
+		t.Fatalf("link still through %q after the route change", l.NextHop)
+	}
+	if st, _ := c.QueueStat("orders@b"); st.Enqueued == 0 {
+		t.Fatal("nothing went through the relay")
+	}
+}
+
+func TestReconfigureRefusesBadConfigAndReportsRestart(t *testing.T) {
+	cfg := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet}
+	a, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	bad := cfg
+	bad.Routes = []petrel.RouteConfig{{Node: "x", Via: "nowhere"}}
+	if _, err := a.Reconfigure(context.Background(), bad); !errors.Is(err, petrel.ErrConfig) {
+		t.Fatalf("bad config: %v", err)
+	}
+	next := cfg
+	next.Listen = "127.0.0.1:0"
+	next.Addresses = []petrel.AddressConfig{{Name: "new"}}
+	r, err := a.Reconfigure(context.Background(), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Restart, []string{"listen"}) || !slices.Equal(r.Applied, []string{"addresses"}) {
+		t.Fatalf("got %+v, want addresses applied and listen needing a restart", r)
+	}
+	if _, ok := a.QueueStat("new"); !ok {
+		t.Fatal("new receive address not created")
+	}
+	if a.ListenAddr() != "" {
+		t.Fatal("listen was half-applied")
+	}
+}
