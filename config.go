@@ -40,6 +40,8 @@ type Config struct {
 	Routes []RouteConfig
 	// Link tunes sessions and senders.
 	Link LinkConfig
+	// Discovery finds other nodes by UDP announcements.
+	Discovery DiscoveryConfig
 	// ConfigSource names the file this configuration came from, for
 	// status; "" when there is none.
 	ConfigSource string
@@ -54,6 +56,29 @@ type NodeConfig struct {
 	// Connector is how to reach it: "tcp://host:port",
 	// "static:(tcp://a:1,tcp://b:2)" or "failover:(tcp://main:1,tcp://backup:2)".
 	Connector string
+}
+
+// DiscoveryConfig turns on discovery: the node announces itself on a UDP
+// broadcast or multicast group and listens there for other nodes, which
+// become reachable without configuration. Static nodes win over
+// discovered ones of the same name.
+type DiscoveryConfig struct {
+	// Enabled turns discovery on.
+	Enabled bool
+	// Group is the broadcast address or multicast group and port
+	// ("127.255.255.255:7401", "239.255.74.1:7401"); empty means the
+	// address package's default.
+	Group string
+	// Interface names the network interface to use; empty lets the
+	// routing table choose.
+	Interface string
+	// Period is how often the node announces itself (default 2s); Timeout
+	// how long a node stays known without being heard (default 10s).
+	Period, Timeout time.Duration
+	// Advertise is the connector other nodes reach this one by. Empty
+	// means tcp:// and the address the node listens on, which must then be
+	// a specific host, not 0.0.0.0.
+	Advertise string
 }
 
 // RouteConfig says that traffic for Node goes through the neighbour Via.

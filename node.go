@@ -31,8 +31,11 @@ type Node struct {
 	id    message.NodeID
 	app   *fx.App
 
-	dir    *address.Directory
-	routes atomic.Pointer[address.Routes]
+	dir *address.Directory
+	// discovery's listener and announcer; nil when it is off.
+	discoveryListener *address.Listener
+	announcer         *address.Announcer
+	routes            atomic.Pointer[address.Routes]
 	// noAutoCreate mirrors cfg.NoAutoCreate, which a reload may change.
 	noAutoCreate atomic.Bool
 	mgr          *sender.Manager
@@ -70,7 +73,15 @@ var Module = fx.Module("petrel",
 	queue.Module,
 	sender.Module,
 	receiver.Module,
-	fx.Invoke(func(n *Node, s *receiver.Server) { n.srv = s }),
+	fx.Invoke(func(lc fx.Lifecycle, n *Node, s *receiver.Server) {
+		n.srv = s
+		// Discovery announces the listen address, so it starts after the
+		// receiver, and stops before it.
+		lc.Append(fx.Hook{
+			OnStart: func(context.Context) error { return n.startDiscovery() },
+			OnStop:  func(context.Context) error { n.stopDiscovery(); return nil },
+		})
+	}),
 )
 
 func (c Config) withDefaults() Config {

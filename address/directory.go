@@ -1,8 +1,11 @@
 package address
 
 import (
+	"bytes"
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,23 +56,63 @@ func (e Entry) clone() Entry {
 	return e
 }
 
+// DefaultTimeout is how long a discovered node stays in the directory
+// without being heard, unless SetTimeout says otherwise.
+const DefaultTimeout = 10 * time.Second
+
 // Directory is the node directory: every other node this node knows how to
-// reach, by name. Static entries come from the configuration; discovered
-// entries will come from UDP discovery. A static entry wins over a
-// discovered one of the same name, so an operator's word overrides what the
-// network announces.
+// reach. Static entries come from the configuration, one per name.
+// Discovered entries come from announcements (Heard), one per unique id, and
+// leave when they are not heard within the timeout (Expire). A static entry
+// wins over discovered ones of the same name, so an operator's word
+// overrides what the network announces.
 //
 // A Directory is safe for concurrent use. Entries go in and come out as
 // copies, so a caller may keep or change what it got.
 type Directory struct {
 	mu         sync.Mutex
+	timeout    time.Duration
 	static     map[string]Entry
-	discovered map[string]Entry // filled by discovery, which is not built yet
+	discovered map[message.NodeID]Entry
+	changed    chan struct{} // closed and replaced at each change
 }
 
-// NewDirectory returns an empty directory.
+// NewDirectory returns an empty directory with the DefaultTimeout.
 func NewDirectory() *Directory {
-	return &Directory{static: make(map[string]Entry), discovered: make(map[string]Entry)}
+	return &Directory{
+		timeout:    DefaultTimeout,
+		static:     make(map[string]Entry),
+		discovered: make(map[message.NodeID]Entry),
+		changed:    make(chan struct{}),
+	}
+}
+
+// SetTimeout sets how long a discovered entry lives without being heard;
+// 0 or less means DefaultTimeout. It applies from the next Expire.
+func (d *Directory) SetTimeout(timeout time.Duration) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	d.mu.Lock()
+	d.timeout = timeout
+	d.mu.Unlock()
+}
+
+// Changed returns a channel that is closed at the next change of what
+// Lookup, Entries or All return, other than a LastSeen refresh: a static
+// reload, a node discovered or announcing new connectors or a new name, a
+// node expired. Take the channel before reading the directory, so that a
+// change between the two is not missed.
+func (d *Directory) Changed() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.changed
+}
+
+// notify wakes the waiters of Changed; d.mu is held.
+func (d *Directory) notify() {
+	close(d.changed)
+	d.changed = make(chan struct{})
 }
 
 // SetStatic replaces every static entry with entries, as a configuration
@@ -88,21 +131,79 @@ func (d *Directory) SetStatic(entries []Entry) {
 	}
 	d.mu.Lock()
 	d.static = static
+	d.notify()
 	d.mu.Unlock()
 }
 
+// Heard adds or refreshes the discovered entry of node e.ID, heard at now:
+// its Source becomes SourceDiscovered and its LastSeen now. It reports
+// whether the node is new to the directory. An entry without a name or with
+// the zero id is ignored. A static entry of the same name still wins in
+// Lookup; the discovered one is kept beside it (All lists both).
+func (d *Directory) Heard(e Entry, now time.Time) (added bool) {
+	if e.Name == "" || e.ID.IsZero() {
+		return false
+	}
+	e = e.clone()
+	e.Source, e.LastSeen = SourceDiscovered, now
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old, known := d.discovered[e.ID]
+	d.discovered[e.ID] = e
+	if !known || old.Name != e.Name || old.Connectors.String() != e.Connectors.String() {
+		d.notify()
+	}
+	return !known
+}
+
+// Expire removes the discovered entries last heard a timeout or more
+// before now, and returns them sorted by name. Static entries never expire.
+func (d *Directory) Expire(now time.Time) []Entry {
+	d.mu.Lock()
+	var gone []Entry
+	for id, e := range d.discovered {
+		if !now.Before(e.LastSeen.Add(d.timeout)) {
+			delete(d.discovered, id)
+			gone = append(gone, e)
+		}
+	}
+	if len(gone) > 0 {
+		d.notify()
+	}
+	d.mu.Unlock()
+	sortEntries(gone)
+	return gone
+}
+
 // Lookup returns the entry of the node called name: the static one if there
-// is one, else the discovered one.
+// is one, else the discovered one heard last.
 func (d *Directory) Lookup(name string) (Entry, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e, ok := d.static[name]; ok {
 		return e.clone(), true
 	}
-	if e, ok := d.discovered[name]; ok {
-		return e.clone(), true
+	var best Entry
+	found := false
+	for _, e := range d.discovered {
+		if e.Name == name && (!found || fresher(e, best)) {
+			best, found = e, true
+		}
 	}
-	return Entry{}, false
+	if !found {
+		return Entry{}, false
+	}
+	return best.clone(), true
+}
+
+// fresher reports whether discovered entry a wins over b of the same name:
+// heard later, or, heard at the same time, the smaller id, so that the
+// choice does not depend on map order.
+func fresher(a, b Entry) bool {
+	if !a.LastSeen.Equal(b.LastSeen) {
+		return a.LastSeen.After(b.LastSeen)
+	}
+	return bytes.Compare(a.ID[:], b.ID[:]) < 0
 }
 
 // Entries returns the entry of every known node, sorted by name: one per
@@ -113,12 +214,48 @@ func (d *Directory) Entries() []Entry {
 	for _, e := range d.static {
 		entries = append(entries, e.clone())
 	}
-	for name, e := range d.discovered {
-		if _, shadowed := d.static[name]; !shadowed {
-			entries = append(entries, e.clone())
+	best := make(map[string]Entry)
+	for _, e := range d.discovered {
+		if _, shadowed := d.static[e.Name]; shadowed {
+			continue
+		}
+		if b, ok := best[e.Name]; !ok || fresher(e, b) {
+			best[e.Name] = e
 		}
 	}
+	for _, e := range best {
+		entries = append(entries, e.clone())
+	}
 	d.mu.Unlock()
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	sortEntries(entries)
 	return entries
+}
+
+// All returns every entry, static and discovered, including the discovered
+// ones that a static entry or a fresher announcement of the same name hides
+// from Lookup: what `petrel nodes` shows. They are sorted by name, static
+// before discovered, then by id.
+func (d *Directory) All() []Entry {
+	d.mu.Lock()
+	entries := make([]Entry, 0, len(d.static)+len(d.discovered))
+	for _, e := range d.static {
+		entries = append(entries, e.clone())
+	}
+	for _, e := range d.discovered {
+		entries = append(entries, e.clone())
+	}
+	d.mu.Unlock()
+	sortEntries(entries)
+	return entries
+}
+
+// sortEntries sorts by name, then source (static first), then id.
+func sortEntries(entries []Entry) {
+	slices.SortFunc(entries, func(a, b Entry) int {
+		return cmp.Or(
+			strings.Compare(a.Name, b.Name),
+			cmp.Compare(a.Source, b.Source),
+			bytes.Compare(a.ID[:], b.ID[:]),
+		)
+	})
 }

@@ -34,9 +34,8 @@ func TestDirectory(t *testing.T) {
 	id := message.NodeID{1, 2, 3}
 
 	d := NewDirectory()
-	// Discovery is not built yet; the test plays its part.
-	d.discovered["hub-1"] = Entry{Name: "hub-1", ID: id, Connectors: announced, Source: SourceDiscovered, LastSeen: seen}
-	d.discovered["plant-3"] = Entry{Name: "plant-3", ID: id, Connectors: announced, Source: SourceDiscovered, LastSeen: seen}
+	d.Heard(Entry{Name: "hub-1", ID: message.NodeID{9}, Connectors: announced}, seen)
+	d.Heard(Entry{Name: "plant-3", ID: id, Connectors: announced}, seen)
 	d.SetStatic([]Entry{
 		{Name: "hub-2", Connectors: hub2},
 		// SetStatic overrides Source and LastSeen.
@@ -113,8 +112,13 @@ func TestDirectoryConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 200 {
-				if i == 0 {
+				switch i {
+				case 0:
 					d.SetStatic([]Entry{{Name: "a", Connectors: c}, {Name: "b", Connectors: c}})
+					continue
+				case 1:
+					d.Heard(Entry{Name: "a", ID: message.NodeID{1}, Connectors: c}, time.Now())
+					d.Expire(time.Now())
 					continue
 				}
 				if e, ok := d.Lookup("a"); ok {
@@ -123,8 +127,133 @@ func TestDirectoryConcurrent(t *testing.T) {
 				for _, e := range d.Entries() {
 					_ = e.Connectors.String()
 				}
+				_ = d.All()
+				_ = d.Changed()
+
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// TestDirectoryDiscovered drives Heard and Expire with a fake clock.
+func TestDirectoryDiscovered(t *testing.T) {
+	t0 := time.Date(2025, 11, 29, 13, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	a, b := message.NodeID{0xa}, message.NodeID{0xb}
+	ca, cb := mustConnectors(t, "tcp://10.0.0.1:7400"), mustConnectors(t, "tcp://10.0.0.2:7400")
+
+	d := NewDirectory()
+	d.SetTimeout(5 * time.Second)
+	if !d.Heard(Entry{Name: "plant", ID: a, Connectors: ca, Source: SourceStatic}, at(0)) {
+		t.Fatal("first Heard did not report a new node")
+	}
+	if d.Heard(Entry{Name: "plant", ID: a, Connectors: ca}, at(2*time.Second)) {
+		t.Fatal("second Heard reported a new node")
+	}
+	// Ignored: no name, zero id.
+	d.Heard(Entry{Name: "", ID: b, Connectors: cb}, at(0))
+	d.Heard(Entry{Name: "zero", Connectors: cb}, at(0))
+	if all := d.All(); len(all) != 1 {
+		t.Fatalf("All = %v, want plant only", all)
+	}
+	e, _ := d.Lookup("plant")
+	if want := (Entry{Name: "plant", ID: a, Connectors: ca, Source: SourceDiscovered, LastSeen: at(2 * time.Second)}); !reflect.DeepEqual(e, want) {
+		t.Fatalf("Lookup = %v, want %v", entryString(e), entryString(want))
+	}
+
+	// Another node claims the same name (a restart with a new data
+	// directory, say): Lookup takes the one heard last.
+	d.Heard(Entry{Name: "plant", ID: b, Connectors: cb}, at(3*time.Second))
+	if e, _ := d.Lookup("plant"); e.ID != b {
+		t.Fatalf("Lookup = %v, want the fresher node b", entryString(e))
+	}
+	if got := d.Entries(); len(got) != 1 || got[0].ID != b {
+		t.Fatalf("Entries = %v, want b only", got)
+	}
+	if got := d.All(); len(got) != 2 || got[0].ID != a || got[1].ID != b {
+		t.Fatalf("All = %v, want a and b", got)
+	}
+
+	// a was heard at 2s: it goes at 7s, not before.
+	if gone := d.Expire(at(7*time.Second - 1)); len(gone) != 0 {
+		t.Fatalf("Expire before the timeout removed %v", gone)
+	}
+	if gone := d.Expire(at(7 * time.Second)); len(gone) != 1 || gone[0].ID != a {
+		t.Fatalf("Expire at the timeout removed %v, want a", gone)
+	}
+	// Heard again after expiry: new again.
+	if !d.Heard(Entry{Name: "plant", ID: a, Connectors: ca}, at(8*time.Second)) {
+		t.Fatal("a node heard after it expired is not new")
+	}
+	if e, _ := d.Lookup("plant"); e.ID != a {
+		t.Fatalf("Lookup = %v, want a, heard last", entryString(e))
+	}
+	gone := d.Expire(at(time.Hour))
+	if len(gone) != 2 || len(d.All()) != 0 {
+		t.Fatalf("Expire(later) removed %v, left %v", gone, d.All())
+	}
+}
+
+// TestDirectoryFresherTie: two nodes heard at the same instant are ordered
+// by id, not by map order.
+func TestDirectoryFresherTie(t *testing.T) {
+	now := time.Unix(1, 0)
+	for range 20 {
+		d := NewDirectory()
+		d.Heard(Entry{Name: "n", ID: message.NodeID{2}, Connectors: mustConnectors(t, "tcp://b:1")}, now)
+		d.Heard(Entry{Name: "n", ID: message.NodeID{1}, Connectors: mustConnectors(t, "tcp://a:1")}, now)
+		if e, _ := d.Lookup("n"); e.ID != (message.NodeID{1}) {
+			t.Fatalf("Lookup = %v, want the smaller id", entryString(e))
+		}
+	}
+}
+
+func TestDirectoryChanged(t *testing.T) {
+	now := time.Unix(1, 0)
+	id := message.NodeID{1}
+	d := NewDirectory()
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	steps := []struct {
+		name   string
+		do     func()
+		change bool
+	}{
+		{"new node", func() { d.Heard(Entry{Name: "n", ID: id, Connectors: mustConnectors(t, "tcp://a:1")}, now) }, true},
+		{"refresh", func() {
+			d.Heard(Entry{Name: "n", ID: id, Connectors: mustConnectors(t, "tcp://a:1")}, now.Add(time.Second))
+		}, false},
+		{"new connectors", func() { d.Heard(Entry{Name: "n", ID: id, Connectors: mustConnectors(t, "tcp://a:2")}, now) }, true},
+		{"renamed", func() { d.Heard(Entry{Name: "m", ID: id, Connectors: mustConnectors(t, "tcp://a:2")}, now) }, true},
+		{"nothing expires", func() { d.Expire(now) }, false},
+		{"static", func() { d.SetStatic(nil) }, true},
+		{"expired", func() { d.Expire(now.Add(time.Hour)) }, true},
+	}
+	for _, s := range steps {
+		ch := d.Changed()
+		s.do()
+		if closed(ch) != s.change {
+			t.Errorf("%s: changed = %v, want %v", s.name, !s.change, s.change)
+		}
+	}
+}
+
+func TestDirectorySetTimeoutDefault(t *testing.T) {
+	d := NewDirectory()
+	d.SetTimeout(0)
+	now := time.Unix(100, 0)
+	d.Heard(Entry{Name: "n", ID: message.NodeID{1}, Connectors: mustConnectors(t, "tcp://a:1")}, now)
+	if gone := d.Expire(now.Add(DefaultTimeout - 1)); len(gone) != 0 {
+		t.Fatal("SetTimeout(0) did not restore the default")
+	}
+	if gone := d.Expire(now.Add(DefaultTimeout)); len(gone) != 1 {
+		t.Fatal("not expired at the default timeout")
+	}
 }

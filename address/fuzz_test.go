@@ -1,6 +1,7 @@
 package address
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"strconv"
@@ -61,4 +62,40 @@ func checkInvariants(t *testing.T, c Connectors) {
 			t.Fatalf("empty, non-nil Params in %#v", conn)
 		}
 	}
+}
+
+// FuzzDecodeAnnouncement checks that no packet makes DecodeAnnouncement
+// panic, that every error wraps ErrAnnouncement or ErrAnnouncementMAC, and
+// that what it accepts encodes again to the same bytes: with the secret, the
+// packet itself; without one, the packet with its MAC, if any, left off.
+// The seed corpus in testdata/fuzz/FuzzDecodeAnnouncement holds the golden
+// vectors and near misses of them (go test -run TestGolden -update-golden
+// writes it).
+func FuzzDecodeAnnouncement(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, secret := range [][]byte{nil, testSecret} {
+			a, err := DecodeAnnouncement(b, secret)
+			if err != nil {
+				if !errors.Is(err, ErrAnnouncement) && !errors.Is(err, ErrAnnouncementMAC) {
+					t.Fatalf("error %v wraps neither sentinel", err)
+				}
+				continue
+			}
+			again, err := a.AppendBinary(nil, secret)
+			if err != nil {
+				t.Fatalf("decoded %#v does not encode: %v", a, err)
+			}
+			if !bytes.Equal(again, b) && !(secret == nil && isUnsignedOf(again, b)) {
+				t.Fatalf("decoded %#v encodes to\n% x\nwant\n% x", a, again, b)
+			}
+			_, _ = a.Connectors() // must not panic either
+		}
+	})
+}
+
+// isUnsignedOf reports whether unsigned is signed with its MAC left off.
+func isUnsignedOf(unsigned, signed []byte) bool {
+	body := len(unsigned) - 1 // up to the mac-length byte
+	return len(signed) == len(unsigned)+macLen &&
+		bytes.Equal(signed[:body], unsigned[:body]) && signed[body] == macLen
 }

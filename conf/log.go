@@ -64,7 +64,19 @@ func parseLevel(s string) (any, error) {
 // NewLogger returns a logger that writes to w in the section's format, at its
 // level and above.
 func (f *File) NewLogger(w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: f.Log.Level}
+	return f.NewLoggerLevel(w, nil)
+}
+
+// NewLoggerLevel is NewLogger with the level held in lv, set to the file's
+// level, so that a reload can change it under the running logger. A nil lv
+// fixes the level.
+func (f *File) NewLoggerLevel(w io.Writer, lv *slog.LevelVar) *slog.Logger {
+	var level slog.Leveler = f.Log.Level
+	if lv != nil {
+		lv.Set(f.Log.Level)
+		level = lv
+	}
+	opts := &slog.HandlerOptions{Level: level}
 	if f.Log.Format == LogJSON {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}

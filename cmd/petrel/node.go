@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,7 +55,8 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	log := file.NewLogger(stderr)
+	level := new(slog.LevelVar)
+	log := file.NewLoggerLevel(stderr, level)
 	cfg := file.NodeConfig()
 	cfg.Logger = log
 	cfg.ConfigSource = cfgPath
@@ -74,7 +76,7 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 		ready += " listen=" + addr
 	}
 	if cfgPath != "" {
-		w, err := watchConfig(ctx, cfgPath, node, log)
+		w, err := watchConfig(ctx, cfgPath, node, log, level)
 		if err != nil {
 			node.Close()
 			return fmt.Errorf("watch %s: %w", cfgPath, err)

@@ -14,7 +14,7 @@ import (
 // what can change live to node; a bad edit keeps the running configuration.
 // The state goes to node's status, for `petrel stat`. Close the returned
 // watcher to stop.
-func watchConfig(ctx context.Context, path string, node *petrel.Node, log *slog.Logger) (*conf.Watcher, error) {
+func watchConfig(ctx context.Context, path string, node *petrel.Node, log *slog.Logger, level *slog.LevelVar) (*conf.Watcher, error) {
 	state := petrel.ConfigStatus{Source: path, Version: 1, LoadedAt: time.Now()}
 	node.SetConfigStatus(state)
 	return conf.Watch(path, conf.WatchOptions{
@@ -23,6 +23,9 @@ func watchConfig(ctx context.Context, path string, node *petrel.Node, log *slog.
 			cfg := next.NodeConfig()
 			cfg.Logger, cfg.ConfigSource = log, path
 			r, err := node.Reconfigure(ctx, cfg)
+			if err == nil && slices.Contains(diff.Changed, conf.SectionLog) {
+				level.Set(next.Log.Level)
+			}
 			if err != nil {
 				log.Error("configuration reload not applied", slog.Any("error", err))
 				state.LastError = err.Error()

@@ -1,0 +1,82 @@
+package petrel
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/petrelmq/petrel/address"
+)
+
+// startDiscovery starts the listener that feeds the directory and, when
+// the node accepts links, the announcer of this node. Discovered nodes
+// become neighbours: nextHop resolves them to themselves.
+func (n *Node) startDiscovery() error {
+	d := n.cfg.Discovery
+	if !d.Enabled {
+		return nil
+	}
+	dc := address.DiscoveryConfig{
+		Group: d.Group, Interface: d.Interface, Period: d.Period, Timeout: d.Timeout,
+		Now: n.cfg.Store.Now, Logger: n.cfg.Logger,
+	}
+	if n.cfg.Secret != "" {
+		dc.Secret = []byte(n.cfg.Secret)
+	}
+	l, err := address.NewListener(dc, n.id, n.dir)
+	if err != nil {
+		return fmt.Errorf("discovery: %w", err)
+	}
+	if err := l.Start(); err != nil {
+		return fmt.Errorf("discovery: %w", err)
+	}
+	n.discoveryListener = l
+	addr, err := n.advertised()
+	if err != nil || addr == "" {
+		return err
+	}
+	cs, err := address.ParseConnectors(addr)
+	if err != nil {
+		return fmt.Errorf("discovery: advertise: %w", err)
+	}
+	an, err := address.NewAnnouncer(dc, address.AnnouncementFor(n.cfg.Name, n.id, cs))
+	if err != nil {
+		return fmt.Errorf("discovery: %w", err)
+	}
+	if err := an.Start(); err != nil {
+		return fmt.Errorf("discovery: %w", err)
+	}
+	n.announcer = an
+	return nil
+}
+
+// advertised is the connector this node announces: the configured one, or
+// tcp:// and the listen address; "" when the node accepts no links.
+func (n *Node) advertised() (string, error) {
+	if a := n.cfg.Discovery.Advertise; a != "" {
+		return a, nil
+	}
+	la := n.ListenAddr()
+	if la == "" {
+		return "", nil
+	}
+	host, _, err := net.SplitHostPort(la)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return "", fmt.Errorf("discovery: listening on %s, which is every interface: set discovery.advertise to the address other nodes reach this one by", la)
+	}
+	return "tcp://" + la, nil
+}
+
+func (n *Node) stopDiscovery() {
+	if n.announcer != nil {
+		n.announcer.Stop()
+	}
+	if n.discoveryListener != nil {
+		n.discoveryListener.Stop()
+	}
+}
+
+// Directory returns the nodes this node knows: static and discovered.
+func (n *Node) Directory() []address.Entry { return n.dir.Entries() }
