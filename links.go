@@ -66,8 +66,15 @@ func linkConfigs(n *Node) linkOut {
 	}
 }
 
-// nextHop resolves the neighbour toward node with the routes in force.
-// A node that discovery found, and that no route names, is its own hop.
+// Reachable reports whether this node has a way to node now: a neighbour,
+// a route, or a node that discovery found.
+func (n *Node) Reachable(node string) bool {
+	_, ok := n.nextHop(node)
+	return ok
+}
+
+// nextHop resolves with the routes in force; a node that discovery found,
+// and that no route names, is its own hop.
 func (n *Node) nextHop(node string) (string, bool) {
 	if hop, ok := n.routes.Load().NextHop(node); ok {
 		return hop, true

@@ -61,6 +61,7 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 	next := cfg
 	next.Listen, next.Name, next.DataDir = old.Listen, old.Name, old.DataDir
 	next.Store, next.Limits, next.Link, next.Logger = old.Store, old.Limits, old.Link, old.Logger
+	next.Discovery = old.Discovery
 	n.current = next
 	n.log.Info("configuration applied", "applied", r.Applied, "needs_restart", r.Restart)
 	return r, nil
@@ -89,6 +90,7 @@ func restartNeeded(old, cfg Config) []string {
 	add(!reflect.DeepEqual(st, cst), "store")
 	add(old.Limits != cfg.Limits, "limits")
 	add(old.Link != cfg.Link, "link")
+	add(old.Discovery != cfg.Discovery, "discovery")
 	return out
 }
 

@@ -15,16 +15,41 @@ import (
 
 // Status is everything `petrel stat` shows about a node.
 type Status struct {
-	Node     string         `json:"node"`
-	ID       string         `json:"id"`
-	DataDir  string         `json:"data_dir"`
-	Listen   string         `json:"listen,omitempty"`
-	Started  time.Time      `json:"started"`
-	Links    []LinkStatus   `json:"links"`
-	Queues   []QueueStats   `json:"queues"`
-	Receiver ReceiverStats  `json:"receiver"`
-	Config   ConfigStatus   `json:"config"`
-	Extra    map[string]any `json:"extra,omitempty"`
+	Node     string           `json:"node"`
+	ID       string           `json:"id"`
+	DataDir  string           `json:"data_dir"`
+	Listen   string           `json:"listen,omitempty"`
+	Started  time.Time        `json:"started"`
+	Links    []LinkStatus     `json:"links"`
+	Queues   []QueueStats     `json:"queues"`
+	Receiver ReceiverStats    `json:"receiver"`
+	Nodes    []DirectoryEntry `json:"nodes"`
+	Config   ConfigStatus     `json:"config"`
+	Extra    map[string]any   `json:"extra,omitempty"`
+}
+
+// DirectoryEntry is one node this node knows, for `petrel nodes`.
+type DirectoryEntry struct {
+	Name       string    `json:"name"`
+	ID         string    `json:"id,omitempty"`
+	Connectors string    `json:"connectors"`
+	Source     string    `json:"source"`
+	LastSeen   time.Time `json:"last_seen,omitzero"`
+}
+
+// directoryEntries lists the directory, discovered entries hidden behind a
+// static one included.
+func (n *Node) directoryEntries() []DirectoryEntry {
+	all := n.dir.All()
+	out := make([]DirectoryEntry, 0, len(all))
+	for _, e := range all {
+		d := DirectoryEntry{Name: e.Name, Connectors: e.Connectors.String(), Source: e.Source.String(), LastSeen: e.LastSeen}
+		if !e.ID.IsZero() {
+			d.ID = e.ID.String()
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // ConfigStatus says which configuration a node runs.
@@ -65,6 +90,7 @@ func (n *Node) Status() Status {
 	return Status{
 		Node: n.cfg.Name, ID: n.id.String(), DataDir: n.cfg.DataDir, Listen: n.ListenAddr(),
 		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
+		Nodes:  n.directoryEntries(),
 		Config: n.configStatus(),
 	}
 }

@@ -65,7 +65,7 @@ const needsRestart = ""
 // none needs a restart, so that a section added without a decision is never
 // half-applied (TestReloadRulesCoverEveryKey asks for the decision).
 //
-// Discovery settings and outboxes, once they exist, are meant to be live.
+// Outboxes, once they exist, are meant to be live.
 var reloadRules = map[string]string{
 	// The name and unique id are in every session the node has open; the
 	// data directory holds the store and the id, opened once.
@@ -79,6 +79,9 @@ var reloadRules = map[string]string{
 	// The log handler is built once and shared by every component; its
 	// level can be a slog.LevelVar, its format cannot change under it.
 	"log.format": needsRestart,
+	// The announcer and listener are opened at start; changing the group
+	// or what is announced live is not built yet.
+	"discovery": needsRestart,
 
 	"secret":      SectionSecret,
 	"secret_file": SectionSecret,

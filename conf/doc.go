@@ -178,6 +178,29 @@
 //	  # Longest wait before a sender reconnects (duration). Default: 1s.
 //	  reconnect_max: 1s
 //
+//	discovery:
+//	  # Find other nodes by UDP announcements, and be found (bool). A discovered
+//	  # node is reachable without configuration; a node in nodes of the same
+//	  # name wins. Default: false.
+//	  enabled: false
+//	  # Where announcements go (string, ip:port): a broadcast address, such as
+//	  # 127.255.255.255:7401 on one machine's loopback or 255.255.255.255:7401 on
+//	  # a LAN, or a multicast group such as 239.255.74.1:7401. Default: the
+//	  # address package's, 255.255.255.255:7401.
+//	  group: 127.255.255.255:7401
+//	  # Network interface to announce and listen on (string), such as lo or eth0.
+//	  # Default: none; the routing table chooses.
+//	  interface: ""
+//	  # How often this node announces itself (duration). Default: 2s.
+//	  period: 2s
+//	  # How long a node stays known without being heard; longer than period
+//	  # (duration). Default: 10s.
+//	  timeout: 10s
+//	  # Connector other nodes reach this one by (string, a connector as in
+//	  # nodes). Default: tcp:// and the listen address, which must then name a
+//	  # host, not every interface.
+//	  advertise: tcp://127.0.0.1:7400
+//
 //	store:
 //	  # When a commit reaches the disk (full | normal). full fsyncs every commit:
 //	  # nothing acknowledged is lost on power loss. normal may lose the last

@@ -34,6 +34,7 @@ type File struct {
 	Nodes      []NeighbourSection `yaml:"nodes"`
 	Routes     []RouteSection     `yaml:"routes"`
 	Link       LinkSection        `yaml:"link"`
+	Discovery  DiscoverySection   `yaml:"discovery"`
 	Store      StoreSection       `yaml:"store"`
 	Limits     LimitsSection      `yaml:"limits"`
 	// AutoCreate, when true, creates an undeclared local address as a
@@ -67,6 +68,7 @@ func (f *File) sections() []keyedSection {
 		{"nodes", nodeList(f.Nodes)},
 		{"routes", routeList(f.Routes)},
 		{"link", &f.Link},
+		{"discovery", &f.Discovery},
 		{"store", &f.Store},
 		{"limits", &f.Limits},
 		{"addresses", addressList(f.Addresses)},
@@ -216,6 +218,7 @@ func (f *File) NodeConfig() petrel.Config {
 		Nodes:        f.nodeConfigs(),
 		Routes:       f.routeConfigs(),
 		Link:         f.Link.linkConfig(),
+		Discovery:    f.Discovery.discoveryConfig(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

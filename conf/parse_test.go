@@ -27,7 +27,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key far from any", "store:\n  colour: red\n", 2, 3, "store.colour", nil, "known fields: sync, max_bytes"},
 		{"key set twice", "node:\n  name: a\n  name: b\n", 3, 3, "node.name", nil, "set twice (first at line 2)"},
 		{"key not a word", "? [a]\n: 1\n", 1, 3, "", nil, "a key must be a plain word"},
-		{"top level is a list", "- a\n", 1, 1, "", nil, "want a mapping of keys (node, listen, secret, secret_file, nodes, routes, link, store,"},
+		{"top level is a list", "- a\n", 1, 1, "", nil, "want a mapping of keys (node, listen, secret, secret_file, nodes, routes, link, discovery, store,"},
 		{"section is a scalar", "store: fast\n", 1, 1, "store", nil, `want a mapping of keys (sync,`},
 		{"addresses not a list", "addresses:\n  name: a\n", 1, 1, "addresses", nil, "want a list"},
 		{"int is a word", "store:\n  max_messages: lots\n", 2, 3, "store.max_messages", nil, `want a whole number, not "lots"`},

@@ -18,6 +18,7 @@ type produceOptions struct {
 	messages, size, window                         int
 	rate                                           float64
 	keysLog, waitDrained                           bool
+	waitRoute                                      time.Duration
 }
 
 // producedEvent is printed once every send is durable.
@@ -73,6 +74,7 @@ and "ok <key>" once it is durable.`,
 	f.StringVar(&o.keyPrefix, "key-prefix", "k", "prefix of the keys of --keys-log")
 	f.StringVar(&o.thenUrgent, "then-urgent", "", "after the others, send one priority-9 message whose body starts with this `key`")
 	f.BoolVar(&o.waitDrained, "wait-drained", false, "after producing, wait until every send queue is empty")
+	f.DurationVar(&o.waitRoute, "wait-route", 0, "first wait up to this `long` for --to's node to be reachable (found by discovery)")
 	return cmd
 }
 
@@ -116,11 +118,38 @@ func runAgentProduce(ctx context.Context, o produceOptions, stdin io.Reader, std
 	if err != nil {
 		return err
 	}
+	if err := a.waitReachable(ctx, o); err != nil {
+		return a.close(err)
+	}
 	if err := a.produce(ctx, o, prio); err != nil {
 		return a.close(interrupted(ctx, err))
 	}
 	<-ctx.Done()
 	return a.close(nil)
+}
+
+// waitReachable waits, with --wait-route, until the destination's node is
+// reachable, as when discovery has yet to hear it.
+func (a *agent) waitReachable(ctx context.Context, o produceOptions) error {
+	if o.waitRoute <= 0 {
+		return nil
+	}
+	_, node, err := message.ParseDestination(o.to)
+	if err != nil || node == "" {
+		return nil
+	}
+	deadline := time.Now().Add(o.waitRoute)
+	for !a.node.Reachable(node) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s not reachable after %v", node, o.waitRoute)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 func (a *agent) produce(ctx context.Context, o produceOptions, prio int) error {
