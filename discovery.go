@@ -10,8 +10,7 @@ import (
 // startDiscovery starts the listener that feeds the directory and, when
 // the node accepts links, the announcer of this node. Discovered nodes
 // become neighbours: nextHop resolves them to themselves.
-func (n *Node) startDiscovery() error {
-	d := n.cfg.Discovery
+func (n *Node) startDiscovery(d DiscoveryConfig, secret string) error {
 	if !d.Enabled {
 		return nil
 	}
@@ -19,8 +18,8 @@ func (n *Node) startDiscovery() error {
 		Group: d.Group, Interface: d.Interface, Period: d.Period, Timeout: d.Timeout,
 		Now: n.cfg.Store.Now, Logger: n.cfg.Logger,
 	}
-	if n.cfg.Secret != "" {
-		dc.Secret = []byte(n.cfg.Secret)
+	if secret != "" {
+		dc.Secret = []byte(secret)
 	}
 	l, err := address.NewListener(dc, n.id, n.dir)
 	if err != nil {
@@ -30,7 +29,7 @@ func (n *Node) startDiscovery() error {
 		return fmt.Errorf("discovery: %w", err)
 	}
 	n.discoveryListener = l
-	addr, err := n.advertised()
+	addr, err := n.advertised(d)
 	if err != nil || addr == "" {
 		return err
 	}
@@ -51,8 +50,8 @@ func (n *Node) startDiscovery() error {
 
 // advertised is the connector this node announces: the configured one, or
 // tcp:// and the listen address; "" when the node accepts no links.
-func (n *Node) advertised() (string, error) {
-	if a := n.cfg.Discovery.Advertise; a != "" {
+func (n *Node) advertised(d DiscoveryConfig) (string, error) {
+	if a := d.Advertise; a != "" {
 		return a, nil
 	}
 	la := n.ListenAddr()
@@ -72,10 +71,39 @@ func (n *Node) advertised() (string, error) {
 func (n *Node) stopDiscovery() {
 	if n.announcer != nil {
 		n.announcer.Stop()
+		n.announcer = nil
 	}
 	if n.discoveryListener != nil {
 		n.discoveryListener.Stop()
+		n.discoveryListener = nil
 	}
+}
+
+// DiscoveryStats count discovery's packets since it (re)started.
+type DiscoveryStats struct {
+	Enabled   bool   `json:"enabled"`
+	Sent      uint64 `json:"sent"`
+	Received  uint64 `json:"received"`
+	Accepted  uint64 `json:"accepted"`
+	Malformed uint64 `json:"malformed"`
+	BadMAC    uint64 `json:"bad_mac"`
+	Own       uint64 `json:"own"`
+	Unusable  uint64 `json:"unusable"`
+}
+
+func (n *Node) discoveryStats() DiscoveryStats {
+	n.reconfMu.Lock()
+	defer n.reconfMu.Unlock()
+	var st DiscoveryStats
+	if l := n.discoveryListener; l != nil {
+		ls := l.Stats()
+		st = DiscoveryStats{Enabled: true, Received: ls.Received, Accepted: ls.Accepted, Malformed: ls.Malformed,
+			BadMAC: ls.BadMAC, Own: ls.Own, Unusable: ls.Unusable}
+	}
+	if a := n.announcer; a != nil {
+		st.Sent = a.Stats().Sent
+	}
+	return st
 }
 
 // Directory returns the nodes this node knows: static and discovered.

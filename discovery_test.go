@@ -51,6 +51,7 @@ func TestDiscoveredNodeIsReachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	drainBodies(t, b, "orders", 1, 20*time.Second)
+	waitFor(t, 10*time.Second, func() bool { return a.Links()[0].Acked == 1 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
 
 	b.Close()
 	waitFor(t, 10*time.Second, func() bool { return len(a.Directory()) == 0 }, func() string { return fmt.Sprintf("%+v", a.Directory()) })

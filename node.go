@@ -78,8 +78,17 @@ var Module = fx.Module("petrel",
 		// Discovery announces the listen address, so it starts after the
 		// receiver, and stops before it.
 		lc.Append(fx.Hook{
-			OnStart: func(context.Context) error { return n.startDiscovery() },
-			OnStop:  func(context.Context) error { n.stopDiscovery(); return nil },
+			OnStart: func(context.Context) error {
+				n.reconfMu.Lock()
+				defer n.reconfMu.Unlock()
+				return n.startDiscovery(n.cfg.Discovery, n.cfg.Secret)
+			},
+			OnStop: func(context.Context) error {
+				n.reconfMu.Lock()
+				defer n.reconfMu.Unlock()
+				n.stopDiscovery()
+				return nil
+			},
 		})
 	}),
 )

@@ -12,7 +12,7 @@ import (
 // Reconfigured says what a Reconfigure did.
 type Reconfigured struct {
 	// Applied lists the settings that changed and now run: "addresses",
-	// "nodes", "routes", "secret", "auto_create".
+	// "nodes", "routes", "secret", "discovery", "auto_create".
 	Applied []string
 	// Restart lists the settings that changed but were not applied, because
 	// they need a restart (the listen address, the name, the data
@@ -23,7 +23,7 @@ type Reconfigured struct {
 
 // Reconfigure applies a new configuration to the running node, as far as
 // it can live: addresses and their roles and policies, neighbours and their
-// connectors, routes, the secret and auto-creation. Links the change does
+// connectors, routes, the secret, discovery and auto-creation. Links the change does
 // not touch stay up; a sender whose next hop changed reconnects through the
 // new one, and one whose neighbour's connector changed redials. A config
 // that does not validate is refused and nothing changes.
@@ -46,6 +46,16 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 		n.applySecret(cfg.Secret)
 		r.Applied = append(r.Applied, "secret")
 	}
+	if old.Discovery != cfg.Discovery || old.Secret != cfg.Secret && cfg.Discovery.Enabled {
+		// Announcements are signed with the secret: both restart discovery.
+		n.stopDiscovery()
+		if err := n.startDiscovery(cfg.Discovery, cfg.Secret); err != nil {
+			return r, fmt.Errorf("apply discovery: %w", err)
+		}
+		if old.Discovery != cfg.Discovery {
+			r.Applied = append(r.Applied, "discovery")
+		}
+	}
 	if old.NoAutoCreate != cfg.NoAutoCreate {
 		n.noAutoCreate.Store(cfg.NoAutoCreate)
 		r.Applied = append(r.Applied, "auto_create")
@@ -61,7 +71,6 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 	next := cfg
 	next.Listen, next.Name, next.DataDir = old.Listen, old.Name, old.DataDir
 	next.Store, next.Limits, next.Link, next.Logger = old.Store, old.Limits, old.Link, old.Logger
-	next.Discovery = old.Discovery
 	n.current = next
 	n.log.Info("configuration applied", "applied", r.Applied, "needs_restart", r.Restart)
 	return r, nil
@@ -90,7 +99,6 @@ func restartNeeded(old, cfg Config) []string {
 	add(!reflect.DeepEqual(st, cst), "store")
 	add(old.Limits != cfg.Limits, "limits")
 	add(old.Link != cfg.Link, "link")
-	add(old.Discovery != cfg.Discovery, "discovery")
 	return out
 }
 

@@ -103,3 +103,27 @@ func TestReconfigureRefusesBadConfigAndReportsRestart(t *testing.T) {
 		t.Fatal("listen was half-applied")
 	}
 }
+
+// TestReconfigureTurnsOnDiscovery: a node that starts without discovery
+// is found by another once a reload turns discovery on.
+func TestReconfigureTurnsOnDiscovery(t *testing.T) {
+	disc := petrel.DiscoveryConfig{Enabled: true, Group: fmt.Sprintf("127.255.255.255:%d", freeUDPPort(t)),
+		Period: 50 * time.Millisecond, Timeout: 500 * time.Millisecond}
+	a := openNode(t, "a", "", func(c *petrel.Config) { c.Discovery = disc })
+	bCfg := petrel.Config{Name: "b", DataDir: t.TempDir(), Logger: quiet, Listen: "127.0.0.1:0"}
+	b, err := petrel.Open(context.Background(), bCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	bCfg.Discovery = disc
+	bCfg.Discovery.Advertise = "tcp://" + b.ListenAddr()
+	r, err := b.Reconfigure(context.Background(), bCfg)
+	if err != nil || !slices.Contains(r.Applied, "discovery") {
+		t.Fatalf("reconfigure: %+v %v", r, err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return a.Reachable("b") }, func() string { return fmt.Sprintf("%+v", a.Directory()) })
+	if st := b.Status(); !st.Discovery.Enabled || st.Discovery.Sent == 0 {
+		t.Fatalf("b's discovery stats: %+v", st.Discovery)
+	}
+}

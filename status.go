@@ -15,17 +15,17 @@ import (
 
 // Status is everything `petrel stat` shows about a node.
 type Status struct {
-	Node     string           `json:"node"`
-	ID       string           `json:"id"`
-	DataDir  string           `json:"data_dir"`
-	Listen   string           `json:"listen,omitempty"`
-	Started  time.Time        `json:"started"`
-	Links    []LinkStatus     `json:"links"`
-	Queues   []QueueStats     `json:"queues"`
-	Receiver ReceiverStats    `json:"receiver"`
-	Nodes    []DirectoryEntry `json:"nodes"`
-	Config   ConfigStatus     `json:"config"`
-	Extra    map[string]any   `json:"extra,omitempty"`
+	Node      string           `json:"node"`
+	ID        string           `json:"id"`
+	DataDir   string           `json:"data_dir"`
+	Listen    string           `json:"listen,omitempty"`
+	Started   time.Time        `json:"started"`
+	Links     []LinkStatus     `json:"links"`
+	Queues    []QueueStats     `json:"queues"`
+	Receiver  ReceiverStats    `json:"receiver"`
+	Nodes     []DirectoryEntry `json:"nodes"`
+	Discovery DiscoveryStats   `json:"discovery"`
+	Config    ConfigStatus     `json:"config"`
 }
 
 // DirectoryEntry is one node this node knows, for `petrel nodes`.
@@ -90,7 +90,7 @@ func (n *Node) Status() Status {
 	return Status{
 		Node: n.cfg.Name, ID: n.id.String(), DataDir: n.cfg.DataDir, Listen: n.ListenAddr(),
 		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
-		Nodes:  n.directoryEntries(),
+		Nodes: n.directoryEntries(), Discovery: n.discoveryStats(),
 		Config: n.configStatus(),
 	}
 }

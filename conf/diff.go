@@ -54,6 +54,9 @@ const (
 	SectionAddresses = "addresses"
 	// SectionLog is the log level.
 	SectionLog = "log"
+	// SectionDiscovery is discovery: announcing and listening restart with
+	// the new settings.
+	SectionDiscovery = "discovery"
 )
 
 // needsRestart marks a key of reloadRules whose change needs a restart.
@@ -79,9 +82,8 @@ var reloadRules = map[string]string{
 	// The log handler is built once and shared by every component; its
 	// level can be a slog.LevelVar, its format cannot change under it.
 	"log.format": needsRestart,
-	// The announcer and listener are opened at start; changing the group
-	// or what is announced live is not built yet.
-	"discovery": needsRestart,
+	// The node restarts its announcer and listener with the new settings.
+	"discovery": SectionDiscovery,
 
 	"secret":      SectionSecret,
 	"secret_file": SectionSecret,

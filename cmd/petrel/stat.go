@@ -98,6 +98,10 @@ func printStatus(w io.Writer, st petrel.Status) {
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, q.Kind, q.Depth, q.InFlight, q.Enqueued, q.Acked, q.Expired, q.Deduped, q.DeadLettered, q.DedupeEntries)
 	}
 	tw.Flush()
+	if d := st.Discovery; d.Enabled {
+		fmt.Fprintf(w, "\ndiscovery  sent %d  received %d  accepted %d  malformed %d  bad mac %d  own %d  unusable %d  nodes known %d\n",
+			d.Sent, d.Received, d.Accepted, d.Malformed, d.BadMAC, d.Own, d.Unusable, len(st.Nodes))
+	}
 	r := st.Receiver
 	fmt.Fprintf(w, "\nreceiver  connections %d  handshake failures %d (auth %d)  sessions refused %d\n", r.Connections, r.HandshakeFailed, r.AuthFailed, r.SessionsRefused)
 	fmt.Fprintf(w, "          received %d  stored %d  deduped %d  refused %d  protocol errors %d\n", r.Received, r.Stored, r.Deduped, r.Refused, r.ProtocolErrors)
