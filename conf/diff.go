@@ -89,8 +89,10 @@ var reloadRules = map[string]string{
 	"secret_file": SectionSecret,
 	"nodes":       SectionNodes,
 	"routes":      SectionRoutes,
-	"link":        SectionLink,
-	"limits":      SectionLimits,
+	// Sessions, senders and the receiver take their tuning and limits when
+	// they are built; swapping them under running links is not built yet.
+	"link":        needsRestart,
+	"limits":      needsRestart,
 	"auto_create": SectionAutoCreate,
 	"addresses":   SectionAddresses,
 	"log.level":   SectionLog,

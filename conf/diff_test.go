@@ -61,8 +61,9 @@ func TestCompare(t *testing.T) {
 			Diff{Changed: []string{SectionNodes}}},
 		{"route added", func(f *File) { f.Routes = append(f.Routes, RouteSection{Node: "plant-10", Via: "hub-2"}) },
 			Diff{Changed: []string{SectionRoutes}}},
-		{"link tuning", func(f *File) { f.Link.Window = 11 }, Diff{Changed: []string{SectionLink}}},
-		{"limits", func(f *File) { f.Limits.MaxBody = 2 << 20 }, Diff{Changed: []string{SectionLimits}}},
+		{"link tuning", func(f *File) { f.Link.Window = 11 }, Diff{Restart: []string{"link.window"}}},
+		{"limits", func(f *File) { f.Limits.MaxBody = 2 << 20 }, Diff{Restart: []string{"limits.max_body"}}},
+		{"discovery is live", func(f *File) { f.Discovery.Enabled = true }, Diff{Changed: []string{SectionDiscovery}}},
 		{"auto_create", func(f *File) { no := false; f.AutoCreate = &no }, Diff{Changed: []string{SectionAutoCreate}}},
 		{"relay added", func(f *File) {
 			f.Addresses = append(f.Addresses, AddressSection{Name: "telemetry", Role: address.RoleRelay})

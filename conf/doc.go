@@ -60,9 +60,7 @@
 //	nodes            neighbours and their connectors
 //	routes           the route table
 //	secret           secret and secret_file; new handshakes use the new secret
-//	link             window, frame size, timeouts and backoff, for links
-//	                 opened after the change
-//	limits           bounds on the messages the node accepts
+//	discovery        announcing and listening restart with the new settings
 //	auto_create      whether undeclared addresses are created on first use
 //	log.level        the log level
 //
@@ -73,10 +71,11 @@
 //	node.data_dir    where the store and the unique id are
 //	listen           the listener, bound at start
 //	store.*          every key of store: sync, caps, dedupe, prefetch
+//	link.*           window, frame size, timeouts and backoff
+//	limits.*         bounds on the messages the node accepts
 //	log.format       the log handler shared by every component
 //
 // An edit that mixes both kinds applies its live part and reports the rest.
-// Discovery settings and outboxes, once they exist, change live.
 //
 // A bad edit (broken YAML, an invalid value, an impossible route) is refused
 // with the file, line and reason, and the node keeps running the

@@ -243,7 +243,7 @@ func TestEditorSaves(t *testing.T) {
 			if c[0].old.Link.Window != 1 || c[0].new.Link.Window != 2 {
 				t.Errorf("OnChange window %d → %d, want 1 → 2", c[0].old.Link.Window, c[0].new.Link.Window)
 			}
-			if want := (Diff{Changed: []string{SectionLink}}); !reflect.DeepEqual(c[0].diff, want) {
+			if want := (Diff{Restart: []string{"link.window"}}); !reflect.DeepEqual(c[0].diff, want) {
 				t.Errorf("diff = %#v, want %#v", c[0].diff, want)
 			}
 

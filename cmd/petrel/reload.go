@@ -35,7 +35,9 @@ func watchConfig(ctx context.Context, path string, node *petrel.Node, log *slog.
 			state.Version++
 			state.LoadedAt = time.Now()
 			state.LastError = ""
-			state.NeedsRestart = mergeRestart(diff.Restart, r.Restart)
+			// conf names the keys of the file; the node's list says the same
+			// by section.
+			state.NeedsRestart = diff.Restart
 			node.SetConfigStatus(state)
 			if len(state.NeedsRestart) > 0 {
 				log.Warn("configuration reloaded; some changes need a restart and were not applied",
@@ -48,15 +50,4 @@ func watchConfig(ctx context.Context, path string, node *petrel.Node, log *slog.
 			node.SetConfigStatus(state)
 		},
 	})
-}
-
-func mergeRestart(a, b []string) []string {
-	out := slices.Clone(a)
-	for _, k := range b {
-		if !slices.Contains(out, k) {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
