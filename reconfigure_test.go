@@ -127,3 +127,34 @@ func TestReconfigureTurnsOnDiscovery(t *testing.T) {
 		t.Fatalf("b's discovery stats: %+v", st.Discovery)
 	}
 }
+
+// TestReconfigureLeavesUntouchedLinksUp: a reload that adds an address and
+// a neighbour does not reset the link that is already up.
+func TestReconfigureLeavesUntouchedLinksUp(t *testing.T) {
+	b := openNode(t, "b", "127.0.0.1:0", nil)
+	c := openNode(t, "c", "127.0.0.1:0", nil)
+	cfg := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet, Link: fastLinks,
+		Nodes: []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}}
+	a, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	p := a.Producer()
+	if err := p.Send(context.Background(), p.CreateDataMessage("orders@b")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { l := a.Links(); return len(l) == 1 && l[0].Acked == 1 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
+	cfg.Nodes = append(cfg.Nodes, petrel.NodeConfig{Name: "c", Connector: tcp(c)})
+	cfg.Addresses = []petrel.AddressConfig{{Name: "extra"}}
+	if _, err := a.Reconfigure(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), p.CreateDataMessage("orders@b")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return a.Links()[0].Acked == 2 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
+	if l := a.Links()[0]; l.Reconnects != 0 || l.State != "connected" || b.ReceiverStats().Connections != 1 {
+		t.Fatalf("the link to b was reset by an unrelated change: %+v, b saw %d connections", l, b.ReceiverStats().Connections)
+	}
+}
