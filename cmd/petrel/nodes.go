@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
-	petrel "github.com/petrelmq/petrel"
 	"github.com/spf13/cobra"
 )
 
@@ -26,20 +24,7 @@ directory: give the node's configuration with -c, or the directory with
 --data-dir.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfgPath != "" && dataDir != "" {
-				return usageErrorf("give -c or --data-dir, not both")
-			}
-			dir := dataDir
-			if dir == "" {
-				file, err := loadConfig(cfgPath)
-				if err != nil {
-					return err
-				}
-				dir = file.NodeConfig().DataDir
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
-			defer cancel()
-			st, err := petrel.ReadStatus(ctx, dir)
+			st, err := readNodeStatus(cmd.Context(), cfgPath, dataDir)
 			if err != nil {
 				return err
 			}

@@ -31,22 +31,7 @@ it uses the default data directory, petrel-data.`,
   petrel stat --data-dir /var/lib/petrel --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Checked here rather than with cobra's flag groups, whose
-			// error would not be a usage error (exit 2).
-			if cfgPath != "" && dataDir != "" {
-				return usageErrorf("give -c or --data-dir, not both")
-			}
-			dir := dataDir
-			if dir == "" {
-				file, err := loadConfig(cfgPath)
-				if err != nil {
-					return err
-				}
-				dir = file.NodeConfig().DataDir
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
-			defer cancel()
-			st, err := petrel.ReadStatus(ctx, dir)
+			st, err := readNodeStatus(cmd.Context(), cfgPath, dataDir)
 			if err != nil {
 				return err
 			}
@@ -63,6 +48,27 @@ it uses the default data directory, petrel-data.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the node's data `directory`")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
 	return cmd
+}
+
+// readNodeStatus reads the status of the running node whose data directory
+// is dataDir, or that of the configuration file cfgPath, or the default.
+func readNodeStatus(ctx context.Context, cfgPath, dataDir string) (petrel.Status, error) {
+	// Checked here rather than with cobra's flag groups, whose error would
+	// not be a usage error (exit 2).
+	if cfgPath != "" && dataDir != "" {
+		return petrel.Status{}, usageErrorf("give -c or --data-dir, not both")
+	}
+	dir := dataDir
+	if dir == "" {
+		file, err := loadConfig(cfgPath)
+		if err != nil {
+			return petrel.Status{}, err
+		}
+		dir = file.NodeConfig().DataDir
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return petrel.ReadStatus(ctx, dir)
 }
 
 func printStatus(w io.Writer, st petrel.Status) {
