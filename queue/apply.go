@@ -100,6 +100,10 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 
 // applyAck queues r's delete for flushAcks.
 func (w *writer) applyAck(r *request) {
+	if r.acks != nil {
+		w.acks = append(w.acks, r.acks...)
+		return
+	}
 	w.acks = append(w.acks, ackRow{q: r.q, rowid: r.rowid, size: r.size})
 }
 

@@ -480,3 +480,33 @@ func TestDedupeWithinBatchAndFrozenClock(t *testing.T) {
 		t.Fatalf("stored %v, want x, y and three new", got)
 	}
 }
+
+func TestAckAllSettlesInOneRequest(t *testing.T) {
+	clk := newClock()
+	s, _ := openTemp(t, func(c *Config) { c.Now = clk.Now })
+	q := mustQueue(t, s, "q", KindReceive)
+	q.SetPolicy(Policy{LeaseTimeout: time.Second})
+	for i := 0; i < 5; i++ {
+		mustPut(t, q, msg(4, "x"))
+	}
+	var ds []*Delivery
+	for i := 0; i < 5; i++ {
+		_, d := pollBody(t, q)
+		ds = append(ds, d)
+	}
+	// The last lease times out and the message is taken again.
+	ds[4].Release()
+	_, again := pollBody(t, q)
+	before := s.WriterStats().Requests
+	if err := q.AckAll(ds); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("AckAll with a lost lease: %v, want ErrLeaseLost", err)
+	}
+	settle(t, s)
+	if got := s.WriterStats().Requests - before; got != 2 { // the acks, and settle's own
+		t.Fatalf("%d store requests, want one for the acks", got-1)
+	}
+	if st := q.Stats(); st.Depth != 1 || st.Acked != 4 {
+		t.Fatalf("stats %+v, want 4 acked and the retaken one still there", st)
+	}
+	again.Ack()
+}

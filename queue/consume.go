@@ -29,6 +29,8 @@ type Delivery struct {
 	Reason string
 	// Data is the encoded message.
 	Data []byte
+	// token identifies the lease this delivery holds.
+	token uint64
 }
 
 // Queue returns the queue the delivery came from.
@@ -48,16 +50,16 @@ func (d *Delivery) Message() (*message.Message, error) {
 
 // Ack settles the delivery: the message is deleted at the next group
 // commit. It does not wait for that commit.
-func (d *Delivery) Ack() error { return d.q.Ack(d.RowID, d.Attempt) }
+func (d *Delivery) Ack() error { return d.q.ack(d) }
 
 // Nack gives the message back for redelivery after a backoff that doubles
 // with each attempt. Past the queue's MaxDeliveries it moves to the
 // dead-letter queue, with reason.
-func (d *Delivery) Nack(reason string) error { return d.q.Nack(d.RowID, d.Attempt, reason) }
+func (d *Delivery) Nack(reason string) error { return d.q.nack(d, reason) }
 
 // Release gives the message back at once without counting an attempt, as a
 // sender does with what was in flight when its link dropped.
-func (d *Delivery) Release() error { return d.q.Release(d.RowID, d.Attempt) }
+func (d *Delivery) Release() error { return d.q.release(d) }
 
 // Poll returns the next ready message under a lease, or ErrNoMessage.
 func (q *Queue) Poll() (*Delivery, error) {
@@ -131,9 +133,11 @@ func (q *Queue) poll(wait bool) (*Delivery, <-chan struct{}, int64, error) {
 			continue
 		}
 		attempt := e.deliveries + 1
-		q.inflight[e.rowid] = &lease{e: e, prio: prio, attempt: attempt, deadline: now + int64(q.policy.LeaseTimeout)}
+		q.tokens++
+		token := q.tokens
+		q.inflight[e.rowid] = &lease{e: e, prio: prio, attempt: attempt, token: token, deadline: now + int64(q.policy.LeaseTimeout)}
 		q.mu.Unlock()
-		d := &Delivery{q: q, RowID: e.rowid, Attempt: attempt, Priority: prio, Reason: e.reason, Data: e.data}
+		d := &Delivery{q: q, RowID: e.rowid, Attempt: attempt, Priority: prio, Reason: e.reason, Data: e.data, token: token}
 		if e.expiresAt > 0 {
 			d.ExpiresAt = time.Unix(0, e.expiresAt)
 		}
@@ -225,32 +229,61 @@ func rowEntry(row []driver.Value) entry {
 	return e
 }
 
-// take removes the lease of rowid if attempt still holds it.
-func (q *Queue) take(rowid int64, attempt int) (*lease, error) {
-	l := q.inflight[rowid]
-	if l == nil || l.attempt != attempt {
-		return nil, fmt.Errorf("message %d of %q, attempt %d: %w", rowid, q.name, attempt, ErrLeaseLost)
+// take removes the lease of d if d still holds it. The lease token, not
+// the attempt, tells: a message released and delivered again keeps its
+// attempt count, and the old delivery must not settle the new one.
+func (q *Queue) take(d *Delivery) (*lease, error) {
+	l := q.inflight[d.RowID]
+	if l == nil || l.token != d.token {
+		return nil, fmt.Errorf("message %d of %q, attempt %d: %w", d.RowID, q.name, d.Attempt, ErrLeaseLost)
 	}
-	delete(q.inflight, rowid)
+	delete(q.inflight, d.RowID)
 	return l, nil
 }
 
-// Ack settles a delivery; see Delivery.Ack.
-func (q *Queue) Ack(rowid int64, attempt int) error {
+// ack settles a delivery; see Delivery.Ack.
+func (q *Queue) ack(d *Delivery) error {
 	q.mu.Lock()
-	l, err := q.take(rowid, attempt)
+	l, err := q.take(d)
 	q.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	return q.s.w.submit(&request{kind: reqAck, q: q, rowid: rowid, size: int64(len(l.e.data))})
+	return q.s.w.submit(&request{kind: reqAck, q: q, rowid: d.RowID, size: int64(len(l.e.data))})
 }
 
-// Release gives a delivery back at once; see Delivery.Release.
-func (q *Queue) Release(rowid int64, attempt int) error {
+// AckAll settles deliveries of this queue in one store request, as a sender
+// does with everything one cumulative ack covers. Deliveries whose lease
+// was lost are skipped; the first such error is returned after the rest
+// are settled.
+func (q *Queue) AckAll(ds []*Delivery) error {
+	rows := make([]ackRow, 0, len(ds))
+	var first error
+	q.mu.Lock()
+	for _, d := range ds {
+		l, err := q.take(d)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		rows = append(rows, ackRow{q: q, rowid: d.RowID, size: int64(len(l.e.data))})
+	}
+	q.mu.Unlock()
+	if len(rows) > 0 {
+		if err := q.s.w.submit(&request{kind: reqAck, q: q, acks: rows}); err != nil {
+			return err
+		}
+	}
+	return first
+}
+
+// release gives a delivery back at once; see Delivery.Release.
+func (q *Queue) release(d *Delivery) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	l, err := q.take(rowid, attempt)
+	l, err := q.take(d)
 	if err != nil {
 		return err
 	}
@@ -259,10 +292,10 @@ func (q *Queue) Release(rowid int64, attempt int) error {
 	return nil
 }
 
-// Nack gives a delivery back after a backoff; see Delivery.Nack.
-func (q *Queue) Nack(rowid int64, attempt int, reason string) error {
+// nack gives a delivery back after a backoff; see Delivery.Nack.
+func (q *Queue) nack(d *Delivery, reason string) error {
 	q.mu.Lock()
-	l, err := q.take(rowid, attempt)
+	l, err := q.take(d)
 	if err != nil {
 		q.mu.Unlock()
 		return err
@@ -330,13 +363,13 @@ func (q *Queue) expire(rowid, size int64) {
 
 // DeadLetter moves the message to the queue's dead-letter queue at once,
 // with reason, as for a message that can never be handled.
-func (d *Delivery) DeadLetter(reason string) error { return d.q.DeadLetter(d.RowID, d.Attempt, reason) }
+func (d *Delivery) DeadLetter(reason string) error { return d.q.deadLetter(d, reason) }
 
-// DeadLetter moves a delivered message to the dead-letter queue; see
+// deadLetter moves a delivered message to the dead-letter queue; see
 // Delivery.DeadLetter. In a dead-letter queue it is a nack.
-func (q *Queue) DeadLetter(rowid int64, attempt int, reason string) error {
+func (q *Queue) deadLetter(d *Delivery, reason string) error {
 	q.mu.Lock()
-	l, err := q.take(rowid, attempt)
+	l, err := q.take(d)
 	if err != nil {
 		q.mu.Unlock()
 		return err
@@ -346,5 +379,5 @@ func (q *Queue) DeadLetter(rowid int64, attempt int, reason string) error {
 	}
 	dlq := q.policy.DeadLetter
 	q.mu.Unlock()
-	return q.moveTo(rowid, int64(len(l.e.data)), dlq, reason, true)
+	return q.moveTo(d.RowID, int64(len(l.e.data)), dlq, reason, true)
 }

@@ -95,7 +95,8 @@ type request struct {
 	name  string // reqMeta key, reqCreateQueue name, reqMove reason
 	data  []byte // reqMeta value
 	qkind Kind
-	deliv int   // reqUpdate
-	notBf int64 // reqUpdate
-	dlq   bool  // reqMove: counts as dead-lettered (else expired)
+	deliv int      // reqUpdate
+	notBf int64    // reqUpdate
+	dlq   bool     // reqMove: counts as dead-lettered (else expired)
+	acks  []ackRow // reqAck of many rows (AckAll); else rowid and size
 }

@@ -43,6 +43,7 @@ type lease struct {
 	e        entry
 	prio     uint8
 	attempt  int
+	token    uint64 // unique per delivery of this queue
 	deadline int64
 }
 
@@ -66,6 +67,8 @@ type Queue struct {
 	waiting  bool
 	// refillBytes counts the bytes of the refill under way.
 	refillBytes int
+	// tokens numbers the leases handed out.
+	tokens uint64
 }
 
 func newQueue(s *Store, id int64, name string, kind Kind) *Queue {

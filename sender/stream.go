@@ -160,16 +160,20 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 			}
 			continue
 		}
-		for _, d := range fl.upTo(a.Seq) {
+		acked := fl.upTo(a.Seq)
+		settled := acked[:0]
+		for _, d := range acked {
 			if d == nil {
 				continue // refused earlier
 			}
 			<-slots
-			s.st.inFlight.Add(-1)
-			s.st.acked.Add(1)
-			if err := d.Ack(); err != nil && !errors.Is(err, queue.ErrClosed) {
-				s.log.Warn("ack of forwarded message failed", "error", err)
-			}
+			settled = append(settled, d)
+		}
+		s.st.inFlight.Add(-int64(len(settled)))
+		s.st.acked.Add(int64(len(settled)))
+		// One store request for everything this ack covers.
+		if err := s.q.AckAll(settled); err != nil && !errors.Is(err, queue.ErrClosed) {
+			s.log.Warn("ack of forwarded messages failed", "error", err)
 		}
 		s.st.ackedAt(now)
 	}
