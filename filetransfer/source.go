@@ -1,0 +1,246 @@
+package filetransfer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Info describes a file as it is announced in a file message: what the
+// receiver must end up with. Filename, Size and SHA256 travel in the
+// message (message.FileProps); ModTime stays with the sender, which uses it
+// to notice a change during the transfer.
+type Info struct {
+	Filename string    `json:"filename"` // base name, no directory
+	Size     int64     `json:"size"`     // bytes
+	SHA256   string    `json:"sha256"`   // lowercase hex, 64 digits
+	ModTime  time.Time `json:"mod_time"` // sender side only; zero at a receiver
+}
+
+var sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Check returns nil when the Info can describe a transfer: a safe Filename
+// (ErrBadName otherwise, see CheckName), a size of zero or more and a
+// checksum of 64 lowercase hex digits (ErrBadInfo otherwise).
+func (i Info) Check() error {
+	if err := CheckName(i.Filename); err != nil {
+		return err
+	}
+	if i.Size < 0 {
+		return fmt.Errorf("file %q: size %d is negative: %w", i.Filename, i.Size, ErrBadInfo)
+	}
+	if !sha256Pattern.MatchString(i.SHA256) {
+		return fmt.Errorf("file %q: checksum %q is not 64 lowercase hex digits: %w", i.Filename, i.SHA256, ErrBadInfo)
+	}
+	return nil
+}
+
+// sameFile reports whether two Infos announce the same content. ModTime is
+// left out: it does not travel to the receiver.
+func (i Info) sameFile(o Info) bool {
+	return i.Filename == o.Filename && i.Size == o.Size && i.SHA256 == o.SHA256
+}
+
+// Describe reads the file at path once, from start to end with a constant
+// amount of memory, and returns its Info. The file is checked before and
+// after the read: if it changed meanwhile (a writer still at work), the
+// error wraps ErrSourceChanged, because the checksum would describe no
+// version of the file.
+func Describe(path string) (Info, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Info{}, fmt.Errorf("describe %s: %w", path, err)
+	}
+	defer f.Close()
+	before, err := f.Stat()
+	if err != nil {
+		return Info{}, fmt.Errorf("describe %s: %w", path, err)
+	}
+	if !before.Mode().IsRegular() {
+		return Info{}, fmt.Errorf("describe %s: not a regular file (%s)", path, before.Mode().Type())
+	}
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, onlyReader{f}, make([]byte, copyBufSize))
+	if err != nil {
+		return Info{}, fmt.Errorf("describe %s: %w", path, err)
+	}
+	info := Info{
+		Filename: filepath.Base(path),
+		Size:     before.Size(),
+		SHA256:   hex.EncodeToString(h.Sum(nil)),
+		ModTime:  before.ModTime(),
+	}
+	if err := info.Check(); err != nil {
+		return Info{}, fmt.Errorf("describe %s: %w", path, err)
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return Info{}, fmt.Errorf("describe %s: %w", path, err)
+	}
+	if n != info.Size {
+		return Info{}, changed(path, fmt.Sprintf("%d bytes were read where its size was %d", n, info.Size))
+	}
+	if d := differences(info, after); d != "" {
+		return Info{}, changed(path, d)
+	}
+	return info, nil
+}
+
+// onlyReader hides (*os.File).WriteTo, so that io.CopyBuffer reads with the
+// buffer it is given instead of the 32 KiB one of io.Copy's fallback.
+type onlyReader struct{ io.Reader }
+
+// Source reads the file of an outgoing transfer and checks that it stays
+// the file that was described. It reads through one open descriptor, so
+// the bytes sent all come from one file even if the path is renamed; Verify
+// reports such a replacement all the same, because the file the user sees
+// under the path is then not the one that was sent.
+//
+// A change that keeps both the size and the modification time (possible
+// within the timestamp granularity of the filesystem) is not seen by
+// Verify; the receiver's checksum check still refuses the file, and a
+// Hasher fed with the chunks lets the sender see it first.
+//
+// A Source is safe for concurrent use: ReadChunk uses pread.
+type Source struct {
+	path string
+	want Info
+	f    *os.File
+}
+
+// OpenSource opens the file at path for sending and checks it is still
+// what want describes (ErrSourceChanged otherwise).
+func OpenSource(path string, want Info) (*Source, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open source %s: %w", path, err)
+	}
+	s := &Source{path: path, want: want, f: f}
+	if err := s.Verify(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Info returns the description the Source is checked against.
+func (s *Source) Info() Info { return s.want }
+
+// ReadChunk reads up to len(buf) bytes at offset, never past want.Size
+// even if the file grew (Verify reports the growth). It returns 0, io.EOF
+// at want.Size. A file that ends before want.Size gives an error wrapping
+// ErrSourceChanged; an offset below 0 or past want.Size, ErrOffset.
+func (s *Source) ReadChunk(offset int64, buf []byte) (int, error) {
+	if offset < 0 || offset > s.want.Size {
+		return 0, fmt.Errorf("read %s at %d: the file has %d bytes: %w", s.path, offset, s.want.Size, ErrOffset)
+	}
+	if offset == s.want.Size {
+		return 0, io.EOF
+	}
+	if rest := s.want.Size - offset; int64(len(buf)) > rest {
+		buf = buf[:rest]
+	}
+	n, err := s.f.ReadAt(buf, offset)
+	if errors.Is(err, io.EOF) {
+		return n, changed(s.path, fmt.Sprintf("it ends at %d bytes, before its size %d", offset+int64(n), s.want.Size))
+	}
+	if err != nil {
+		if errors.Is(err, fs.ErrClosed) {
+			err = ErrClosed
+		}
+		return n, fmt.Errorf("read %s at %d: %w", s.path, offset, err)
+	}
+	return n, nil
+}
+
+// Verify checks that the file is still the one described: same size and
+// modification time, and still the file found under its path. Call it
+// after each batch of chunks and once more after the last one, before
+// telling the receiver the file is complete. The error wraps
+// ErrSourceChanged and says what changed.
+func (s *Source) Verify() error {
+	fi, err := s.f.Stat()
+	if err != nil {
+		if errors.Is(err, fs.ErrClosed) {
+			err = ErrClosed
+		}
+		return fmt.Errorf("verify %s: %w", s.path, err)
+	}
+	if d := differences(s.want, fi); d != "" {
+		return changed(s.path, d)
+	}
+	pfi, err := os.Stat(s.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return changed(s.path, "it was removed")
+	case err != nil:
+		return fmt.Errorf("verify %s: %w", s.path, err)
+	case !os.SameFile(fi, pfi):
+		return changed(s.path, "another file was put in its place")
+	}
+	return nil
+}
+
+// Close closes the file.
+func (s *Source) Close() error { return s.f.Close() }
+
+// differences says how fi differs from want in size and modification
+// time, or returns "".
+func differences(want Info, fi fs.FileInfo) string {
+	var d []string
+	if fi.Size() != want.Size {
+		d = append(d, fmt.Sprintf("its size was %d bytes, now %d", want.Size, fi.Size()))
+	}
+	if !fi.ModTime().Equal(want.ModTime) {
+		d = append(d, fmt.Sprintf("its modification time was %s, now %s",
+			want.ModTime.Format(time.RFC3339Nano), fi.ModTime().Format(time.RFC3339Nano)))
+	}
+	return strings.Join(d, " and ")
+}
+
+// changed is the ErrSourceChanged error for path, with what changed.
+func changed(path, what string) error {
+	return fmt.Errorf("source %s changed during the transfer: %s; send it again once it is complete: %w",
+		path, what, ErrSourceChanged)
+}
+
+// Hasher computes the SHA-256 of the chunks a sender sends, in order, so
+// that the sender can compare it with the announced checksum at the end
+// (Check) and fail the transfer itself rather than let the receiver find
+// a corrupt file. It is optional: it costs a second hash of the file. It
+// only makes sense when the chunks are fed from offset 0 in order; after a
+// resume in the middle, the receiver's check is the only one.
+type Hasher struct {
+	h hash.Hash
+	n int64
+}
+
+// NewHasher returns a Hasher at offset 0.
+func NewHasher() *Hasher { return &Hasher{h: sha256.New()} }
+
+// Write adds the next chunk. It never fails.
+func (h *Hasher) Write(p []byte) (int, error) {
+	h.n += int64(len(p))
+	return h.h.Write(p)
+}
+
+// Check compares what was written with want: the byte count with Size and
+// the digest with SHA256. A difference wraps ErrSourceChanged.
+func (h *Hasher) Check(want Info) error {
+	if h.n != want.Size {
+		return fmt.Errorf("%d bytes were sent where the file has %d: %w", h.n, want.Size, ErrSourceChanged)
+	}
+	if sum := hex.EncodeToString(h.h.Sum(nil)); sum != want.SHA256 {
+		return fmt.Errorf("the bytes sent have SHA-256 %s, not the announced %s: %w", sum, want.SHA256, ErrSourceChanged)
+	}
+	return nil
+}
