@@ -1,6 +1,7 @@
 package filetransfer
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/petrelmq/petrel/message"
 )
 
 // Info describes a file as it is announced in a file message: what the
@@ -44,6 +47,17 @@ func (i Info) Check() error {
 	return nil
 }
 
+// InfoFromProps returns the Info a file message announces, for a
+// receiver's Begin. Check it before use: the props come from the network.
+func InfoFromProps(p message.FileProps) Info {
+	return Info{Filename: p.Filename, Size: p.Filesize, SHA256: p.FileChecksum}
+}
+
+// SetProps writes the Info into the announcing message's file properties.
+func (i Info) SetProps(p *message.FileProps) {
+	p.Filename, p.Filesize, p.FileChecksum = i.Filename, i.Size, i.SHA256
+}
+
 // sameFile reports whether two Infos announce the same content. ModTime is
 // left out: it does not travel to the receiver.
 func (i Info) sameFile(o Info) bool {
@@ -56,6 +70,13 @@ func (i Info) sameFile(o Info) bool {
 // error wraps ErrSourceChanged, because the checksum would describe no
 // version of the file.
 func Describe(path string) (Info, error) {
+	return DescribeContext(context.Background(), path)
+}
+
+// DescribeContext is Describe that stops, with ctx's error, when ctx is
+// done: hashing a large file takes seconds, and a node that shuts down
+// should not wait for it.
+func DescribeContext(ctx context.Context, path string) (Info, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Info{}, fmt.Errorf("describe %s: %w", path, err)
@@ -69,7 +90,7 @@ func Describe(path string) (Info, error) {
 		return Info{}, fmt.Errorf("describe %s: not a regular file (%s)", path, before.Mode().Type())
 	}
 	h := sha256.New()
-	n, err := io.CopyBuffer(h, onlyReader{f}, make([]byte, copyBufSize))
+	n, err := io.CopyBuffer(h, ctxReader{ctx, f}, make([]byte, copyBufSize))
 	if err != nil {
 		return Info{}, fmt.Errorf("describe %s: %w", path, err)
 	}
@@ -95,9 +116,20 @@ func Describe(path string) (Info, error) {
 	return info, nil
 }
 
-// onlyReader hides (*os.File).WriteTo, so that io.CopyBuffer reads with the
-// buffer it is given instead of the 32 KiB one of io.Copy's fallback.
-type onlyReader struct{ io.Reader }
+// ctxReader stops reading once ctx is done. Being a plain Reader, it also
+// hides (*os.File).WriteTo, so that io.CopyBuffer reads with the buffer it
+// is given (1 MiB) instead of the 32 KiB one of io.Copy's fallback.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
 
 // Source reads the file of an outgoing transfer and checks that it stays
 // the file that was described. It reads through one open descriptor, so

@@ -12,6 +12,84 @@ import (
 	"unicode/utf8"
 )
 
+// deliver gives the verified spool file partPath its final name in
+// destDir: name, or the first free variant of it. It returns the final
+// path once that name is durable (destDir fsynced). partPath keeps its own
+// name; the caller removes it with the state.
+//
+// The order of the steps is what makes a crash harmless:
+//
+//	spool:    X.part (synced, state says offset == size)
+//	1. link   destDir/report.csv -> same inode as X.part     (the delivery)
+//	2. fsync  destDir
+//	3. (caller) remove X.state, X.part; fsync the spool
+//
+// A crash before 1 leaves the transfer to complete again. A crash between
+// 1 and 3 leaves X.part linked to the delivered file; the next Complete
+// finds that link (findPlaced) and returns it instead of delivering twice.
+//
+// When destDir is on another filesystem, a link is impossible (EXDEV):
+// the file is copied to destDir/.petrel-X.tmp, fsynced, and that copy is
+// linked as above. The temp name starts with a dot, so it is not taken for
+// a received file, and it is recognised the same way after a crash.
+func deliver(partPath, destDir, name, id string) (string, error) {
+	if err := os.MkdirAll(destDir, 0o755); err != nil {
+		return "", err
+	}
+	if p := findPlaced(partPath, destDir, name); p != "" {
+		return p, syncDir(destDir)
+	}
+	final, err := placeUnique(partPath, destDir, name)
+	if errors.Is(err, syscall.EXDEV) {
+		return deliverAcross(partPath, destDir, name, id)
+	}
+	if err != nil {
+		return "", err
+	}
+	return final, syncDir(destDir)
+}
+
+// deliverAcross delivers partPath into destDir on another filesystem,
+// through a copy under a temp name in destDir.
+func deliverAcross(partPath, destDir, name, id string) (string, error) {
+	tmp := tempPath(destDir, id)
+	if p := findPlaced(tmp, destDir, name); p != "" {
+		if err := removeIfExists(tmp); err != nil {
+			return "", err
+		}
+		return p, syncDir(destDir)
+	}
+	// A temp file not linked anywhere is a copy a crash interrupted.
+	if err := removeIfExists(tmp); err != nil {
+		return "", err
+	}
+	if err := copyFile(partPath, tmp); err != nil {
+		return "", err
+	}
+	final, err := placeUnique(tmp, destDir, name)
+	if err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	if err := removeIfExists(tmp); err != nil {
+		return "", err
+	}
+	return final, syncDir(destDir)
+}
+
+// tempPath is the name under which transfer id is copied into destDir
+// before it gets its final name.
+func tempPath(destDir, id string) string {
+	return filepath.Join(destDir, ".petrel-"+id+".tmp")
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // maxCollisions bounds the search for a free name ("report (1).csv", ...).
 // Past it the folder is more likely broken than busy.
 const maxCollisions = 10000
@@ -109,7 +187,7 @@ func placeUnique(src, dir, name string) (string, error) {
 			return cand, nil
 		case errors.Is(err, fs.ErrExist):
 			continue
-		case errors.Is(err, syscall.EXDEV):
+		case errors.Is(err, syscall.EXDEV), errors.Is(err, fs.ErrNotExist):
 			return "", err
 		}
 		if _, serr := os.Lstat(cand); !errors.Is(serr, fs.ErrNotExist) {

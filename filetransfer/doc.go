@@ -1,0 +1,69 @@
+// Package filetransfer holds the parts of Petrel's file transfer that
+// touch files and nothing else: describing and reading the file to send
+// (Describe, Source), spooling a file being received so that it survives
+// broken links and restarts and is delivered whole or not at all (Spool,
+// Incoming), and watching outbox folders for files to send (Outbox).
+// Moving chunks over sessions, the file messages themselves and the
+// wiring into a node are done above it, with these pieces.
+//
+// # A transfer
+//
+// The sender describes the file (Describe: name, size, SHA-256, read
+// once) and announces it in a file message. The receiver opens the
+// transfer in its spool (Spool.Begin) and tells the sender where to start
+// (Incoming.Offset: 0, or where an earlier attempt got to). The sender
+// reads chunks from that offset (Source.ReadChunk), checks its file has
+// not changed after each batch (Source.Verify), and the receiver appends
+// them (Incoming.Write), makes them durable (Incoming.Sync) and only then
+// acknowledges them. At the end the receiver verifies and delivers the
+// file (Incoming.Complete) and only then announces it to the consumers.
+//
+// # Spool layout
+//
+//	<spool>/<id>.part        the bytes received, opened write-only
+//	<spool>/<id>.state       JSON: the Info, the durable offset and the
+//	                         marshaled SHA-256 state at that offset
+//	<spool>/<id>.state.tmp   only while the state is being replaced
+//	<dest>/.petrel-<id>.tmp  only while a file is copied to another
+//	                         filesystem at delivery
+//
+// # Invariants
+//
+//   - A byte is acknowledged only after it is durable: Sync fsyncs the
+//     partial file before it writes the state that counts it (temp file,
+//     fsync, rename, fsync of the directory, as nsq's diskqueue does).
+//     After a crash the transfer resumes at the durable offset; bytes
+//     written past it are cut off.
+//   - A resume never reads the partial file: the running SHA-256 is
+//     restored from the state. The cost is that damage done to the partial
+//     file at rest, after it was written, is not seen; the next hop's
+//     check, or the consumer's, is what catches that.
+//   - A file is delivered only when its size and SHA-256 are the announced
+//     ones. A corrupt file is removed from the spool, never delivered.
+//   - A partial file is never visible under its final name: it lives in the
+//     spool under its id and reaches the destination folder in one step (a
+//     hard link, after a copy to a hidden temp name when the folder is on
+//     another filesystem).
+//   - Delivery never replaces a file: a name in use gets " (1)", " (2)"...
+//     and two deliveries racing for one name get two names. A Complete run
+//     again after a crash finds what it delivered and does not deliver it
+//     twice.
+//   - A full filesystem is an error wrapping ErrSpoolFull, never damage:
+//     the durable offset stays, and the transfer goes on from it once there
+//     is room again. Spool space is freed when a transfer completes, fails
+//     its checksum or is aborted.
+//   - Names from the network are checked before they touch a path
+//     (CheckName, CheckID): nothing is written outside the spool and the
+//     destination folder.
+//   - A sender's file that changes while it is sent fails the transfer
+//     with ErrSourceChanged and says what changed.
+//   - An outbox offers a file once it is complete by one of two documented
+//     conventions (see Outbox), once per file, and never a ".part" file.
+//     Its one goroutine stops in Close.
+//
+// filetransfer imports the standard library, message and fsnotify (only
+// it and conf import fsnotify). It must not import queue: its state lives
+// in files, beside the data, so that the two cannot disagree after a
+// crash. Nor does it import session, sender, receiver, conf or the root
+// package, which build on it.
+package filetransfer

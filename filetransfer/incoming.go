@@ -1,0 +1,255 @@
+package filetransfer
+
+import (
+	"encoding"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"log/slog"
+	"os"
+	"sync"
+)
+
+// Incoming is one file being received into the spool. Chunks are appended
+// in order with Write; Sync makes them durable; Complete verifies the file
+// and delivers it; Abort drops it; Close leaves it in the spool to resume.
+//
+// It keeps two offsets. The end is where the next Write must start: every
+// byte written so far. The durable offset (Offset) is the end at the last
+// successful Sync: those bytes survive a crash, and only those may be
+// acknowledged to the sender. After any failed Write or Sync the end goes
+// back to the durable offset, the bytes past it are dropped and the
+// running checksum is restored, so the rule for the caller is one: after
+// an error, the sender resumes at Offset.
+//
+// All methods are safe for concurrent use; Write is meant to be called in
+// order by the one goroutine that receives the transfer's chunks.
+type Incoming struct {
+	id        string
+	info      Info
+	dir       string // the spool directory
+	partPath  string
+	statePath string
+	log       *slog.Logger
+	release   func() // gives the id back to the Spool
+
+	mu          sync.Mutex
+	f           *os.File // write-only: a resume never reads the partial file
+	h           hash.Hash
+	end         int64
+	durable     int64
+	durableHash []byte // h's state at durable, to roll back to
+	closed      bool
+	broken      error // set when a rollback failed: only Close and Abort work
+}
+
+// ID returns the transfer id.
+func (in *Incoming) ID() string { return in.id }
+
+// Info returns the file this transfer receives.
+func (in *Incoming) Info() Info { return in.info }
+
+// Offset returns the durable offset: every byte before it is on disk and
+// recorded in the state, so it survives a crash. It is where the sender
+// must resume. A receiver answering a sender that (re)connects calls Sync
+// first, so that Offset covers everything written.
+func (in *Incoming) Offset() int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.durable
+}
+
+// Written returns the end: every byte written, synced or not. It is the
+// offset the next Write must give, and a progress figure.
+func (in *Incoming) Written() int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.end
+}
+
+// Write appends p, which must start at offset == Written (else ErrOffset,
+// with both offsets) and must not go past Info.Size (else ErrOverrun). The
+// bytes are not durable until Sync. When the filesystem is full the error
+// wraps ErrSpoolFull; then, as after any error, the transfer is back at
+// its durable offset (see Incoming).
+func (in *Incoming) Write(offset int64, p []byte) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.usable(); err != nil {
+		return err
+	}
+	if offset != in.end {
+		return fmt.Errorf("transfer %s: chunk at %d, but the transfer is at %d: %w", in.id, offset, in.end, ErrOffset)
+	}
+	if in.end+int64(len(p)) > in.info.Size {
+		return fmt.Errorf("transfer %s: %d bytes at %d go past the announced size %d: %w",
+			in.id, len(p), offset, in.info.Size, ErrOverrun)
+	}
+	if _, err := in.f.WriteAt(p, in.end); err != nil {
+		in.rollback()
+		return ioError(fmt.Sprintf("transfer %s: write %d bytes at %d", in.id, len(p), offset), err)
+	}
+	in.h.Write(p)
+	in.end += int64(len(p))
+	return nil
+}
+
+// Sync makes every byte written durable, and Offset with it: it fsyncs the
+// partial file, then records the new offset and the running checksum in
+// the state (temp file, fsync, rename, fsync of the directory). Acknowledge
+// chunks to the sender only after the Sync that covers them returned nil.
+// On error (ErrSpoolFull when the filesystem is full) the transfer is back
+// at its durable offset, which has not moved.
+func (in *Incoming) Sync() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.usable(); err != nil {
+		return err
+	}
+	return in.sync()
+}
+
+func (in *Incoming) sync() error {
+	if in.end == in.durable {
+		return nil
+	}
+	if err := in.f.Sync(); err != nil {
+		// After a failed fsync the kernel may have dropped the dirty pages:
+		// what the file holds past the durable offset is unknown.
+		in.rollback()
+		return ioError("transfer "+in.id+": sync data", err)
+	}
+	hs, err := in.h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err == nil {
+		err = writeState(in.statePath, in.info, in.end, hs)
+	}
+	if err != nil {
+		in.rollback()
+		return ioError("transfer "+in.id+": sync state", err)
+	}
+	in.durable, in.durableHash = in.end, hs
+	return nil
+}
+
+// rollback puts the transfer back at its durable offset: the partial file
+// is cut there and the checksum restored. If that fails too, the Incoming
+// is broken; Close it and Begin again, which resumes from the state file.
+func (in *Incoming) rollback() {
+	err := in.f.Truncate(in.durable)
+	if err == nil {
+		err = in.h.(encoding.BinaryUnmarshaler).UnmarshalBinary(in.durableHash)
+	}
+	if err != nil {
+		in.broken = fmt.Errorf("transfer %s: cannot go back to offset %d (%v); close it and begin it again", in.id, in.durable, err)
+		return
+	}
+	in.end = in.durable
+}
+
+// Complete verifies the file and delivers it into destDir. The size must
+// be Info.Size (else ErrIncomplete, and nothing changes) and the SHA-256
+// of the bytes received Info.SHA256: else the error wraps ErrCorrupt, and
+// the partial file and the state are removed, since a resume would only
+// rebuild the same wrong file.
+//
+// Delivery is atomic: the file appears in destDir, created if needed,
+// whole and under its final name in one step, and it never replaces a
+// file already there: a name in use gets " (1)", " (2)"... before its
+// extension (see placeUnique). On the spool's filesystem that is a hard
+// link; on another one the file is first copied to a hidden temp name in
+// destDir and fsynced. The directory is fsynced before the state is
+// removed, so a crash at any point either leaves the transfer to complete
+// again or has delivered it, once: a Complete that runs again after a
+// crash finds the file it delivered instead of delivering it twice.
+//
+// It returns the path of the delivered file; the Incoming is then closed.
+// If the delivery itself fails (the folder is full, say: ErrSpoolFull),
+// the transfer stays whole and open in the spool, and Complete can be
+// called again.
+func (in *Incoming) Complete(destDir string) (string, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.usable(); err != nil {
+		return "", err
+	}
+	if in.end < in.info.Size {
+		return "", fmt.Errorf("transfer %s: %d of %d bytes received; resume at %d: %w",
+			in.id, in.end, in.info.Size, in.durable, ErrIncomplete)
+	}
+	if sum := hex.EncodeToString(in.h.Sum(nil)); sum != in.info.SHA256 {
+		in.log.Warn("transfer corrupt; partial file removed", slog.String(logFile, in.info.Filename))
+		rerr := in.finish()
+		return "", fmt.Errorf("transfer %s of %q: received SHA-256 %s, announced %s; the partial file was removed, send it again: %w%s",
+			in.id, in.info.Filename, sum, in.info.SHA256, ErrCorrupt, suffixErr(rerr))
+	}
+	// The state must say "all bytes are here" before the file gets a second
+	// name: a resume after a crash must never cut the delivered file.
+	if err := in.sync(); err != nil {
+		return "", err
+	}
+	final, err := deliver(in.partPath, destDir, in.info.Filename, in.id)
+	if err != nil {
+		return "", ioError(fmt.Sprintf("transfer %s: deliver %q into %s", in.id, in.info.Filename, destDir), err)
+	}
+	if err := in.finish(); err != nil {
+		// Delivered all the same; the leftovers are removed at the next
+		// OpenSpool or Complete.
+		in.log.Warn("file delivered, spool cleanup failed", slog.String(logPath, final), slog.Any(logError, err))
+	}
+	in.log.Info("file delivered", slog.String(logPath, final), slog.Int64("size", in.info.Size))
+	return final, nil
+}
+
+// Abort drops the transfer: the partial file and the state are removed,
+// and the spool space freed. reason is logged.
+func (in *Incoming) Abort(reason string) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return fmt.Errorf("transfer %s: %w", in.id, ErrClosed)
+	}
+	in.log.Info("transfer aborted", slog.String(logFile, in.info.Filename),
+		slog.Int64(logOffset, in.end), slog.String(logReason, reason))
+	if err := in.finish(); err != nil {
+		return fmt.Errorf("abort transfer %s: %w", in.id, err)
+	}
+	return nil
+}
+
+// Close closes the partial file and gives the id back to the spool,
+// leaving the transfer to resume later at Offset. It does not Sync: bytes
+// past Offset are dropped at the next Begin. Close after Complete or Abort
+// does nothing.
+func (in *Incoming) Close() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return nil
+	}
+	in.closed = true
+	in.release()
+	return in.f.Close()
+}
+
+// finish closes the Incoming and removes its files from the spool.
+func (in *Incoming) finish() error {
+	in.closed = true
+	in.f.Close()
+	err := removeTransfer(in.dir, in.statePath, in.partPath)
+	in.release()
+	return err
+}
+
+func (in *Incoming) usable() error {
+	if in.closed {
+		return fmt.Errorf("transfer %s: %w", in.id, ErrClosed)
+	}
+	return in.broken
+}
+
+func suffixErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (cleanup: " + err.Error() + ")"
+}

@@ -1,0 +1,426 @@
+package filetransfer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultQuiet is how long a file must go without a write before the
+// outbox looks at it: long enough to span the pauses of a program that
+// writes a file in pieces, short enough that a dropped file leaves soon.
+const DefaultQuiet = 2 * time.Second
+
+// What Done does with a file that was sent.
+const (
+	AfterSent   = "sent"   // move it into sent/ (the default)
+	AfterDelete = "delete" // delete it
+)
+
+// Names of the outbox's subdirectories, which it creates and never offers.
+const (
+	SentDir   = "sent"
+	FailedDir = "failed"
+)
+
+// OutboxConfig configures WatchOutbox.
+type OutboxConfig struct {
+	// Dir is the folder to watch. It must exist. Subfolders are not
+	// watched.
+	Dir string
+	// Quiet is how long a file must have had no write event before it is
+	// checked for completeness. Zero or less means DefaultQuiet.
+	Quiet time.Duration
+	// Logger receives the outbox's logs, with component=filetransfer and
+	// outbox=Dir. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Outbox watches a folder and offers each file in it once it is complete.
+// A file is complete by either of two conventions:
+//
+//  1. Rename: a file whose name ends in ".part" is never offered. Renamed
+//     in the folder to another name (usually the same without ".part"),
+//     it is offered at once. This is the fast and safe way for a program
+//     to drop a file in: write "report.csv.part", close it, rename it.
+//  2. Quiet: any other file is offered once it has had no write event for
+//     Quiet, and its size and modification time are the same at a second
+//     look Quiet later. So a writer that pauses for less than Quiet, or
+//     writes without events (some network filesystems), is not taken
+//     mid-file. A file is offered about 2×Quiet after its last write.
+//
+// A file moved in from another folder counts as convention 2, as does a
+// rename whose two events another event came between. Files already in
+// the folder at start are offered too, after the second look. Names that
+// start with a dot (editors' and rsync's temporary files) are ignored, as
+// are directories, symbolic links and the sent/ and failed/ folders.
+//
+// A file is offered once, and not again until Done, or someone else, has
+// moved it away (or the Outbox is started again, which offers what is
+// left: at least once). Paths given to ready are absolute.
+// Writing to a file while its transfer runs makes the transfer fail
+// (Source.Verify), and Done moves it to failed/ with that reason.
+//
+// WatchOutbox starts one goroutine, watchLoop; Close stops it and waits.
+// ready is called from watchLoop, one file at a time: it must return soon
+// (start the transfer, do not run it) and may call Done. Done is safe from
+// any goroutine.
+type Outbox struct {
+	dir, sent, failed string
+	quiet             time.Duration
+	log               *slog.Logger
+	ready             func(path string)
+	fsw               *fsnotify.Watcher
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+
+	mu      sync.Mutex
+	offered map[string]bool // names offered and not yet Done
+
+	// Owned by watchLoop.
+	pending     map[string]*candidate
+	renamedPart bool // the last event was a rename of a .part file
+}
+
+// candidate is a file waiting to be found complete by convention 2.
+type candidate struct {
+	due    time.Time // when to look at it next
+	looked bool      // stamp is from a look after a quiet period
+	stamp  stamp
+}
+
+type stamp struct {
+	size  int64
+	mtime time.Time
+}
+
+func (s stamp) equal(o stamp) bool { return s.size == o.size && s.mtime.Equal(o.mtime) }
+
+// WatchOutbox starts watching cfg.Dir and calls ready with the path of
+// each complete file. It creates sent/ and failed/ in Dir.
+func WatchOutbox(cfg OutboxConfig, ready func(path string)) (*Outbox, error) {
+	o, err := newOutbox(cfg, ready)
+	if err != nil {
+		return nil, err
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watch outbox %s: %w", o.dir, err)
+	}
+	// Watch before listing, so a file dropped in between is not missed.
+	if err := fsw.Add(o.dir); err != nil {
+		fsw.Close()
+		return nil, fmt.Errorf("watch outbox %s: %w", o.dir, err)
+	}
+	o.fsw = fsw
+	if err := o.rescan(time.Now()); err != nil {
+		fsw.Close()
+		return nil, fmt.Errorf("watch outbox %s: %w", o.dir, err)
+	}
+	o.log.Info("watching outbox", slog.Duration("quiet", o.quiet), slog.Int("waiting", len(o.pending)))
+	o.wg.Add(1)
+	go o.watchLoop()
+	return o, nil
+}
+
+// newOutbox checks cfg, applies its defaults and creates the
+// subdirectories; it watches nothing yet.
+func newOutbox(cfg OutboxConfig, ready func(path string)) (*Outbox, error) {
+	if ready == nil {
+		return nil, errors.New("watch outbox: ready is nil")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("watch outbox %s: %w", cfg.Dir, err)
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("watch outbox %s: %w", dir, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("watch outbox %s: not a directory", dir)
+	}
+	o := &Outbox{
+		dir: dir, sent: filepath.Join(dir, SentDir), failed: filepath.Join(dir, FailedDir),
+		quiet: cfg.Quiet, log: cfg.Logger, ready: ready,
+		stop: make(chan struct{}), offered: map[string]bool{}, pending: map[string]*candidate{},
+	}
+	if o.quiet <= 0 {
+		o.quiet = DefaultQuiet
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	o.log = o.log.With(slog.String(logComponent, "filetransfer"), slog.String(logOutbox, dir))
+	for _, sub := range []string{o.sent, o.failed} {
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return nil, fmt.Errorf("watch outbox %s: %w", dir, err)
+		}
+	}
+	return o, nil
+}
+
+// Close stops watching and waits for watchLoop to return. It is
+// idempotent; it must not be called from ready.
+func (o *Outbox) Close() error {
+	o.closeOnce.Do(func() {
+		close(o.stop)
+		o.wg.Wait()
+		o.closeErr = o.fsw.Close()
+		o.log.Debug("stopped watching outbox")
+	})
+	return o.closeErr
+}
+
+// watchLoop turns events into offers until Close.
+func (o *Outbox) watchLoop() {
+	defer o.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		o.schedule(timer)
+		select {
+		case <-o.stop:
+			return
+		case ev, ok := <-o.fsw.Events:
+			if !ok {
+				return
+			}
+			o.event(ev, time.Now())
+		case err, ok := <-o.fsw.Errors:
+			if !ok {
+				return
+			}
+			o.watchError(err)
+		case now := <-timer.C:
+			o.look(now)
+		}
+	}
+}
+
+// schedule sets timer to the earliest due candidate, or stops it.
+func (o *Outbox) schedule(timer *time.Timer) {
+	var next time.Time
+	for _, c := range o.pending {
+		if next.IsZero() || c.due.Before(next) {
+			next = c.due
+		}
+	}
+	if next.IsZero() {
+		timer.Stop()
+		return
+	}
+	timer.Reset(max(time.Until(next), 0))
+}
+
+// event handles one fsnotify event on the folder.
+func (o *Outbox) event(ev fsnotify.Event, now time.Time) {
+	afterPartRename := o.renamedPart
+	o.renamedPart = false
+	if filepath.Clean(ev.Name) == o.dir {
+		if ev.Has(fsnotify.Remove | fsnotify.Rename) {
+			o.log.Error("outbox folder removed or renamed; no longer watching it")
+		}
+		return
+	}
+	name := filepath.Base(ev.Name)
+	if filepath.Dir(filepath.Clean(ev.Name)) != o.dir || o.ignored(name) {
+		o.renamedPart = strings.HasSuffix(name, partSuffix) && ev.Has(fsnotify.Rename)
+		return
+	}
+	if ev.Has(fsnotify.Remove | fsnotify.Rename) {
+		// Gone: whatever comes next under this name is a new file, even if
+		// this one was offered and Done never came (it was taken away).
+		delete(o.pending, name)
+		o.mu.Lock()
+		delete(o.offered, name)
+		o.mu.Unlock()
+		return
+	}
+	if o.isOffered(name) {
+		return
+	}
+	switch {
+	case ev.Has(fsnotify.Create) && afterPartRename:
+		delete(o.pending, name)
+		if fi, err := os.Lstat(ev.Name); err == nil && fi.Mode().IsRegular() {
+			o.offer([]string{name})
+		}
+	default: // Create, Write, Chmod: the file is being worked on
+		c := o.pending[name]
+		if c == nil {
+			c = &candidate{}
+			o.pending[name] = c
+		}
+		c.due, c.looked = now.Add(o.quiet), false
+	}
+}
+
+// look checks each candidate whose quiet period is over: a first look
+// records its size and modification time, a second one offers it if they
+// did not change.
+func (o *Outbox) look(now time.Time) {
+	var ready []string
+	for name, c := range o.pending {
+		if c.due.After(now) {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(o.dir, name))
+		if err != nil || !fi.Mode().IsRegular() {
+			delete(o.pending, name) // gone, or not a file to send
+			continue
+		}
+		st := stamp{size: fi.Size(), mtime: fi.ModTime()}
+		if c.looked && st.equal(c.stamp) {
+			ready = append(ready, name)
+			continue
+		}
+		c.stamp, c.looked, c.due = st, true, now.Add(o.quiet)
+	}
+	// Oldest first, so files leave in the order they were dropped.
+	sort.Slice(ready, func(i, j int) bool {
+		a, b := o.pending[ready[i]].stamp.mtime, o.pending[ready[j]].stamp.mtime
+		return a.Before(b) || a.Equal(b) && ready[i] < ready[j]
+	})
+	for _, name := range ready {
+		delete(o.pending, name)
+	}
+	o.offer(ready)
+}
+
+// offer marks names offered and calls ready for each.
+func (o *Outbox) offer(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	o.mu.Lock()
+	for _, n := range names {
+		o.offered[n] = true
+	}
+	o.mu.Unlock()
+	for _, n := range names {
+		o.log.Debug("file ready", slog.String(logFile, n))
+		o.ready(filepath.Join(o.dir, n))
+	}
+}
+
+// rescan lists the folder and makes a candidate of every file that is
+// neither offered nor already waiting, as if it had just gone quiet: it
+// is offered after one more look. It runs at start, and after fsnotify
+// lost events.
+func (o *Outbox) rescan(now time.Time) error {
+	entries, err := os.ReadDir(o.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || o.ignored(name) || o.isOffered(name) || o.pending[name] != nil {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		o.pending[name] = &candidate{
+			due: now.Add(o.quiet), looked: true,
+			stamp: stamp{size: fi.Size(), mtime: fi.ModTime()},
+		}
+	}
+	return nil
+}
+
+// watchError handles an error from fsnotify. Lost events may have hidden
+// new files, so an overflow rescans the folder; the rest are logged and
+// watching goes on.
+func (o *Outbox) watchError(err error) {
+	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		o.log.Warn("outbox watch lost events; rescanning the folder", slog.Any(logError, err))
+		if err := o.rescan(time.Now()); err != nil {
+			o.log.Error("outbox rescan", slog.Any(logError, err))
+		}
+		return
+	}
+	o.log.Error("outbox watch", slog.Any(logError, err))
+}
+
+// ignored reports whether a name in the folder is never a file to offer.
+func (o *Outbox) ignored(name string) bool {
+	return strings.HasPrefix(name, ".") || strings.HasSuffix(name, partSuffix) ||
+		name == SentDir || name == FailedDir
+}
+
+func (o *Outbox) isOffered(name string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.offered[name]
+}
+
+// Done records the outcome of the transfer of path, a file the Outbox
+// offered. With err nil, the file moves into sent/ (after AfterSent or
+// "") or is deleted (AfterDelete). With an error, it moves into failed/,
+// and failed/<name>.reason holds the error's text. A name already in sent/
+// or failed/ is kept: the file gets the next free one ("report (1).csv"),
+// and its reason file follows that name. Once Done returns nil, a new
+// file under the same name in the outbox is a new file to offer.
+func (o *Outbox) Done(path string, err error, after string) error {
+	name := filepath.Base(path)
+	if filepath.Dir(filepath.Clean(path)) != o.dir || o.ignored(name) {
+		return fmt.Errorf("outbox %s: done %s: %w", o.dir, path, ErrNotInOutbox)
+	}
+	if after != "" && after != AfterSent && after != AfterDelete {
+		return fmt.Errorf("outbox %s: done %s: after is %q, want %q or %q", o.dir, path, after, AfterSent, AfterDelete)
+	}
+	src := filepath.Join(o.dir, name)
+	var derr error
+	switch {
+	case err != nil:
+		derr = o.moveFailed(src, name, err)
+	case after == AfterDelete:
+		derr = os.Remove(src)
+	default:
+		_, derr = moveUnique(src, o.sent, name)
+	}
+	if derr != nil {
+		return fmt.Errorf("outbox %s: done %s: %w", o.dir, name, derr)
+	}
+	o.mu.Lock()
+	delete(o.offered, name)
+	o.mu.Unlock()
+	return nil
+}
+
+// moveFailed moves src into failed/ and writes the reason beside it.
+func (o *Outbox) moveFailed(src, name string, reason error) error {
+	dst, err := moveUnique(src, o.failed, name)
+	if err != nil {
+		return err
+	}
+	o.log.Warn("file failed", slog.String(logFile, name), slog.String(logPath, dst), slog.Any(logReason, reason))
+	return writeFileAtomic(dst+".reason", []byte(reason.Error()+"\n"))
+}
+
+// moveUnique moves src into dir under name or its first free variant,
+// never replacing a file, and returns the new path.
+func moveUnique(src, dir, name string) (string, error) {
+	dst, err := placeUnique(src, dir, name)
+	if err != nil {
+		return "", err
+	}
+	if err := removeIfExists(src); err != nil {
+		return "", err
+	}
+	if err := syncDir(dir); err != nil {
+		return "", err
+	}
+	return dst, syncDir(filepath.Dir(src))
+}
