@@ -21,6 +21,9 @@ type Config struct {
 	// MainProbe is how often a sender on a failover backup checks whether
 	// the main connector is back (default 5s).
 	MainProbe time.Duration
+	// StallAfter is how long a full window may go without an ack before
+	// the link is reported stalled (default 10s).
+	StallAfter time.Duration
 	// Now is the clock for TTL arithmetic; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -43,6 +46,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MainProbe <= 0 {
 		c.MainProbe = 5 * time.Second
+	}
+	if c.StallAfter <= 0 {
+		c.StallAfter = 10 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -17,9 +17,6 @@ const (
 	StateStopped    State = "stopped"
 )
 
-// stallAfter is how long a full window may go without an ack before the
-// link is reported stalled.
-const stallAfter = 10 * time.Second
 
 // Status is a link's state at one moment.
 type Status struct {
@@ -101,6 +98,6 @@ func (s *Sender) Status() Status {
 		InFlight: st.inFlight.Load(), Sent: st.sent.Load(), Acked: st.acked.Load(),
 		Refused: st.refused.Load(), Reconnects: st.reconnects.Load(),
 		Depth: s.q.Stats().Depth, LastAck: st.lastAck,
-		Stalled: !st.fullSince.IsZero() && s.cfg.Now().Sub(st.fullSince) > stallAfter,
+		Stalled: !st.fullSince.IsZero() && s.cfg.Now().Sub(st.fullSince) > s.cfg.StallAfter,
 	}
 }
