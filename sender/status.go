@@ -17,7 +17,6 @@ const (
 	StateStopped    State = "stopped"
 )
 
-
 // Status is a link's state at one moment.
 type Status struct {
 	Queue       string    `json:"queue"`
