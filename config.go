@@ -42,6 +42,9 @@ type Config struct {
 	Link LinkConfig
 	// Discovery finds other nodes by UDP announcements.
 	Discovery DiscoveryConfig
+	// Admin configures the admin HTTP endpoint: health, readiness,
+	// Prometheus metrics and the status JSON. Off unless Admin.Listen is set.
+	Admin AdminConfig
 	// ConfigSource names the file this configuration came from, for
 	// status; "" when there is none.
 	ConfigSource string
@@ -79,6 +82,17 @@ type DiscoveryConfig struct {
 	// means tcp:// and the address the node listens on, which must then be
 	// a specific host, not 0.0.0.0.
 	Advertise string
+}
+
+// AdminConfig configures the admin HTTP endpoint (see Node.AdminAddr).
+type AdminConfig struct {
+	// Listen is the TCP address ("host:port") the admin endpoint serves
+	// /healthz, /readyz, /metrics and /api/status on; port 0 takes a free
+	// port. Empty: no admin listener (the unix socket petrel.sock in the
+	// data directory still serves the same endpoints). The endpoint has no
+	// authentication: bind it to loopback (127.0.0.1) unless you mean to
+	// expose it.
+	Listen string
 }
 
 // RouteConfig says that traffic for Node goes through the neighbour Via.

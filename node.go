@@ -18,6 +18,7 @@ import (
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
 	"github.com/petrelmq/petrel/sender"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/dig"
 	"go.uber.org/fx"
 )
@@ -50,8 +51,13 @@ type Node struct {
 	current    Config
 	confStatus ConfigStatus // guarded by mu
 	closeErr   error
-	admin      *adminServer
-	adminDone  chan struct{}
+	// admin serves the admin endpoints on the unix socket, adminHTTP on
+	// Config.Admin.Listen (nil when it is empty).
+	admin     *adminServer
+	adminHTTP *adminServer
+	registry  *prometheus.Registry
+	// ready is set once every component started, cleared when stopping.
+	ready atomic.Bool
 
 	mu        sync.Mutex
 	addresses map[string]AddressConfig
@@ -69,7 +75,7 @@ const (
 // and its receiver. Start runs them in that order; stop runs backwards, so
 // the receiver stops accepting first and the store closes last.
 var Module = fx.Module("petrel",
-	fx.Provide(storeConfig, newNode, linkConfigs, newManager, newRouter),
+	fx.Provide(newCommitMetrics, storeConfig, newNode, linkConfigs, newManager, newRouter),
 	queue.Module,
 	sender.Module,
 	receiver.Module,
@@ -90,6 +96,9 @@ var Module = fx.Module("petrel",
 				return nil
 			},
 		})
+		// The admin endpoint reports the node ready, so it starts last and
+		// stops first.
+		lc.Append(fx.Hook{OnStart: n.startAdminHTTP, OnStop: n.stopAdminHTTP})
 	}),
 )
 
@@ -125,7 +134,7 @@ func defaultName() string {
 
 // storeConfig derives the store's configuration and makes the data
 // directory, which the store's file lives in.
-func storeConfig(cfg Config) (queue.Config, error) {
+func storeConfig(cfg Config, cm *commitMetrics) (queue.Config, error) {
 	cfg = cfg.withDefaults()
 	// Validate here, before the store opens: fx does not stop what was
 	// constructed when a later constructor fails.
@@ -142,6 +151,7 @@ func storeConfig(cfg Config) (queue.Config, error) {
 	if sc.Logger == nil {
 		sc.Logger = cfg.Logger
 	}
+	sc.OnCommit = cm.hook(sc.OnCommit)
 	return sc, nil
 }
 
@@ -173,7 +183,7 @@ func unwrapFx(err error) error {
 	return err
 }
 
-func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store) (*Node, error) {
+func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics) (*Node, error) {
 	cfg = cfg.withDefaults()
 	id, err := loadIdentity(cfg.DataDir)
 	if err != nil {
@@ -198,6 +208,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store) (*Node, error) {
 	n.dir = dir
 	n.routes.Store(routes)
 	n.noAutoCreate.Store(cfg.NoAutoCreate)
+	n.registry = newRegistry(n, cm)
 	lc.Append(fx.Hook{OnStart: n.start, OnStop: n.stop})
 	return n, nil
 }

@@ -69,7 +69,7 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 	// What could not be applied stays as it was in the running config, so
 	// that the next comparison still sees it pending.
 	next := cfg
-	next.Listen, next.Name, next.DataDir = old.Listen, old.Name, old.DataDir
+	next.Listen, next.Name, next.DataDir, next.Admin = old.Listen, old.Name, old.DataDir, old.Admin
 	next.Store, next.Limits, next.Link, next.Logger = old.Store, old.Limits, old.Link, old.Logger
 	n.current = next
 	n.log.Info("configuration applied", "applied", r.Applied, "needs_restart", r.Restart)
@@ -96,7 +96,9 @@ func restartNeeded(old, cfg Config) []string {
 	add(old.Listen != cfg.Listen, "listen")
 	st, cst := old.Store, cfg.Store
 	st.Logger, cst.Logger, st.Now, cst.Now = nil, nil, nil, nil
+	st.OnCommit, cst.OnCommit = nil, nil // funcs never compare equal
 	add(!reflect.DeepEqual(st, cst), "store")
+	add(old.Admin != cfg.Admin, "admin.listen")
 	add(old.Limits != cfg.Limits, "limits")
 	add(old.Link != cfg.Link, "link")
 	return out

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -99,13 +98,9 @@ func (n *Node) Status() Status {
 // `petrel stat` reads the node's status through it.
 const AdminSocket = "petrel.sock"
 
-// adminServer serves the node's status as JSON over a unix socket in its
-// data directory: only local users with access to the directory reach it.
-type adminServer struct {
-	ln  net.Listener
-	srv *http.Server
-}
-
+// startAdmin serves the admin endpoints (see adminHandler) over a unix
+// socket in the node's data directory: only local users with access to the
+// directory reach it.
 func (n *Node) startAdmin() error {
 	path := filepath.Join(n.cfg.DataDir, AdminSocket)
 	// A socket left by a crashed process would make Listen fail.
@@ -116,30 +111,11 @@ func (n *Node) startAdmin() error {
 	if err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(n.Status())
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	n.admin = &adminServer{ln: ln, srv: srv}
-	n.adminDone = make(chan struct{})
-	go func() {
-		defer close(n.adminDone)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.log.Warn("admin socket stopped", slog.Any(logError, err))
-		}
-	}()
+	n.admin = n.serveAdmin(ln, "admin socket")
 	return nil
 }
 
-func (n *Node) stopAdmin(ctx context.Context) {
-	if n.admin == nil {
-		return
-	}
-	n.admin.srv.Shutdown(ctx)
-	<-n.adminDone
-}
+func (n *Node) stopAdmin(ctx context.Context) { n.admin.stop(ctx) }
 
 // ReadStatus asks the node whose data directory is dir for its status,
 // through its admin socket.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/message"
@@ -47,6 +48,11 @@ func (c Config) Validate() error {
 	if c.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 			return cfgErr("listen", fmt.Sprintf("%q is not host:port: %v", c.Listen, err), nil)
+		}
+	}
+	if c.Admin.Listen != "" {
+		if err := validHostPort(c.Admin.Listen); err != nil {
+			return cfgErr("admin.listen", fmt.Sprintf("%q is not host:port: %v", c.Admin.Listen, err), nil)
 		}
 	}
 	neighbours, err := c.validateNodes()
@@ -143,4 +149,16 @@ func roleOrReceive(r address.Role) address.Role {
 		return address.RoleReceive
 	}
 	return r
+}
+
+// validHostPort checks host:port with a numeric port from 0 to 65535.
+func validHostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
 }

@@ -82,6 +82,8 @@ var reloadRules = map[string]string{
 	// The log handler is built once and shared by every component; its
 	// level can be a slog.LevelVar, its format cannot change under it.
 	"log.format": needsRestart,
+	// The admin listener is bound at start, like listen.
+	"admin": needsRestart,
 	// The node restarts its announcer and listener with the new settings.
 	"discovery": SectionDiscovery,
 

@@ -74,6 +74,7 @@
 //	link.*           window, frame size, timeouts and backoff
 //	limits.*         bounds on the messages the node accepts
 //	log.format       the log handler shared by every component
+//	admin.listen     the admin HTTP listener, bound at start
 //
 // An edit that mixes both kinds applies its live part and reports the rest.
 //
@@ -92,7 +93,9 @@
 //
 // The complete file follows (example.yaml in this directory, which the tests
 // parse). Every key is set to its default, except the node name, listen,
-// secret, nodes, routes and addresses, which are examples.
+// secret, nodes, routes, addresses and admin.listen, which are examples.
+// `petrel node` serves the admin HTTP endpoint only when admin.listen is set;
+// leave it out to keep it off.
 //
 //	# Petrel node configuration: every key, with its type, default and meaning.
 //	#
@@ -291,4 +294,13 @@
 //	  # text writes key=value lines; json writes one object per line
 //	  # (text | json). Default: text.
 //	  format: text
+//
+//	admin:
+//	  # Host and port of the admin HTTP endpoint (string, host:port): /healthz,
+//	  # /readyz, /metrics (Prometheus) and /api/status (the JSON of petrel stat).
+//	  # It has no authentication: bind it to loopback unless you mean to expose
+//	  # it. Port 0 takes a free port. A change takes a restart. Default: none; no
+//	  # admin listener (petrel stat still works, through the unix socket
+//	  # petrel.sock in the data directory).
+//	  listen: 127.0.0.1:7480
 package conf

@@ -42,6 +42,7 @@ type File struct {
 	AutoCreate *bool            `yaml:"auto_create"`
 	Addresses  []AddressSection `yaml:"addresses"`
 	Log        LogSection       `yaml:"log"`
+	Admin      AdminSection     `yaml:"admin"`
 }
 
 // section is one part of File with its own checks. To add a section: add
@@ -73,6 +74,7 @@ func (f *File) sections() []keyedSection {
 		{"limits", &f.Limits},
 		{"addresses", addressList(f.Addresses)},
 		{"log", &f.Log},
+		{"admin", &f.Admin},
 	}
 }
 
@@ -219,6 +221,7 @@ func (f *File) NodeConfig() petrel.Config {
 		Routes:       f.routeConfigs(),
 		Link:         f.Link.linkConfig(),
 		Discovery:    f.Discovery.discoveryConfig(),
+		Admin:        f.Admin.adminConfig(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

@@ -323,3 +323,22 @@ func mustConnectors(t *testing.T, s string) address.Connectors {
 	}
 	return c
 }
+
+// TestAdminSection checks that admin.listen reaches the node's
+// configuration, and that it is off when left out.
+func TestAdminSection(t *testing.T) {
+	f, err := Parse("t.yaml", []byte("admin:\n  listen: 127.0.0.1:0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.NodeConfig().Admin.Listen; got != "127.0.0.1:0" {
+		t.Fatalf("Admin.Listen = %q", got)
+	}
+	f, err = Parse("t.yaml", []byte("node:\n  name: a\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.NodeConfig().Admin.Listen; got != "" {
+		t.Fatalf("Admin.Listen = %q without an admin section", got)
+	}
+}

@@ -38,6 +38,7 @@ func TestParseErrors(t *testing.T) {
 		{"bool is a word", "auto_create: maybe\n", 1, 1, "auto_create", nil, `want true or false, not "maybe"`},
 		{"string is a list", "node:\n  data_dir: [a]\n", 2, 3, "node.data_dir", nil, "want a string, not a list"},
 		{"size unit unknown", "store:\n  max_bytes: 10 parsecs\n", 2, 3, "store.max_bytes", nil, `invalid size "10 parsecs"`},
+		{"admin listen not host:port", "admin:\n  listen: localhost\n", 2, 3, "admin.listen", nil, "is not host:port"},
 		{"size negative", "limits:\n  max_body: -1\n", 2, 3, "limits.max_body", nil, `size "-1" is negative`},
 		{"size is a list", "limits:\n  max_body: [1]\n", 2, 3, "limits.max_body", nil, "want a single value, not a list"},
 		{"duration without unit", "store:\n  sweep_interval: 30\n", 2, 3, "store.sweep_interval", nil, `invalid duration "30"`},

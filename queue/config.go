@@ -74,6 +74,11 @@ type Config struct {
 	PrefetchBytes int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// OnCommit, when set, is called by the writer goroutine after each
+	// successful commit with the requests it carried and how long COMMIT
+	// took (the fsync, in full mode). It runs outside any lock but on the
+	// commit path, so it must be cheap and must not call the store.
+	OnCommit func(requests int, took time.Duration)
 	// Logger receives lifecycle logs; slog.Default() when nil.
 	Logger *slog.Logger
 }

@@ -202,9 +202,13 @@ func (w *writer) exec(batch []*request, b *batch) error {
 		if _, err = w.conn.exec(`COMMIT`); err != nil {
 			err = fmt.Errorf("commit: %w", err)
 		} else {
-			w.commitNanos.Add(int64(time.Since(start)))
+			took := time.Since(start)
+			w.commitNanos.Add(int64(took))
 			w.commits.Add(1)
 			w.requests.Add(int64(len(batch)))
+			if f := w.s.cfg.OnCommit; f != nil {
+				f(len(batch), took)
+			}
 		}
 	}
 	if err != nil {

@@ -30,7 +30,10 @@ the built-in defaults (node name from the host name, data in ./petrel-data).
 
 Once the node is open, one line goes to stdout:
 
-  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>]
+  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>] [admin=<host:port>]
+
+admin= is the admin HTTP endpoint (/healthz, /readyz, /metrics, /api/status),
+served only when the file sets admin.listen.
 
 Logs go to stderr, in the format and at the level of the file's log section.
 SIGINT or SIGTERM stops the node cleanly: what was submitted is committed
@@ -74,6 +77,9 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	ready := fmt.Sprintf("ready node=%s id=%s data_dir=%s", node.Name(), node.ID(), logfmtValue(dataDir))
 	if addr := node.ListenAddr(); addr != "" {
 		ready += " listen=" + addr
+	}
+	if addr := node.AdminAddr(); addr != "" {
+		ready += " admin=" + addr
 	}
 	if cfgPath != "" {
 		w, err := watchConfig(ctx, cfgPath, node, log, level)
