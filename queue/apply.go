@@ -17,8 +17,6 @@ type batch struct {
 	rejected map[*request]error
 	deduped  map[*request][]bool // set by admit: puts that are duplicates
 	full     map[*request]bool   // set by admit: puts past the store's limits
-	// pending totals of this batch, for the store limit
-	msgs, bytes int64
 }
 
 type appendEffect struct {
@@ -92,8 +90,6 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 		d.depth++
 		d.bytes += int64(len(p.Data))
 		d.enqueued++
-		b.msgs++
-		b.bytes += int64(len(p.Data))
 	}
 	return false, nil
 }
@@ -152,8 +148,6 @@ func (w *writer) flushAcks(b *batch) error {
 		if changed == int64(n) {
 			d.depth -= changed
 			d.bytes -= size
-			b.msgs -= changed
-			b.bytes -= size
 			continue
 		}
 		// A lease makes each ack unique, so this is a bug elsewhere;
@@ -178,8 +172,6 @@ func (w *writer) resync(q *Queue, d *counters, b *batch) error {
 	q.mu.Lock()
 	cur := q.c
 	q.mu.Unlock()
-	b.msgs += (depth - cur.depth) - d.depth
-	b.bytes += (bytes - cur.bytes) - d.bytes
 	d.depth = depth - cur.depth
 	d.bytes = bytes - cur.bytes
 	return nil
@@ -200,8 +192,6 @@ func (w *writer) applyMove(r *request, b *batch) error {
 			d.depth--
 			d.bytes -= r.size
 			d.expired++
-			b.msgs--
-			b.bytes -= r.size
 		}
 		return nil
 	}
