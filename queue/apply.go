@@ -153,7 +153,7 @@ func (w *writer) flushAcks(b *batch) error {
 		// A lease makes each ack unique, so this is a bug elsewhere;
 		// keep the counters true rather than guess.
 		w.s.log.Warn("acked messages were already gone", slog.String(logQueue, q.name), slog.Int("acked", n), slog.Int64("deleted", changed))
-		if err := w.resync(q, d, b); err != nil {
+		if err := w.resync(q, d); err != nil {
 			return err
 		}
 	}
@@ -162,7 +162,7 @@ func (w *writer) flushAcks(b *batch) error {
 
 // resync sets q's pending depth and bytes deltas so that after the commit
 // its counters equal what the table holds.
-func (w *writer) resync(q *Queue, d *counters, b *batch) error {
+func (w *writer) resync(q *Queue, d *counters) error {
 	dest := make([]driver.Value, 2)
 	if err := w.conn.queryRow(`SELECT count(*), coalesce(sum(length(data)), 0) FROM messages WHERE queue = ?`, []driver.Value{q.id}, dest); err != nil {
 		return fmt.Errorf("recount %q: %w", q.name, err)
