@@ -58,9 +58,15 @@ func (m *Message) UnmarshalBinary(data []byte) error {
 }
 
 func scanMessage(data []byte, lim Limits) (reader, error) {
-	r := reader{in: data, lim: lim.effective()}
 	var probe Message // holds views of data that never leave this function
-	r.message(&probe)
+	return scanInto(data, lim, &probe)
+}
+
+// scanInto is the scan pass, leaving in probe what it read: strings and
+// bytes in probe are views of data, valid only while data is.
+func scanInto(data []byte, lim Limits, probe *Message) (reader, error) {
+	r := reader{in: data, lim: lim.effective()}
+	r.message(probe)
 	return r, r.err
 }
 

@@ -16,16 +16,11 @@ import (
 // needs the header to route, order, expire and dedupe the message, and
 // keeps the bytes as they came.
 func Peek(data []byte, lim Limits) (*Message, error) {
-	if _, err := scanMessage(data, lim); err != nil {
+	var probe Message // views of data: copy what leaves
+	if _, err := scanInto(data, lim, &probe); err != nil {
 		return nil, err
 	}
-	var probe Message
-	r := reader{in: data, lim: lim.effective()}
-	r.header(&probe)
-	dest := r.headerString("destination")
-	if r.err != nil {
-		return nil, r.err
-	}
+	dest := probe.Destination
 	if _, _, err := ParseDestination(dest); err != nil {
 		return nil, fmt.Errorf("destination: %w", err)
 	}
