@@ -62,48 +62,36 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	sess.Close(closeCtx, err.Error())
 }
 
+// gatherer is the read side of one session: it checks sequence numbers
+// and gathers the puts of the packets that already arrived into one store
+// operation, handing each operation, and each refusal, to the ack loop in
+// sequence order.
+type gatherer struct {
+	s    *Server
+	ctx  context.Context
+	sess *session.Session
+	peer session.Peer
+	pend chan<- pending
+	last uint64      // the last seq taken
+	puts []queue.Put // gathered, not yet submitted
+}
+
 func (s *Server) readLoop(ctx context.Context, sess *session.Session, peer session.Peer, pend chan<- pending) error {
-	var last uint64
-	var puts []queue.Put
-	emit := func(p pending) error {
-		select {
-		case pend <- p:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	// flush submits the gathered puts as one operation.
-	flush := func() error {
-		if len(puts) == 0 {
-			return nil
-		}
-		op, err := s.store.Submit(puts)
-		if err != nil {
-			return err
-		}
-		n := len(puts)
-		puts = nil // the store keeps the slice until the commit
-		return emit(pending{last: last, op: op, puts: n})
-	}
+	g := &gatherer{s: s, ctx: ctx, sess: sess, peer: peer, pend: pend}
 	for {
 		d, err := sess.Recv(ctx)
+		for ok := err == nil; ok; d, ok = sess.TryRecv() {
+			if err := g.take(d); err != nil {
+				return err
+			}
+			if len(g.puts) >= maxGather {
+				break
+			}
+		}
 		if err != nil {
 			return err
 		}
-		for {
-			if err := s.take(ctx, peer, d, &last, &puts, flush, emit); err != nil {
-				return err
-			}
-			var ok bool
-			if len(puts) >= maxGather {
-				break
-			}
-			if d, ok = sess.TryRecv(); !ok {
-				break
-			}
-		}
-		if err := flush(); err != nil {
+		if err := g.flush(); err != nil {
 			return err
 		}
 	}
@@ -111,27 +99,50 @@ func (s *Server) readLoop(ctx context.Context, sess *session.Session, peer sessi
 
 // take handles one received packet: it checks its sequence, then gathers
 // its put or emits its refusal in order.
-func (s *Server) take(ctx context.Context, peer session.Peer, d session.Data, last *uint64, puts *[]queue.Put, flush func() error, emit func(pending) error) error {
-	s.stats.Received.Add(1)
-	if d.Seq != *last+1 {
-		return fmt.Errorf("%w: sequence %d after %d (a session's sequence runs 1, 2, 3...)", session.ErrProtocol, d.Seq, *last)
+func (g *gatherer) take(d session.Data) error {
+	g.s.stats.Received.Add(1)
+	if d.Seq != g.last+1 {
+		return fmt.Errorf("%w: sequence %d after %d (a session's sequence runs 1, 2, 3...)", session.ErrProtocol, d.Seq, g.last)
 	}
-	put, refusal, err := s.put(ctx, peer, d)
+	put, refusal, err := g.s.put(g.ctx, g.peer, d)
 	if err != nil {
 		return err
 	}
 	if refusal == "" {
-		*last = d.Seq
-		*puts = append(*puts, put)
+		g.last = d.Seq
+		g.puts = append(g.puts, put)
 		return nil
 	}
 	// A refusal keeps its place in the sequence: what was gathered
 	// before it is submitted first.
-	if err := flush(); err != nil {
+	if err := g.flush(); err != nil {
 		return err
 	}
-	*last = d.Seq
-	return emit(pending{last: d.Seq, refuse: refusal})
+	g.last = d.Seq
+	return g.emit(pending{last: d.Seq, refuse: refusal})
+}
+
+// flush submits the gathered puts as one operation.
+func (g *gatherer) flush() error {
+	if len(g.puts) == 0 {
+		return nil
+	}
+	op, err := g.s.store.Submit(g.puts)
+	if err != nil {
+		return err
+	}
+	n := len(g.puts)
+	g.puts = nil // the store keeps the slice until the commit
+	return g.emit(pending{last: g.last, op: op, puts: n})
+}
+
+func (g *gatherer) emit(p pending) error {
+	select {
+	case g.pend <- p:
+		return nil
+	case <-g.ctx.Done():
+		return g.ctx.Err()
+	}
 }
 
 // put checks one packet's message and routes it. A message refused for
