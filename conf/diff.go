@@ -42,11 +42,6 @@ const (
 	SectionNodes = "nodes"
 	// SectionRoutes is the route table.
 	SectionRoutes = "routes"
-	// SectionLink is link tuning: window, frame size, timeouts, backoff.
-	// Links opened after the change use it.
-	SectionLink = "link"
-	// SectionLimits is the bounds on every message the node accepts.
-	SectionLimits = "limits"
 	// SectionAutoCreate is auto_create.
 	SectionAutoCreate = "auto_create"
 	// SectionAddresses is the addresses, their roles (relay addresses
