@@ -170,12 +170,12 @@ func (w *writer) fail(r *request, err error) {
 	if errors.As(err, &se) && se.Code == sqlite3.ErrFull {
 		err = fmt.Errorf("%w: disk full: %v", ErrStoreFull, err)
 	}
-	if r.kind != reqPut && r.op == nil {
+	if r.op == nil {
+		// A fire-and-forget request (an ack, a nack): nobody to tell.
 		w.s.log.Error("store write failed", slog.Int("request", int(r.kind)), slog.Any(logError, err))
+		return
 	}
-	if r.op != nil {
-		r.op.finish(err)
-	}
+	r.op.finish(err)
 }
 
 // exec runs batch in one transaction, recording its effects in b.

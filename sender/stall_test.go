@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,10 +28,9 @@ func silentPeer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); ln.Close(); <-done })
-	go func() {
-		defer close(done)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
+	wg.Go(func() {
 		nc, err := ln.Accept()
 		if err != nil {
 			return
@@ -46,15 +46,15 @@ func silentPeer(t *testing.T) string {
 				return
 			}
 			s.Accept(4)
-			go func() {
+			wg.Go(func() {
 				for {
 					if _, err := s.Recv(ctx); err != nil {
 						return
 					}
 				}
-			}()
+			})
 		}
-	}()
+	})
 	return ln.Addr().String()
 }
 
