@@ -42,6 +42,11 @@ type Config struct {
 	Link LinkConfig
 	// Discovery finds other nodes by UDP announcements.
 	Discovery DiscoveryConfig
+	// Files configures file transfer: the spool, the received-files
+	// folders, chunks and windows.
+	Files FilesConfig
+	// Outboxes are folders whose files are sent as they appear.
+	Outboxes []OutboxConfig
 	// Admin configures the admin HTTP endpoint: health, readiness,
 	// Prometheus metrics and the status JSON. Off unless Admin.Listen is set.
 	Admin AdminConfig
@@ -137,6 +142,50 @@ type AddressConfig struct {
 	Node string
 	// Queue is the consumer-side policy of a receive address.
 	Queue queue.Policy
+	// ReceivedDir is where the files received for this address are
+	// placed (default Files.Received/<name>).
+	ReceivedDir string
+}
+
+// FilesConfig configures file transfer. Zero fields take their defaults.
+type FilesConfig struct {
+	// Spool holds the files being received until they are whole and
+	// verified, and the files a relay holds until it has forwarded them
+	// (default DataDir/spool). Put it on the filesystem of the received
+	// folders, so that delivery is a link, not a copy.
+	Spool string
+	// Received is the folder under which each address's received files
+	// are placed, one subfolder per address (default DataDir/received).
+	Received string
+	// ChunkSize is the content bytes per chunk packet (default 128 KiB);
+	// at most Link.MaxFrame.
+	ChunkSize int
+	// Window is the most chunks in flight per transfer (default 64).
+	Window int
+	// Concurrency is how many files of one send queue move at once
+	// (default 4).
+	Concurrency int
+	// SyncBytes is how many bytes a receiver appends between two syncs
+	// and acknowledgements, at most (default 8 MiB).
+	SyncBytes int64
+}
+
+// OutboxConfig is a folder whose files are sent to one address.
+type OutboxConfig struct {
+	// Dir is the folder watched. Files directly in it are sent; its sent/
+	// and failed/ subfolders, and names starting with "." or ending in
+	// ".part", are not.
+	Dir string
+	// To is the address the files go to, "name@node" or a local name.
+	To string
+	// After is what happens to a file once the next hop has it: "sent"
+	// (the default) moves it to Dir/sent, "delete" removes it. A file
+	// that fails is moved to Dir/failed, with <name>.reason beside it.
+	After string
+	// Quiet is how long a file must stay unchanged, and closed, before it
+	// counts as complete (default 2s). A file renamed from "x.part" to
+	// "x" counts at once.
+	Quiet time.Duration
 }
 
 // Aliases of the store's types, so that embedders need not import queue.

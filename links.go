@@ -58,10 +58,11 @@ func linkConfigs(n *Node) linkOut {
 		Session: sc,
 		Sender: sender.Config{
 			Window: window, ReconnectMin: c.Link.ReconnectMin, ReconnectMax: c.Link.ReconnectMax, MainProbe: c.Link.MainProbe,
-			Now: c.Store.Now, Logger: c.Logger,
+			Files: n.senderFiles(), Now: c.Store.Now, Logger: c.Logger,
 		},
 		Receiver: receiver.Config{
 			Listen: c.Listen, Session: sc, Window: uint32(window), Limits: c.Limits, Logger: c.Logger,
+			Spool: n.spool, FileSyncBytes: n.files.SyncBytes,
 		},
 	}
 }
@@ -218,13 +219,28 @@ func (n *Node) ReceiverStats() ReceiverStats {
 		Connections: st.Connections.Load(), HandshakeFailed: st.HandshakeFailed.Load(), AuthFailed: st.AuthFailed.Load(),
 		SessionsRefused: st.SessionsRefused.Load(), Received: st.Received.Load(), Stored: st.Stored.Load(),
 		Deduped: st.Deduped.Load(), Refused: st.Refused.Load(), ProtocolErrors: st.ProtocolErrors.Load(),
+		FilesTaken: st.FilesTaken.Load(), FilesRefused: st.FilesRefused.Load(), FilesCorrupt: st.FilesCorrupt.Load(),
+		FileBytes: st.FileBytes.Load(),
 	}
 }
+
+// Transfers returns the files this node is receiving, and those paused
+// (a full spool, a cut link) until their sender comes back.
+func (n *Node) Transfers() []TransferStatus {
+	if n.srv == nil {
+		return nil
+	}
+	return n.srv.Transfers()
+}
+
+// TransferStatus is one file being received; see Node.Transfers.
+type TransferStatus = receiver.TransferStatus
 
 // ReceiverStats count what the node's receiver saw since it started.
 type ReceiverStats struct {
 	Connections, HandshakeFailed, AuthFailed, SessionsRefused int64
 	Received, Stored, Deduped, Refused, ProtocolErrors        int64
+	FilesTaken, FilesRefused, FilesCorrupt, FileBytes         int64
 }
 
 // LinkStatus is one link's state; see Node.Links.

@@ -103,8 +103,14 @@ var (
 	descStoreRequests = prometheus.NewDesc("petrel_store_commit_requests_total",
 		"Requests carried by the group commits since the store opened.", nil, nil)
 
-	// File transfer is not wired into the node yet, so its metrics
-	// (bytes, active transfers) are left out rather than served as zeros.
+	descFileBytes = prometheus.NewDesc("petrel_file_bytes_total",
+		"File content bytes since the node started: sent (acknowledged by next hops) and received.",
+		[]string{"direction"}, nil)
+	descFileActive = prometheus.NewDesc("petrel_file_transfers_active",
+		"File transfers under way: sending, and receiving (paused ones included).", []string{"direction"}, nil)
+	descFiles = prometheus.NewDesc("petrel_files_total",
+		"Files by event since the node started: handed over to a next hop, failed for good, taken here, refused, corrupt.",
+		[]string{"event"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -115,6 +121,7 @@ func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descRecvConnections, descRecvHandshakeFailed, descRecvAuthFailed, descRecvSessionsRefused,
 		descRecvProtocolErrors, descRecvMessages,
 		descStoreCommits, descStoreRequests,
+		descFileBytes, descFileActive, descFiles,
 	} {
 		ch <- d
 	}
@@ -125,12 +132,28 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, q := range c.n.QueueStats() {
 		collectQueue(ch, q)
 	}
+	var fs sender.FileStats
+	var sending int
 	if c.n.mgr != nil {
 		for _, l := range c.n.Links() {
 			collectLink(ch, l)
+			fs.Bytes += l.Files.Bytes
+			fs.Done += l.Files.Done
+			fs.Failed += l.Files.Failed
+			sending += len(l.Files.Active)
 		}
 	}
-	collectReceiver(ch, c.n.ReceiverStats())
+	rs := c.n.ReceiverStats()
+	collectReceiver(ch, rs)
+	ch <- counter(descFileBytes, fs.Bytes, "sent")
+	ch <- counter(descFileBytes, rs.FileBytes, "received")
+	ch <- gauge(descFileActive, int64(sending), "sending")
+	ch <- gauge(descFileActive, int64(len(c.n.Transfers())), "receiving")
+	ch <- counter(descFiles, fs.Done, "handed_over")
+	ch <- counter(descFiles, fs.Failed, "failed")
+	ch <- counter(descFiles, rs.FilesTaken, "taken")
+	ch <- counter(descFiles, rs.FilesRefused, "refused")
+	ch <- counter(descFiles, rs.FilesCorrupt, "corrupt")
 	ws := c.n.store.WriterStats()
 	ch <- counter(descStoreCommits, ws.Commits)
 	ch <- counter(descStoreRequests, ws.Requests)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
@@ -41,6 +42,11 @@ type Node struct {
 	noAutoCreate atomic.Bool
 	mgr          *sender.Manager
 	srv          *receiver.Server
+	// files is cfg.Files with its defaults; spool holds files being
+	// received and those a relay holds.
+	files    FilesConfig
+	spool    *filetransfer.Spool
+	outboxes outboxes
 
 	started   time.Time
 	closeOnce sync.Once
@@ -204,6 +210,10 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics)
 		n.addresses[a.Name] = a
 	}
 	n.current = cfg
+	n.files = cfg.Files.withDefaults(cfg.DataDir)
+	if err := n.openSpool(); err != nil {
+		return nil, err
+	}
 	dir, routes := buildRouting(cfg)
 	n.dir = dir
 	n.routes.Store(routes)
@@ -230,6 +240,12 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	if err := n.startSenders(ctx); err != nil {
 		return err
+	}
+	for _, c := range n.cfg.Outboxes {
+		if err := n.startOutbox(c); err != nil {
+			n.stopOutboxes()
+			return err
+		}
 	}
 	n.started = time.Now()
 	if err := n.startAdmin(); err != nil {
@@ -272,6 +288,7 @@ func (n *Node) stop(ctx context.Context) error {
 	for _, l := range ls {
 		l.Stop()
 	}
+	n.stopOutboxes()
 	n.stopAdmin(ctx)
 	n.log.Info("node stopping")
 	return nil

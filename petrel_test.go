@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"io"
 	"log/slog"
 	"sync"
@@ -68,6 +70,10 @@ func TestSendReceiveAllKinds(t *testing.T) {
 	data.Body = []byte(`{"t":21.5}`)
 	file := p.CreateFileMessage("orders")
 	file.File.Filename = "report.csv"
+	file.File.SendFilePath = filepath.Join(t.TempDir(), "r.csv")
+	if err := os.WriteFile(file.File.SendFilePath, []byte("a,b\n1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, m := range []*message.Message{cmd, data, file} {
 		if m.ID == 0 || m.Origin != n.ID() || m.Priority != message.DefaultPriority || m.Timestamp.IsZero() {
 			t.Fatalf("factory left the header unset: %+v", m)

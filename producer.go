@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -31,7 +32,9 @@ func (p *Producer) CreateDataMessage(addr string) *message.Message {
 }
 
 // CreateFileMessage returns a file message for addr with its header set.
-// Set File.SendFilePath to the file to send.
+// Set File.SendFilePath to the file to send; Send fills in the rest of the
+// file properties (filename, unless set, filesize, fileChecksum and the
+// identifiers).
 func (p *Producer) CreateFileMessage(addr string) *message.Message {
 	return p.create(addr, message.KindFile)
 }
@@ -61,7 +64,17 @@ func (n *Node) now() time.Time {
 // fsynced. A message for an address this node receives goes straight to
 // its receive queue. If ctx ends first, Send returns ctx's error and the
 // message may or may not have been stored.
+//
+// For a file message, Send first reads the file to describe it (SHA-256),
+// then stores the file message: from then on the transfer is the node's,
+// tracked in its store, and resumes after link cuts and restarts. The file
+// must not change until it is sent; if it does, the transfer fails with
+// the reason. A file for an address of this node is copied into its
+// received folder before Send returns.
 func (p *Producer) Send(ctx context.Context, m *message.Message) error {
+	if m.Kind == message.KindFile {
+		return p.n.sendFile(ctx, m, false)
+	}
 	op, err := p.submit(ctx, m)
 	if err != nil {
 		return err
@@ -72,7 +85,13 @@ func (p *Producer) Send(ctx context.Context, m *message.Message) error {
 // SendAsync submits m and returns at once with a handle that completes
 // when m is durable or failed. Submission blocks only while the store's
 // commit queue is full (back-pressure).
+//
+// A file message is described and stored before SendAsync returns, as by
+// Send: reading the file is the slow part, and it cannot be done later.
 func (p *Producer) SendAsync(m *message.Message) *Pending {
+	if m.Kind == message.KindFile {
+		return failed(p.n.sendFile(context.Background(), m, false))
+	}
 	op, err := p.submit(context.Background(), m)
 	if err != nil {
 		return failed(err)
@@ -82,18 +101,8 @@ func (p *Producer) SendAsync(m *message.Message) *Pending {
 
 func (p *Producer) submit(ctx context.Context, m *message.Message) (*queue.Op, error) {
 	n := p.n
-	if m.ID == 0 {
-		id, err := n.ids.Next()
-		if err != nil {
-			return nil, fmt.Errorf("send: assign id: %w", err)
-		}
-		m.ID = id
-	}
-	if m.Origin.IsZero() {
-		m.Origin = n.id
-	}
-	if m.Timestamp.IsZero() {
-		m.Timestamp = n.now()
+	if err := n.stamp(m); err != nil {
+		return nil, err
 	}
 	if err := m.Validate(n.cfg.Limits); err != nil {
 		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
@@ -110,6 +119,66 @@ func (p *Producer) submit(ctx context.Context, m *message.Message) (*queue.Op, e
 		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
 	}
 	return op, nil
+}
+
+// stamp fills in what the header needs and the caller left out.
+func (n *Node) stamp(m *message.Message) error {
+	if m.ID == 0 {
+		id, err := n.ids.Next()
+		if err != nil {
+			return fmt.Errorf("send: assign id: %w", err)
+		}
+		m.ID = id
+	}
+	if m.Origin.IsZero() {
+		m.Origin = n.id
+	}
+	if m.Timestamp.IsZero() {
+		m.Timestamp = n.now()
+	}
+	return nil
+}
+
+// sendFile describes m's file, stores m and returns once it is durable.
+// With dedupe, a send of the same (origin, id) that was stored already is
+// a no-op: an outbox sends again what a crash may have interrupted.
+func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) error {
+	if err := n.stamp(m); err != nil {
+		return err
+	}
+	q, dest, err := n.route(ctx, m.Destination)
+	if err != nil {
+		return err
+	}
+	if err := n.prepareFile(ctx, m, dest); err != nil {
+		return err
+	}
+	m.Destination = dest
+	if err := m.Validate(n.cfg.Limits); err != nil {
+		return fmt.Errorf("send file to %q: %w", m.Destination, err)
+	}
+	var local *filetransfer.Incoming
+	if q.Kind() == queue.KindReceive {
+		if local, err = n.deliverLocal(ctx, m, q); err != nil {
+			return err
+		}
+		dedupe = true // the copy may be done again after a crash; the message must not
+	}
+	op, err := n.store.Submit([]queue.Put{{Queue: q, Msg: m, Dedupe: dedupe}})
+	if err == nil {
+		err = op.Wait(ctx)
+	}
+	if err != nil {
+		if local != nil {
+			local.Close()
+		}
+		return fmt.Errorf("send file to %q: %w", m.Destination, err)
+	}
+	if local != nil {
+		local.Finish()
+		n.notifyFile(m, nil)
+	}
+	return nil
 }
 
 // route returns the queue a message for dest goes to, and dest in full

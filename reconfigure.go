@@ -12,7 +12,7 @@ import (
 // Reconfigured says what a Reconfigure did.
 type Reconfigured struct {
 	// Applied lists the settings that changed and now run: "addresses",
-	// "nodes", "routes", "secret", "discovery", "auto_create".
+	// "nodes", "routes", "secret", "discovery", "auto_create", "outboxes".
 	Applied []string
 	// Restart lists the settings that changed but were not applied, because
 	// they need a restart (the listen address, the name, the data
@@ -66,11 +66,18 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 		}
 		r.Applied = append(r.Applied, "addresses")
 	}
+	if !slices.Equal(old.Outboxes, cfg.Outboxes) {
+		if err := n.applyOutboxes(cfg.Outboxes); err != nil {
+			return r, fmt.Errorf("apply outboxes: %w", err)
+		}
+		r.Applied = append(r.Applied, "outboxes")
+	}
 	// What could not be applied stays as it was in the running config, so
 	// that the next comparison still sees it pending.
 	next := cfg
 	next.Listen, next.Name, next.DataDir, next.Admin = old.Listen, old.Name, old.DataDir, old.Admin
 	next.Store, next.Limits, next.Link, next.Logger = old.Store, old.Limits, old.Link, old.Logger
+	next.Files = old.Files
 	n.current = next
 	n.log.Info("configuration applied", "applied", r.Applied, "needs_restart", r.Restart)
 	return r, nil
@@ -101,6 +108,7 @@ func restartNeeded(old, cfg Config) []string {
 	add(old.Admin != cfg.Admin, "admin.listen")
 	add(old.Limits != cfg.Limits, "limits")
 	add(old.Link != cfg.Link, "link")
+	add(old.Files != cfg.Files, "files")
 	return out
 }
 

@@ -63,7 +63,50 @@ func (c Config) Validate() error {
 	if err != nil {
 		return err
 	}
-	return c.validateAddresses(neighbours, routed)
+	if err := c.validateAddresses(neighbours, routed); err != nil {
+		return err
+	}
+	return c.validateFiles()
+}
+
+// validateFiles checks the file settings and the outboxes.
+func (c Config) validateFiles() error {
+	f := c.Files
+	maxFrame := c.Link.MaxFrame
+	if maxFrame == 0 {
+		maxFrame = 16 << 20
+	}
+	switch {
+	case f.ChunkSize < 0 || f.ChunkSize > maxFrame-8:
+		return cfgErr("files.chunk_size", fmt.Sprintf("%d bytes: must be between 1 and link.max_frame - 8 (%d)", f.ChunkSize, maxFrame-8), nil)
+	case f.Window < 0 || f.Window > 1<<16:
+		return cfgErr("files.window", fmt.Sprintf("%d chunks: must be between 1 and 65536", f.Window), nil)
+	case f.Concurrency < 0 || f.Concurrency > 256:
+		return cfgErr("files.concurrency", fmt.Sprintf("%d: must be between 1 and 256", f.Concurrency), nil)
+	case f.SyncBytes < 0:
+		return cfgErr("files.sync_bytes", "must not be negative", nil)
+	}
+	dirs := map[string]bool{}
+	for i, o := range c.Outboxes {
+		field := "outboxes[" + strconv.Itoa(i) + "]"
+		if o.Dir == "" {
+			return cfgErr(field+".dir", "an outbox needs a folder", nil)
+		}
+		if dirs[o.Dir] {
+			return cfgErr(field+".dir", fmt.Sprintf("%q is watched by another outbox already", o.Dir), nil)
+		}
+		dirs[o.Dir] = true
+		if _, _, err := message.ParseDestination(o.To); err != nil {
+			return cfgErr(field+".to", err.Error(), err)
+		}
+		if o.After != "" && o.After != "sent" && o.After != "delete" {
+			return cfgErr(field+".after", fmt.Sprintf("%q: want sent or delete", o.After), nil)
+		}
+		if o.Quiet < 0 {
+			return cfgErr(field+".quiet", "must not be negative", nil)
+		}
+	}
+	return nil
 }
 
 func (c Config) validateNodes() (map[string]bool, error) {

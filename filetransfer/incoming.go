@@ -40,7 +40,8 @@ type Incoming struct {
 	durable     int64
 	durableHash []byte // h's state at durable, to roll back to
 	closed      bool
-	broken      error // set when a rollback failed: only Close and Abort work
+	broken      error  // set when a rollback failed: only Close and Abort work
+	delivered   string // where Deliver placed the file
 }
 
 // ID returns the transfer id.
@@ -167,6 +168,21 @@ func (in *Incoming) rollback() {
 // the transfer stays whole and open in the spool, and Complete can be
 // called again.
 func (in *Incoming) Complete(destDir string) (string, error) {
+	final, err := in.Deliver(destDir)
+	if err != nil {
+		return "", err
+	}
+	in.Finish()
+	return final, nil
+}
+
+// Deliver is Complete without the cleanup: the file is verified and
+// placed in destDir, but the transfer stays in the spool, whole, until
+// Finish. A receiver that must record the delivery elsewhere (put the file
+// message in a queue) does that between the two: if it crashes before
+// Finish, the transfer resumes at its end and Deliver finds the file it
+// placed instead of placing it twice.
+func (in *Incoming) Deliver(destDir string) (string, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if err := in.usable(); err != nil {
@@ -191,13 +207,23 @@ func (in *Incoming) Complete(destDir string) (string, error) {
 	if err != nil {
 		return "", ioError(fmt.Sprintf("transfer %s: deliver %q into %s", in.id, in.info.Filename, destDir), err)
 	}
-	if err := in.finish(); err != nil {
-		// Delivered all the same; the leftovers are removed at the next
-		// OpenSpool or Complete.
-		in.log.Warn("file delivered, spool cleanup failed", slog.String(logPath, final), slog.Any(logError, err))
-	}
-	in.log.Info("file delivered", slog.String(logPath, final), slog.Int64("size", in.info.Size))
+	in.delivered = final
 	return final, nil
+}
+
+// Finish removes a delivered transfer from the spool and closes the
+// Incoming. A failure to remove is logged, not returned: the file was
+// delivered all the same, and the leftovers go at the next OpenSpool.
+func (in *Incoming) Finish() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return
+	}
+	if err := in.finish(); err != nil {
+		in.log.Warn("file delivered, spool cleanup failed", slog.String(logPath, in.delivered), slog.Any(logError, err))
+	}
+	in.log.Info("file delivered", slog.String(logPath, in.delivered), slog.Int64("size", in.info.Size))
 }
 
 // Abort drops the transfer: the partial file and the state are removed,

@@ -29,3 +29,13 @@ func SetEncodedTTL(data []byte, ttl time.Duration) error {
 	be.PutUint64(data[28:36], uint64(ttl))
 	return nil
 }
+
+// EncodedKind returns the kind of an encoded message without decoding it,
+// or 0 if data is too short or of another codec version. A sender uses it
+// to tell file messages, whose content goes first, from the others.
+func EncodedKind(data []byte) Kind {
+	if len(data) < headerLen || data[0] != CodecVersion {
+		return 0
+	}
+	return Kind(data[1])
+}

@@ -33,3 +33,22 @@ func TestSetEncodedTTL(t *testing.T) {
 		t.Fatalf("wrong version: %v", err)
 	}
 }
+
+func TestEncodedKind(t *testing.T) {
+	for _, k := range []Kind{KindCommand, KindData, KindFile} {
+		m := &Message{Kind: k, Destination: "a", Priority: 4}
+		if k == KindFile {
+			m.File.Filename = "x"
+		}
+		b, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := EncodedKind(b); got != k {
+			t.Errorf("EncodedKind = %v, want %v", got, k)
+		}
+	}
+	if got := EncodedKind([]byte{1, 3}); got != 0 {
+		t.Errorf("EncodedKind of a truncated message = %v, want 0", got)
+	}
+}

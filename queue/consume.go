@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/petrelmq/petrel/message"
@@ -380,4 +381,22 @@ func (q *Queue) deadLetter(d *Delivery, reason string) error {
 	dlq := q.policy.DeadLetter
 	q.mu.Unlock()
 	return q.moveTo(d.RowID, int64(len(l.e.data)), dlq, reason, true)
+}
+
+// Hold keeps the delivery's lease until it is settled (Ack, Nack,
+// Release, DeadLetter), however long that takes: the lease no longer times
+// out. A sender holds a file message this way for as long as its content
+// is being transferred, which may be hours; the store's lease sweep would
+// otherwise deliver it again meanwhile. The lease still ends with the
+// process: after a restart the message is delivered again.
+func (d *Delivery) Hold() error {
+	q := d.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.inflight[d.RowID]
+	if l == nil || l.token != d.token {
+		return fmt.Errorf("hold message %d of %q: %w", d.RowID, q.name, ErrLeaseLost)
+	}
+	l.deadline = math.MaxInt64
+	return nil
 }

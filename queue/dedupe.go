@@ -1,7 +1,10 @@
 package queue
 
 import (
+	"context"
+	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 
 	"github.com/petrelmq/petrel/message"
@@ -151,4 +154,21 @@ func (b *batch) markDup(r *request, i int) {
 		b.deduped[r] = d
 	}
 	d[i] = true
+}
+
+// Seen reports whether the dedupe window of q holds (origin, id): whether
+// a put of that message with Dedupe set was committed to q and not yet
+// pruned. A receiver asks before it takes a file's content again, so that
+// a file it already delivered is acknowledged instead of sent twice.
+func (q *Queue) Seen(ctx context.Context, origin message.NodeID, id uint64) (bool, error) {
+	var one int
+	err := q.s.rdb.QueryRowContext(ctx, `SELECT 1 FROM dedupe WHERE queue = ? AND origin = ? AND msg_id = ?`,
+		q.id, origin[:], int64(id)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("dedupe lookup in %q: %w", q.name, err)
+	}
+	return true, nil
 }

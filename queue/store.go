@@ -362,7 +362,7 @@ func (s *Store) Meta(ctx context.Context, key string) ([]byte, error) {
 	return v, nil
 }
 
-// SetMeta durably stores value under key.
+// SetMeta durably stores value under key; a nil value deletes key.
 func (s *Store) SetMeta(ctx context.Context, key string, value []byte) error {
 	r := &request{kind: reqMeta, name: key, data: value, op: newOp()}
 	if err := s.w.submit(r); err != nil {

@@ -258,7 +258,11 @@ func (w *writer) apply(batch []*request, b *batch) error {
 		case reqMove, reqExpire:
 			err = w.applyMove(r, b)
 		case reqMeta:
-			_, err = w.conn.exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, r.name, r.data)
+			if r.data == nil {
+				_, err = w.conn.exec(`DELETE FROM meta WHERE key = ?`, r.name)
+			} else {
+				_, err = w.conn.exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, r.name, r.data)
+			}
 		case reqCreateQueue:
 			err = w.applyCreate(r, b)
 		case reqPrune:

@@ -59,7 +59,11 @@ func (s *Server) serveConn(nc net.Conn) {
 		sessions.Add(1)
 		go func() {
 			defer sessions.Done()
-			s.sessionLoop(c, sess)
+			if sess.File() {
+				s.fileLoop(c, sess)
+			} else {
+				s.sessionLoop(c, sess)
+			}
 		}()
 	}
 }

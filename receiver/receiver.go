@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -41,7 +42,13 @@ type Config struct {
 	Window uint32
 	// Limits bound every inbound message.
 	Limits message.Limits
-	Logger *slog.Logger
+	// Spool holds the files being received; nil refuses file sessions.
+	Spool *filetransfer.Spool
+	// FileSyncBytes is how many bytes of a file are appended between two
+	// syncs and acks, at most (default DefaultFileSyncBytes). Half the
+	// sender's window in chunks is the other bound.
+	FileSyncBytes int64
+	Logger        *slog.Logger
 }
 
 // Server is the listener side of links.
@@ -60,7 +67,8 @@ type Server struct {
 	conns  map[*session.Conn]struct{}
 	secret []byte // the secret new connections authenticate with
 
-	stats Stats
+	stats     Stats
+	transfers transfers
 }
 
 // Stats count what the server saw since it started.
@@ -74,6 +82,11 @@ type Stats struct {
 	Deduped         atomic.Int64
 	Refused         atomic.Int64 // messages refused for good
 	ProtocolErrors  atomic.Int64 // connections or sessions ended by a peer's protocol error
+	FilesAnnounced  atomic.Int64 // file sessions that announced a file (attempts, resumes included)
+	FilesTaken      atomic.Int64 // files verified, placed and committed here
+	FilesRefused    atomic.Int64 // files refused for good
+	FilesCorrupt    atomic.Int64 // files whose content failed its checksum
+	FileBytes       atomic.Int64 // file content bytes received
 }
 
 const (

@@ -24,6 +24,8 @@ type Config struct {
 	// StallAfter is how long a full window may go without an ack before
 	// the link is reported stalled (default 10s).
 	StallAfter time.Duration
+	// Files tunes file transfers.
+	Files FileConfig
 	// Now is the clock for TTL arithmetic; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -73,6 +75,8 @@ type Sender struct {
 	log  *slog.Logger
 	st   status
 
+	files files
+
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -94,6 +98,7 @@ func (s *Sender) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.done = make(chan struct{})
+	s.startFiles(ctx)
 	go s.linkLoop(ctx)
 }
 
@@ -105,6 +110,7 @@ func (s *Sender) Stop() {
 	}
 	s.cancel()
 	<-s.done
+	s.stopFiles()
 }
 
 // Queue returns the send queue.

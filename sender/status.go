@@ -36,6 +36,8 @@ type Status struct {
 	// Stalled is set when the window has been full for a while with no
 	// ack: the next hop is alive (heartbeats) but not committing.
 	Stalled bool `json:"stalled"`
+	// Files is what the link does with files.
+	Files FileStats `json:"files"`
 }
 
 type status struct {
@@ -98,5 +100,6 @@ func (s *Sender) Status() Status {
 		Refused: st.refused.Load(), Reconnects: st.reconnects.Load(),
 		Depth: s.q.Stats().Depth, LastAck: st.lastAck,
 		Stalled: !st.fullSince.IsZero() && s.cfg.Now().Sub(st.fullSince) > s.cfg.StallAfter,
+		Files:   s.fileStats(),
 	}
 }

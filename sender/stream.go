@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
 )
@@ -113,6 +114,15 @@ func (s *Sender) sendLoop(ctx context.Context, sess *session.Session, fl *flight
 				return context.Cause(ctx)
 			}
 			return fmt.Errorf("lease from %s: %w", s.q.Name(), err)
+		}
+		if message.EncodedKind(d.Data) == message.KindFile {
+			// Its content goes first, on a file session of its own: the
+			// messages behind it do not wait for it.
+			<-slots
+			if err := s.handOff(ctx, d); err != nil {
+				return err
+			}
+			continue
 		}
 		data, ok := s.prepare(d)
 		if !ok {

@@ -119,6 +119,19 @@ func (c *Conn) Stats() ConnStats {
 // for lack of a common version wraps ErrVersion. The negotiated window is
 // Session.Window, at most window (and at most MaxWindow).
 func (c *Conn) Open(ctx context.Context, address string, window uint32) (*Session, error) {
+	return c.open(ctx, address, window, 0)
+}
+
+// OpenFile opens a file session for address: the same as Open, with
+// FlagFile on the SessionCreate, so that the server knows the session
+// carries a file's announcement and chunks rather than a queue's messages.
+// What the Data sequence numbers then mean is for the sender and receiver
+// packages; the session passes them through as it does any.
+func (c *Conn) OpenFile(ctx context.Context, address string, window uint32) (*Session, error) {
+	return c.open(ctx, address, window, FlagFile)
+}
+
+func (c *Conn) open(ctx context.Context, address string, window uint32, flags uint8) (*Session, error) {
 	if !c.client {
 		return nil, fmt.Errorf("open session for %q: only the client side of a connection opens sessions: %w", address, ErrProtocol)
 	}
@@ -130,6 +143,7 @@ func (c *Conn) Open(ctx context.Context, address string, window uint32) (*Sessio
 	}
 	s := c.newSession(0, address)
 	s.state = stateOpening
+	s.file = flags&FlagFile != 0
 	s.created = make(chan struct{})
 	s.reqWindow = min(window, MaxWindow)
 	id, err := c.tab.addClient(s)
@@ -137,7 +151,7 @@ func (c *Conn) Open(ctx context.Context, address string, window uint32) (*Sessio
 		return nil, fmt.Errorf("open session for %q: %w", address, err)
 	}
 	req := SessionCreate{Versions: c.offer(), Name: c.cfg.Name, ID: c.cfg.ID, Address: address, Window: s.reqWindow}
-	if err := c.out.control(Header{Type: TypeSessionCreate, Session: id}, req); err != nil {
+	if err := c.out.control(Header{Type: TypeSessionCreate, Flags: flags, Session: id}, req); err != nil {
 		c.tab.remove(id, s)
 		return nil, fmt.Errorf("open session for %q: %w", address, err)
 	}

@@ -41,11 +41,16 @@ const (
 	TypePong                  Type = 18 // either way, session 0: answer to a Ping
 )
 
-// FlagNoCommonVersion is the only flag defined in version 1. It is set on a
-// SessionCreateResponse that refuses a session because none of the offered
-// versions is supported, so that Open can return ErrVersion rather than
-// ErrRefused. Every other flag bit, on every type, must be 0.
+// FlagNoCommonVersion is set on a SessionCreateResponse that refuses a
+// session because none of the offered versions is supported, so that Open
+// can return ErrVersion rather than ErrRefused.
 const FlagNoCommonVersion uint8 = 1 << 0
+
+// FlagFile is set on a SessionCreate that opens a file session: one that
+// carries one file's announcement and content instead of a queue's
+// messages (see Conn.OpenFile). Every flag bit not defined for a type
+// must be 0.
+const FlagFile uint8 = 1 << 1
 
 // Limits on payload length besides Config.MaxFrame.
 const (
@@ -91,8 +96,11 @@ func (t Type) Known() bool {
 
 // allowedFlags returns the flag bits that a frame of type t may carry.
 func (t Type) allowedFlags() uint8 {
-	if t == TypeSessionCreateResponse {
+	switch t {
+	case TypeSessionCreateResponse:
 		return FlagNoCommonVersion
+	case TypeSessionCreate:
+		return FlagFile
 	}
 	return 0
 }

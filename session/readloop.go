@@ -90,7 +90,7 @@ func (c *Conn) dispatch(h Header, p []byte) error {
 		if h.Type == TypeData {
 			return c.onData(h.Session, p)
 		}
-		return c.onCreate(h.Session, p)
+		return c.onCreate(h, p)
 	case TypeSessionCreateResponse, TypeDataAck, TypeRefuse:
 		if !c.client {
 			return c.wrongSide(h)
@@ -141,7 +141,8 @@ func (c *Conn) onConnFrame(h Header, p []byte) error {
 
 // onCreate handles a client's SessionCreate: it refuses what the package
 // cannot serve and queues the rest for Conn.Accept.
-func (c *Conn) onCreate(id uint32, p []byte) error {
+func (c *Conn) onCreate(h Header, p []byte) error {
+	id := h.Session
 	req, err := DecodeSessionCreate(p)
 	if err != nil {
 		return err
@@ -160,6 +161,7 @@ func (c *Conn) onCreate(id uint32, p []byte) error {
 	}
 	s := c.newSession(id, req.Address)
 	s.state = statePending
+	s.file = h.Flags&FlagFile != 0
 	s.version = v
 	s.reqWindow = req.Window
 	s.peer = Peer{Name: req.Name, ID: req.ID, Addr: c.peer.Addr}

@@ -24,6 +24,7 @@ type Session struct {
 	id      uint32
 	address string
 	client  bool
+	file    bool // opened with FlagFile
 	self    Peer // this node, for the packets it sends
 	timeout time.Duration
 	out     *outbox
@@ -64,6 +65,9 @@ type Ack struct {
 
 // ID returns the session id, unique on its connection while it is open.
 func (s *Session) ID() uint32 { return s.id }
+
+// File reports whether the session is a file session (Conn.OpenFile).
+func (s *Session) File() bool { return s.file }
 
 // Address returns the address the session serves.
 func (s *Session) Address() string { return s.address }

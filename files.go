@@ -1,0 +1,240 @@
+package petrel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/receiver"
+	"github.com/petrelmq/petrel/sender"
+	"github.com/petrelmq/petrel/session"
+)
+
+// PropNotify is the application property of a file message that names
+// the address to which a notice goes when the transfer ends: a data
+// message with DataType FileNoticeType, sent by the destination once the
+// file is delivered, or by the node where it failed for good.
+const PropNotify = "petrel.notify"
+
+// FileNoticeType is the DataType of a file transfer notice. Its properties:
+// status ("complete" or "failed"), reason (when failed), filename,
+// filesize, fileChecksum, fileMessageID, node (where it was decided) and,
+// when complete, receivedFilePath.
+const FileNoticeType = "petrel.file-notice"
+
+// ErrNoFile is returned by Send for a file message without a file to send.
+var ErrNoFile = errors.New("file message names no file")
+
+func (c FilesConfig) withDefaults(dataDir string) FilesConfig {
+	if c.Spool == "" {
+		c.Spool = filepath.Join(dataDir, "spool")
+	}
+	if c.Received == "" {
+		c.Received = filepath.Join(dataDir, "received")
+	}
+	return c
+}
+
+// heldRoot is where a relay keeps the files it forwards: in the spool's
+// filesystem, so that taking one is a link, not a copy.
+func (n *Node) heldRoot() string { return filepath.Join(n.files.Spool, "held") }
+
+// receivedDir is the folder the files for the local address name go to.
+func (n *Node) receivedDir(name string) string {
+	n.mu.Lock()
+	a := n.addresses[name]
+	n.mu.Unlock()
+	if a.ReceivedDir != "" {
+		return a.ReceivedDir
+	}
+	return filepath.Join(n.files.Received, name)
+}
+
+func (n *Node) openSpool() error {
+	sp, err := filetransfer.OpenSpool(n.files.Spool, filetransfer.WithLogger(n.cfg.Logger))
+	if err != nil {
+		return err
+	}
+	n.spool = sp
+	return nil
+}
+
+// senderFiles is the file side of the senders' configuration.
+func (n *Node) senderFiles() sender.FileConfig {
+	f := n.files
+	return sender.FileConfig{ChunkSize: f.ChunkSize, Window: f.Window, Concurrency: f.Concurrency, Done: n.fileDone}
+}
+
+// prepareFile describes the file a file message sends, as Send is called:
+// name, size, SHA-256 and the identifiers, and records its modification
+// time so that the sender notices a change. dest is the destination in
+// full, name@node.
+func (n *Node) prepareFile(ctx context.Context, m *message.Message, dest string) error {
+	if m.File.SendFilePath == "" {
+		return fmt.Errorf("send file to %q: set File.SendFilePath: %w", m.Destination, ErrNoFile)
+	}
+	path, err := filepath.Abs(m.File.SendFilePath)
+	if err != nil {
+		return fmt.Errorf("send file %q: %w", m.File.SendFilePath, err)
+	}
+	info, err := filetransfer.DescribeContext(ctx, path)
+	if err != nil {
+		return fmt.Errorf("send file: %w", err)
+	}
+	if m.File.Filename != "" {
+		info.Filename = m.File.Filename
+	}
+	if err := filetransfer.CheckName(info.Filename); err != nil {
+		return fmt.Errorf("send file %q: %w", path, err)
+	}
+	info.SetProps(&m.File)
+	m.File.SendFilePath = path
+	m.File.ReceivedFilePath = ""
+	m.Properties.Set(sender.PropSourceModTime, message.Int64(info.ModTime.UnixNano()))
+	_, node, _ := message.ParseDestination(dest)
+	if node == "" {
+		node = n.cfg.Name
+	}
+	m.File.SrcIdentifier = n.cfg.Name
+	m.File.DestIdentifier = node
+	m.File.CenterIdentifier = ""
+	if hop, ok := n.nextHop(node); ok && hop != node {
+		m.File.CenterIdentifier = hop
+	}
+	return nil
+}
+
+// deliverLocal takes a file sent to an address of this node: it goes
+// through the spool like a received one (copied, verified, placed), and
+// its file message, with ReceivedFilePath, is the put returned.
+func (n *Node) deliverLocal(ctx context.Context, m *message.Message, q *queue.Queue) (*filetransfer.Incoming, error) {
+	info := filetransfer.InfoFromProps(m.File)
+	src, err := filetransfer.OpenSource(m.File.SendFilePath, filetransfer.Info{
+		Filename: info.Filename, Size: info.Size, SHA256: info.SHA256, ModTime: modTimeOf(m)})
+	if err != nil {
+		return nil, fmt.Errorf("send file: %w", err)
+	}
+	defer src.Close()
+	in, err := n.spool.Begin(receiver.TransferID(m.Origin, m.ID), info)
+	if err != nil {
+		return nil, fmt.Errorf("send file: %w", err)
+	}
+	buf := make([]byte, 1<<20)
+	for at := in.Offset(); at < info.Size; {
+		if err := ctx.Err(); err != nil {
+			in.Close()
+			return nil, err
+		}
+		k, err := src.ReadChunk(at, buf)
+		if err == nil {
+			err = in.Write(at, buf[:k])
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			in.Close()
+			return nil, fmt.Errorf("send file: %w", err)
+		}
+		at += int64(k)
+	}
+	if err := src.Verify(); err != nil {
+		in.Abort(err.Error())
+		return nil, fmt.Errorf("send file: %w", err)
+	}
+	name, _, _ := message.ParseDestination(q.Name())
+	path, err := in.Deliver(n.receivedDir(name))
+	if err != nil {
+		in.Close()
+		return nil, fmt.Errorf("send file: %w", err)
+	}
+	m.File.ReceivedFilePath, m.File.SendFilePath = path, ""
+	m.Properties.Delete(sender.PropSourceModTime)
+	return in, nil
+}
+
+func modTimeOf(m *message.Message) time.Time {
+	if v, ok := m.Properties.Get(sender.PropSourceModTime); ok {
+		return time.Unix(0, v.Int64())
+	}
+	return time.Time{}
+}
+
+// InboundFile implements receiver.FileRouter: a file for an address this
+// node receives is placed in its received folder; one it relays is held
+// in the spool until forwarded.
+func (n *Node) InboundFile(ctx context.Context, peer session.Peer, m *message.Message) (receiver.FileTarget, error) {
+	q, err := n.Inbound(ctx, peer, m)
+	if err != nil {
+		return receiver.FileTarget{}, err
+	}
+	if q.Kind() == queue.KindSend {
+		return receiver.FileTarget{Queue: q, Dir: n.heldDir(m), Relay: true}, nil
+	}
+	return receiver.FileTarget{Queue: q, Dir: n.receivedDir(q.Name())}, nil
+}
+
+func (n *Node) heldDir(m *message.Message) string {
+	return filepath.Join(n.heldRoot(), receiver.TransferID(m.Origin, m.ID))
+}
+
+// FileTaken implements receiver.FileRouter: at the destination, the
+// completion notice.
+func (n *Node) FileTaken(m *message.Message, t receiver.FileTarget) {
+	if !t.Relay {
+		n.notifyFile(m, nil)
+	}
+}
+
+// fileDone is told by a sender that a file message left its send queue:
+// handed over (err nil) or failed for good. It frees what this node held
+// for it: a relay's copy, an outbox's file; and a failure is noticed.
+func (n *Node) fileDone(m *message.Message, err error) {
+	path := m.File.SendFilePath
+	if held := n.heldRoot() + string(filepath.Separator); strings.HasPrefix(path, held) {
+		dir := filepath.Dir(path)
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			n.log.Warn("remove a forwarded file", slog.String("path", dir), slog.Any(logError, rerr))
+		}
+	}
+	n.outboxDone(m, err)
+	if err != nil {
+		n.notifyFile(m, err)
+	}
+}
+
+// notifyFile sends the notice of m's end to the address m names in
+// PropNotify, if any.
+func (n *Node) notifyFile(m *message.Message, failure error) {
+	v, ok := m.Properties.Get(PropNotify)
+	if !ok || v.Str() == "" {
+		return
+	}
+	p := n.Producer()
+	notice := p.CreateDataMessage(v.Str())
+	notice.Data.DataType = FileNoticeType
+	status := "complete"
+	if failure != nil {
+		status = "failed"
+		notice.Properties.Set("reason", message.String(failure.Error()))
+	} else {
+		notice.Properties.Set("receivedFilePath", message.String(m.File.ReceivedFilePath))
+	}
+	notice.Properties.Set("status", message.String(status))
+	notice.Properties.Set("filename", message.String(m.File.Filename))
+	notice.Properties.Set("filesize", message.Int64(m.File.Filesize))
+	notice.Properties.Set("fileChecksum", message.String(m.File.FileChecksum))
+	notice.Properties.Set("fileMessageID", message.Int64(int64(m.ID)))
+	notice.Properties.Set("node", message.String(n.cfg.Name))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Send(ctx, notice); err != nil {
+		n.log.Warn("file notice not sent", slog.String("to", v.Str()), slog.String("file", m.File.Filename), slog.Any(logError, err))
+	}
+}

@@ -1,0 +1,231 @@
+package petrel_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/message"
+)
+
+// writeRandom writes size random bytes to dir/name and returns the path
+// and its SHA-256.
+func writeRandom(t *testing.T, dir, name string, size int) (string, string) {
+	t.Helper()
+	b := make([]byte, size)
+	rand.Read(b)
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return p, hex.EncodeToString(sum[:])
+}
+
+func fileSum(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// relayTrio is a → c (relay) → b, relaying "files" to b.
+func relayTrio(t *testing.T, mod func(*petrel.Config)) (a, c, b *petrel.Node) {
+	t.Helper()
+	b = openNode(t, "b", "127.0.0.1:0", mod)
+	c = openNode(t, "c", "127.0.0.1:0", func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+		cfg.Addresses = []petrel.AddressConfig{{Name: "files", Role: address.RoleRelay}}
+		if mod != nil {
+			mod(cfg)
+		}
+	})
+	a = openNode(t, "a", "", func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: tcp(c)}}
+		cfg.Routes = []petrel.RouteConfig{{Node: "b", Via: "c"}}
+		if mod != nil {
+			mod(cfg)
+		}
+	})
+	return a, c, b
+}
+
+// receiveFile waits for the completion notice of one file on n's addr.
+func receiveFile(t *testing.T, n *petrel.Node, addr string, within time.Duration) *petrel.Delivery {
+	t.Helper()
+	c, err := n.Consumer(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	d, err := c.Receive(ctx)
+	if err != nil {
+		t.Fatalf("no file on %s: %v\ntransfers: %+v", addr, err, n.Transfers())
+	}
+	if err := d.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestFileThroughRelay(t *testing.T) {
+	a, c, b := relayTrio(t, nil)
+	src, sum := writeRandom(t, t.TempDir(), "report.bin", 3<<20+17)
+	p := a.Producer()
+	m := p.CreateFileMessage("files@b")
+	m.File.SendFilePath = src
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if m.File.Filename != "report.bin" || m.File.Filesize != 3<<20+17 || m.File.FileChecksum != sum {
+		t.Fatalf("file props not filled in: %+v", m.File)
+	}
+	if m.File.SrcIdentifier != "a" || m.File.DestIdentifier != "b" || m.File.CenterIdentifier != "c" {
+		t.Fatalf("identifiers: src %q dest %q center %q", m.File.SrcIdentifier, m.File.DestIdentifier, m.File.CenterIdentifier)
+	}
+	d := receiveFile(t, b, "files", 30*time.Second)
+	got := d.File.ReceivedFilePath
+	if got == "" || filepath.Base(got) != "report.bin" {
+		t.Fatalf("receivedFilePath %q", got)
+	}
+	if s := fileSum(t, got); s != sum {
+		t.Fatalf("received SHA-256 %s, sent %s", s, sum)
+	}
+	if d.File.SendFilePath != "" || d.File.FileChecksum != sum || d.File.CenterIdentifier != "c" {
+		t.Fatalf("delivered props %+v", d.File)
+	}
+	if _, ok := d.Properties.Get("petrel.source-mtime"); ok {
+		t.Fatal("the origin's private property reached the destination")
+	}
+	// The relay frees what it held, and the spools are empty.
+	waitFor(t, 10*time.Second, func() bool {
+		held, _ := os.ReadDir(filepath.Join(c.DataDir(), "spool", "held"))
+		return len(held) == 0
+	}, func() string { return "relay still holds the file" })
+	for _, nd := range []*petrel.Node{b, c} {
+		ents, _ := os.ReadDir(filepath.Join(nd.DataDir(), "spool"))
+		for _, e := range ents {
+			if e.Name() != "held" {
+				t.Errorf("%s spool keeps %s", nd.Name(), e.Name())
+			}
+		}
+	}
+}
+
+func TestFileSourceMissingFails(t *testing.T) {
+	a, _, _ := relayTrio(t, nil)
+	m := a.Producer().CreateFileMessage("files@b")
+	m.File.SendFilePath = filepath.Join(t.TempDir(), "nope")
+	err := a.Producer().Send(context.Background(), m)
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("send of a missing file: %v", err)
+	}
+	m = a.Producer().CreateFileMessage("files@b")
+	if err := a.Producer().Send(context.Background(), m); !errors.Is(err, petrel.ErrNoFile) {
+		t.Fatalf("send without a path: %v", err)
+	}
+}
+
+func TestFileLocalDelivery(t *testing.T) {
+	a := openNode(t, "a", "", nil)
+	src, sum := writeRandom(t, t.TempDir(), "local.dat", 100000)
+	m := a.Producer().CreateFileMessage("inbox")
+	m.File.SendFilePath = src
+	if err := a.Producer().Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	d := receiveFile(t, a, "inbox", 5*time.Second)
+	if fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatal("local copy differs")
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on (yet).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestFileNotices(t *testing.T) {
+	a := openNode(t, "a", "127.0.0.1:0", nil)
+	bAddr := freeAddr(t)
+	p := a.Producer()
+	if _, err := a.Reconfigure(context.Background(), petrel.Config{
+		Name: "a", DataDir: a.DataDir(), Listen: a.ListenAddr(), Logger: quiet, Link: fastLinks,
+		Nodes: []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + bAddr}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good, sum := writeRandom(t, dir, "good.bin", 200000)
+	bad, _ := writeRandom(t, dir, "bad.bin", 200000)
+	for _, path := range []string{good, bad} {
+		m := p.CreateFileMessage("files@b")
+		m.File.SendFilePath = path
+		m.Properties.Set(petrel.PropNotify, message.String("notices@a"))
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// bad.bin changes while it waits to be sent: b is not up yet.
+	if err := os.WriteFile(bad, []byte("something else entirely"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := openNode(t, "b", bAddr, func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "a", Connector: tcp(a)}}
+	})
+	d := receiveFile(t, b, "files", 30*time.Second)
+	if d.File.Filename != "good.bin" || fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatalf("received %+v", d.File)
+	}
+	notices := map[string]*petrel.Delivery{}
+	for range 2 {
+		n := receiveFile(t, a, "notices", 30*time.Second)
+		if n.Data.DataType != petrel.FileNoticeType {
+			t.Fatalf("notice of type %q", n.Data.DataType)
+		}
+		name, _ := n.Properties.Get("filename")
+		notices[name.Str()] = n
+	}
+	if st, _ := notices["good.bin"].Properties.Get("status"); st.Str() != "complete" {
+		t.Fatalf("good.bin notice: %v", notices["good.bin"].Properties)
+	}
+	if p, _ := notices["good.bin"].Properties.Get("receivedFilePath"); p.Str() != d.File.ReceivedFilePath {
+		t.Fatalf("notice names %q, delivered %q", p.Str(), d.File.ReceivedFilePath)
+	}
+	n := notices["bad.bin"]
+	st, _ := n.Properties.Get("status")
+	reason, _ := n.Properties.Get("reason")
+	if st.Str() != "failed" || !strings.Contains(reason.Str(), "changed") {
+		t.Fatalf("bad.bin notice: status %q reason %q", st.Str(), reason.Str())
+	}
+	// The failed file message is dead-lettered with the reason.
+	dlq := receiveFile(t, a, "files.dlq", 5*time.Second)
+	if !strings.Contains(dlq.Reason, "changed") {
+		t.Fatalf("dead letter reason %q", dlq.Reason)
+	}
+	// Nothing of bad.bin reached b.
+	if ents, _ := os.ReadDir(filepath.Join(b.DataDir(), "received", "files")); len(ents) != 1 {
+		t.Fatalf("b received %d files", len(ents))
+	}
+}

@@ -1,0 +1,209 @@
+package petrel
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/message"
+)
+
+// outboxes are the node's running outbox folders, by directory.
+type outboxes struct {
+	mu  sync.Mutex
+	run map[string]*outboxRun
+}
+
+// outboxRun is one watched folder and the goroutine that sends what it
+// finds: describing a file (its SHA-256) takes a while, and the watcher
+// must not wait for it.
+type outboxRun struct {
+	cfg    OutboxConfig
+	dir    string // absolute
+	ob     *filetransfer.Outbox
+	paths  chan string
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// outboxKey is the store's meta key that remembers the message id given
+// to an outbox file, so that after a crash it is sent again under the same
+// id, which dedupe then recognises.
+func outboxKey(path string) string { return "outbox:" + path }
+
+// startOutbox watches one folder. Files already in it are sent.
+func (n *Node) startOutbox(c OutboxConfig) error {
+	dir, err := filepath.Abs(c.Dir)
+	if err != nil {
+		return fmt.Errorf("outbox %s: %w", c.Dir, err)
+	}
+	r := &outboxRun{cfg: c, dir: dir, paths: make(chan string, 1024), done: make(chan struct{})}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	go func() {
+		defer close(r.done)
+		for {
+			select {
+			case <-r.ctx.Done():
+				return
+			case p := <-r.paths:
+				n.sendOutboxFile(r, p)
+			}
+		}
+	}()
+	ob, err := filetransfer.WatchOutbox(filetransfer.OutboxConfig{Dir: dir, Quiet: c.Quiet, Logger: n.cfg.Logger},
+		func(path string) {
+			select {
+			case r.paths <- path:
+			case <-r.ctx.Done():
+			}
+		})
+	if err != nil {
+		r.cancel()
+		<-r.done
+		return fmt.Errorf("outbox %s: %w", c.Dir, err)
+	}
+	r.ob = ob
+	n.outboxes.mu.Lock()
+	if n.outboxes.run == nil {
+		n.outboxes.run = map[string]*outboxRun{}
+	}
+	n.outboxes.run[dir] = r
+	n.outboxes.mu.Unlock()
+	n.log.Info("outbox watched", slog.String("dir", dir), slog.String("to", c.To))
+	return nil
+}
+
+// stop stops the watcher, then the sending goroutine. A file being
+// described is abandoned; it is offered again at the next start.
+func (r *outboxRun) stop() {
+	r.ob.Close()
+	r.cancel()
+	<-r.done
+}
+
+// applyOutboxes makes the running outboxes those of cfgs: removed or
+// changed ones stop, new or changed ones start.
+func (n *Node) applyOutboxes(cfgs []OutboxConfig) error {
+	want := map[string]OutboxConfig{}
+	for _, c := range cfgs {
+		dir, err := filepath.Abs(c.Dir)
+		if err != nil {
+			return fmt.Errorf("outbox %s: %w", c.Dir, err)
+		}
+		want[dir] = c
+	}
+	n.outboxes.mu.Lock()
+	var stop []*outboxRun
+	for dir, r := range n.outboxes.run {
+		if c, ok := want[dir]; !ok || c != r.cfg {
+			stop = append(stop, r)
+			delete(n.outboxes.run, dir)
+		} else {
+			delete(want, dir)
+		}
+	}
+	n.outboxes.mu.Unlock()
+	for _, r := range stop {
+		r.stop()
+	}
+	var errs []error
+	for _, c := range cfgs {
+		if dir, _ := filepath.Abs(c.Dir); want[dir] == c {
+			errs = append(errs, n.startOutbox(c))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) stopOutboxes() {
+	n.outboxes.mu.Lock()
+	runs := n.outboxes.run
+	n.outboxes.run = nil
+	n.outboxes.mu.Unlock()
+	for _, r := range runs {
+		r.stop()
+	}
+}
+
+// sendOutboxFile sends one file the outbox found complete. Its message id
+// is recorded first, with the file's size and modification time: a crash
+// after the send commits makes the next start send it again under the
+// same id, and dedupe drops the copy.
+func (n *Node) sendOutboxFile(r *outboxRun, path string) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return // gone meanwhile
+	}
+	key := outboxKey(path)
+	id, err := n.outboxID(r.ctx, key, fi)
+	if err != nil {
+		n.log.Warn("outbox file not sent", slog.String("path", path), slog.Any(logError, err))
+		return
+	}
+	m := n.Producer().CreateFileMessage(r.cfg.To)
+	m.ID = id
+	m.File.SendFilePath = path
+	err = n.sendFile(r.ctx, m, true)
+	if r.ctx.Err() != nil {
+		return
+	}
+	if err != nil || m.File.ReceivedFilePath != "" {
+		// Failed, or delivered here already: no sender will report it.
+		r.done1(n, path, err)
+	}
+}
+
+// outboxID returns the id recorded for the outbox file, or records a new
+// one. A record for another version of the file (size or time differ) is
+// replaced.
+func (n *Node) outboxID(ctx context.Context, key string, fi os.FileInfo) (uint64, error) {
+	rec, err := n.store.Meta(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	size, mtime := uint64(fi.Size()), uint64(fi.ModTime().UnixNano())
+	if len(rec) == 24 && binary.BigEndian.Uint64(rec[8:]) == size && binary.BigEndian.Uint64(rec[16:]) == mtime {
+		return binary.BigEndian.Uint64(rec), nil
+	}
+	id, err := n.ids.Next()
+	if err != nil {
+		return 0, err
+	}
+	rec = binary.BigEndian.AppendUint64(nil, id)
+	rec = binary.BigEndian.AppendUint64(rec, size)
+	rec = binary.BigEndian.AppendUint64(rec, mtime)
+	return id, n.store.SetMeta(ctx, key, rec)
+}
+
+// done1 moves the file to sent/ or failed/ and forgets its id.
+func (r *outboxRun) done1(n *Node, path string, err error) {
+	if derr := r.ob.Done(path, err, r.cfg.After); derr != nil {
+		n.log.Warn("outbox: cannot move the file", slog.String("path", path), slog.Any(logError, derr))
+	}
+	if serr := n.store.SetMeta(context.Background(), outboxKey(path), nil); serr != nil {
+		n.log.Warn("outbox: cannot forget the file's id", slog.String("path", path), slog.Any(logError, serr))
+	}
+}
+
+// outboxDone is the end of a file message the sender reports: if its file
+// came from an outbox, the file leaves the folder.
+func (n *Node) outboxDone(m *message.Message, err error) {
+	path := m.File.SendFilePath
+	if path == "" {
+		return
+	}
+	n.outboxes.mu.Lock()
+	r := n.outboxes.run[filepath.Dir(path)]
+	n.outboxes.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.done1(n, path, err)
+}

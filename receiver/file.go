@@ -1,0 +1,306 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/session"
+)
+
+// A file session (session.Conn.OpenFile) carries one file: its
+// announcement, then its content. The sequence numbers are byte offsets:
+//
+//	sender                                         receiver
+//	Data seq=0  the file message, encoded  ---->   route it, open the spool
+//	                                       <----   DataAck seq=R   resume at byte R (R < size)
+//	                                       <----   DataAck seq=size   already here: done
+//	                                       <----   Refuse seq=0    refused for good, with why
+//	Data seq=E  bytes [R, E) of the file   ---->   E = R + chunk length; appended
+//	Data seq=E' bytes [E, E')              ---->
+//	                                       <----   DataAck seq=D   bytes [0, D) are durable
+//	...
+//	                                       <----   DataAck seq=size   verified, delivered
+//	                                                                  (or held) and the file
+//	                                                                  message committed
+//	                                       <----   Refuse seq=size the content failed its
+//	                                                                  SHA-256; send it again
+//
+// DataAck seq=size is sent only once the receiver took custody: the file
+// is whole, verified and placed, and its file message committed, so the
+// sender may settle its own copy. Any earlier DataAck is below size. A
+// session that ends in between (a cut link, a restart) loses nothing: the
+// next one is told where to go on.
+
+// FileTarget is where a node puts a file it takes.
+type FileTarget struct {
+	// Queue takes the file message once the content is whole: the receive
+	// queue at the destination, the send queue toward it at a relay.
+	Queue *queue.Queue
+	// Dir is the folder the verified content is placed in.
+	Dir string
+	// Relay says the node holds the content to forward it: the file
+	// message gets SendFilePath (where this node sends it from) instead of
+	// ReceivedFilePath.
+	Relay bool
+}
+
+// FileRouter is the part of a Router that takes files. A Router without
+// it refuses file sessions.
+type FileRouter interface {
+	// InboundFile returns where the file that m announces goes. An error
+	// wrapping ErrRefused refuses it for good; any other is transient.
+	InboundFile(ctx context.Context, peer session.Peer, m *message.Message) (FileTarget, error)
+	// FileTaken is called once the file message with the content's path
+	// committed (not for a file that was already here).
+	FileTaken(m *message.Message, t FileTarget)
+}
+
+// Defaults of the file settings in Config.
+const (
+	DefaultFileSyncBytes = 8 << 20
+	// fileIdleSync: chunks unsynced for this long are synced and acked
+	// even short of FileSyncBytes, so a slow sender still sees progress.
+	fileIdleSync = 50 * time.Millisecond
+)
+
+// TransferID is the spool id of the transfer of the file message (origin,
+// id): the same at every hop, so that a resend finds its partial file.
+func TransferID(origin message.NodeID, id uint64) string {
+	return origin.String() + "-" + strconv.FormatUint(id, 10)
+}
+
+// fileLoop receives the file of one file session.
+func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
+	ctx, cancel := s.ctxOf(c)
+	defer cancel()
+	err := s.receiveFile(ctx, sess)
+	switch {
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, session.ErrClosed):
+		return
+	case isProtocol(err):
+		s.stats.ProtocolErrors.Add(1)
+	}
+	s.log.Warn("file session ended", slog.String(logPeer, sess.Peer().Name), slog.Any(logError, err))
+	closeCtx, cc := context.WithTimeout(context.Background(), s.cfg.Session.HandshakeTimeout)
+	defer cc()
+	sess.Close(closeCtx, err.Error())
+}
+
+// recv returns the session's next Data.
+func recv(ctx context.Context, sess *session.Session) (session.Data, error) {
+	return sess.Recv(ctx)
+}
+
+func (s *Server) receiveFile(ctx context.Context, sess *session.Session) error {
+	peer := sess.Peer()
+	d, err := recv(ctx, sess)
+	if err != nil {
+		return err
+	}
+	if d.Seq != 0 {
+		return fmt.Errorf("%w: a file session starts with its announcement, seq 0, not %d", session.ErrProtocol, d.Seq)
+	}
+	s.stats.FilesAnnounced.Add(1)
+	m, t, refusal, err := s.announced(ctx, peer, d.Message)
+	if err != nil {
+		return err
+	}
+	if refusal != "" {
+		s.stats.FilesRefused.Add(1)
+		s.log.Warn("file refused", slog.String(logPeer, peer.Name), slog.String("reason", refusal))
+		if err := sess.RefuseSeq(0, refusal); err != nil {
+			return err
+		}
+		return waitClose(ctx, sess)
+	}
+	size := m.File.Filesize
+	if seen, err := t.Queue.Seen(ctx, m.Origin, m.ID); err != nil {
+		return err
+	} else if seen {
+		// Taken before; the sender missed the final ack.
+		if err := sess.Ack(uint64(size)); err != nil {
+			return err
+		}
+		return waitClose(ctx, sess)
+	}
+	id := TransferID(m.Origin, m.ID)
+	in, err := s.cfg.Spool.Begin(id, filetransfer.InfoFromProps(m.File))
+	if err != nil {
+		s.transfers.failed(id, m, peer.Name, err)
+		return fmt.Errorf("file %q from %s: %w", m.File.Filename, peer.Name, err)
+	}
+	defer in.Close()
+	tr := s.transfers.begin(id, m, peer.Name, in.Offset())
+	defer s.transfers.end(tr)
+	if in.Offset() < size {
+		if err := sess.Ack(uint64(in.Offset())); err != nil {
+			return err
+		}
+		if err := s.receiveChunks(ctx, sess, in, tr); err != nil {
+			s.transfers.paused(tr, err)
+			return err
+		}
+	}
+	return s.takeFile(ctx, sess, in, m, t)
+}
+
+// announced checks the announcement and routes it. A refusal for good is
+// returned as a reason; an error is transient.
+func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*message.Message, FileTarget, string, error) {
+	fr, ok := s.router.(FileRouter)
+	if !ok || s.cfg.Spool == nil {
+		return nil, FileTarget{}, "this node takes no files", nil
+	}
+	m, err := message.Decode(b, s.cfg.Limits)
+	if err != nil {
+		return nil, FileTarget{}, "bad file announcement: " + err.Error(), nil
+	}
+	if m.Kind != message.KindFile {
+		return nil, FileTarget{}, fmt.Sprintf("a file session announced a %s message", m.Kind), nil
+	}
+	if err := filetransfer.InfoFromProps(m.File).Check(); err != nil {
+		return nil, FileTarget{}, "bad file announcement: " + err.Error(), nil
+	}
+	t, err := fr.InboundFile(ctx, peer, m)
+	if errors.Is(err, ErrRefused) {
+		return nil, FileTarget{}, err.Error(), nil
+	}
+	return m, t, "", err
+}
+
+// receiveChunks appends chunks until the file is whole, syncing and
+// acking as it goes: every FileSyncBytes, when half the sender's window is
+// unacked, and when the sender pauses.
+func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *filetransfer.Incoming, tr *transfer) error {
+	size := in.Info().Size
+	syncBytes := s.cfg.FileSyncBytes
+	if syncBytes <= 0 {
+		syncBytes = DefaultFileSyncBytes
+	}
+	half := max(int(sess.Window())/2, 1)
+	var unsynced int64
+	var chunks int
+	sync := func() error {
+		if err := in.Sync(); err != nil {
+			return err
+		}
+		unsynced, chunks = 0, 0
+		tr.progress(in.Offset())
+		return sess.Ack(uint64(in.Offset()))
+	}
+	for in.Written() < size {
+		d, ok := sess.TryRecv()
+		if !ok {
+			if unsynced > 0 {
+				// Nothing waiting: give the data a moment to come, then
+				// make what arrived durable and say so.
+				var err error
+				d, err = recvWithin(ctx, sess, fileIdleSync)
+				if errors.Is(err, context.DeadlineExceeded) {
+					if err := sync(); err != nil {
+						return err
+					}
+					continue
+				}
+				if err != nil {
+					return err
+				}
+			} else {
+				var err error
+				if d, err = recv(ctx, sess); err != nil {
+					return err
+				}
+			}
+		}
+		at := in.Written()
+		if len(d.Message) == 0 || d.Seq != uint64(at)+uint64(len(d.Message)) {
+			return fmt.Errorf("%w: chunk of %d bytes ending at %d; the file stands at %d", session.ErrProtocol, len(d.Message), d.Seq, at)
+		}
+		if err := in.Write(at, d.Message); err != nil {
+			return err
+		}
+		s.stats.FileBytes.Add(int64(len(d.Message)))
+		unsynced += int64(len(d.Message))
+		chunks++
+		if unsynced >= syncBytes || chunks >= half {
+			if err := sync(); err != nil {
+				return err
+			}
+		}
+	}
+	// The last bytes are synced by Deliver, before the file gets its name.
+	return nil
+}
+
+func recvWithin(ctx context.Context, sess *session.Session, d time.Duration) (session.Data, error) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	data, err := recv(wctx, sess)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return data, context.DeadlineExceeded
+	}
+	return data, err
+}
+
+// takeFile verifies and places the whole file, commits its file message
+// and only then acks the whole size: custody passes here.
+func (s *Server) takeFile(ctx context.Context, sess *session.Session, in *filetransfer.Incoming, m *message.Message, t FileTarget) error {
+	size := uint64(m.File.Filesize)
+	path, err := in.Deliver(t.Dir)
+	if errors.Is(err, filetransfer.ErrCorrupt) {
+		s.stats.FilesCorrupt.Add(1)
+		if err := sess.RefuseSeq(size, err.Error()); err != nil {
+			return err
+		}
+		return waitClose(ctx, sess)
+	}
+	if err != nil {
+		return err
+	}
+	if t.Relay {
+		m.File.SendFilePath, m.File.ReceivedFilePath = path, ""
+	} else {
+		m.File.SendFilePath, m.File.ReceivedFilePath = "", path
+	}
+	data, err := m.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("file message for %q: %w", path, err)
+	}
+	op, err := s.store.Submit([]queue.Put{{Queue: t.Queue, Msg: m, Data: data, Dedupe: true}})
+	if err != nil {
+		return err
+	}
+	if err := op.Wait(ctx); err != nil {
+		return fmt.Errorf("store file message for %q: %w", path, err)
+	}
+	in.Finish()
+	s.stats.FilesTaken.Add(1)
+	if err := sess.Ack(size); err != nil {
+		return err
+	}
+	if !op.Deduped(0) {
+		s.router.(FileRouter).FileTaken(m, t)
+	}
+	return waitClose(ctx, sess)
+}
+
+// waitClose waits for the sender to close the session after its last
+// answer, so that the answer is not lost to a close racing it.
+func waitClose(ctx context.Context, sess *session.Session) error {
+	select {
+	case <-sess.Done():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(30 * time.Second):
+		return errors.New("the sender did not close the file session")
+	}
+}

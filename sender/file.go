@@ -1,0 +1,397 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/session"
+)
+
+// FileConfig tunes file transfers. Zero fields take their defaults.
+type FileConfig struct {
+	// ChunkSize is the content bytes per chunk packet (default 128 KiB).
+	// It must fit the session's MaxFrame.
+	ChunkSize int
+	// Window is the most chunks in flight per transfer (default 64).
+	Window int
+	// Concurrency is how many files of one send queue move at once
+	// (default 4). File messages past it wait, leased, for a turn; the
+	// queue's other messages do not wait for them.
+	Concurrency int
+	// Done is called when a file message leaves its send queue: with nil
+	// once the next hop took custody of the file, or with why it failed for
+	// good. It runs before the message is acked, so that after a crash in
+	// between it runs again rather than never.
+	Done func(m *message.Message, err error)
+}
+
+func (c FileConfig) withDefaults() FileConfig {
+	if c.ChunkSize <= 0 {
+		c.ChunkSize = 128 << 10
+	}
+	if c.Window <= 0 {
+		c.Window = 64
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.Done == nil {
+		c.Done = func(*message.Message, error) {}
+	}
+	return c
+}
+
+// PropSourceModTime is the application property, Unix nanoseconds, in
+// which the origin keeps its file's modification time when the file was
+// described: the sender checks the file against it while it sends. It is
+// not sent to the next hop, nor is SendFilePath.
+const PropSourceModTime = "petrel.source-mtime"
+
+// maxCorruptRetries is how many times a file that failed the next hop's
+// checksum is sent again from the start before it is given up.
+const maxCorruptRetries = 3
+
+// errPermanent marks a failure that sending again cannot mend.
+type errPermanent struct{ error }
+
+func (e errPermanent) Unwrap() error { return e.error }
+
+// FileStatus is one file a sender is moving.
+type FileStatus struct {
+	Filename string    `json:"filename"`
+	Size     int64     `json:"size"`
+	Acked    int64     `json:"acked"` // bytes the next hop holds durably
+	State    string    `json:"state"` // waiting, sending, backing off
+	Error    string    `json:"error,omitempty"`
+	Since    time.Time `json:"since"`
+}
+
+// files runs a sender's file transfers: Concurrency workers take leased
+// file messages from todo. They live as long as the Sender.
+type files struct {
+	cfg  FileConfig
+	todo chan *queue.Delivery
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	active map[*fileRun]struct{}
+	bytes  atomic.Int64 // content bytes acked by next hops
+	done   atomic.Int64 // files handed over
+	failed atomic.Int64 // files given up
+}
+
+type fileRun struct {
+	mu sync.Mutex
+	st FileStatus
+}
+
+func (r *fileRun) set(f func(*FileStatus)) {
+	r.mu.Lock()
+	f(&r.st)
+	r.mu.Unlock()
+}
+
+func (s *Sender) startFiles(ctx context.Context) {
+	f := &s.files
+	f.cfg = s.cfg.Files.withDefaults()
+	f.todo = make(chan *queue.Delivery, 4*f.cfg.Concurrency)
+	f.active = map[*fileRun]struct{}{}
+	for range f.cfg.Concurrency {
+		f.wg.Go(func() { s.fileWorker(ctx) })
+	}
+}
+
+// stopFiles waits for the workers (ctx is cancelled) and gives back the
+// file messages that waited for a turn.
+func (s *Sender) stopFiles() {
+	s.files.wg.Wait()
+	for {
+		select {
+		case d := <-s.files.todo:
+			d.Release()
+		default:
+			return
+		}
+	}
+}
+
+// handOff gives a leased file message to the workers, holding its lease
+// for as long as the transfer takes. It blocks while every worker is busy
+// and the waiting line is full.
+func (s *Sender) handOff(ctx context.Context, d *queue.Delivery) error {
+	if err := d.Hold(); err != nil {
+		return nil // settled meanwhile: nothing to send
+	}
+	select {
+	case s.files.todo <- d:
+		return nil
+	case <-ctx.Done():
+		d.Release()
+		return context.Cause(ctx)
+	}
+}
+
+func (s *Sender) fileWorker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-s.files.todo:
+			s.transferFile(ctx, d)
+		}
+	}
+}
+
+// transferFile moves one file message's content to the next hop, then
+// settles it: acked once the next hop has the file, dead-lettered if it
+// fails for good, released if the sender stops first.
+func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
+	m, err := d.Message()
+	if err != nil {
+		s.settleFile(d, nil, errPermanent{err})
+		return
+	}
+	run := &fileRun{st: FileStatus{Filename: m.File.Filename, Size: m.File.Filesize, State: "sending", Since: time.Now()}}
+	s.files.mu.Lock()
+	s.files.active[run] = struct{}{}
+	s.files.mu.Unlock()
+	defer func() {
+		s.files.mu.Lock()
+		delete(s.files.active, run)
+		s.files.mu.Unlock()
+	}()
+	log := s.log.With(slog.String("file", m.File.Filename), slog.Uint64("msg_id", m.ID))
+	attempt, corrupt := 0, 0
+	for {
+		err := s.sendFile(ctx, m, run)
+		if err == nil {
+			s.settleFile(d, m, nil)
+			return
+		}
+		if ctx.Err() != nil {
+			d.Release()
+			return
+		}
+		if errors.Is(err, filetransfer.ErrCorrupt) && corrupt < maxCorruptRetries {
+			corrupt++
+			log.Warn("the next hop found the file corrupt; sending it again from the start", slog.Any("error", err))
+			continue
+		}
+		var perm errPermanent
+		if errors.As(err, &perm) || errors.Is(err, filetransfer.ErrCorrupt) {
+			log.Warn("file transfer failed", slog.Any("error", err))
+			s.settleFile(d, m, err)
+			return
+		}
+		attempt++
+		wait := s.backoff(attempt)
+		run.set(func(st *FileStatus) { st.State, st.Error = "backing off", err.Error() })
+		log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+			d.Release()
+			return
+		case <-time.After(wait):
+		}
+		run.set(func(st *FileStatus) { st.State = "sending" })
+	}
+}
+
+// settleFile reports the outcome to FileConfig.Done, then acks the file
+// message, or dead-letters it with the reason.
+func (s *Sender) settleFile(d *queue.Delivery, m *message.Message, err error) {
+	if m != nil {
+		s.files.cfg.Done(m, err)
+	}
+	if err == nil {
+		s.files.done.Add(1)
+		if aerr := d.Ack(); aerr != nil && !errors.Is(aerr, queue.ErrClosed) {
+			s.log.Warn("ack of a forwarded file failed", slog.Any("error", aerr))
+		}
+		return
+	}
+	s.files.failed.Add(1)
+	s.st.refused.Add(1)
+	if derr := d.DeadLetter("file transfer failed: " + err.Error()); derr != nil {
+		s.log.Warn("dead-letter of a failed file failed", slog.Any("error", derr))
+	}
+}
+
+// announcement is what the next hop is told about m: m without what only
+// matters on this node.
+func announcement(m *message.Message) ([]byte, error) {
+	a := *m
+	a.File.SendFilePath = ""
+	a.Properties = append(message.Properties(nil), m.Properties...)
+	a.Properties.Delete(PropSourceModTime)
+	return a.MarshalBinary()
+}
+
+// sendFile runs one file session: announce, learn where the next hop
+// stands, send the rest and wait for the final ack. nil means the next
+// hop took custody.
+func (s *Sender) sendFile(ctx context.Context, m *message.Message, run *fileRun) error {
+	hop, ok := s.hop(s.dest)
+	if !ok {
+		return fmt.Errorf("no route to node %q", s.dest)
+	}
+	conn, err := s.pool.Get(ctx, hop)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", hop, err)
+	}
+	cfg := s.files.cfg
+	sess, err := conn.OpenFile(ctx, s.q.Name(), uint32(cfg.Window))
+	if err != nil {
+		return fmt.Errorf("open file session to %s: %w", hop, err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		sess.Close(cctx, "transfer over")
+		cancel()
+	}()
+	ann, err := announcement(m)
+	if err != nil {
+		return errPermanent{err}
+	}
+	if err := sess.SendData(ctx, 0, ann); err != nil {
+		return fmt.Errorf("announce to %s: %w", hop, err)
+	}
+	size := m.File.Filesize
+	at, err := nextAck(ctx, sess, size, conn)
+	if err != nil {
+		return err
+	}
+	run.set(func(st *FileStatus) { st.Acked, st.Error = at, "" })
+	if at == size {
+		return nil // the next hop had it already
+	}
+	src, err := s.openSource(m)
+	if err != nil {
+		return errPermanent{err}
+	}
+	defer src.Close()
+	return s.sendChunks(ctx, conn, sess, src, at, run)
+}
+
+// openSource opens m's file, checked against what was announced.
+func (s *Sender) openSource(m *message.Message) (*filetransfer.Source, error) {
+	info := filetransfer.InfoFromProps(m.File)
+	if v, ok := m.Properties.Get(PropSourceModTime); ok {
+		info.ModTime = time.Unix(0, v.Int64())
+	} else if fi, err := os.Stat(m.File.SendFilePath); err == nil {
+		info.ModTime = fi.ModTime() // no record: size and checksum still hold it
+	}
+	if m.File.SendFilePath == "" {
+		return nil, errors.New("the file message names no file to send (sendFilePath is empty)")
+	}
+	return filetransfer.OpenSource(m.File.SendFilePath, info)
+}
+
+// sendChunks sends the content from offset at, keeping at most Window
+// chunks unacked, until the next hop acks the whole size.
+func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *session.Session, src *filetransfer.Source, at int64, run *fileRun) error {
+	cfg := s.files.cfg
+	size := src.Info().Size
+	buf := make([]byte, cfg.ChunkSize)
+	var ends []int64 // end offsets of chunks in flight
+	next, acked := at, at
+	window := max(int(sess.Window()), 1)
+	for {
+		for next < size && len(ends) < window {
+			n, err := src.ReadChunk(next, buf)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return errPermanent{err}
+			}
+			if err := src.Verify(); err != nil {
+				return errPermanent{err}
+			}
+			next += int64(n)
+			if err := sess.SendData(ctx, uint64(next), buf[:n]); err != nil {
+				return fmt.Errorf("send chunk ending at %d: %w", next, err)
+			}
+			ends = append(ends, next)
+		}
+		a, err := nextAck(ctx, sess, size, conn)
+		if err != nil {
+			return err
+		}
+		if a > next || a < acked {
+			return fmt.Errorf("%w: the next hop acked byte %d; sent up to %d, acked before %d", session.ErrProtocol, a, next, acked)
+		}
+		s.files.bytes.Add(a - acked)
+		acked = a
+		i := sort.Search(len(ends), func(i int) bool { return ends[i] > a })
+		ends = ends[:copy(ends, ends[i:])]
+		run.set(func(st *FileStatus) { st.Acked, st.Error = a, "" })
+		if a == size {
+			return nil
+		}
+	}
+}
+
+// nextAck waits for the next hop's next answer on a file session: an
+// offset, or a refusal (seq 0: the file is refused for good; seq size: its
+// content failed the checksum there).
+func nextAck(ctx context.Context, sess *session.Session, size int64, conn *session.Conn) (int64, error) {
+	select {
+	case a, ok := <-sess.Acks():
+		if !ok {
+			select {
+			case <-conn.Done():
+				if err := conn.Err(); err != nil {
+					return 0, fmt.Errorf("connection to %s lost: %w", conn.Peer().Name, err)
+				}
+			default:
+			}
+			if err := sess.Err(); err != nil {
+				return 0, fmt.Errorf("file session ended: %w", err)
+			}
+			return 0, errSessionEnded
+		}
+		switch {
+		case a.Refused && a.Seq == uint64(size) && size > 0 || a.Refused && strings.Contains(a.Reason, filetransfer.ErrCorrupt.Error()):
+			return 0, fmt.Errorf("%s: %w", a.Reason, filetransfer.ErrCorrupt)
+		case a.Refused:
+			return 0, errPermanent{fmt.Errorf("refused by the next hop: %s", a.Reason)}
+		case a.Seq > uint64(size):
+			return 0, fmt.Errorf("%w: the next hop acked byte %d of a %d-byte file", session.ErrProtocol, a.Seq, size)
+		}
+		return int64(a.Seq), nil
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+}
+
+// FileStats is what a sender's file side did.
+type FileStats struct {
+	Active []FileStatus `json:"active,omitempty"`
+	Bytes  int64        `json:"bytes"`  // content bytes the next hops acked
+	Done   int64        `json:"done"`   // files handed over
+	Failed int64        `json:"failed"` // files given up
+}
+
+func (s *Sender) fileStats() FileStats {
+	f := &s.files
+	f.mu.Lock()
+	out := FileStats{Bytes: f.bytes.Load(), Done: f.done.Load(), Failed: f.failed.Load()}
+	for r := range f.active {
+		r.mu.Lock()
+		out.Active = append(out.Active, r.st)
+		r.mu.Unlock()
+	}
+	f.mu.Unlock()
+	sort.Slice(out.Active, func(i, j int) bool { return out.Active[i].Since.Before(out.Active[j].Since) })
+	return out
+}
