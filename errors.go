@@ -27,3 +27,6 @@ var (
 	// the message went back to its queue.
 	ErrLeaseLost = queue.ErrLeaseLost
 )
+
+// ErrDenied is wrapped by an access-rule denial; see Node.Authorize.
+var ErrDenied = errors.New("access denied")

@@ -22,6 +22,9 @@ type AddressSection struct {
 	// Node is, for a send address, the node that hosts it (required); the
 	// other roles take none.
 	Node string `yaml:"node"`
+	// ReceivedDir is where files received for a receive address are
+	// placed. Default <files.received>/<name>.
+	ReceivedDir string `yaml:"received_dir"`
 
 	MaxDeliveries      int      `yaml:"max_deliveries"`
 	DeadLetter         string   `yaml:"dead_letter"`
@@ -34,7 +37,7 @@ type AddressSection struct {
 // consumerKeys are the policy keys that only mean something where consumers
 // read the queue. On a send or relay address they would be silently ignored,
 // so they are refused instead.
-var consumerKeys = []string{"max_deliveries", "dead_letter", "lease_timeout", "redelivery_delay", "max_redelivery_delay"}
+var consumerKeys = []string{"received_dir", "max_deliveries", "dead_letter", "lease_timeout", "redelivery_delay", "max_redelivery_delay"}
 
 func (a *AddressSection) check(c *checker, path string) {
 	c.required(path, "name", "an address needs a name")
@@ -102,9 +105,10 @@ func (a *AddressSection) addressConfig() petrel.AddressConfig {
 		role = address.RoleReceive
 	}
 	return petrel.AddressConfig{
-		Name: a.Name,
-		Role: role,
-		Node: a.Node,
+		Name:        a.Name,
+		Role:        role,
+		Node:        a.Node,
+		ReceivedDir: a.ReceivedDir,
 		Queue: queue.Policy{
 			MaxDeliveries:      a.MaxDeliveries,
 			DeadLetter:         a.DeadLetter,

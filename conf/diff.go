@@ -52,6 +52,9 @@ const (
 	// SectionDiscovery is discovery: announcing and listening restart with
 	// the new settings.
 	SectionDiscovery = "discovery"
+	// SectionOutboxes is the outbox folders: removed ones stop being
+	// watched, new ones start (their files are sent).
+	SectionOutboxes = "outboxes"
 )
 
 // needsRestart marks a key of reloadRules whose change needs a restart.
@@ -62,8 +65,6 @@ const needsRestart = ""
 // that is not listed takes the rule of its nearest listed parent; a key with
 // none needs a restart, so that a section added without a decision is never
 // half-applied (TestReloadRulesCoverEveryKey asks for the decision).
-//
-// Outboxes, once they exist, are meant to be live.
 var reloadRules = map[string]string{
 	// The name and unique id are in every session the node has open; the
 	// data directory holds the store and the id, opened once.
@@ -92,7 +93,11 @@ var reloadRules = map[string]string{
 	"limits":      needsRestart,
 	"auto_create": SectionAutoCreate,
 	"addresses":   SectionAddresses,
-	"log.level":   SectionLog,
+	"outboxes":    SectionOutboxes,
+	// The spool and chunk settings are read by the receiver and the
+	// senders when they are built, like link.
+	"files":     needsRestart,
+	"log.level": SectionLog,
 }
 
 // Compare returns what differs from old to new, both Files from Parse, Load

@@ -288,6 +288,42 @@
 //	  - name: telemetry
 //	    role: relay
 //
+//	files:
+//	  # Where files being received are kept until whole and verified, and where
+//	  # a relay holds the files it forwards (path). Keep it on the filesystem of
+//	  # the received folders: delivery is then a link, not a copy. Default:
+//	  # <data_dir>/spool.
+//	  spool: /var/lib/petrel/spool
+//	  # Folder under which each address's received files are placed, one
+//	  # subfolder per address (path). Default: <data_dir>/received.
+//	  received: /var/lib/petrel/received
+//	  # Content bytes per chunk packet (size, at most link.max_frame - 8).
+//	  # Default: 128KiB.
+//	  chunk_size: 128KiB
+//	  # Most chunks in flight per transfer (integer, at least 1). Default: 64.
+//	  window: 64
+//	  # Files of one send queue that move at once (integer, at least 1); the
+//	  # queue's other messages never wait for files. Default: 4.
+//	  concurrency: 4
+//	  # Most bytes a receiver appends between two syncs and acknowledgements
+//	  # (size). Default: 8MiB.
+//	  sync_bytes: 8MiB
+//
+//	outboxes:
+//	  - # Folder watched (path, required). A file dropped in is sent once it is
+//	    # complete: renamed from name.part to name, or unchanged and closed for
+//	    # quiet. Files there at startup are sent too.
+//	    dir: /var/spool/petrel/out/billing
+//	    # Address its files go to (name@node or a local name, required).
+//	    to: invoices@plant-9
+//	    # What happens to a file once the next hop has it (sent | delete): sent
+//	    # moves it to <dir>/sent. A file that fails moves to <dir>/failed with
+//	    # <name>.reason beside it. Default: sent.
+//	    after: sent
+//	    # How long a file must stay unchanged before it counts as complete
+//	    # (duration). Default: 2s.
+//	    quiet: 2s
+//
 //	log:
 //	  # Least severe level logged (debug | info | warn | error). Default: info.
 //	  level: info

@@ -41,6 +41,8 @@ type File struct {
 	// receive address on first use. Default true.
 	AutoCreate *bool            `yaml:"auto_create"`
 	Addresses  []AddressSection `yaml:"addresses"`
+	Files      FilesSection     `yaml:"files"`
+	Outboxes   []OutboxSection  `yaml:"outboxes"`
 	Log        LogSection       `yaml:"log"`
 	Admin      AdminSection     `yaml:"admin"`
 }
@@ -73,6 +75,8 @@ func (f *File) sections() []keyedSection {
 		{"store", &f.Store},
 		{"limits", &f.Limits},
 		{"addresses", addressList(f.Addresses)},
+		{"files", &f.Files},
+		{"outboxes", outboxList(f.Outboxes)},
 		{"log", &f.Log},
 		{"admin", &f.Admin},
 	}
@@ -222,6 +226,8 @@ func (f *File) NodeConfig() petrel.Config {
 		Link:         f.Link.linkConfig(),
 		Discovery:    f.Discovery.discoveryConfig(),
 		Admin:        f.Admin.adminConfig(),
+		Files:        f.Files.filesConfig(),
+		Outboxes:     f.outboxConfigs(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

@@ -1,0 +1,103 @@
+package conf
+
+import (
+	"fmt"
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/message"
+)
+
+// FilesSection configures file transfer (petrel.FilesConfig). Zero values
+// mean the node's defaults.
+type FilesSection struct {
+	// Spool holds files being received and those a relay forwards.
+	// Default <data_dir>/spool. Keep it on the filesystem of the received
+	// folders: delivery is then a link, not a copy.
+	Spool string `yaml:"spool"`
+	// Received is the folder under which each address's files are
+	// placed, one subfolder per address. Default <data_dir>/received.
+	Received string `yaml:"received"`
+	// ChunkSize is the content bytes per chunk packet. Default 128KiB.
+	ChunkSize Size `yaml:"chunk_size"`
+	// Window is the most chunks in flight per transfer. Default 64.
+	Window int `yaml:"window"`
+	// Concurrency is how many files of one send queue move at once.
+	// Default 4.
+	Concurrency int `yaml:"concurrency"`
+	// SyncBytes is how much a receiver appends between two syncs and
+	// acknowledgements, at most. Default 8MiB.
+	SyncBytes Size `yaml:"sync_bytes"`
+}
+
+func (s *FilesSection) check(c *checker, path string) {
+	c.nonEmpty(join(path, "spool"), s.Spool, "leave it out for the default <data_dir>/spool")
+	c.nonEmpty(join(path, "received"), s.Received, "leave it out for the default <data_dir>/received")
+	c.fitsInt(join(path, "chunk_size"), s.ChunkSize)
+	if c.has(join(path, "chunk_size")) && s.ChunkSize == 0 {
+		c.fail(join(path, "chunk_size"), reasonf(nil, "must be at least 1 byte"))
+	}
+	c.atLeast(join(path, "window"), int64(s.Window), 1)
+	c.atLeast(join(path, "concurrency"), int64(s.Concurrency), 1)
+	c.fitsInt(join(path, "sync_bytes"), s.SyncBytes)
+}
+
+func (s *FilesSection) filesConfig() petrel.FilesConfig {
+	return petrel.FilesConfig{
+		Spool: s.Spool, Received: s.Received, ChunkSize: int(s.ChunkSize),
+		Window: s.Window, Concurrency: s.Concurrency, SyncBytes: int64(s.SyncBytes),
+	}
+}
+
+// OutboxSection is one folder whose files are sent to an address
+// (petrel.OutboxConfig).
+type OutboxSection struct {
+	// Dir is the folder watched; it must exist.
+	Dir string `yaml:"dir"`
+	// To is the address its files go to: name@node, or a local name.
+	To string `yaml:"to"`
+	// After is what happens to a file once the next hop has it: sent
+	// (move it to <dir>/sent, the default) or delete.
+	After string `yaml:"after"`
+	// Quiet is how long a file must stay unchanged before it counts as
+	// complete, unless it arrives by renaming x.part to x. Default 2s.
+	Quiet Duration `yaml:"quiet"`
+}
+
+func (o *OutboxSection) check(c *checker, path string) {
+	c.required(path, "dir", "an outbox needs the folder to watch")
+	c.required(path, "to", "an outbox needs the address its files go to")
+	if c.has(join(path, "to")) {
+		if _, _, err := message.ParseDestination(o.To); err != nil {
+			c.fail(join(path, "to"), reasonf(err, "%s", err.Error()))
+		}
+	}
+	if c.has(join(path, "after")) && o.After != "sent" && o.After != "delete" {
+		c.fail(join(path, "after"), reasonf(nil, "unknown value %s (want sent or delete)", short(o.After)))
+	}
+	c.positive(join(path, "quiet"), o.Quiet)
+}
+
+// outboxList is the outboxes section; a folder may be watched once.
+type outboxList []OutboxSection
+
+func (l outboxList) check(c *checker, path string) {
+	first := map[string]int{}
+	for i := range l {
+		item := fmt.Sprintf("%s[%d]", path, i)
+		l[i].check(c, item)
+		if j, dup := first[l[i].Dir]; dup && l[i].Dir != "" {
+			c.fail(join(item, "dir"), reasonf(nil, "folder %q is watched by %s[%d] already", l[i].Dir, path, j))
+			continue
+		}
+		first[l[i].Dir] = i
+	}
+}
+
+func (f *File) outboxConfigs() []petrel.OutboxConfig {
+	var out []petrel.OutboxConfig
+	for _, o := range f.Outboxes {
+		out = append(out, petrel.OutboxConfig{Dir: o.Dir, To: o.To, After: o.After, Quiet: time.Duration(o.Quiet)})
+	}
+	return out
+}
