@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -228,4 +229,59 @@ func TestFileNotices(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(b.DataDir(), "received", "files")); len(ents) != 1 {
 		t.Fatalf("b received %d files", len(ents))
 	}
+}
+
+// TestFileResumesAfterCutLink cuts the link when about half the file is
+// at the receiver, and checks that what is sent afterwards is close to
+// what was missing: the transfer resumes, it does not start again.
+func TestFileResumesAfterCutLink(t *testing.T) {
+	mod := func(c *petrel.Config) {
+		c.Files = petrel.FilesConfig{ChunkSize: 64 << 10, Window: 32, SyncBytes: 1 << 20}
+	}
+	b := openNode(t, "b", "127.0.0.1:0", mod)
+	a := openNode(t, "a", "", func(c *petrel.Config) {
+		mod(c)
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	})
+	const size = 64 << 20
+	src, sum := writeRandom(t, t.TempDir(), "big.bin", size)
+	m := a.Producer().CreateFileMessage("files@b")
+	m.File.SendFilePath = src
+	if err := a.Producer().Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	var atCut int64
+	waitFor(t, 60*time.Second, func() bool {
+		for _, tr := range b.Transfers() {
+			if tr.Offset >= size/2 {
+				atCut = tr.Offset
+				return true
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("transfers %+v", b.Transfers()) })
+	wireAtCut := wireBytes(a)
+	a.CutLink("b")
+	d := receiveFile(t, b, "files", 60*time.Second)
+	if fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatal("content differs after the resume")
+	}
+	after := wireBytes(a) - wireAtCut
+	missing := int64(size) - atCut
+	t.Logf("durable at the cut %d of %d; sent after the cut %d; missing %d (%.1f%% more)",
+		atCut, size, after, missing, 100*float64(after-missing)/float64(missing))
+	if after > missing+missing/10 {
+		t.Fatalf("sent %d bytes after the cut for %d missing: more than 10%% over", after, missing)
+	}
+	if after == 0 || atCut == size {
+		t.Fatal("the cut came too late to test a resume")
+	}
+}
+
+func wireBytes(n *petrel.Node) int64 {
+	var w int64
+	for _, l := range n.Links() {
+		w += l.Files.Wire
+	}
+	return w
 }

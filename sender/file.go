@@ -88,6 +88,7 @@ type files struct {
 	mu     sync.Mutex
 	active map[*fileRun]struct{}
 	bytes  atomic.Int64 // content bytes acked by next hops
+	wire   atomic.Int64 // content bytes sent, resends included
 	done   atomic.Int64 // files handed over
 	failed atomic.Int64 // files given up
 }
@@ -318,6 +319,7 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 				return errPermanent{err}
 			}
 			next += int64(n)
+			s.files.wire.Add(int64(n))
 			if err := sess.SendData(ctx, uint64(next), buf[:n]); err != nil {
 				return fmt.Errorf("send chunk ending at %d: %w", next, err)
 			}
@@ -378,6 +380,7 @@ func nextAck(ctx context.Context, sess *session.Session, size int64, conn *sessi
 type FileStats struct {
 	Active []FileStatus `json:"active,omitempty"`
 	Bytes  int64        `json:"bytes"`  // content bytes the next hops acked
+	Wire   int64        `json:"wire"`   // content bytes sent, resends included
 	Done   int64        `json:"done"`   // files handed over
 	Failed int64        `json:"failed"` // files given up
 }
@@ -385,7 +388,7 @@ type FileStats struct {
 func (s *Sender) fileStats() FileStats {
 	f := &s.files
 	f.mu.Lock()
-	out := FileStats{Bytes: f.bytes.Load(), Done: f.done.Load(), Failed: f.failed.Load()}
+	out := FileStats{Bytes: f.bytes.Load(), Wire: f.wire.Load(), Done: f.done.Load(), Failed: f.failed.Load()}
 	for r := range f.active {
 		r.mu.Lock()
 		out.Active = append(out.Active, r.st)

@@ -1,0 +1,145 @@
+package petrel_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/address"
+)
+
+// outboxPair is a (with the outbox folders) → b, which receives "files"
+// and refuses anything else.
+func outboxPair(t *testing.T, outboxes func(b *petrel.Node) []petrel.OutboxConfig) (a, b *petrel.Node, cfg petrel.Config) {
+	t.Helper()
+	b = openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+		c.NoAutoCreate = true
+		c.Addresses = []petrel.AddressConfig{{Name: "files", Role: address.RoleReceive}}
+	})
+	a = openNode(t, "a", "", func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+		c.Outboxes = outboxes(b)
+		cfg = *c
+	})
+	return a, b, cfg
+}
+
+func TestOutboxSendsFilesFromStartupAndMovesThem(t *testing.T) {
+	out := t.TempDir()
+	_, sum := writeRandom(t, out, "early.bin", 300000)
+	_, b, _ := outboxPair(t, func(*petrel.Node) []petrel.OutboxConfig {
+		return []petrel.OutboxConfig{{Dir: out, To: "files@b", Quiet: 100 * time.Millisecond}}
+	})
+	d := receiveFile(t, b, "files", 30*time.Second)
+	if d.File.Filename != "early.bin" || fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatalf("received %+v", d.File)
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(out, "sent", "early.bin"))
+		return err == nil
+	}, func() string { return "early.bin not moved to sent/" })
+	if _, err := os.Stat(filepath.Join(out, "early.bin")); !os.IsNotExist(err) {
+		t.Fatalf("early.bin still in the outbox: %v", err)
+	}
+}
+
+func TestOutboxWaitsForSlowWriter(t *testing.T) {
+	out := t.TempDir()
+	_, b, _ := outboxPair(t, func(*petrel.Node) []petrel.OutboxConfig {
+		return []petrel.OutboxConfig{{Dir: out, To: "files@b", Quiet: 300 * time.Millisecond}}
+	})
+	c, err := b.Consumer("files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Written in pieces with pauses shorter than quiet: nothing may be
+	// sent until the writer is done.
+	f, err := os.Create(filepath.Join(out, "slow.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if _, err := f.WriteString(strings.Repeat("x", 10000) + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if d, err := c.Poll(); err == nil {
+			t.Fatalf("a file arrived while being written (piece %d): %+v", i, d.File)
+		}
+	}
+	f.Close()
+	// And the .part convention: sent once renamed, never as .part.
+	part := filepath.Join(out, "quick.csv.part")
+	if err := os.WriteFile(part, []byte("a,b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := os.Rename(part, filepath.Join(out, "quick.csv")); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for range 2 {
+		d := receiveFile(t, b, "files", 30*time.Second)
+		got[d.File.Filename] = d.File.Filesize
+	}
+	if got["slow.log"] != 8*10001 || got["quick.csv"] != 4 {
+		t.Fatalf("received %v", got)
+	}
+}
+
+func TestOutboxFailedFileMovesToFailedWithReason(t *testing.T) {
+	out := t.TempDir()
+	writeRandom(t, out, "nobody.bin", 1000)
+	outboxPair(t, func(*petrel.Node) []petrel.OutboxConfig {
+		// b has no address "nowhere" and creates none.
+		return []petrel.OutboxConfig{{Dir: out, To: "nowhere@b", Quiet: 100 * time.Millisecond}}
+	})
+	reason := filepath.Join(out, "failed", "nobody.bin.reason")
+	waitFor(t, 30*time.Second, func() bool {
+		_, err := os.Stat(reason)
+		return err == nil
+	}, func() string { return "no failed/nobody.bin.reason" })
+	b, _ := os.ReadFile(reason)
+	if !strings.Contains(string(b), "nowhere") {
+		t.Fatalf("reason %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(out, "failed", "nobody.bin")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOutboxAddedLive(t *testing.T) {
+	out := t.TempDir()
+	a, b, cfg := outboxPair(t, func(*petrel.Node) []petrel.OutboxConfig { return nil })
+	_, sum := writeRandom(t, out, "later.bin", 5000)
+	cfg.Outboxes = []petrel.OutboxConfig{{Dir: out, To: "files@b", After: "delete", Quiet: 100 * time.Millisecond}}
+	r, err := a.Reconfigure(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(r.Applied, ","), "outboxes") {
+		t.Fatalf("applied %v", r.Applied)
+	}
+	d := receiveFile(t, b, "files", 30*time.Second)
+	if fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatal("content differs")
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(out, "later.bin"))
+		return os.IsNotExist(err)
+	}, func() string { return "later.bin not deleted after sending" })
+	// Removed again: a new file stays where it is.
+	cfg.Outboxes = nil
+	if _, err := a.Reconfigure(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	writeRandom(t, out, "stays.bin", 10)
+	time.Sleep(500 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(out, "stays.bin")); err != nil {
+		t.Fatal("a removed outbox still sent its file")
+	}
+}
