@@ -20,6 +20,7 @@ import (
 //	GET /readyz      200 "ready" once the node started; 503 before and while stopping
 //	GET /metrics     Prometheus text, from the node's own registry
 //	GET /api/status  Status as JSON (also at /status, which ReadStatus uses)
+//	POST /api/files  send a file (see adminFiles); GET /api/files/{id} its progress
 //
 // They have no authentication: the TCP listener binds to what is
 // configured, which should be loopback unless the network is trusted.
@@ -51,6 +52,7 @@ func (n *Node) adminHandler() http.Handler {
 	}
 	mux.HandleFunc("GET /api/status", status)
 	mux.HandleFunc("GET /status", status)
+	n.adminFiles(mux)
 	return mux
 }
 

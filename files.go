@@ -196,6 +196,7 @@ func (n *Node) FileTaken(m *message.Message, t receiver.FileTarget) {
 // handed over (err nil) or failed for good. It frees what this node held
 // for it: a relay's copy, an outbox's file; and a failure is noticed.
 func (n *Node) fileDone(m *message.Message, err error) {
+	n.recordOutcome(m, "handed over", err)
 	path := m.File.SendFilePath
 	if held := n.heldRoot() + string(filepath.Separator); strings.HasPrefix(path, held) {
 		dir := filepath.Dir(path)

@@ -47,6 +47,7 @@ type Node struct {
 	files    FilesConfig
 	spool    *filetransfer.Spool
 	outboxes outboxes
+	outcomes fileOutcomes
 
 	started   time.Time
 	closeOnce sync.Once

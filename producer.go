@@ -176,6 +176,7 @@ func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) er
 	}
 	if local != nil {
 		local.Finish()
+		n.recordOutcome(m, "delivered", nil)
 		n.notifyFile(m, nil)
 	}
 	return nil

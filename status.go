@@ -14,14 +14,16 @@ import (
 
 // Status is everything `petrel stat` shows about a node.
 type Status struct {
-	Node      string           `json:"node"`
-	ID        string           `json:"id"`
-	DataDir   string           `json:"data_dir"`
-	Listen    string           `json:"listen,omitempty"`
-	Started   time.Time        `json:"started"`
-	Links     []LinkStatus     `json:"links"`
-	Queues    []QueueStats     `json:"queues"`
-	Receiver  ReceiverStats    `json:"receiver"`
+	Node     string        `json:"node"`
+	ID       string        `json:"id"`
+	DataDir  string        `json:"data_dir"`
+	Listen   string        `json:"listen,omitempty"`
+	Started  time.Time     `json:"started"`
+	Links    []LinkStatus  `json:"links"`
+	Queues   []QueueStats  `json:"queues"`
+	Receiver ReceiverStats `json:"receiver"`
+	// Transfers are the files being received, and those paused.
+	Transfers []TransferStatus `json:"transfers,omitempty"`
 	Nodes     []DirectoryEntry `json:"nodes"`
 	Discovery DiscoveryStats   `json:"discovery"`
 	Config    ConfigStatus     `json:"config"`
@@ -90,7 +92,7 @@ func (n *Node) Status() Status {
 		Node: n.cfg.Name, ID: n.id.String(), DataDir: n.cfg.DataDir, Listen: n.ListenAddr(),
 		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
 		Nodes: n.directoryEntries(), Discovery: n.discoveryStats(),
-		Config: n.configStatus(),
+		Config: n.configStatus(), Transfers: n.Transfers(),
 	}
 }
 

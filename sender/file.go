@@ -70,6 +70,7 @@ func (e errPermanent) Unwrap() error { return e.error }
 
 // FileStatus is one file a sender is moving.
 type FileStatus struct {
+	ID       uint64    `json:"id"` // the file message's id
 	Filename string    `json:"filename"`
 	Size     int64     `json:"size"`
 	Acked    int64     `json:"acked"` // bytes the next hop holds durably
@@ -164,7 +165,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		s.settleFile(d, nil, errPermanent{err})
 		return
 	}
-	run := &fileRun{st: FileStatus{Filename: m.File.Filename, Size: m.File.Filesize, State: "sending", Since: time.Now()}}
+	run := &fileRun{st: FileStatus{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: "sending", Since: time.Now()}}
 	s.files.mu.Lock()
 	s.files.active[run] = struct{}{}
 	s.files.mu.Unlock()

@@ -28,6 +28,8 @@ type nodeFile struct {
 	// defaults (100ms, 30s). Benches and tests set them low, so that a
 	// node coming back is found at once, not up to 30s later.
 	ReconnectMin, ReconnectMax time.Duration
+	// Extra is YAML appended as is: sections the fields above do not cover.
+	Extra string
 }
 
 // yaml renders the file. Strings are double-quoted: YAML reads Go's
@@ -75,6 +77,7 @@ func (f nodeFile) yaml() string {
 	// Warnings (a link that failed and backs off) are worth keeping in the
 	// stderr file; per-start info lines are not.
 	b.WriteString("log:\n  level: warn\n")
+	b.WriteString(f.Extra)
 	return b.String()
 }
 

@@ -90,7 +90,7 @@ command, flag or argument, or an invalid configuration file.`,
 	// errors could not be told from runtime failures.
 	root.CompletionOptions.DisableDefaultCmd = true
 	parentCommand(root)
-	root.AddCommand(newNodeCmd(), newDemoCmd(), newVersionCmd(), newBenchCmd(), newStatCmd(), newNodesCmd())
+	root.AddCommand(newNodeCmd(), newDemoCmd(), newVersionCmd(), newBenchCmd(), newStatCmd(), newNodesCmd(), newSendfileCmd())
 	return root
 }
 

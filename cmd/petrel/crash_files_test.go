@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+)
+
+// TestFileSurvivesKills sends a file a -> c (relay) -> b with the three
+// nodes as petrel processes. While a sends to c, c is killed with SIGKILL
+// and restarted; while c forwards to b, b is. The file must arrive whole
+// (same SHA-256), once, and each resume must send little more than what
+// the killed node did not hold yet.
+func TestFileSurvivesKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs without -short")
+	}
+	const size = 64 << 20
+	// Small syncs, so that what a kill loses is small next to the file.
+	files := "files:\n  chunk_size: 64KiB\n  window: 32\n  sync_bytes: 1MiB\n"
+	cl := newCrashCluster(t, crashPlan{})
+	for _, name := range []string{"a", "b", "c"} {
+		if err := appendFile(cl.configPath(name), files); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"b", "c", "a"} {
+		cl.startNode(name)
+	}
+	src := filepath.Join(t.TempDir(), "big.bin")
+	sum := writeRandomFile(t, src, size)
+	r := runPetrel(t, time.Minute, "sendfile", src, "crash@b", "-c", cl.configPath("a"), "--no-wait", "--json")
+	r.wantCode(t, 0)
+	var sent petrel.SendFileResponse
+	if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.SHA256 != sum {
+		t.Fatalf("sendfile answered %q (%v)", r.stdout, err)
+	}
+
+	// Kill c while it receives from a.
+	resentA, missingA := cl.killDuring(t, "c", "a", size)
+	// Kill b while it receives from c.
+	resentC, missingC := cl.killDuring(t, "b", "c", size)
+	t.Logf("a->c: sent %d after the kill for %d missing; c->b: sent %d for %d missing", resentA, missingA, resentC, missingC)
+	for _, hop := range []struct {
+		name            string
+		resent, missing int64
+	}{{"a->c", resentA, missingA}, {"c->b", resentC, missingC}} {
+		// A kill loses what was written and not yet synced: at most
+		// sync_bytes, plus the chunks on the wire.
+		if hop.resent > hop.missing+hop.missing/10 {
+			t.Errorf("%s: sent %d bytes after the kill for %d missing: more than 10%% over", hop.name, hop.resent, hop.missing)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	waitQueueDepth(ctx, t, cl.dataDir("b"), "crash", 1)
+	cl.stopAll()
+	// Read b's queue back in process: exactly one file message, whose
+	// file is the source.
+	n, err := petrel.Open(ctx, petrel.Config{Name: "b", DataDir: cl.dataDir("b"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	c, err := n.Consumer("crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Poll()
+	if err != nil {
+		t.Fatalf("no file message at b: %v", err)
+	}
+	if got := sha256File(t, d.File.ReceivedFilePath); got != sum {
+		t.Fatalf("b's file has SHA-256 %s, the source %s", got, sum)
+	}
+	d.Ack()
+	if d2, err := c.Poll(); err == nil {
+		t.Fatalf("a second file message at b: %+v", d2.File)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(d.File.ReceivedFilePath))
+	if len(ents) != 1 {
+		t.Fatalf("b's received folder holds %d files, want 1", len(ents))
+	}
+}
+
+// startNode starts `petrel node -c` for name (a included: it sends from
+// its own node here) and waits until it is ready.
+func (cl *crashCluster) startNode(name string) {
+	cl.t.Helper()
+	p, err := startProc(cl.ctx, name, petrelBin, filepath.Join(cl.dir, name+".stderr"), "node", "-c", cl.configPath(name))
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(cl.ctx, time.Minute)
+	defer cancel()
+	if _, err := p.waitReady(ctx); err != nil {
+		cl.t.Fatalf("start %s: %v", name, err)
+	}
+	cl.procs[name] = p
+}
+
+// killDuring waits until victim holds between a quarter and three
+// quarters of the file, kills it, restarts it, and waits for the file to
+// be past it. It returns the bytes sender put on the wire after the kill
+// and what victim did not hold durably at the kill.
+func (cl *crashCluster) killDuring(t *testing.T, victim, sender string, size int64) (resent, missing int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var held int64
+	for held < size/4 {
+		st, err := petrel.ReadStatus(ctx, cl.dataDir(victim))
+		if err == nil {
+			for _, tr := range st.Transfers {
+				held = max(held, tr.Offset)
+			}
+		}
+		if held >= size*3/4 {
+			t.Fatalf("%s got %d of %d bytes before the test could kill it", victim, held, size)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s never held a quarter of the file: %v", victim, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	wire := fileWireOf(ctx, t, cl.dataDir(sender))
+	cl.procs[victim].kill()
+	missing = size - held
+	cl.startNode(victim)
+	// Done with this hop once the sender has nothing left for it.
+	if err := waitLinksEmpty(ctx, cl.dataDir(sender)); err != nil {
+		t.Fatal(err)
+	}
+	return fileWireOf(ctx, t, cl.dataDir(sender)) - wire, missing
+}
+
+func fileWireOf(ctx context.Context, t *testing.T, dataDir string) int64 {
+	t.Helper()
+	st, err := petrel.ReadStatus(ctx, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w int64
+	for _, l := range st.Links {
+		w += l.Files.Wire
+	}
+	return w
+}
+
+func waitQueueDepth(ctx context.Context, t *testing.T, dataDir, queue string, depth int64) {
+	t.Helper()
+	for {
+		st, err := petrel.ReadStatus(ctx, dataDir)
+		if err == nil {
+			for _, q := range st.Queues {
+				if q.Name == queue && q.Depth == depth {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("queue %s never reached depth %d: %v (%v)", queue, depth, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func appendFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(s); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func writeRandomFile(t *testing.T, path string, size int64) string {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.CopyN(io.MultiWriter(f, h), rand.Reader, size); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func sha256File(t *testing.T, path string) string {
+	t.Helper()
+	sum, err := fileSHA256(path)
+	if err != nil {
+		t.Fatal(fmt.Errorf("read received file: %w", err))
+	}
+	return sum
+}
