@@ -21,7 +21,7 @@ import (
 
 // writeRandom writes size random bytes to dir/name and returns the path
 // and its SHA-256.
-func writeRandom(t *testing.T, dir, name string, size int) (string, string) {
+func writeRandom(t testing.TB, dir, name string, size int) (string, string) {
 	t.Helper()
 	b := make([]byte, size)
 	rand.Read(b)

@@ -17,7 +17,7 @@ import (
 var fastLinks = petrel.LinkConfig{ReconnectMin: 10 * time.Millisecond, ReconnectMax: 200 * time.Millisecond}
 
 // openNode opens a node named name; listen "" means it accepts no links.
-func openNode(t *testing.T, name, listen string, mod func(*petrel.Config)) *petrel.Node {
+func openNode(t testing.TB, name, listen string, mod func(*petrel.Config)) *petrel.Node {
 	t.Helper()
 	cfg := petrel.Config{Name: name, DataDir: t.TempDir(), Logger: quiet, Listen: listen, Link: fastLinks}
 	if mod != nil {

@@ -1,0 +1,78 @@
+//go:build linux
+
+package petrel_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel"
+)
+
+// TestFileFullSpoolPausesThenResumes receives a 6 MiB file on a node whose
+// spool is a 2 MiB tmpfs. The transfer must pause with a status that says
+// the spool is full, corrupt nothing, and complete once the filesystem
+// grows.
+func TestFileFullSpoolPausesThenResumes(t *testing.T) {
+	spool := mountTmpfs(t, "2m")
+	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+		c.Files = petrel.FilesConfig{Spool: filepath.Join(spool, "spool"), Received: filepath.Join(spool, "in"),
+			ChunkSize: 64 << 10, SyncBytes: 256 << 10}
+	})
+	a := openNode(t, "a", "", func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	})
+	src, sum := writeRandom(t, t.TempDir(), "big.bin", 6<<20)
+	m := a.Producer().CreateFileMessage("files@b")
+	m.File.SendFilePath = src
+	if err := a.Producer().Send(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	var paused petrel.TransferStatus
+	waitFor(t, 30*time.Second, func() bool {
+		for _, tr := range b.Transfers() {
+			if tr.State == "paused" && strings.Contains(tr.Error, "spool full") {
+				paused = tr
+				return true
+			}
+		}
+		return false
+	}, func() string { return fmt.Sprintf("no paused transfer: %+v", b.Transfers()) })
+	t.Logf("paused at %d of %d: %s", paused.Offset, paused.Size, paused.Error)
+	if paused.Offset == 0 || paused.Offset >= paused.Size {
+		t.Fatalf("paused at %d", paused.Offset)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=32m", spool).CombinedOutput(); err != nil {
+		t.Fatalf("grow the tmpfs: %v %s", err, out)
+	}
+	d := receiveFile(t, b, "files", 60*time.Second)
+	if fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatal("the file differs after the pause")
+	}
+	if tr := b.Transfers(); len(tr) != 0 {
+		t.Fatalf("transfers left: %+v", tr)
+	}
+}
+
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+			exec.Command("umount", "-l", dir).Run()
+		}
+	})
+	return dir
+}
