@@ -225,9 +225,76 @@ func TestFileNotices(t *testing.T) {
 	if !strings.Contains(dlq.Reason, "changed") {
 		t.Fatalf("dead letter reason %q", dlq.Reason)
 	}
-	// Nothing of bad.bin reached b.
+	// Nothing of bad.bin reached b, and b's spool kept nothing of it.
 	if ents, _ := os.ReadDir(filepath.Join(b.DataDir(), "received", "files")); len(ents) != 1 {
 		t.Fatalf("b received %d files", len(ents))
+	}
+	waitFor(t, 10*time.Second, func() bool { return len(spoolEntries(b)) == 0 },
+		func() string { return fmt.Sprintf("b's spool keeps %v", spoolEntries(b)) })
+}
+
+// spoolEntries lists n's spool, the relay's held folder left out.
+func spoolEntries(n *petrel.Node) []string {
+	ents, _ := os.ReadDir(filepath.Join(n.DataDir(), "spool"))
+	var out []string
+	for _, e := range ents {
+		if e.Name() != "held" {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestFileCorruptedAtRelayIsNeverDelivered damages the copy a relay holds
+// before it forwards it: the destination's check refuses it, every time,
+// the relay gives it up with the reason, and the destination delivers
+// nothing.
+func TestFileCorruptedAtRelayIsNeverDelivered(t *testing.T) {
+	bAddr := freeAddr(t)
+	c := openNode(t, "c", "127.0.0.1:0", func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + bAddr}}
+		cfg.Addresses = []petrel.AddressConfig{{Name: "files", Role: address.RoleRelay}}
+	})
+	a := openNode(t, "a", "", func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: tcp(c)}}
+		cfg.Routes = []petrel.RouteConfig{{Node: "b", Via: "c"}}
+	})
+	src, _ := writeRandom(t, t.TempDir(), "fragile.bin", 1<<20)
+	m := a.Producer().CreateFileMessage("files@b")
+	m.File.SendFilePath = src
+	if err := a.Producer().Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	// b is down: the relay holds the whole file.
+	var held string
+	waitFor(t, 30*time.Second, func() bool {
+		matches, _ := filepath.Glob(filepath.Join(c.DataDir(), "spool", "held", "*", "fragile.bin"))
+		if len(matches) == 1 {
+			held = matches[0]
+		}
+		return held != ""
+	}, func() string { return "the relay holds no copy" })
+	f, err := os.OpenFile(held, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("damage"), 1000); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	b := openNode(t, "b", bAddr, nil)
+	dl := receiveFile(t, c, "files.dlq", 60*time.Second)
+	if !strings.Contains(dl.Reason, "checksum") {
+		t.Fatalf("dead letter reason %q", dl.Reason)
+	}
+	if st := b.ReceiverStats(); st.FilesCorrupt < 1 || st.FilesTaken != 0 {
+		t.Fatalf("b: corrupt %d, taken %d", st.FilesCorrupt, st.FilesTaken)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(b.DataDir(), "received", "files")); len(ents) != 0 {
+		t.Fatalf("b delivered %d files", len(ents))
+	}
+	if left := spoolEntries(b); len(left) != 0 {
+		t.Fatalf("b's spool keeps %v", left)
 	}
 }
 

@@ -32,6 +32,9 @@ import (
 //	                                                                  message committed
 //	                                       <----   Refuse seq=size the content failed its
 //	                                                                  SHA-256; send it again
+//	Data seq=2^64-1  why, UTF-8            ---->   the sender gives the file up (its
+//	                                               source changed...): the partial
+//	                                               file is removed from the spool
 //
 // DataAck seq=size is sent only once the receiver took custody: the file
 // is whole, verified and placed, and its file message committed, so the
@@ -71,6 +74,9 @@ const (
 	fileIdleSync = 50 * time.Millisecond
 )
 
+// errAborted ends a file session whose sender gave the file up.
+var errAborted = errors.New("the sender gave the file up")
+
 // TransferID is the spool id of the transfer of the file message (origin,
 // id): the same at every hop, so that a resend finds its partial file.
 func TransferID(origin message.NodeID, id uint64) string {
@@ -83,7 +89,8 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 	defer cancel()
 	err := s.receiveFile(ctx, sess)
 	switch {
-	case err == nil, errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, session.ErrClosed):
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, session.ErrClosed),
+		errors.Is(err, errAborted):
 		return
 	case isProtocol(err):
 		s.stats.ProtocolErrors.Add(1)
@@ -145,7 +152,9 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session) error {
 			return err
 		}
 		if err := s.receiveChunks(ctx, sess, in, tr); err != nil {
-			s.transfers.paused(tr, err)
+			if !errors.Is(err, errAborted) {
+				s.transfers.paused(tr, err)
+			}
 			return err
 		}
 	}
@@ -219,6 +228,14 @@ func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *f
 					return err
 				}
 			}
+		}
+		if d.Seq == session.FileAbortSeq {
+			reason := string(d.Message)
+			if err := in.Abort("the sender gave it up: " + reason); err != nil {
+				return err
+			}
+			s.stats.FilesAborted.Add(1)
+			return fmt.Errorf("%w: %s", errAborted, reason)
 		}
 		at := in.Written()
 		if len(d.Message) == 0 || d.Seq != uint64(at)+uint64(len(d.Message)) {

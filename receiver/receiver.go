@@ -87,6 +87,7 @@ type Stats struct {
 	FilesRefused    atomic.Int64 // files refused for good
 	FilesCorrupt    atomic.Int64 // files whose content failed its checksum
 	FileBytes       atomic.Int64 // file content bytes received
+	FilesAborted    atomic.Int64 // files their senders gave up part-way
 }
 
 const (

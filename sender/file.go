@@ -280,11 +280,24 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, run *fileRun)
 		return nil // the next hop had it already
 	}
 	src, err := s.openSource(m)
-	if err != nil {
-		return errPermanent{err}
+	if err == nil {
+		err = s.sendChunks(ctx, conn, sess, src, at, run)
+		src.Close()
+	} else {
+		err = errPermanent{err}
 	}
-	defer src.Close()
-	return s.sendChunks(ctx, conn, sess, src, at, run)
+	var perm errPermanent
+	if errors.As(err, &perm) {
+		// The next hop holds part of the file: tell it to free that.
+		reason := perm.Error()
+		if len(reason) > 4096 {
+			reason = reason[:4096]
+		}
+		if aerr := sess.SendData(ctx, session.FileAbortSeq, []byte(reason)); aerr != nil {
+			s.log.Debug("could not tell the next hop the file was given up", slog.Any("error", aerr))
+		}
+	}
+	return err
 }
 
 // openSource opens m's file, checked against what was announced.

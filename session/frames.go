@@ -52,6 +52,11 @@ const FlagNoCommonVersion uint8 = 1 << 0
 // must be 0.
 const FlagFile uint8 = 1 << 1
 
+// FileAbortSeq is the sequence number of the Data packet by which the
+// sender of a file session gives the file up; the payload is the reason,
+// and the receiver frees what it holds of the file.
+const FileAbortSeq = ^uint64(0)
+
 // Limits on payload length besides Config.MaxFrame.
 const (
 	// preAuthMaxFrame bounds every frame before authentication completes,
