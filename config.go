@@ -168,6 +168,11 @@ type FilesConfig struct {
 	// SyncBytes is how many bytes a receiver appends between two syncs
 	// and acknowledgements, at most (default 8 MiB).
 	SyncBytes int64
+	// AbandonAfter is how long a partly received file may go without
+	// progress before the spool drops it, its sender presumed gone for
+	// good (default 7 days). A sender that comes back later starts it
+	// again from the beginning.
+	AbandonAfter time.Duration
 }
 
 // OutboxConfig is a folder whose files are sent to one address.

@@ -41,7 +41,50 @@ func (c FilesConfig) withDefaults(dataDir string) FilesConfig {
 	if c.Received == "" {
 		c.Received = filepath.Join(dataDir, "received")
 	}
+	if c.AbandonAfter <= 0 {
+		c.AbandonAfter = 7 * 24 * time.Hour
+	}
 	return c
+}
+
+// dropAbandoned removes the partly received files that made no progress
+// for AbandonAfter: their senders gave them up without a word (a node
+// that was rebuilt, a message that expired), and they would hold spool
+// space forever. It runs at start and then every hour.
+func (n *Node) dropAbandoned() {
+	pending, err := n.spool.Pending()
+	if err != nil {
+		n.log.Warn("list the spool", slog.Any(logError, err))
+		return
+	}
+	for _, p := range pending {
+		if time.Since(p.Touched) < n.files.AbandonAfter {
+			continue
+		}
+		if err := n.spool.Discard(p.ID); err != nil {
+			if !errors.Is(err, filetransfer.ErrBusy) {
+				n.log.Warn("drop an abandoned transfer", slog.String("id", p.ID), slog.Any(logError, err))
+			}
+			continue
+		}
+		n.log.Info("dropped a transfer that made no progress", slog.String("id", p.ID), slog.String("file", p.Info.Filename),
+			slog.Int64("offset", p.Offset), slog.Duration("abandon_after", n.files.AbandonAfter))
+	}
+}
+
+// janitor runs dropAbandoned every hour until stop is closed.
+func (n *Node) janitor(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			n.dropAbandoned()
+		}
+	}
 }
 
 // heldRoot is where a relay keeps the files it forwards: in the spool's

@@ -16,6 +16,7 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
 )
 
@@ -351,4 +352,45 @@ func wireBytes(n *petrel.Node) int64 {
 		w += l.Files.Wire
 	}
 	return w
+}
+
+// TestSpoolDropsAbandonedTransfers leaves two partial files in a node's
+// spool, one untouched for longer than files.abandon_after: the node drops
+// that one when it starts and keeps the other.
+func TestSpoolDropsAbandonedTransfers(t *testing.T) {
+	dir := t.TempDir()
+	sp, err := filetransfer.OpenSpool(filepath.Join(dir, "spool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"old", "recent"} {
+		in, err := sp.Begin(id, filetransfer.Info{Filename: id + ".bin", Size: 10, SHA256: strings.Repeat("0", 64)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := in.Write(0, []byte("12345")); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		in.Close()
+	}
+	long := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, "spool", "old.state"), long, long); err != nil {
+		t.Fatal(err)
+	}
+	n, err := petrel.Open(context.Background(), petrel.Config{Name: "n", DataDir: dir, Logger: quiet,
+		Files: petrel.FilesConfig{AbandonAfter: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	pending, err := sp.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 1 || pending[0].ID != "recent" {
+		t.Fatalf("spool after start: %+v", pending)
+	}
 }

@@ -48,6 +48,8 @@ type Node struct {
 	spool    *filetransfer.Spool
 	outboxes outboxes
 	outcomes fileOutcomes
+	// janitorStop ends the spool janitor; janitorDone closes when it did.
+	janitorStop, janitorDone chan struct{}
 
 	started   time.Time
 	closeOnce sync.Once
@@ -242,6 +244,9 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.startSenders(ctx); err != nil {
 		return err
 	}
+	n.dropAbandoned()
+	n.janitorStop, n.janitorDone = make(chan struct{}), make(chan struct{})
+	go n.janitor(n.janitorStop, n.janitorDone)
 	for _, c := range n.cfg.Outboxes {
 		if err := n.startOutbox(c); err != nil {
 			n.stopOutboxes()
@@ -290,6 +295,10 @@ func (n *Node) stop(ctx context.Context) error {
 		l.Stop()
 	}
 	n.stopOutboxes()
+	if n.janitorStop != nil {
+		close(n.janitorStop)
+		<-n.janitorDone
+	}
 	n.stopAdmin(ctx)
 	n.log.Info("node stopping")
 	return nil

@@ -308,6 +308,9 @@
 //	  # Most bytes a receiver appends between two syncs and acknowledgements
 //	  # (size). Default: 8MiB.
 //	  sync_bytes: 8MiB
+//	  # How long a partly received file may go without progress before the spool
+//	  # drops it, its sender presumed gone (duration). Default: 168h (7 days).
+//	  abandon_after: 168h
 //
 //	outboxes:
 //	  - # Folder watched (path, required). A file dropped in is sent once it is

@@ -28,6 +28,9 @@ type FilesSection struct {
 	// SyncBytes is how much a receiver appends between two syncs and
 	// acknowledgements, at most. Default 8MiB.
 	SyncBytes Size `yaml:"sync_bytes"`
+	// AbandonAfter is how long a partly received file may go without
+	// progress before the spool drops it. Default 168h (7 days).
+	AbandonAfter Duration `yaml:"abandon_after"`
 }
 
 func (s *FilesSection) check(c *checker, path string) {
@@ -40,12 +43,14 @@ func (s *FilesSection) check(c *checker, path string) {
 	c.atLeast(join(path, "window"), int64(s.Window), 1)
 	c.atLeast(join(path, "concurrency"), int64(s.Concurrency), 1)
 	c.fitsInt(join(path, "sync_bytes"), s.SyncBytes)
+	c.positive(join(path, "abandon_after"), s.AbandonAfter)
 }
 
 func (s *FilesSection) filesConfig() petrel.FilesConfig {
 	return petrel.FilesConfig{
 		Spool: s.Spool, Received: s.Received, ChunkSize: int(s.ChunkSize),
 		Window: s.Window, Concurrency: s.Concurrency, SyncBytes: int64(s.SyncBytes),
+		AbandonAfter: time.Duration(s.AbandonAfter),
 	}
 }
 

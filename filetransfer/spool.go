@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Spool file suffixes. A transfer with id X is X.part (the bytes received
@@ -73,6 +74,9 @@ type PendingTransfer struct {
 	ID     string
 	Info   Info
 	Offset int64 // durable offset; where the sender must resume
+	// Touched is when the transfer's state was last written: when it
+	// last made progress.
+	Touched time.Time
 }
 
 // Log attribute keys.
@@ -263,6 +267,9 @@ func (s *Spool) Pending() ([]PendingTransfer, error) {
 			continue
 		}
 		p := PendingTransfer{ID: id}
+		if fi, err := e.Info(); err == nil {
+			p.Touched = fi.ModTime()
+		}
 		if st, err := readState(s.statePath(id)); err == nil {
 			p.Info = st.Info
 			if fi, err := os.Stat(s.partPath(id)); err == nil && fi.Size() >= st.Offset {
