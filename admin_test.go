@@ -222,3 +222,44 @@ func TestMetricsOfTwoNodesWithALink(t *testing.T) {
 		t.Errorf("b: petrel_receiver_connections_total = %v", mb["petrel_receiver_connections_total"])
 	}
 }
+
+func TestMetricsOfAFileTransfer(t *testing.T) {
+	b := openNode(t, "b", "127.0.0.1:0", withAdmin)
+	a := openNode(t, "a", "", func(c *petrel.Config) {
+		withAdmin(c)
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	})
+	before := scrape(t, b)
+	if before[`petrel_file_bytes_total{direction="received"}`] != 0 || before[`petrel_files_total{event="taken"}`] != 0 {
+		t.Fatalf("file counters not zero before traffic: %v", before)
+	}
+	const size = 1<<20 + 3
+	src, _ := writeRandom(t, t.TempDir(), "m.bin", size)
+	m := a.Producer().CreateFileMessage("files@b")
+	m.File.SendFilePath = src
+	if err := a.Producer().Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	receiveFile(t, b, "files", 30*time.Second)
+	waitFor(t, 10*time.Second, func() bool {
+		return scrape(t, a)[`petrel_files_total{event="handed_over"}`] == 1
+	}, func() string { return "a never counted the file handed over" })
+	ma, mb := scrape(t, a), scrape(t, b)
+	for series, want := range map[string]float64{
+		`petrel_file_bytes_total{direction="sent"}`:         size,
+		`petrel_file_transfers_active{direction="sending"}`: 0,
+	} {
+		if got := ma[series]; got != want {
+			t.Errorf("a: %s = %v, want %v", series, got, want)
+		}
+	}
+	for series, want := range map[string]float64{
+		`petrel_file_bytes_total{direction="received"}`:       size,
+		`petrel_files_total{event="taken"}`:                   1,
+		`petrel_file_transfers_active{direction="receiving"}`: 0,
+	} {
+		if got := mb[series]; got != want {
+			t.Errorf("b: %s = %v, want %v", series, got, want)
+		}
+	}
+}
