@@ -165,8 +165,10 @@ type FilesConfig struct {
 	// Concurrency is how many files of one send queue move at once
 	// (default 4).
 	Concurrency int
-	// SyncBytes is how many bytes a receiver appends between two syncs
-	// and acknowledgements, at most (default 8 MiB).
+	// SyncBytes is how many bytes a receiver appends between two
+	// checkpoints (fsync of the data, and the offset recorded), at most
+	// (default 16 MiB). A receiver that crashes or loses its link has the
+	// sender send again what came after its last checkpoint.
 	SyncBytes int64
 	// AbandonAfter is how long a partly received file may go without
 	// progress before the spool drops it, its sender presumed gone for

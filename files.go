@@ -171,8 +171,8 @@ func (n *Node) deliverLocal(ctx context.Context, m *message.Message, q *queue.Qu
 	if err != nil {
 		return nil, fmt.Errorf("send file: %w", err)
 	}
-	buf := make([]byte, 1<<20)
 	for at := in.Offset(); at < info.Size; {
+		buf := make([]byte, 1<<20) // Write hashes it in the background
 		if err := ctx.Err(); err != nil {
 			in.Close()
 			return nil, err

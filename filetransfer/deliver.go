@@ -119,6 +119,15 @@ func syncDir(dir string) error {
 // nsq's diskqueue metadata): write a temp file beside it, fsync it, rename
 // it over path, fsync the directory.
 func writeFileAtomic(path string, data []byte) error {
+	if err := replaceFile(path, data); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// replaceFile writes data to a temp file, fsyncs it and renames it over
+// path: path then holds the old or the new content, whole, never a mix.
+func replaceFile(path string, data []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -138,7 +147,7 @@ func writeFileAtomic(path string, data []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return nil
 }
 
 // candidateName returns the i-th name tried for name in a folder: name

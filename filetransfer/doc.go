@@ -29,11 +29,18 @@
 //
 // # Invariants
 //
-//   - A byte is acknowledged only after it is durable: Sync fsyncs the
-//     partial file before it writes the state that counts it (temp file,
-//     fsync, rename, fsync of the directory, as nsq's diskqueue does).
-//     After a crash the transfer resumes at the durable offset; bytes
-//     written past it are cut off.
+//   - A byte counts toward a resume only once it is durable: Sync fsyncs
+//     the partial file before it writes the state that counts it (temp
+//     file, fsync, rename, as nsq's diskqueue does; the rename is made
+//     durable, with an fsync of the directory, only before delivery: a
+//     crash that loses a checkpoint's rename resumes from the one before,
+//     which the partial file also covers). After a crash the transfer
+//     resumes at the durable offset; bytes written past it are cut off.
+//   - Writing never waits for hashing: the running SHA-256 is computed by
+//     one goroutine per open transfer, beside the writes, and caught up
+//     with before any checkpoint or delivery reads it. The writeback of
+//     what was written is started every MiB (sync_file_range on Linux), so
+//     a checkpoint's fsync finds little to flush.
 //   - A resume never reads the partial file: the running SHA-256 is
 //     restored from the state. The cost is that damage done to the partial
 //     file at rest, after it was written, is not seen; the next hop's

@@ -40,6 +40,8 @@ type Incoming struct {
 	durable     int64
 	durableHash []byte // h's state at durable, to roll back to
 	closed      bool
+	bg          *bgHash // hashes h beside the writes; nil once closed
+	kicked      int64   // end of the range last handed to writeback
 	broken      error  // set when a rollback failed: only Close and Abort work
 	delivered   string // where Deliver placed the file
 }
@@ -70,7 +72,8 @@ func (in *Incoming) Written() int64 {
 
 // Write appends p, which must start at offset == Written (else ErrOffset,
 // with both offsets) and must not go past Info.Size (else ErrOverrun). The
-// bytes are not durable until Sync. When the filesystem is full the error
+// bytes are not durable until Sync. p is hashed in the background: it must
+// not change until the next Sync, Deliver or Close returns. When the filesystem is full the error
 // wraps ErrSpoolFull; then, as after any error, the transfer is back at
 // its durable offset (see Incoming).
 func (in *Incoming) Write(offset int64, p []byte) error {
@@ -90,15 +93,22 @@ func (in *Incoming) Write(offset int64, p []byte) error {
 		in.rollback()
 		return ioError(fmt.Sprintf("transfer %s: write %d bytes at %d", in.id, len(p), offset), err)
 	}
-	in.h.Write(p)
+	in.bg.add(p)
 	in.end += int64(len(p))
+	if in.end-in.kicked >= writebackBytes {
+		startWriteback(in.f, in.kicked, in.end-in.kicked)
+		in.kicked = in.end
+	}
 	return nil
 }
 
+// writebackBytes is how much is written before its writeback is started.
+const writebackBytes = 1 << 20
+
 // Sync makes every byte written durable, and Offset with it: it fsyncs the
 // partial file, then records the new offset and the running checksum in
-// the state (temp file, fsync, rename, fsync of the directory). Acknowledge
-// chunks to the sender only after the Sync that covers them returned nil.
+// the state (temp file, fsync, rename). A later Begin resumes at the last
+// Offset that a Sync recorded.
 // On error (ErrSpoolFull when the filesystem is full) the transfer is back
 // at its durable offset, which has not moved.
 func (in *Incoming) Sync() error {
@@ -107,11 +117,13 @@ func (in *Incoming) Sync() error {
 	if err := in.usable(); err != nil {
 		return err
 	}
-	return in.sync()
+	return in.sync(false)
 }
 
-func (in *Incoming) sync() error {
-	if in.end == in.durable {
+// sync makes the bytes written durable. final also makes the state's
+// rename durable, as delivery needs (see Deliver); a checkpoint does not.
+func (in *Incoming) sync(final bool) error {
+	if in.end == in.durable && !final {
 		return nil
 	}
 	if err := in.f.Sync(); err != nil {
@@ -120,9 +132,14 @@ func (in *Incoming) sync() error {
 		in.rollback()
 		return ioError("transfer "+in.id+": sync data", err)
 	}
+	in.bg.wait()
 	hs, err := in.h.(encoding.BinaryMarshaler).MarshalBinary()
 	if err == nil {
-		err = writeState(in.statePath, in.info, in.end, hs)
+		if final {
+			err = writeState(in.statePath, in.info, in.end, hs)
+		} else {
+			err = checkpointState(in.statePath, in.info, in.end, hs)
+		}
 	}
 	if err != nil {
 		in.rollback()
@@ -136,6 +153,7 @@ func (in *Incoming) sync() error {
 // is cut there and the checksum restored. If that fails too, the Incoming
 // is broken; Close it and Begin again, which resumes from the state file.
 func (in *Incoming) rollback() {
+	in.bg.wait()
 	err := in.f.Truncate(in.durable)
 	if err == nil {
 		err = in.h.(encoding.BinaryUnmarshaler).UnmarshalBinary(in.durableHash)
@@ -192,6 +210,7 @@ func (in *Incoming) Deliver(destDir string) (string, error) {
 		return "", fmt.Errorf("transfer %s: %d of %d bytes received; resume at %d: %w",
 			in.id, in.end, in.info.Size, in.durable, ErrIncomplete)
 	}
+	in.bg.wait()
 	if sum := hex.EncodeToString(in.h.Sum(nil)); sum != in.info.SHA256 {
 		in.log.Warn("transfer corrupt; partial file removed", slog.String(logFile, in.info.Filename))
 		rerr := in.finish()
@@ -200,7 +219,7 @@ func (in *Incoming) Deliver(destDir string) (string, error) {
 	}
 	// The state must say "all bytes are here" before the file gets a second
 	// name: a resume after a crash must never cut the delivered file.
-	if err := in.sync(); err != nil {
+	if err := in.sync(true); err != nil {
 		return "", err
 	}
 	final, err := deliver(in.partPath, destDir, in.info.Filename, in.id)
@@ -253,6 +272,7 @@ func (in *Incoming) Close() error {
 		return nil
 	}
 	in.closed = true
+	in.bg.stop()
 	in.release()
 	return in.f.Close()
 }
@@ -260,6 +280,7 @@ func (in *Incoming) Close() error {
 // finish closes the Incoming and removes its files from the spool.
 func (in *Incoming) finish() error {
 	in.closed = true
+	in.bg.stop()
 	in.f.Close()
 	err := removeTransfer(in.dir, in.statePath, in.partPath)
 	in.release()

@@ -25,7 +25,9 @@ import (
 //	                                       <----   Refuse seq=0    refused for good, with why
 //	Data seq=E  bytes [R, E) of the file   ---->   E = R + chunk length; appended
 //	Data seq=E' bytes [E, E')              ---->
-//	                                       <----   DataAck seq=D   bytes [0, D) are durable
+//	                                       <----   DataAck seq=D   bytes [0, D) arrived (flow
+//	                                                                  control; what is durable is
+//	                                                                  where a later session resumes)
 //	...
 //	                                       <----   DataAck seq=size   verified, delivered
 //	                                                                  (or held) and the file
@@ -38,9 +40,12 @@ import (
 //
 // DataAck seq=size is sent only once the receiver took custody: the file
 // is whole, verified and placed, and its file message committed, so the
-// sender may settle its own copy. Any earlier DataAck is below size. A
-// session that ends in between (a cut link, a restart) loses nothing: the
-// next one is told where to go on.
+// sender may settle its own copy. Any earlier DataAck is below size and
+// only paces the sender: the receiver checkpoints (fsyncs the bytes and
+// records the offset and the running SHA-256) every FileSyncBytes, not at
+// every ack, so that the disk does not set the pace of the link. A session
+// that ends in between (a cut link, a restart) loses nothing: the next one
+// is told the last checkpoint, and what came after it is sent again.
 
 // FileTarget is where a node puts a file it takes.
 type FileTarget struct {
@@ -68,7 +73,7 @@ type FileRouter interface {
 
 // Defaults of the file settings in Config.
 const (
-	DefaultFileSyncBytes = 8 << 20
+	DefaultFileSyncBytes = 16 << 20
 	// fileIdleSync: chunks unsynced for this long are synced and acked
 	// even short of FileSyncBytes, so a slow sender still sees progress.
 	fileIdleSync = 50 * time.Millisecond
@@ -158,7 +163,11 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session) error {
 			return err
 		}
 	}
-	return s.takeFile(ctx, sess, in, m, t)
+	if err := s.takeFile(ctx, sess, in, m, t); err != nil {
+		return err
+	}
+	s.transfers.end(tr)
+	return waitClose(ctx, sess)
 }
 
 // announced checks the announcement and routes it. A refusal for good is
@@ -185,9 +194,11 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 	return m, t, "", err
 }
 
-// receiveChunks appends chunks until the file is whole, syncing and
-// acking as it goes: every FileSyncBytes, when half the sender's window is
-// unacked, and when the sender pauses.
+// receiveChunks appends chunks until the file is whole. It acks what it
+// received every half window of chunks, so that the sender never waits
+// for a disk, and checkpoints (makes the bytes durable, which is where a
+// later session resumes) every FileSyncBytes and whenever the sender
+// pauses. The final ack, of the whole size, comes only after takeFile.
 func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *filetransfer.Incoming, tr *transfer) error {
 	size := in.Info().Size
 	syncBytes := s.cfg.FileSyncBytes
@@ -196,37 +207,45 @@ func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *f
 	}
 	half := max(int(sess.Window())/2, 1)
 	var unsynced int64
-	var chunks int
-	sync := func() error {
+	var unacked int
+	ack := func() error {
+		if unacked == 0 {
+			return nil
+		}
+		unacked = 0
+		tr.received(in.Written())
+		return sess.Ack(uint64(in.Written()))
+	}
+	checkpoint := func() error {
 		if err := in.Sync(); err != nil {
 			return err
 		}
-		unsynced, chunks = 0, 0
+		unsynced = 0
 		tr.progress(in.Offset())
-		return sess.Ack(uint64(in.Offset()))
+		return nil
 	}
 	for in.Written() < size {
 		d, ok := sess.TryRecv()
 		if !ok {
+			if err := ack(); err != nil {
+				return err
+			}
+			var err error
 			if unsynced > 0 {
-				// Nothing waiting: give the data a moment to come, then
-				// make what arrived durable and say so.
-				var err error
+				// The sender paused: if nothing comes for a moment, make
+				// what arrived durable.
 				d, err = recvWithin(ctx, sess, fileIdleSync)
 				if errors.Is(err, context.DeadlineExceeded) {
-					if err := sync(); err != nil {
+					if err := checkpoint(); err != nil {
 						return err
 					}
 					continue
 				}
-				if err != nil {
-					return err
-				}
 			} else {
-				var err error
-				if d, err = recv(ctx, sess); err != nil {
-					return err
-				}
+				d, err = recv(ctx, sess)
+			}
+			if err != nil {
+				return err
 			}
 		}
 		if d.Seq == session.FileAbortSeq {
@@ -246,9 +265,14 @@ func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *f
 		}
 		s.stats.FileBytes.Add(int64(len(d.Message)))
 		unsynced += int64(len(d.Message))
-		chunks++
-		if unsynced >= syncBytes || chunks >= half {
-			if err := sync(); err != nil {
+		unacked++
+		if unsynced >= syncBytes {
+			if err := checkpoint(); err != nil {
+				return err
+			}
+		}
+		if unacked >= half {
+			if err := ack(); err != nil {
 				return err
 			}
 		}
@@ -268,16 +292,14 @@ func recvWithin(ctx context.Context, sess *session.Session, d time.Duration) (se
 }
 
 // takeFile verifies and places the whole file, commits its file message
-// and only then acks the whole size: custody passes here.
+// and only then acks the whole size: custody passes here. A file that
+// fails its checksum is refused instead.
 func (s *Server) takeFile(ctx context.Context, sess *session.Session, in *filetransfer.Incoming, m *message.Message, t FileTarget) error {
 	size := uint64(m.File.Filesize)
 	path, err := in.Deliver(t.Dir)
 	if errors.Is(err, filetransfer.ErrCorrupt) {
 		s.stats.FilesCorrupt.Add(1)
-		if err := sess.RefuseSeq(size, err.Error()); err != nil {
-			return err
-		}
-		return waitClose(ctx, sess)
+		return sess.RefuseSeq(size, err.Error())
 	}
 	if err != nil {
 		return err
@@ -306,7 +328,7 @@ func (s *Server) takeFile(ctx context.Context, sess *session.Session, in *filetr
 	if !op.Deduped(0) {
 		s.router.(FileRouter).FileTaken(m, t)
 	}
-	return waitClose(ctx, sess)
+	return nil
 }
 
 // waitClose waits for the sender to close the session after its last

@@ -16,8 +16,9 @@ type TransferStatus struct {
 	From     string    `json:"from"` // the peer sending it
 	Dest     string    `json:"destination"`
 	Size     int64     `json:"size"`
-	Offset   int64     `json:"offset"` // bytes durable here
-	State    string    `json:"state"`  // receiving, paused
+	Offset   int64     `json:"offset"`   // bytes durable here: where a resume starts
+	Received int64     `json:"received"` // bytes arrived, durable or not
+	State    string    `json:"state"`    // receiving, paused
 	Error    string    `json:"error,omitempty"`
 	Since    time.Time `json:"since"`
 }
@@ -44,7 +45,7 @@ func (r *transfers) begin(id string, m *message.Message, peer string, offset int
 	}
 	t := &transfer{reg: r, st: TransferStatus{
 		ID: id, Filename: m.File.Filename, From: peer, Dest: m.Destination,
-		Size: m.File.Filesize, Offset: offset, State: "receiving", Since: time.Now(),
+		Size: m.File.Filesize, Offset: offset, Received: offset, State: "receiving", Since: time.Now(),
 	}}
 	r.m[id] = t
 	return t
@@ -53,6 +54,13 @@ func (r *transfers) begin(id string, m *message.Message, peer string, offset int
 func (t *transfer) progress(offset int64) {
 	t.reg.mu.Lock()
 	t.st.Offset = offset
+	t.st.Received = max(t.st.Received, offset)
+	t.reg.mu.Unlock()
+}
+
+func (t *transfer) received(n int64) {
+	t.reg.mu.Lock()
+	t.st.Received = n
 	t.reg.mu.Unlock()
 }
 

@@ -19,6 +19,7 @@ peak resident set size (VmHWM) in MiB.`,
 	parentCommand(cmd)
 	cmd.AddCommand(newBenchLocalCmd())
 	cmd.AddCommand(newBenchLinkCmd(), newBenchAgentCmd())
+	cmd.AddCommand(newBenchFileCmd())
 	return cmd
 }
 

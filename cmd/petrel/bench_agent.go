@@ -46,7 +46,7 @@ func newBenchAgentCmd() *cobra.Command {
 		Hidden: true,
 	}
 	parentCommand(cmd)
-	cmd.AddCommand(newAgentProduceCmd(), newAgentConsumeCmd())
+	cmd.AddCommand(newAgentProduceCmd(), newAgentConsumeCmd(), newAgentSendFileCmd(), newAgentRecvFileCmd())
 	return cmd
 }
 

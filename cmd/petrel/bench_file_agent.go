@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/spf13/cobra"
+)
+
+// The agents of `bench file`: sendfile runs node a, which sends one file;
+// recvfile runs node b, which takes it from its receive queue. See
+// bench_agent.go for what agents print and how they end.
+//
+//	{"event":"sent",...}      sendfile: the Send call returned
+//	{"event":"handed",...}    sendfile: the send queues are empty, the next hop has the file
+//	{"event":"received",...}  recvfile: the file message was received and acked
+
+// benchCPUProfileEnv names a file prefix: a file agent writes a CPU profile of
+// its work to <prefix>.<node>.pprof.
+const benchCPUProfileEnv = "PETREL_CPUPROFILE"
+
+// sentFileEvent is printed once the Send call returned.
+type sentFileEvent struct {
+	Event string `json:"event"` // "sent"
+	// StartNs is when Send was called, SentNs when it returned; Unix
+	// nanoseconds.
+	StartNs int64  `json:"start_ns"`
+	SentNs  int64  `json:"sent_ns"`
+	Size    int64  `json:"size"`
+	SHA256  string `json:"sha256"`
+}
+
+// handedFileEvent is printed once every send queue of the node is empty
+// and the file was handed over.
+type handedFileEvent struct {
+	Event     string  `json:"event"` // "handed"
+	HandedNs  int64   `json:"handed_ns"`
+	FileBytes int64   `json:"file_bytes"` // content bytes the next hop acked
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+}
+
+// receivedFileEvent is printed once the file message was received.
+type receivedFileEvent struct {
+	Event      string  `json:"event"` // "received"
+	ReadyNs    int64   `json:"ready_ns"`
+	ReceivedNs int64   `json:"received_ns"`
+	Path       string  `json:"path"` // ReceivedFilePath
+	Filename   string  `json:"filename"`
+	Size       int64   `json:"size"`
+	SHA256     string  `json:"sha256"` // as announced
+	PeakRSSMB  float64 `json:"peak_rss_mb"`
+}
+
+type sendFileOptions struct {
+	cfgPath, to, file string
+}
+
+func newAgentSendFileCmd() *cobra.Command {
+	var o sendFileOptions
+	cmd := &cobra.Command{
+		Use:   "sendfile -c file --to addr@node --file path",
+		Short: "Open a node and send one file from it",
+		Long: `Open the node of -c, print its ready line, send the file --file to --to
+as a file message and print {"event":"sent",...} once Send returned; wait
+until every send queue of the node is empty and print {"event":"handed",...}.
+Then keep the node open until stdin closes or a signal comes.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAgentSendFile(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.cfgPath, "config", "c", "", "the node's YAML configuration `file`")
+	f.StringVar(&o.to, "to", "", "destination `address@node`")
+	f.StringVar(&o.file, "file", "", "the `path` of the file to send")
+	return cmd
+}
+
+func runAgentSendFile(ctx context.Context, o sendFileOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	if o.to == "" || o.file == "" {
+		return usageErrorf("sendfile needs --to address@node and --file path")
+	}
+	ctx, cancel := agentContext(ctx, stdin)
+	defer cancel()
+	a, err := openAgent(ctx, o.cfgPath, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	stop, err := benchCPUProfile(a.node.Name())
+	if err == nil {
+		err = a.sendFile(ctx, o)
+		if perr := stop(); err == nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		return a.close(interrupted(ctx, err))
+	}
+	<-ctx.Done()
+	return a.close(nil)
+}
+
+func (a *agent) sendFile(ctx context.Context, o sendFileOptions) error {
+	p := a.node.Producer()
+	m := p.CreateFileMessage(o.to)
+	m.File.SendFilePath = o.file
+	start := time.Now()
+	if err := p.Send(ctx, m); err != nil {
+		return fmt.Errorf("send %s: %w", o.file, err)
+	}
+	sent := time.Now()
+	if err := a.event(sentFileEvent{Event: "sent", StartNs: start.UnixNano(), SentNs: sent.UnixNano(),
+		Size: m.File.Filesize, SHA256: m.File.FileChecksum}); err != nil {
+		return err
+	}
+	bytes, err := a.waitFileHanded(ctx)
+	if err != nil {
+		return err
+	}
+	return a.event(handedFileEvent{Event: "handed", HandedNs: time.Now().UnixNano(), FileBytes: bytes, PeakRSSMB: currentPeakRSS()})
+}
+
+// waitFileHanded polls the node's links until every send queue is empty
+// and a file was handed over; it fails if a file was given up. It returns
+// the content bytes the next hops acked.
+func (a *agent) waitFileHanded(ctx context.Context) (int64, error) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var depth, done, failed, bytes int64
+		var lastErr string
+		for _, l := range a.node.Links() {
+			depth += l.Depth
+			done += l.Files.Done
+			failed += l.Files.Failed
+			bytes += l.Files.Bytes
+			for _, f := range l.Files.Active {
+				if f.Error != "" {
+					lastErr = f.Error
+				}
+			}
+			if l.LastError != "" && lastErr == "" {
+				lastErr = l.LastError
+			}
+		}
+		if failed > 0 {
+			return bytes, fmt.Errorf("the file was given up (see the node's log): %s", lastErr)
+		}
+		if depth == 0 && done > 0 {
+			return bytes, nil
+		}
+		select {
+		case <-ctx.Done():
+			return bytes, fmt.Errorf("wait for the file to be handed over (last error: %q): %w", lastErr, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+type recvFileOptions struct {
+	cfgPath, from string
+}
+
+func newAgentRecvFileCmd() *cobra.Command {
+	var o recvFileOptions
+	cmd := &cobra.Command{
+		Use:   "recvfile -c file --from addr",
+		Short: "Open a node and receive one file on it",
+		Long: `Open the node of -c, print its ready line, receive one file message from
+the local address --from, ack it and print {"event":"received",...} with
+the path of the file. Then keep the node open until stdin closes or a
+signal comes.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAgentRecvFile(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.cfgPath, "config", "c", "", "the node's YAML configuration `file`")
+	f.StringVar(&o.from, "from", benchFileAddr, "local `address` to receive from")
+	return cmd
+}
+
+func runAgentRecvFile(ctx context.Context, o recvFileOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	ctx, cancel := agentContext(ctx, stdin)
+	defer cancel()
+	a, err := openAgent(ctx, o.cfgPath, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	stop, err := benchCPUProfile(a.node.Name())
+	if err == nil {
+		var ev receivedFileEvent
+		ev, err = a.receiveFile(ctx, o.from)
+		if perr := stop(); err == nil {
+			err = perr
+		}
+		if err == nil {
+			err = a.event(ev)
+		}
+	}
+	if err != nil {
+		return a.close(interrupted(ctx, err))
+	}
+	<-ctx.Done()
+	return a.close(nil)
+}
+
+func (a *agent) receiveFile(ctx context.Context, from string) (receivedFileEvent, error) {
+	ev := receivedFileEvent{Event: "received", ReadyNs: a.readyAt.UnixNano()}
+	c, err := a.node.Consumer(from)
+	if err != nil {
+		return ev, err
+	}
+	d, err := c.Receive(ctx)
+	if err != nil {
+		return ev, fmt.Errorf("receive the file message: %w", err)
+	}
+	ev.ReceivedNs = time.Now().UnixNano()
+	if d.Kind != message.KindFile {
+		return ev, fmt.Errorf("received a %s message from %s, not a file message", d.Kind, from)
+	}
+	ev.Path, ev.Filename, ev.Size, ev.SHA256 = d.File.ReceivedFilePath, d.File.Filename, d.File.Filesize, d.File.FileChecksum
+	if err := d.Ack(); err != nil {
+		return ev, fmt.Errorf("ack the file message: %w", err)
+	}
+	ev.PeakRSSMB = currentPeakRSS()
+	return ev, nil
+}
+
+// benchCPUProfile starts a CPU profile to <$PETREL_CPUPROFILE>.<node>.pprof
+// when the variable is set, and returns what stops it.
+func benchCPUProfile(node string) (func() error, error) {
+	prefix := os.Getenv(benchCPUProfileEnv)
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(prefix + "." + node + ".pprof")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", benchCPUProfileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", benchCPUProfileEnv, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return errors.Join(f.Sync(), f.Close())
+	}, nil
+}
