@@ -42,8 +42,8 @@ type Incoming struct {
 	closed      bool
 	bg          *bgHash // hashes h beside the writes; nil once closed
 	kicked      int64   // end of the range last handed to writeback
-	broken      error  // set when a rollback failed: only Close and Abort work
-	delivered   string // where Deliver placed the file
+	broken      error   // set when a rollback failed: only Close and Abort work
+	delivered   string  // where Deliver placed the file
 }
 
 // ID returns the transfer id.
