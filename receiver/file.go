@@ -209,7 +209,9 @@ func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *f
 	var unsynced int64
 	var unacked int
 	ack := func() error {
-		if unacked == 0 {
+		// Never the whole size: that ack means custody, and only
+		// takeFile sends it.
+		if unacked == 0 || in.Written() >= size {
 			return nil
 		}
 		unacked = 0
