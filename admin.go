@@ -53,6 +53,7 @@ func (n *Node) adminHandler() http.Handler {
 	mux.HandleFunc("GET /api/status", status)
 	mux.HandleFunc("GET /status", status)
 	n.adminFiles(mux)
+	n.adminAPI(mux)
 	return mux
 }
 

@@ -50,6 +50,13 @@ type Config struct {
 	// Admin configures the admin HTTP endpoint: health, readiness,
 	// Prometheus metrics and the status JSON. Off unless Admin.Listen is set.
 	Admin AdminConfig
+	// TLS secures links: the listener speaks TLS when TLS.Cert and TLS.Key
+	// are set, and tls:// connectors dial with it. A change needs a restart.
+	TLS TLSConfig
+	// Access are the rules of what other nodes and clients may do with
+	// this node's addresses; none at all allows everything. See AccessRule.
+	// They change live (Reconfigure).
+	Access []AccessRule
 	// ConfigSource names the file this configuration came from, for
 	// status; "" when there is none.
 	ConfigSource string

@@ -49,7 +49,8 @@ func (n *Node) startDiscovery(d DiscoveryConfig, secret string) error {
 }
 
 // advertised is the connector this node announces: the configured one, or
-// tcp:// and the listen address; "" when the node accepts no links.
+// tcp:// (tls:// when the listener speaks TLS) and the listen address; ""
+// when the node accepts no links.
 func (n *Node) advertised(d DiscoveryConfig) (string, error) {
 	if a := d.Advertise; a != "" {
 		return a, nil
@@ -64,6 +65,9 @@ func (n *Node) advertised(d DiscoveryConfig) (string, error) {
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		return "", fmt.Errorf("discovery: listening on %s, which is every interface: set discovery.advertise to the address other nodes reach this one by", la)
+	}
+	if n.cfg.TLS.Listening() {
+		return "tls://" + la, nil
 	}
 	return "tcp://" + la, nil
 }

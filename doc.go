@@ -16,6 +16,11 @@
 //	...
 //	d.Ack()
 //
+// A process that does not embed a node dials one instead, and gets the same
+// Producer and Consumer (both *Node and *Client are an Endpoint):
+//
+//	node, err := petrel.Dial(ctx, "tcp://plant-7:7400", petrel.DialOptions{Name: "billing"})
+//
 // Invariants: Send returns nil only once the message is committed to the
 // node's store (fsynced, with the default sync mode). Delivery to consumers
 // is at-least-once: a message comes back until it is acked.

@@ -40,7 +40,7 @@ type linkOut struct {
 }
 
 // linkConfigs derives the link packages' configurations from the node's.
-func linkConfigs(n *Node) linkOut {
+func linkConfigs(n *Node, t nodeTLS) linkOut {
 	c := n.cfg
 	sc := session.Config{
 		Name: c.Name, ID: n.id, MaxFrame: uint32(c.Link.MaxFrame),
@@ -58,11 +58,11 @@ func linkConfigs(n *Node) linkOut {
 		Session: sc,
 		Sender: sender.Config{
 			Window: window, ReconnectMin: c.Link.ReconnectMin, ReconnectMax: c.Link.ReconnectMax, MainProbe: c.Link.MainProbe,
-			Files: n.senderFiles(), Now: c.Store.Now, Logger: c.Logger,
+			Files: n.senderFiles(), Now: c.Store.Now, Logger: c.Logger, TLS: t.client,
 		},
 		Receiver: receiver.Config{
 			Listen: c.Listen, Session: sc, Window: uint32(window), Limits: c.Limits, Logger: c.Logger,
-			Spool: n.spool, FileSyncBytes: n.files.SyncBytes,
+			Spool: n.spool, FileSyncBytes: n.files.SyncBytes, TLS: t.server,
 		},
 	}
 }
@@ -179,11 +179,21 @@ func (n *Node) accepts(name, node string) error {
 }
 
 // Inbound implements receiver.Router: the queue an arriving message goes
-// to, by its destination.
+// to, by its destination. The access rules decide first: a message for a
+// local address needs the peer to be allowed to send to it, one for
+// another node to relay it; a denial is a refusal for good, which the
+// sender dead-letters with the reason.
 func (n *Node) Inbound(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, error) {
 	name, node, err := message.ParseDestination(m.Destination)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", receiver.ErrRefused, err)
+	}
+	action := ActionSend
+	if node != "" && node != n.cfg.Name {
+		action = ActionRelay
+	}
+	if err := n.Authorize(peer.Name, action, m.Destination); err != nil {
+		return nil, fmt.Errorf("%w: %w", receiver.ErrRefused, err)
 	}
 	if err := n.accepts(name, node); err != nil {
 		return nil, err
@@ -217,10 +227,10 @@ func (n *Node) ReceiverStats() ReceiverStats {
 	st := n.srv.StatsRef()
 	return ReceiverStats{
 		Connections: st.Connections.Load(), HandshakeFailed: st.HandshakeFailed.Load(), AuthFailed: st.AuthFailed.Load(),
-		SessionsRefused: st.SessionsRefused.Load(), Received: st.Received.Load(), Stored: st.Stored.Load(),
+		TLSFailed: st.TLSFailed.Load(), SessionsRefused: st.SessionsRefused.Load(), Received: st.Received.Load(), Stored: st.Stored.Load(),
 		Deduped: st.Deduped.Load(), Refused: st.Refused.Load(), ProtocolErrors: st.ProtocolErrors.Load(),
 		FilesTaken: st.FilesTaken.Load(), FilesRefused: st.FilesRefused.Load(), FilesCorrupt: st.FilesCorrupt.Load(),
-		FileBytes: st.FileBytes.Load(),
+		FileBytes: st.FileBytes.Load(), ClientDenied: st.Denied.Load(), ClientDelivered: st.Delivered.Load(),
 	}
 }
 
@@ -239,8 +249,13 @@ type TransferStatus = receiver.TransferStatus
 // ReceiverStats count what the node's receiver saw since it started.
 type ReceiverStats struct {
 	Connections, HandshakeFailed, AuthFailed, SessionsRefused int64
+	TLSFailed                                                 int64 // of HandshakeFailed, at the TLS handshake
 	Received, Stored, Deduped, Refused, ProtocolErrors        int64
 	FilesTaken, FilesRefused, FilesCorrupt, FileBytes         int64
+	// ClientDenied counts the remote clients' publishes and subscriptions
+	// the access rules refused; ClientDelivered the messages pushed to
+	// their consumers, redeliveries included.
+	ClientDenied, ClientDelivered int64
 }
 
 // LinkStatus is one link's state; see Node.Links.

@@ -48,15 +48,10 @@ func (c *Consumer) Listen(h Handler, opts ListenOptions) (*Listener, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Listener{c: c, h: h, cancel: cancel}
-	n := c.n
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
+	if err := c.track(l); err != nil {
 		cancel()
-		return nil, ErrClosed
+		return nil, err
 	}
-	n.listeners[l] = struct{}{}
-	n.mu.Unlock()
 	l.wg.Add(opts.Concurrency)
 	for range opts.Concurrency {
 		go l.messagePump(ctx)
@@ -70,9 +65,7 @@ func (l *Listener) Stop() {
 	l.once.Do(func() {
 		l.cancel()
 		l.wg.Wait()
-		l.c.n.mu.Lock()
-		delete(l.c.n.listeners, l)
-		l.c.n.mu.Unlock()
+		l.c.untrack(l)
 	})
 }
 
@@ -91,7 +84,7 @@ func (l *Listener) messagePump(ctx context.Context) {
 			if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 				return
 			}
-			l.c.n.log.Warn("listener receive failed", slog.String(logAddress, l.c.addr), slog.Any(logError, err))
+			l.c.logger().Warn("listener receive failed", slog.String(logAddress, l.c.addr), slog.Any(logError, err))
 			select {
 			case <-ctx.Done():
 				return
@@ -114,7 +107,7 @@ func (l *Listener) handle(ctx context.Context, d *Delivery) {
 		settle = d.Nack(err.Error())
 	}
 	if settle != nil && !errors.Is(settle, ErrClosed) {
-		l.c.n.log.Warn("listener settle failed", slog.String(logAddress, l.c.addr), slog.Any(logError, settle))
+		l.c.logger().Warn("listener settle failed", slog.String(logAddress, l.c.addr), slog.Any(logError, settle))
 	}
 }
 
@@ -124,7 +117,7 @@ func (l *Listener) call(ctx context.Context, d *Delivery) (err error) {
 		if r := recover(); r != nil {
 			l.panics.Add(1)
 			err = fmt.Errorf("handler panic: %v", r)
-			l.c.n.log.Error("handler panicked", slog.String(logAddress, l.c.addr), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			l.c.logger().Error("handler panicked", slog.String(logAddress, l.c.addr), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 		}
 	}()
 	return l.h(ctx, d)

@@ -90,9 +90,13 @@ var (
 	descRecvHandshakeFailed = prometheus.NewDesc("petrel_receiver_handshake_failures_total",
 		"Connections whose handshake failed.", nil, nil)
 	descRecvAuthFailed = prometheus.NewDesc("petrel_receiver_auth_failures_total",
-		"Connections refused for a wrong or missing secret.", nil, nil)
+		"Connections refused at authentication: a wrong or missing secret, or a name the client's certificate does not carry.", nil, nil)
 	descRecvSessionsRefused = prometheus.NewDesc("petrel_receiver_sessions_refused_total",
 		"Sessions the receiver refused to open.", nil, nil)
+	descRecvTLSFailed = prometheus.NewDesc("petrel_receiver_tls_failures_total",
+		"Connections that failed the TLS handshake: plain TCP, or no or an untrusted certificate.", nil, nil)
+	descAccessDenied = prometheus.NewDesc("petrel_access_denied_total",
+		"Actions the access rules denied since the node started, by action.", []string{"action"}, nil)
 	descRecvProtocolErrors = prometheus.NewDesc("petrel_receiver_protocol_errors_total",
 		"Connections closed for a protocol error.", nil, nil)
 	descRecvMessages = prometheus.NewDesc("petrel_receiver_messages_total",
@@ -119,7 +123,7 @@ func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descQueueDepth, descQueueInFlight, descQueueMessages,
 		descLinkUp, descLinkReconnects, descLinkMessages, descLinkInFlight,
 		descRecvConnections, descRecvHandshakeFailed, descRecvAuthFailed, descRecvSessionsRefused,
-		descRecvProtocolErrors, descRecvMessages,
+		descRecvProtocolErrors, descRecvMessages, descRecvTLSFailed, descAccessDenied,
 		descStoreCommits, descStoreRequests,
 		descFileBytes, descFileActive, descFiles,
 	} {
@@ -145,6 +149,9 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	rs := c.n.ReceiverStats()
 	collectReceiver(ch, rs)
+	for action, v := range c.n.AccessStats().Denied {
+		ch <- counter(descAccessDenied, v, string(action))
+	}
 	ch <- counter(descFileBytes, fs.Bytes, "sent")
 	ch <- counter(descFileBytes, rs.FileBytes, "received")
 	ch <- gauge(descFileActive, int64(sending), "sending")
@@ -190,6 +197,7 @@ func collectReceiver(ch chan<- prometheus.Metric, r ReceiverStats) {
 	ch <- counter(descRecvConnections, r.Connections)
 	ch <- counter(descRecvHandshakeFailed, r.HandshakeFailed)
 	ch <- counter(descRecvAuthFailed, r.AuthFailed)
+	ch <- counter(descRecvTLSFailed, r.TLSFailed)
 	ch <- counter(descRecvSessionsRefused, r.SessionsRefused)
 	ch <- counter(descRecvProtocolErrors, r.ProtocolErrors)
 	ch <- counter(descRecvMessages, r.Received, "received")

@@ -50,6 +50,8 @@ type Node struct {
 	outcomes fileOutcomes
 	// janitorStop ends the spool janitor; janitorDone closes when it did.
 	janitorStop, janitorDone chan struct{}
+	// access holds the access rules in force and counts denials.
+	access accessControl
 
 	started   time.Time
 	closeOnce sync.Once
@@ -84,7 +86,7 @@ const (
 // and its receiver. Start runs them in that order; stop runs backwards, so
 // the receiver stops accepting first and the store closes last.
 var Module = fx.Module("petrel",
-	fx.Provide(newCommitMetrics, storeConfig, newNode, linkConfigs, newManager, newRouter),
+	fx.Provide(newCommitMetrics, loadTLS, storeConfig, newNode, linkConfigs, newManager, newRouter),
 	queue.Module,
 	sender.Module,
 	receiver.Module,
@@ -143,7 +145,10 @@ func defaultName() string {
 
 // storeConfig derives the store's configuration and makes the data
 // directory, which the store's file lives in.
-func storeConfig(cfg Config, cm *commitMetrics) (queue.Config, error) {
+//
+// It takes the node's TLS so that its files are read, and any problem with
+// them reported, before the store opens.
+func storeConfig(cfg Config, cm *commitMetrics, _ nodeTLS) (queue.Config, error) {
 	cfg = cfg.withDefaults()
 	// Validate here, before the store opens: fx does not stop what was
 	// constructed when a later constructor fails.
@@ -221,6 +226,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics)
 	n.dir = dir
 	n.routes.Store(routes)
 	n.noAutoCreate.Store(cfg.NoAutoCreate)
+	n.access.set(cfg.Access)
 	n.registry = newRegistry(n, cm)
 	lc.Append(fx.Hook{OnStart: n.start, OnStop: n.stop})
 	return n, nil

@@ -15,6 +15,7 @@ import (
 // concurrent use: one producer may keep thousands of sends in flight.
 type Producer struct {
 	n *Node
+	r *publisher // a Client's producer (see Dial); n is nil then
 }
 
 // Producer returns a producer for this node.
@@ -40,6 +41,9 @@ func (p *Producer) CreateFileMessage(addr string) *message.Message {
 }
 
 func (p *Producer) create(addr string, kind message.Kind) *message.Message {
+	if p.r != nil {
+		return p.r.create(addr, kind)
+	}
 	m := &message.Message{
 		Origin:      p.n.id,
 		Destination: addr,
@@ -71,7 +75,14 @@ func (n *Node) now() time.Time {
 // must not change until it is sent; if it does, the transfer fails with
 // the reason. A file for an address of this node is copied into its
 // received folder before Send returns.
+//
+// Through a Client (see Dial), Send returns once the node has committed
+// the message, and a refusal by the node wraps ErrRefused or ErrDenied. A
+// client cannot send file messages.
 func (p *Producer) Send(ctx context.Context, m *message.Message) error {
+	if p.r != nil {
+		return p.r.send(ctx, m)
+	}
 	if m.Kind == message.KindFile {
 		return p.n.sendFile(ctx, m, false)
 	}
@@ -88,7 +99,13 @@ func (p *Producer) Send(ctx context.Context, m *message.Message) error {
 //
 // A file message is described and stored before SendAsync returns, as by
 // Send: reading the file is the slow part, and it cannot be done later.
+//
+// Through a Client, SendAsync blocks while DialOptions.Window sends are in
+// flight, and the handle completes when the node confirms the message.
 func (p *Producer) SendAsync(m *message.Message) *Pending {
+	if p.r != nil {
+		return p.r.sendAsync(m)
+	}
 	if m.Kind == message.KindFile {
 		return failed(p.n.sendFile(context.Background(), m, false))
 	}
@@ -209,6 +226,7 @@ func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, string, er
 // Pending is the completion handle of SendAsync.
 type Pending struct {
 	op  *queue.Op
+	r   *pubReq // a remote send's (see Dial)
 	err error
 }
 
@@ -218,6 +236,9 @@ func failed(err error) *Pending { return &Pending{err: err} }
 
 // Done is closed once the message is durable or the send failed.
 func (p *Pending) Done() <-chan struct{} {
+	if p.r != nil {
+		return p.r.done
+	}
 	if p.op == nil {
 		return closedCh
 	}
@@ -227,6 +248,14 @@ func (p *Pending) Done() <-chan struct{} {
 // Err returns the send's error once Done is closed; nil before and on
 // success.
 func (p *Pending) Err() error {
+	if p.r != nil {
+		select {
+		case <-p.r.done:
+			return p.r.err
+		default:
+			return nil
+		}
+	}
 	if p.op == nil {
 		return p.err
 	}
@@ -235,6 +264,14 @@ func (p *Pending) Err() error {
 
 // Wait blocks until the send completes or ctx ends.
 func (p *Pending) Wait(ctx context.Context) error {
+	if p.r != nil {
+		select {
+		case <-p.r.done:
+			return p.r.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if p.op == nil {
 		return p.err
 	}

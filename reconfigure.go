@@ -12,21 +12,23 @@ import (
 // Reconfigured says what a Reconfigure did.
 type Reconfigured struct {
 	// Applied lists the settings that changed and now run: "addresses",
-	// "nodes", "routes", "secret", "discovery", "auto_create", "outboxes".
+	// "nodes", "routes", "secret", "discovery", "auto_create", "access",
+	// "outboxes".
 	Applied []string
 	// Restart lists the settings that changed but were not applied, because
 	// they need a restart (the listen address, the name, the data
-	// directory, the store, limits, link tuning). Nothing of them was
+	// directory, the store, limits, link tuning, tls). Nothing of them was
 	// applied: a change is never half-applied.
 	Restart []string
 }
 
 // Reconfigure applies a new configuration to the running node, as far as
 // it can live: addresses and their roles and policies, neighbours and their
-// connectors, routes, the secret, discovery and auto-creation. Links the change does
-// not touch stay up; a sender whose next hop changed reconnects through the
-// new one, and one whose neighbour's connector changed redials. A config
-// that does not validate is refused and nothing changes.
+// connectors, routes, the secret, discovery, auto-creation and the access
+// rules. Links the change does not touch stay up; a sender whose next hop
+// changed reconnects through the new one, and one whose neighbour's
+// connector changed redials. A config that does not validate is refused
+// and nothing changes.
 func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -66,6 +68,10 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 		}
 		r.Applied = append(r.Applied, "addresses")
 	}
+	if !reflect.DeepEqual(old.Access, cfg.Access) {
+		n.access.set(cfg.Access)
+		r.Applied = append(r.Applied, "access")
+	}
 	if !slices.Equal(old.Outboxes, cfg.Outboxes) {
 		if err := n.applyOutboxes(cfg.Outboxes); err != nil {
 			return r, fmt.Errorf("apply outboxes: %w", err)
@@ -77,7 +83,7 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 	next := cfg
 	next.Listen, next.Name, next.DataDir, next.Admin = old.Listen, old.Name, old.DataDir, old.Admin
 	next.Store, next.Limits, next.Link, next.Logger = old.Store, old.Limits, old.Link, old.Logger
-	next.Files = old.Files
+	next.Files, next.TLS = old.Files, old.TLS
 	n.current = next
 	n.log.Info("configuration applied", "applied", r.Applied, "needs_restart", r.Restart)
 	return r, nil
@@ -109,6 +115,7 @@ func restartNeeded(old, cfg Config) []string {
 	add(old.Limits != cfg.Limits, "limits")
 	add(old.Link != cfg.Link, "link")
 	add(old.Files != cfg.Files, "files")
+	add(old.TLS != cfg.TLS, "tls")
 	return out
 }
 

@@ -27,6 +27,8 @@ type Status struct {
 	Nodes     []DirectoryEntry `json:"nodes"`
 	Discovery DiscoveryStats   `json:"discovery"`
 	Config    ConfigStatus     `json:"config"`
+	// Access is the access rules in force and what they denied.
+	Access AccessStats `json:"access"`
 }
 
 // DirectoryEntry is one node this node knows, for `petrel nodes`.
@@ -92,7 +94,7 @@ func (n *Node) Status() Status {
 		Node: n.cfg.Name, ID: n.id.String(), DataDir: n.cfg.DataDir, Listen: n.ListenAddr(),
 		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
 		Nodes: n.directoryEntries(), Discovery: n.discoveryStats(),
-		Config: n.configStatus(), Transfers: n.Transfers(),
+		Config: n.configStatus(), Transfers: n.Transfers(), Access: n.AccessStats(),
 	}
 }
 

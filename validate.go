@@ -66,6 +66,12 @@ func (c Config) Validate() error {
 	if err := c.validateAddresses(neighbours, routed); err != nil {
 		return err
 	}
+	if err := c.TLS.validate(); err != nil {
+		return err
+	}
+	if err := validateAccess(c.Access); err != nil {
+		return err
+	}
 	return c.validateFiles()
 }
 

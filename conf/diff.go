@@ -55,6 +55,9 @@ const (
 	// SectionOutboxes is the outbox folders: removed ones stop being
 	// watched, new ones start (their files are sent).
 	SectionOutboxes = "outboxes"
+	// SectionAccess is the access rules. Each message and client request
+	// is judged by the rules in force when it arrives.
+	SectionAccess = "access"
 )
 
 // needsRestart marks a key of reloadRules whose change needs a restart.
@@ -98,6 +101,12 @@ var reloadRules = map[string]string{
 	// senders when they are built, like link.
 	"files":     needsRestart,
 	"log.level": SectionLog,
+	// Certificates and keys are read once, when the node opens; the
+	// listener's TLS mode is its mode for its life.
+	"tls": needsRestart,
+	// The rules are swapped whole; the next message or client request is
+	// judged by the new ones.
+	"access": SectionAccess,
 }
 
 // Compare returns what differs from old to new, both Files from Parse, Load

@@ -62,6 +62,8 @@
 //	secret           secret and secret_file; new handshakes use the new secret
 //	discovery        announcing and listening restart with the new settings
 //	auto_create      whether undeclared addresses are created on first use
+//	access           the access rules; each message is judged by the rules in
+//	                 force when it arrives
 //	log.level        the log level
 //
 // These keys need a restart. A change to them is logged and shown as "needs
@@ -75,6 +77,8 @@
 //	limits.*         bounds on the messages the node accepts
 //	log.format       the log handler shared by every component
 //	admin.listen     the admin HTTP listener, bound at start
+//	tls.*            certificates and keys, read at start, and the listener's
+//	                 TLS mode
 //
 // An edit that mixes both kinds applies its live part and reports the rest.
 //
@@ -93,7 +97,8 @@
 //
 // The complete file follows (example.yaml in this directory, which the tests
 // parse). Every key is set to its default, except the node name, listen,
-// secret, nodes, routes, addresses and admin.listen, which are examples.
+// secret, nodes, routes, addresses, admin.listen, tls and access, which are
+// examples.
 // `petrel node` serves the admin HTTP endpoint only when admin.listen is set;
 // leave it out to keep it off.
 //
@@ -344,4 +349,59 @@
 //	  # admin listener (petrel stat still works, through the unix socket
 //	  # petrel.sock in the data directory).
 //	  listen: 127.0.0.1:7480
+//
+//	# TLS for links (mapping). The files are read when the node starts, relative
+//	# to the working directory; a change takes a restart. A shared secret, if
+//	# set, is still proven inside TLS. Default: none; links are plain TCP.
+//	tls:
+//	  # This node's certificate in PEM, its chain after it (path). With key, the
+//	  # listener speaks only TLS, so a plain TCP peer is refused (give plain
+//	  # nodes a listener of their own), and it is the client certificate when
+//	  # dialing tls:// connectors. Set cert and key, or neither. Default: none.
+//	  cert: /etc/petrel/plant-7.pem
+//	  # The private key of cert, in PEM (path). Default: none.
+//	  key: /etc/petrel/plant-7.key
+//	  # Authorities that sign peers' certificates, in PEM (path): they verify
+//	  # the servers dialed over tls://, and the clients when client_auth is
+//	  # require_and_verify. Default: the system's roots, for servers only.
+//	  ca: /etc/petrel/ca.pem
+//	  # What the listener asks of its clients (none | request |
+//	  # require_and_verify). require_and_verify is mutual TLS: a client needs a
+//	  # certificate signed by ca, and the node name it claims must be the
+//	  # certificate's Common Name. request asks for a certificate but verifies
+//	  # nothing. Default: none.
+//	  client_auth: require_and_verify
+//	  # Name the servers' certificates must carry (string), instead of the host
+//	  # of each tls:// connector; a connector's own ?server_name=... wins.
+//	  # Default: none; the host of the connector.
+//	  # server_name: hub-1.example.com
+//
+//	# Access rules: what other nodes and clients may do with this node's
+//	# addresses (list). With no rules, everything is allowed. With rules, a peer
+//	# may do an action on an address only if a rule for its name, or for "*",
+//	# lists a pattern matching the address under that action; anything else is
+//	# refused for good, with the reason (a message goes to the sender's
+//	# dead-letter address), and counted. This node's own producers and consumers
+//	# are never subject to them. A change applies live. Default: none.
+//	access:
+//	  - # Who the rule is for (string, required): the name a peer proved with
+//	    # the secret (with client_auth require_and_verify, also its
+//	    # certificate's Common Name), or "*" for any peer (quoted). A message
+//	    # comes from the node at the other end of the link: a relay, for
+//	    # relayed traffic, not the origin.
+//	    identity: hub-1
+//	    # Addresses it may send to, received here (list of patterns). A pattern
+//	    # is an address name, a prefix ending in "*" ("orders.*" matches
+//	    # orders.eu, not orders), or "*" for every address (quoted).
+//	    # Default: none.
+//	    send: [orders, orders.*]
+//	    # Addresses it may consume from, as a remote client (list of patterns).
+//	    # Default: none.
+//	    consume: [billing]
+//	    # Addresses whose messages it may have this node pass on toward other
+//	    # nodes (list of patterns, matching the name without "@node"; the
+//	    # address must also be a relay address). Default: none.
+//	    relay: [telemetry]
+//	  - identity: "*"
+//	    send: [public.*]
 package conf

@@ -45,6 +45,8 @@ type File struct {
 	Outboxes   []OutboxSection  `yaml:"outboxes"`
 	Log        LogSection       `yaml:"log"`
 	Admin      AdminSection     `yaml:"admin"`
+	TLS        TLSSection       `yaml:"tls"`
+	Access     []AccessSection  `yaml:"access"`
 }
 
 // section is one part of File with its own checks. To add a section: add
@@ -79,6 +81,8 @@ func (f *File) sections() []keyedSection {
 		{"outboxes", outboxList(f.Outboxes)},
 		{"log", &f.Log},
 		{"admin", &f.Admin},
+		{"tls", &f.TLS},
+		{"access", accessList(f.Access)},
 	}
 }
 
@@ -228,6 +232,8 @@ func (f *File) NodeConfig() petrel.Config {
 		Admin:        f.Admin.adminConfig(),
 		Files:        f.Files.filesConfig(),
 		Outboxes:     f.outboxConfigs(),
+		TLS:          f.TLS.tlsConfig(),
+		Access:       f.accessRules(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

@@ -17,6 +17,7 @@ type batch struct {
 	rejected map[*request]error
 	deduped  map[*request][]bool // set by admit: puts that are duplicates
 	full     map[*request]bool   // set by admit: puts past the store's limits
+	thaws    []*frozenQueue      // queues frozen by purges and moves; see freeze
 }
 
 type appendEffect struct {

@@ -149,6 +149,9 @@ func (q *Queue) poll(wait bool) (*Delivery, <-chan struct{}, int64, error) {
 // nextLocked removes and returns the head of the highest non-empty priority,
 // refilling spilled levels from disk as it goes.
 func (q *Queue) nextLocked(now int64) (entry, uint8, bool, error) {
+	if q.frozen > 0 {
+		return entry{}, 0, false, nil
+	}
 	for p := levels - 1; p >= 0; p-- {
 		l := &q.lv[p]
 		if l.head == len(l.ready) && l.spilled {

@@ -81,6 +81,8 @@ const (
 	reqCreateQueue
 	reqPrune
 	reqNoop
+	reqPurge    // delete every row of q not in flight; see Queue.Purge
+	reqMoveRows // move rows of q to other queues; see Queue.Move
 )
 
 // request is one unit of work for the writer. Fields are used per kind.
@@ -99,4 +101,8 @@ type request struct {
 	notBf int64    // reqUpdate
 	dlq   bool     // reqMove: counts as dead-lettered (else expired)
 	acks  []ackRow // reqAck of many rows (AckAll); else rowid and size
+	moves []Move   // reqMoveRows
+	// n is set by reqPurge and reqMoveRows to the rows they removed from
+	// q, before op finishes.
+	n int
 }

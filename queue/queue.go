@@ -69,6 +69,10 @@ type Queue struct {
 	refillBytes int
 	// tokens numbers the leases handed out.
 	tokens uint64
+	// frozen counts the admin requests (purge, move) between their apply
+	// and their commit: while it is above 0 no message is handed out, so
+	// that none of the rows they remove is leased meanwhile. See freeze.
+	frozen int
 }
 
 func newQueue(s *Store, id int64, name string, kind Kind) *Queue {

@@ -215,6 +215,7 @@ func (w *writer) exec(batch []*request, b *batch) error {
 		if _, rerr := w.conn.exec(`ROLLBACK`); rerr != nil {
 			w.s.log.Error("rollback failed", slog.Any(logError, rerr))
 		}
+		b.unfreeze()
 		return err
 	}
 	return nil
@@ -267,6 +268,10 @@ func (w *writer) apply(batch []*request, b *batch) error {
 			err = w.applyCreate(r, b)
 		case reqPrune:
 			err = w.applyPrune(r, b)
+		case reqPurge:
+			err = w.applyPurge(r, b)
+		case reqMoveRows:
+			err = w.applyMoveRows(r, b)
 		}
 		if err != nil {
 			return err
@@ -299,6 +304,8 @@ func (w *writer) publish(b *batch) {
 	for _, a := range b.appends {
 		a.q.appended(a.prio, a.e)
 	}
+	// After the appends: those of rows the batch also removed are dropped.
+	b.thawRemoved()
 	var dm, db int64
 	for q, d := range b.deltas {
 		q.addCounters(d)

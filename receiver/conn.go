@@ -15,7 +15,20 @@ import (
 func (s *Server) serveConn(nc net.Conn) {
 	defer s.wg.Done()
 	remote := nc.RemoteAddr().String()
-	c, err := session.Server(s.ctx, nc, s.sessionConfig())
+	cfg := s.sessionConfig()
+	if s.cfg.TLS != nil {
+		tc, check, err := s.tlsConn(nc, cfg)
+		if err != nil {
+			s.stats.HandshakeFailed.Add(1)
+			s.stats.TLSFailed.Add(1)
+			if s.ctx.Err() == nil {
+				s.log.Warn("link refused at TLS handshake", slog.String(logPeer, remote), slog.Any(logError, err))
+			}
+			return
+		}
+		nc, cfg.CheckPeer = tc, check
+	}
+	c, err := session.Server(s.ctx, nc, cfg)
 	if err != nil {
 		s.stats.HandshakeFailed.Add(1)
 		if errors.Is(err, session.ErrAuth) {
@@ -46,6 +59,10 @@ func (s *Server) serveConn(nc net.Conn) {
 			}
 			c.Close()
 			return
+		}
+		if sess.Publish() || sess.Subscribe() {
+			s.serveClient(c, sess, &sessions)
+			continue
 		}
 		if err := s.router.AcceptSession(peer, sess.Address()); err != nil {
 			s.stats.SessionsRefused.Add(1)

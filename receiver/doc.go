@@ -1,6 +1,10 @@
 // Package receiver accepts links from other nodes: it listens on TCP, runs
 // the session handshake, and turns each session's Data packets into puts on
-// the receive queue of this node, or on the send queue of a relay.
+// the receive queue of this node, or on the send queue of a relay. It also
+// serves clients, processes that are not nodes, through a ClientRouter:
+// their publish sessions are taken as links' sessions are, each message
+// routed by its own destination, and their subscribe sessions are served
+// from a receive queue (subscribe.go).
 //
 // Invariants:
 //   - A DataAck is sent only after the puts it covers committed; acks are
@@ -13,6 +17,14 @@
 //     are between the wire and their commit.
 //   - A peer that stalls or sends garbage is dropped; its goroutines end
 //     with its connection.
+//   - A subscribe session pushes only as far as the client's credit goes
+//     and holds at most four windows of leases; when it ends, every lease
+//     it holds goes back to its queue, after the settles that arrived
+//     before the end are applied.
+//   - With Config.TLS the listener speaks only TLS. The TLS handshake is
+//     bounded by the handshake timeout like the session handshake, and a
+//     client whose certificate was verified must claim its Common Name as
+//     its node name.
 //
 // receiver imports message, address, queue and session; never sender, the
 // root package or conf.

@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,10 @@ type Config struct {
 	Window uint32
 	// Limits bound every inbound message.
 	Limits message.Limits
+	// TLS, when set, makes the listener speak TLS: every accepted
+	// connection's TLS handshake must succeed (bounded by the session's
+	// HandshakeTimeout) before the session handshake starts.
+	TLS *tls.Config
 	// Spool holds the files being received; nil refuses file sessions.
 	Spool *filetransfer.Spool
 	// FileSyncBytes is how many bytes of a file are appended between two
@@ -88,6 +93,9 @@ type Stats struct {
 	FilesCorrupt    atomic.Int64 // files whose content failed its checksum
 	FileBytes       atomic.Int64 // file content bytes received
 	FilesAborted    atomic.Int64 // files their senders gave up part-way
+	TLSFailed       atomic.Int64 // of HandshakeFailed, those that failed the TLS handshake
+	Denied          atomic.Int64 // clients' subscriptions and publishes the access rules refused
+	Delivered       atomic.Int64 // messages pushed to clients' subscriptions, redeliveries included
 }
 
 const (

@@ -20,6 +20,13 @@ type pending struct {
 	op     *queue.Op // nil for a refusal
 	puts   int
 	refuse string
+	denied bool // the refusal is an access denial
+}
+
+// refusal is why a packet's message is refused for good, if it is.
+type refusal struct {
+	reason string // empty: not refused
+	denied bool   // by the access rules
 }
 
 // maxGather caps how many packets that already arrived one store
@@ -35,6 +42,9 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	ctx, cancel := s.ctxOf(c)
 	defer cancel()
 	peer := sess.Peer()
+	if sess.Publish() {
+		peer = c.Peer() // a client is the identity it proved, whatever it names itself later
+	}
 	pend := make(chan pending, s.cfg.Window)
 	ackDone := make(chan error, 1)
 	go func() {
@@ -74,10 +84,16 @@ type gatherer struct {
 	pend chan<- pending
 	last uint64      // the last seq taken
 	puts []queue.Put // gathered, not yet submitted
+	// put checks and routes one packet's message: linkPut for a link,
+	// publishPut for a client's publish session.
+	put func(ctx context.Context, peer session.Peer, d session.Data) (queue.Put, refusal, error)
 }
 
 func (s *Server) readLoop(ctx context.Context, sess *session.Session, peer session.Peer, pend chan<- pending) error {
-	g := &gatherer{s: s, ctx: ctx, sess: sess, peer: peer, pend: pend}
+	g := &gatherer{s: s, ctx: ctx, sess: sess, peer: peer, pend: pend, put: s.linkPut}
+	if sess.Publish() {
+		g.put = s.publishPut
+	}
 	for {
 		d, err := sess.Recv(ctx)
 		for ok := err == nil; ok; d, ok = sess.TryRecv() {
@@ -104,11 +120,11 @@ func (g *gatherer) take(d session.Data) error {
 	if d.Seq != g.last+1 {
 		return fmt.Errorf("%w: sequence %d after %d (a session's sequence runs 1, 2, 3...)", session.ErrProtocol, d.Seq, g.last)
 	}
-	put, refusal, err := g.s.put(g.ctx, g.peer, d)
+	put, refusal, err := g.put(g.ctx, g.peer, d)
 	if err != nil {
 		return err
 	}
-	if refusal == "" {
+	if refusal.reason == "" {
 		g.last = d.Seq
 		g.puts = append(g.puts, put)
 		return nil
@@ -119,7 +135,7 @@ func (g *gatherer) take(d session.Data) error {
 		return err
 	}
 	g.last = d.Seq
-	return g.emit(pending{last: d.Seq, refuse: refusal})
+	return g.emit(pending{last: d.Seq, refuse: refusal.reason, denied: refusal.denied})
 }
 
 // flush submits the gathered puts as one operation.
@@ -143,6 +159,12 @@ func (g *gatherer) emit(p pending) error {
 	case <-g.ctx.Done():
 		return g.ctx.Err()
 	}
+}
+
+// linkPut is put for a link's session.
+func (s *Server) linkPut(ctx context.Context, peer session.Peer, d session.Data) (queue.Put, refusal, error) {
+	p, reason, err := s.put(ctx, peer, d)
+	return p, refusal{reason: reason}, err
 }
 
 // put checks one packet's message and routes it. A message refused for
@@ -204,6 +226,9 @@ func (s *Server) ackLoop(ctx context.Context, sess *session.Session, pend <-chan
 
 // settle waits for one pending entry: its commit, or its refusal sent.
 func (s *Server) settle(ctx context.Context, sess *session.Session, p pending) error {
+	if p.op == nil && p.denied {
+		return sess.DenySeq(p.last, p.refuse)
+	}
 	if p.op == nil {
 		return sess.RefuseSeq(p.last, p.refuse)
 	}

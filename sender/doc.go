@@ -15,6 +15,9 @@
 //   - Reconnects back off exponentially, with jitter, between ReconnectMin
 //     and ReconnectMax. The link's state and last error are always visible
 //     in Status.
+//   - tcp:// connectors dial plain TCP, tls:// ones TLS with Config.TLS; the
+//     server's certificate is verified for the connector's host (or its
+//     server_name option), and a failure is the link's last error.
 //
 // sender imports message, address, queue and session; never receiver, the
 // root package or conf.

@@ -29,7 +29,7 @@ func NewManager(cfg Config, sc session.Config, dir *address.Directory, hop NextH
 	cfg = cfg.withDefaults()
 	return &Manager{
 		cfg:     cfg,
-		pool:    NewPool(sc, dir, cfg.Logger.With(slog.String("component", "pool"))),
+		pool:    NewPool(sc, dir, cfg.Logger.With(slog.String("component", "pool"))).withTLS(cfg.TLS),
 		hop:     hop,
 		senders: map[*queue.Queue]*Sender{},
 	}

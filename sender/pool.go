@@ -2,6 +2,7 @@ package sender
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,7 @@ type Pool struct {
 	cfg session.Config
 	dir *address.Directory
 	log *slog.Logger
+	tls *tls.Config // for tls:// connectors; nil: system roots, no client certificate
 
 	mu     sync.Mutex
 	conns  map[string]*poolConn
@@ -43,6 +45,12 @@ type poolConn struct {
 // NewPool makes a pool dialing with cfg the nodes dir knows.
 func NewPool(cfg session.Config, dir *address.Directory, log *slog.Logger) *Pool {
 	return &Pool{cfg: cfg, dir: dir, log: log, conns: map[string]*poolConn{}}
+}
+
+// withTLS sets the configuration tls:// connectors dial with.
+func (p *Pool) withTLS(c *tls.Config) *Pool {
+	p.tls = c
+	return p
 }
 
 // Get returns the live connection to node, dialing it if there is none.
@@ -128,20 +136,33 @@ func (p *Pool) SetSecret(secret []byte) {
 }
 
 func (p *Pool) dialOne(ctx context.Context, node string, cn address.Connector) (*session.Conn, error) {
-	if cn.Scheme != "tcp" {
-		return nil, fmt.Errorf("scheme %q is not supported yet (use tcp)", cn.Scheme)
+	var tc *tls.Config
+	switch cn.Scheme {
+	case address.SchemeTCP:
+	case address.SchemeTLS:
+		var err error
+		if tc, err = p.tlsFor(cn); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("scheme %q is not supported (use tcp or tls)", cn.Scheme)
 	}
 	p.mu.Lock()
 	cfg := p.cfg
 	p.mu.Unlock()
 	timeout := cfg.HandshakeTimeout
 	if timeout <= 0 {
-		timeout = 10 * time.Second
+		timeout = session.DefaultHandshakeTimeout
 	}
 	d := net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", cn.Addr)
 	if err != nil {
 		return nil, err
+	}
+	if tc != nil {
+		if nc, err = tlsHandshake(ctx, nc, tc, timeout); err != nil {
+			return nil, err
+		}
 	}
 	c, err := session.Client(ctx, nc, cfg)
 	if err != nil {

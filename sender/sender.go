@@ -2,6 +2,7 @@ package sender
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -26,6 +27,11 @@ type Config struct {
 	StallAfter time.Duration
 	// Files tunes file transfers.
 	Files FileConfig
+	// TLS configures tls:// connectors: the roots that verify servers and
+	// the client certificate, if any. ServerName, when empty, is the
+	// connector's host, or its server_name option. Nil means the system's
+	// roots and no client certificate.
+	TLS *tls.Config
 	// Now is the clock for TTL arithmetic; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger

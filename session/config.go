@@ -61,6 +61,14 @@ type Config struct {
 	// default IdleTimeout/3. It must be well below the peer's IdleTimeout.
 	PingInterval time.Duration
 
+	// CheckPeer, when set, is called by Server with the identity a client
+	// claims, once its secret checked out and before AuthOK is sent. An
+	// error refuses the client, with the error's text as the reason; wrap
+	// ErrAuth in it so that both sides count an authentication failure.
+	// The receiver uses it to hold a client with a verified TLS certificate
+	// to the name in that certificate. Client ignores it.
+	CheckPeer func(Peer) error
+
 	// MaxSessions bounds the sessions open or waiting for Accept on one
 	// connection; a SessionCreate past it is refused. Default 1024.
 	MaxSessions int

@@ -143,7 +143,7 @@ func (c *Conn) open(ctx context.Context, address string, window uint32, flags ui
 	}
 	s := c.newSession(0, address)
 	s.state = stateOpening
-	s.file = flags&FlagFile != 0
+	s.setKind(flags)
 	s.created = make(chan struct{})
 	s.reqWindow = min(window, MaxWindow)
 	id, err := c.tab.addClient(s)

@@ -15,7 +15,8 @@
 //
 // Every frame is a 10-byte header (type, flags, session id, payload length;
 // see frames.go) and a payload whose layout is drawn on each packet type
-// (packets_conn.go, packets_session.go). Session 0 is the connection itself.
+// (packets_conn.go, packets_session.go, packets_client.go). Session 0 is
+// the connection itself.
 //
 //	client (sender)                              server (receiver)
 //	                 <---- Hello                    session 0: the handshake,
@@ -31,6 +32,35 @@
 //	Ping / Pong      <--->                          session 0, when nothing was written
 //	Error            <--->                          session 0: the connection ends;
 //	                                                session n: that session ends
+//
+// # Clients
+//
+// A client is a process that is not a node but produces and consumes
+// through one (see client.go). It authenticates as a node does, with a name
+// and an id, and opens sessions whose SessionCreate carries a flag:
+//
+//	client                                        server (node)
+//	SessionCreate +FlagPublish     ---->           publish session, no address
+//	Data seq=1..k                  ---->           each message routed by its own destination
+//	                               <----  DataAck seq=k       durable, cumulative
+//	                               <----  Refuse seq=j        refused for good;
+//	                                                          +FlagDenied: by the access rules
+//	SessionCreate +FlagSubscribe   ---->           subscribe session for one address;
+//	  window=W                                     W is the initial credit
+//	                               <----  SessionCreateResponse (+FlagDenied if the rules refuse)
+//	                               <----  Deliver tag, attempt, reason, message
+//	                                                          one credit each; the server
+//	                                                          holds the lease under the tag
+//	Credit n                       ---->           n more deliveries allowed
+//	Settle op, tags..., reason     ---->           ack | nack | release | reject a batch
+//	SessionClose                   ---->           the server gives back the leases
+//	                                               not settled
+//
+// The server sends a Deliver only with credit, which starts at W and grows
+// by what the client grants; the client grants one credit per delivery its
+// application took, so at most W deliveries are ever on their way or
+// buffered (a server that sends more is ErrWindow). Settles are bounded by
+// what the server holds unsettled.
 //
 // # Goroutines
 //
@@ -58,9 +88,9 @@
 //     refusals for a session that is not open get a session-level
 //     ErrorPacket and are otherwise ignored: they can be in flight when a
 //     session ends.
-//   - Memory is bounded: per session by Window × MaxFrame of Data waiting
-//     for Recv, per connection by MaxSessions, the write queue bounds and
-//     the read buffer.
+//   - Memory is bounded: per session by Window × MaxFrame of Data (or, on
+//     a subscribe session's client side, Deliver) waiting to be taken, per
+//     connection by MaxSessions, the write queue bounds and the read buffer.
 //   - A peer silent for IdleTimeout is dropped (ErrIdle); a write that
 //     makes no progress for WriteTimeout fails the connection. Each side
 //     sends a Ping after PingInterval without writing, so a healthy idle

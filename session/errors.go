@@ -63,6 +63,11 @@ var (
 	// session window: too many sessions on one connection, or a peer that
 	// sends requests faster than it reads the replies.
 	ErrLimit = errors.New("limit reached")
+
+	// ErrDenied is returned by Open when the peer's access rules refused
+	// the session (a *RemoteError with CodeDenied), and carried by an Ack
+	// with Denied set for a refused packet.
+	ErrDenied = errors.New("access denied")
 )
 
 // Error codes carried by ErrorPacket.
@@ -73,6 +78,7 @@ const (
 	CodeRefused  uint16 = 4 // the session or connection is refused
 	CodeShutdown uint16 = 5 // the sender is closing in order
 	CodeLimit    uint16 = 6 // a window or a configured limit was exceeded
+	CodeDenied   uint16 = 7 // the session is refused by the peer's access rules
 )
 
 // RemoteError is returned when the peer sent an ErrorPacket, and by Open
@@ -104,6 +110,8 @@ func (e *RemoteError) Unwrap() error {
 		return ErrClosed
 	case CodeLimit:
 		return ErrLimit
+	case CodeDenied:
+		return ErrDenied
 	}
 	return nil
 }
@@ -122,6 +130,8 @@ func codeName(code uint16) string {
 		return "a shutdown"
 	case CodeLimit:
 		return "a limit"
+	case CodeDenied:
+		return "an access denial"
 	}
 	return fmt.Sprintf("error code %d", code)
 }

@@ -39,6 +39,9 @@ const (
 	TypeSessionCloseResponse  Type = 16 // either way: the session is freed
 	TypePing                  Type = 17 // either way, session 0: liveness
 	TypePong                  Type = 18 // either way, session 0: answer to a Ping
+	TypeDeliver               Type = 19 // server -> client, subscribe session: one leased message
+	TypeCredit                Type = 20 // client -> server, subscribe session: more deliveries allowed
+	TypeSettle                Type = 21 // client -> server, subscribe session: ack, nack or release
 )
 
 // FlagNoCommonVersion is set on a SessionCreateResponse that refuses a
@@ -51,6 +54,20 @@ const FlagNoCommonVersion uint8 = 1 << 0
 // messages (see Conn.OpenFile). Every flag bit not defined for a type
 // must be 0.
 const FlagFile uint8 = 1 << 1
+
+// FlagPublish is set on a SessionCreate that opens a publish session: a
+// client that is not a node sends messages for the server to route as its
+// own producer would.
+const FlagPublish uint8 = 1 << 2
+
+// FlagSubscribe is set on a SessionCreate that opens a subscribe session:
+// the server pushes deliveries from the address's receive queue.
+const FlagSubscribe uint8 = 1 << 3
+
+// FlagDenied is set on a SessionCreateResponse that refuses a session by
+// an access rule, so that Open can return ErrDenied, and on a Refuse of a
+// packet the access rules deny (Ack.Denied).
+const FlagDenied uint8 = 1 << 1
 
 // FileAbortSeq is the sequence number of the Data packet by which the
 // sender of a file session gives the file up; the payload is the reason,
@@ -84,6 +101,9 @@ var typeNames = [...]string{
 	TypeSessionCloseResponse:  "SessionCloseResponse",
 	TypePing:                  "Ping",
 	TypePong:                  "Pong",
+	TypeDeliver:               "Deliver",
+	TypeCredit:                "Credit",
+	TypeSettle:                "Settle",
 }
 
 // String returns the packet name, or Type(n) for an unknown type.
@@ -103,9 +123,11 @@ func (t Type) Known() bool {
 func (t Type) allowedFlags() uint8 {
 	switch t {
 	case TypeSessionCreateResponse:
-		return FlagNoCommonVersion
+		return FlagNoCommonVersion | FlagDenied
 	case TypeSessionCreate:
-		return FlagFile
+		return FlagFile | FlagPublish | FlagSubscribe
+	case TypeRefuse:
+		return FlagDenied
 	}
 	return 0
 }
@@ -229,8 +251,12 @@ func tooLarge(h Header, max uint32) error {
 // the connection is authenticated: maxFrame for Data, controlMaxFrame for
 // everything else, whose fields are all bounded.
 func maxPayload(t Type, maxFrame uint32) uint32 {
-	if t == TypeData {
+	switch t {
+	case TypeData:
 		return maxFrame
+	case TypeDeliver:
+		// The message, as in Data, plus tag, attempt and reason.
+		return maxFrame + 14 + maxStr16
 	}
 	return controlMaxFrame
 }

@@ -36,9 +36,10 @@ func TestTypeString(t *testing.T) {
 		{TypeHello, "Hello", true},
 		{TypeSessionCreateResponse, "SessionCreateResponse", true},
 		{TypePong, "Pong", true},
+		{TypeSettle, "Settle", true},
 		{0, "Type(0)", false},
 		{5, "Type(5)", false},
-		{19, "Type(19)", false},
+		{22, "Type(22)", false},
 		{255, "Type(255)", false},
 	}
 	for _, tc := range tests {

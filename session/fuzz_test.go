@@ -49,6 +49,9 @@ func FuzzDataAck(f *testing.F)      { fuzzDecoder(f, DecodeDataAck, "DataAck") }
 func FuzzRefuse(f *testing.F)       { fuzzDecoder(f, DecodeRefuse, "Refuse") }
 func FuzzSessionClose(f *testing.F) { fuzzDecoder(f, DecodeSessionClose, "SessionClose") }
 func FuzzPing(f *testing.F)         { fuzzDecoder(f, DecodePing, "Ping") }
+func FuzzDeliver(f *testing.F)      { fuzzDecoder(f, DecodeDeliver, "Deliver") }
+func FuzzCredit(f *testing.F)       { fuzzDecoder(f, DecodeCredit, "Credit") }
+func FuzzSettle(f *testing.F)       { fuzzDecoder(f, DecodeSettle, "Settle") }
 
 // FuzzReadFrame reads frames from arbitrary input until an error. It must
 // never panic or return a payload over the limit, and every frame it

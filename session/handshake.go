@@ -112,6 +112,10 @@ func serverHandshake(nc net.Conn, cfg *Config) (Peer, error) {
 	if err == nil && cfg.Secret != nil {
 		err = checkMAC(auth.MAC, clientMAC(cfg.Secret, hello.Nonce, auth.Nonce, auth.Name, auth.ID), "client "+quote(auth.Name))
 	}
+	peer := Peer{Name: auth.Name, ID: auth.ID, Addr: addrOf(nc)}
+	if err == nil && cfg.CheckPeer != nil {
+		err = cfg.CheckPeer(peer)
+	}
 	if err != nil {
 		refuse(nc, err)
 		return Peer{}, err
@@ -123,7 +127,7 @@ func serverHandshake(nc net.Conn, cfg *Config) (Peer, error) {
 	if err := writeFrame(nc, TypeAuthOK, ok); err != nil {
 		return Peer{}, err
 	}
-	return Peer{Name: auth.Name, ID: auth.ID, Addr: addrOf(nc)}, nil
+	return peer, nil
 }
 
 func clientHandshake(nc net.Conn, cfg *Config) (Peer, error) {
@@ -176,7 +180,12 @@ func readHandshake(nc net.Conn, want Type) ([]byte, error) {
 	var hb [HeaderLen]byte
 	if _, err := io.ReadFull(nc, hb[:]); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, fmt.Errorf("no %s within the handshake timeout: %w", want, err)
+			hint := ""
+			if want == TypeHello {
+				// A TLS server waits for the client to speak first.
+				hint = " (if the peer's listener speaks TLS, dial it with a tls:// connector)"
+			}
+			return nil, fmt.Errorf("no %s within the handshake timeout%s: %w", want, hint, err)
 		}
 		return nil, fmt.Errorf("read %s: %w", want, err)
 	}

@@ -48,6 +48,9 @@ func packetCases() []packetCase {
 	refuse := dec(DecodeRefuse)
 	closep := dec(DecodeSessionClose)
 	ping := dec(DecodePing)
+	deliver := dec(DecodeDeliver)
+	credit := dec(DecodeCredit)
+	settle := dec(DecodeSettle)
 	return []packetCase{
 		{name: "Hello", pkt: Hello{MinVersion: 1, MaxVersion: 3, Nonce: nonce, Name: "hub-1", ID: idA}, decode: hello},
 		{name: "Hello/empty", pkt: Hello{}, decode: hello},
@@ -67,6 +70,11 @@ func packetCases() []packetCase {
 		{name: "SessionClose", pkt: SessionClose{Reason: "shutting down"}, decode: closep},
 		{name: "SessionClose/empty", pkt: SessionClose{}, decode: closep},
 		{name: "Ping", pkt: Ping{Nonce: 0x0102030405060708}, decode: ping},
+		{name: "Deliver", pkt: Deliver{Tag: 9, Attempt: 2, Reason: "delivered 10 times", Message: []byte("an encoded message")}, decode: deliver, rest: true},
+		{name: "Deliver/no-reason", pkt: Deliver{Tag: 1, Attempt: 1, Message: []byte("m")}, decode: deliver, rest: true},
+		{name: "Credit", pkt: Credit{N: 512}, decode: credit},
+		{name: "Settle", pkt: Settle{Op: SettleAck, Tags: []uint64{1, 2, 1<<64 - 1}}, decode: settle},
+		{name: "Settle/nack", pkt: Settle{Op: SettleNack, Tags: []uint64{7}, Reason: "handler failed"}, decode: settle},
 	}
 }
 

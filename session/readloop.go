@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 )
 
@@ -33,7 +34,7 @@ func (c *Conn) readFrames() (notify bool, err error) {
 			return true, err
 		}
 		buf := c.rbuf
-		if h.Type == TypeData {
+		if h.Type == TypeData || h.Type == TypeDeliver {
 			buf = nil // Recv's caller owns the payload: read it into its own slice
 		} else if int(h.Length) > cap(buf) {
 			c.rbuf = make([]byte, h.Length)
@@ -99,6 +100,16 @@ func (c *Conn) dispatch(h Header, p []byte) error {
 			return c.onCreateResponse(h, p)
 		}
 		return c.onAck(h, p)
+	case TypeDeliver:
+		if !c.client {
+			return c.wrongSide(h)
+		}
+		return c.onDeliver(h.Session, p)
+	case TypeCredit, TypeSettle:
+		if c.client {
+			return c.wrongSide(h)
+		}
+		return c.onSubscribeControl(h, p)
 	case TypeSessionClose:
 		return c.onClose(h.Session, p)
 	case TypeSessionCloseResponse:
@@ -159,9 +170,12 @@ func (c *Conn) onCreate(h Header, p []byte) error {
 	if req.Window == 0 {
 		return c.refuseCreate(id, 0, "window 0: the sender must allow at least one packet in flight")
 	}
+	if bits.OnesCount8(h.Flags) > 1 {
+		return fmt.Errorf("SessionCreate for session %d with flags %#02x: at most one of file, publish and subscribe: %w", id, h.Flags, ErrProtocol)
+	}
 	s := c.newSession(id, req.Address)
 	s.state = statePending
-	s.file = h.Flags&FlagFile != 0
+	s.setKind(h.Flags)
 	s.version = v
 	s.reqWindow = req.Window
 	s.peer = Peer{Name: req.Name, ID: req.ID, Addr: c.peer.Addr}
@@ -223,6 +237,8 @@ func (c *Conn) onCreateResponse(h Header, p []byte) error {
 		code := CodeRefused
 		if h.Flags&FlagNoCommonVersion != 0 {
 			code = CodeVersion
+		} else if h.Flags&FlagDenied != 0 {
+			code = CodeDenied
 		}
 		c.tab.remove(h.Session, s)
 		s.end(&RemoteError{Code: code, Reason: r.Reason}, false)
@@ -235,6 +251,9 @@ func (c *Conn) onCreateResponse(h Header, p []byte) error {
 	s.version, s.window = r.Version, r.Window
 	s.peer = Peer{Name: r.Name, ID: r.ID, Addr: c.peer.Addr}
 	s.acks = make(chan Ack, 2*int(r.Window)+2)
+	if s.sub != nil {
+		s.sub.deliveries = make(chan Deliver, r.Window)
+	}
 	s.state = stateOpen
 	close(s.created)
 	s.mu.Unlock()
@@ -259,6 +278,9 @@ func (c *Conn) onData(id uint32, p []byte) error {
 	if s == nil {
 		return c.notOpen(id, TypeData)
 	}
+	if s.sub != nil {
+		return fmt.Errorf("Data on subscribe session %d, which carries Deliver packets: %w", id, ErrProtocol)
+	}
 	return s.deliver(d)
 }
 
@@ -275,7 +297,7 @@ func (c *Conn) onAck(h Header, p []byte) error {
 		if err != nil {
 			return err
 		}
-		a = Ack{Seq: x.Seq, Refused: true, Reason: x.Reason}
+		a = Ack{Seq: x.Seq, Refused: true, Denied: h.Flags&FlagDenied != 0, Reason: x.Reason}
 	}
 	s := c.tab.get(h.Session)
 	if s == nil {

@@ -30,6 +30,9 @@ type Session struct {
 	out     *outbox
 	tab     *table
 
+	publish bool      // opened with FlagPublish
+	sub     *subState // flow control of a session opened with FlagSubscribe; nil otherwise
+
 	mu        sync.Mutex
 	state     state
 	peer      Peer
@@ -60,6 +63,7 @@ const (
 type Ack struct {
 	Seq     uint64
 	Refused bool
+	Denied  bool   // refused by the receiver's access rules (FlagDenied)
 	Reason  string // why Seq was refused
 }
 
@@ -117,7 +121,11 @@ func (s *Session) Accept(window uint32) error {
 		return err
 	}
 	s.window = min(window, s.reqWindow, MaxWindow)
-	s.inbound = make(chan Data, s.window)
+	if s.sub != nil {
+		s.sub.credit = s.window // a subscribe session starts with its window as credit
+	} else {
+		s.inbound = make(chan Data, s.window)
+	}
 	s.state = stateOpen
 	resp := SessionCreateResponse{Version: s.version, Name: s.self.Name, ID: s.self.ID, Window: s.window}
 	s.mu.Unlock()
@@ -127,6 +135,10 @@ func (s *Session) Accept(window uint32) error {
 // Refuse refuses a session returned by Conn.Accept. The client's Open
 // returns an error wrapping ErrRefused with reason.
 func (s *Session) Refuse(reason string) error {
+	return s.refuse(reason, 0)
+}
+
+func (s *Session) refuse(reason string, flags uint8) error {
 	s.mu.Lock()
 	if s.state != statePending {
 		err := s.stateErr("refuse")
@@ -136,7 +148,7 @@ func (s *Session) Refuse(reason string) error {
 	s.mu.Unlock()
 	s.tab.remove(s.id, s)
 	s.end(fmt.Errorf("session %d refused by this side: %s: %w", s.id, reason, ErrRefused), false)
-	return s.send(TypeSessionCreateResponse, 0, SessionCreateResponse{Reason: reason, Name: s.self.Name, ID: s.self.ID})
+	return s.send(TypeSessionCreateResponse, flags, SessionCreateResponse{Reason: reason, Name: s.self.Name, ID: s.self.ID})
 }
 
 // SendData queues a Data frame with seq and msg (an encoded message) on the
@@ -147,6 +159,9 @@ func (s *Session) Refuse(reason string) error {
 func (s *Session) SendData(ctx context.Context, seq uint64, msg []byte) error {
 	if !s.client {
 		return fmt.Errorf("send data on session %d: the receiving side cannot send Data: %w", s.id, ErrProtocol)
+	}
+	if s.sub != nil {
+		return fmt.Errorf("send data on session %d: a subscribe session carries no Data: %w", s.id, ErrProtocol)
 	}
 	s.mu.Lock()
 	if s.state != stateOpen {

@@ -18,7 +18,7 @@ peak resident set size (VmHWM) in MiB.`,
 	}
 	parentCommand(cmd)
 	cmd.AddCommand(newBenchLocalCmd())
-	cmd.AddCommand(newBenchLinkCmd(), newBenchAgentCmd())
+	cmd.AddCommand(newBenchLinkCmd(), newBenchAgentCmd(), newBenchClientCmd())
 	cmd.AddCommand(newBenchFileCmd())
 	return cmd
 }

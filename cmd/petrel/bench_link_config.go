@@ -28,6 +28,9 @@ type nodeFile struct {
 	// defaults (100ms, 30s). Benches and tests set them low, so that a
 	// node coming back is found at once, not up to 30s later.
 	ReconnectMin, ReconnectMax time.Duration
+	// Window is link.window, the Data packets a session may have
+	// unacknowledged; 0 for the default.
+	Window int
 	// Extra is YAML appended as is: sections the fields above do not cover.
 	Extra string
 }
@@ -53,8 +56,11 @@ func (f nodeFile) yaml() string {
 			fmt.Fprintf(&b, "  - node: %s\n    via: %s\n", q(r[0]), q(r[1]))
 		}
 	}
-	if f.ReconnectMin > 0 || f.ReconnectMax > 0 {
+	if f.ReconnectMin > 0 || f.ReconnectMax > 0 || f.Window > 0 {
 		b.WriteString("link:\n")
+		if f.Window > 0 {
+			fmt.Fprintf(&b, "  window: %d\n", f.Window)
+		}
 		if f.ReconnectMin > 0 {
 			fmt.Fprintf(&b, "  reconnect_min: %dms\n", f.ReconnectMin.Milliseconds())
 		}

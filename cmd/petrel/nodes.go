@@ -10,7 +10,7 @@ import (
 )
 
 func newNodesCmd() *cobra.Command {
-	var cfgPath, dataDir string
+	var server, cfgPath, dataDir string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "nodes [-c file | --data-dir dir]",
@@ -24,7 +24,7 @@ directory: give the node's configuration with -c, or the directory with
 --data-dir.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := readNodeStatus(cmd.Context(), cfgPath, dataDir)
+			st, err := readNodeStatus(cmd.Context(), server, cfgPath, dataDir)
 			if err != nil {
 				return err
 			}
@@ -50,6 +50,7 @@ directory: give the node's configuration with -c, or the directory with
 	}
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the node's data `directory`")
+	cmd.Flags().StringVar(&server, "server", "", "the node's admin `address` (host:port or http://host:port)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the directory as one JSON array")
 	return cmd
 }

@@ -14,10 +14,10 @@ import (
 )
 
 func newStatCmd() *cobra.Command {
-	var cfgPath, dataDir string
+	var server, cfgPath, dataDir string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "stat [-c file | --data-dir dir]",
+		Use:   "stat [-c file | --data-dir dir | --server host:port]",
 		Short: "Show a running node's links, queues and receiver counters",
 		Long: `Show the state of a running node: each link (one per send queue) with its
 state, last error, packets in flight, totals sent and acked, and send-queue
@@ -26,12 +26,14 @@ depth; each queue's figures; the receiver's counters.
 petrel stat reads the node through the admin socket (petrel.sock) in the
 node's data directory, so it needs the same data directory: give the node's
 configuration file with -c, or the directory with --data-dir. With neither,
-it uses the default data directory, petrel-data.`,
+it uses the default data directory, petrel-data. With --server host:port it
+reads a node's admin listener (admin.listen) over TCP instead.`,
 		Example: `  petrel stat -c /etc/petrel/petrel.yaml
-  petrel stat --data-dir /var/lib/petrel --json`,
+  petrel stat --data-dir /var/lib/petrel --json
+  petrel stat --server 127.0.0.1:9090`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := readNodeStatus(cmd.Context(), cfgPath, dataDir)
+			st, err := readNodeStatus(cmd.Context(), server, cfgPath, dataDir)
 			if err != nil {
 				return err
 			}
@@ -46,29 +48,26 @@ it uses the default data directory, petrel-data.`,
 	}
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the node's data `directory`")
+	cmd.Flags().StringVar(&server, "server", "", "the node's admin `address` (host:port or http://host:port)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
 	return cmd
 }
 
-// readNodeStatus reads the status of the running node whose data directory
-// is dataDir, or that of the configuration file cfgPath, or the default.
-func readNodeStatus(ctx context.Context, cfgPath, dataDir string) (petrel.Status, error) {
-	// Checked here rather than with cobra's flag groups, whose error would
-	// not be a usage error (exit 2).
-	if cfgPath != "" && dataDir != "" {
-		return petrel.Status{}, usageErrorf("give -c or --data-dir, not both")
+// readNodeStatus reads the status of the running node at the admin
+// address server, or else of the one whose data directory is dataDir, or
+// that of the configuration file cfgPath, or the default.
+func readNodeStatus(ctx context.Context, server, cfgPath, dataDir string) (petrel.Status, error) {
+	// newAdminClient refuses more than one with a usage error (exit 2).
+	c, err := newAdminClient(server, cfgPath, dataDir)
+	if err != nil {
+		return petrel.Status{}, err
 	}
-	dir := dataDir
-	if dir == "" {
-		file, err := loadConfig(cfgPath)
-		if err != nil {
-			return petrel.Status{}, err
-		}
-		dir = file.NodeConfig().DataDir
-	}
+	defer c.close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return petrel.ReadStatus(ctx, dir)
+	var st petrel.Status
+	err = c.do(ctx, "GET", "/api/status", nil, &st)
+	return st, err
 }
 
 func printStatus(w io.Writer, st petrel.Status) {
@@ -109,6 +108,10 @@ func printStatus(w io.Writer, st petrel.Status) {
 			d.Sent, d.Received, d.Accepted, d.Malformed, d.BadMAC, d.Own, d.Unusable, len(st.Nodes))
 	}
 	r := st.Receiver
-	fmt.Fprintf(w, "\nreceiver  connections %d  handshake failures %d (auth %d)  sessions refused %d\n", r.Connections, r.HandshakeFailed, r.AuthFailed, r.SessionsRefused)
+	fmt.Fprintf(w, "\nreceiver  connections %d  handshake failures %d (auth %d, tls %d)  sessions refused %d\n", r.Connections, r.HandshakeFailed, r.AuthFailed, r.TLSFailed, r.SessionsRefused)
 	fmt.Fprintf(w, "          received %d  stored %d  deduped %d  refused %d  protocol errors %d\n", r.Received, r.Stored, r.Deduped, r.Refused, r.ProtocolErrors)
+	if a := st.Access; a.Rules > 0 {
+		fmt.Fprintf(w, "\naccess    rules %d  denied: send %d  consume %d  relay %d\n", a.Rules,
+			a.Denied[petrel.ActionSend], a.Denied[petrel.ActionConsume], a.Denied[petrel.ActionRelay])
+	}
 }

@@ -1,0 +1,163 @@
+package petrel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// POST /api/recv takes messages from a receive queue under a lease, like
+// a consumer, writes them, and only then settles them, so that a client
+// gone before they were written gets them again instead of losing them.
+
+// maxRecv bounds the messages of one POST /api/recv.
+const maxRecv = 1000
+
+// taken is a message /api/recv took.
+type taken struct {
+	d *queue.Delivery
+	m *message.Message
+}
+
+func (n *Node) handleRecv(w http.ResponseWriter, r *http.Request) {
+	var req RecvRequest
+	if err := decodeBody(w, r, 1<<20, &req); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if err := req.check(); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	q, err := n.lookupQueue(req.Address)
+	if err == nil && q.Kind() != queue.KindReceive {
+		err = fmt.Errorf("recv from %q: %w", req.Address, ErrNotReceive)
+	}
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	ts, err := n.take(r.Context(), q, req.Count, req.Wait)
+	if err != nil {
+		settleAll(ts, SettleRelease, "")
+		writeAPIError(w, err)
+		return
+	}
+	n.answerRecv(w, r.Context(), ts, req)
+}
+
+func (req *RecvRequest) check() error {
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	if req.Settle == "" {
+		req.Settle = SettleAck
+	}
+	switch {
+	case req.Address == "":
+		return fmt.Errorf("no address: %w", errBadRequest)
+	case req.Count < 0 || req.Count > maxRecv:
+		return fmt.Errorf("count %d: want 1 to %d: %w", req.Count, maxRecv, errBadRequest)
+	case req.Wait < 0:
+		return fmt.Errorf("wait %v: negative: %w", req.Wait, errBadRequest)
+	case req.Settle != SettleAck && req.Settle != SettleRelease && req.Settle != SettleNack:
+		return fmt.Errorf("settle %q: want %s, %s or %s: %w", req.Settle, SettleAck, SettleRelease, SettleNack, errBadRequest)
+	}
+	return nil
+}
+
+// take receives up to count messages from q, waiting up to wait for them.
+func (n *Node) take(ctx context.Context, q *queue.Queue, count int, wait time.Duration) ([]taken, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var ts []taken
+	for len(ts) < count {
+		d, err := q.Poll()
+		if errors.Is(err, queue.ErrNoMessage) && wait > 0 {
+			if d, err = q.Receive(ctx); err != nil && ctx.Err() != nil {
+				break // waited long enough, or the client left
+			}
+		}
+		if errors.Is(err, queue.ErrNoMessage) {
+			break
+		}
+		if err != nil {
+			return ts, err
+		}
+		m, err := d.Message()
+		if err != nil {
+			// As a Consumer does: what cannot be decoded can never be
+			// handled, so it goes to the dead-letter queue.
+			if derr := d.DeadLetter(err.Error()); derr != nil {
+				n.log.Error("dead-letter undecodable message", slog.String(logAddress, q.Name()), slog.Any(logError, derr))
+			}
+			continue
+		}
+		ts = append(ts, taken{d: d, m: m})
+	}
+	return ts, nil
+}
+
+// answerRecv writes the messages, then settles them and says so.
+func (n *Node) answerRecv(w http.ResponseWriter, ctx context.Context, ts []taken, req RecvRequest) {
+	msgs := make([]APIMessage, len(ts))
+	for i, t := range ts {
+		msgs[i] = newAPIMessage(t.m)
+		msgs[i].Attempt, msgs[i].Reason = t.d.Attempt, t.d.Reason
+	}
+	head, err := json.Marshal(msgs)
+	if err != nil {
+		settleAll(ts, SettleRelease, "")
+		writeAPIError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = fmt.Fprintf(w, `{"messages":%s`, head)
+	if err == nil {
+		err = http.NewResponseController(w).Flush()
+	}
+	if err != nil {
+		settleAll(ts, SettleRelease, "") // the client is gone
+		return
+	}
+	err = settleAll(ts, req.Settle, req.Reason)
+	if err == nil {
+		// Acks are group-committed without waiting; the client returns
+		// once they are durable, and the counters count them.
+		err = n.Sync(ctx)
+	}
+	if err != nil {
+		msg, _ := json.Marshal(fmt.Sprintf("settle (%s) the messages: %v; they may be delivered again", req.Settle, err))
+		fmt.Fprintf(w, `,"error":%s}`, msg)
+		return
+	}
+	fmt.Fprintf(w, `,"settled":"%s"}`, req.Settle) // one of the Settle constants
+}
+
+// settleAll acks, releases or nacks every message of ts; it returns the
+// first error.
+func settleAll(ts []taken, how, reason string) error {
+	var first error
+	for _, t := range ts {
+		var err error
+		switch how {
+		case SettleRelease:
+			err = t.d.Release()
+		case SettleNack:
+			err = t.d.Nack(reason)
+		default:
+			err = t.d.Ack()
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,289 @@
+package petrel
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/session"
+)
+
+// publisher is a Client's producing side: one publish session, and the
+// messages sent on it that the node has not yet confirmed durable.
+//
+// flight holds them in order. The first sent of them are on the current
+// session, with the sequence numbers first, first+1, ...; the rest wait,
+// because the node's window is full or the connection is down. A
+// cumulative DataAck completes a prefix; a Refuse completes one message
+// with an error and leaves a placeholder until the DataAck passes it.
+// After a reconnect, what is left is sent again from sequence 1, and the
+// node's dedupe drops what it had stored already.
+type publisher struct {
+	c     *Client
+	limit int // the most messages in flight: DialOptions.Window
+
+	mu     sync.Mutex
+	sess   *session.Session // nil while the connection is down
+	window int              // the session's: the most sent and not acked
+	first  uint64           // seq of flight[0], if sent
+	sent   int              // flight[:sent] are on sess
+	flight []*pubReq
+	space  chan struct{} // closed when flight shrinks; nil when no one waits
+	err    error         // set when the client closed
+}
+
+// pubReq is one message in flight and its completion.
+type pubReq struct {
+	data    []byte
+	dest    string
+	done    chan struct{}
+	err     error
+	settled bool // under publisher.mu
+}
+
+func newPublisher(c *Client) *publisher {
+	return &publisher{c: c, limit: c.opts.Window}
+}
+
+// create makes a message as Producer.create does, with the client's id as
+// its origin.
+func (p *publisher) create(addr string, kind message.Kind) *message.Message {
+	m := &message.Message{
+		Origin: p.c.opts.ID, Destination: addr, Kind: kind,
+		Priority: message.DefaultPriority, Timestamp: time.Now(),
+	}
+	m.ID, _ = p.c.ids.Next() // cannot fail: no reservation to persist
+	return m
+}
+
+// send is Producer.Send for a remote producer.
+func (p *publisher) send(ctx context.Context, m *message.Message) error {
+	r, err := p.submit(ctx, m)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sendAsync is Producer.SendAsync for a remote producer.
+func (p *publisher) sendAsync(m *message.Message) *Pending {
+	r, err := p.submit(context.Background(), m)
+	if err != nil {
+		return failed(err)
+	}
+	return &Pending{r: r}
+}
+
+// submit checks and encodes m, waits for room in the window, and sends it
+// (or queues it until the connection is back).
+func (p *publisher) submit(ctx context.Context, m *message.Message) (*pubReq, error) {
+	if err := p.prepare(m); err != nil {
+		return nil, err
+	}
+	data, err := m.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
+	}
+	r := &pubReq{data: data, dest: m.Destination, done: make(chan struct{})}
+	if err := p.enqueue(ctx, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// prepare fills in the header as Node.stamp does and validates m.
+func (p *publisher) prepare(m *message.Message) error {
+	if m.Kind == message.KindFile {
+		return fmt.Errorf("send to %q: a remote client cannot send file messages (the node would have to read the file); use petrel sendfile or an outbox on the node", m.Destination)
+	}
+	if m.ID == 0 {
+		m.ID, _ = p.c.ids.Next()
+	}
+	if m.Origin.IsZero() {
+		m.Origin = p.c.opts.ID
+	}
+	if m.Timestamp.IsZero() {
+		m.Timestamp = time.Now()
+	}
+	if err := m.Validate(p.c.opts.Limits); err != nil {
+		return fmt.Errorf("send to %q: %w", m.Destination, err)
+	}
+	return nil
+}
+
+// enqueue adds r to the flight, waiting while it is full, and sends what
+// the window allows.
+func (p *publisher) enqueue(ctx context.Context, r *pubReq) error {
+	for {
+		p.mu.Lock()
+		if p.err != nil {
+			err := p.err
+			p.mu.Unlock()
+			return err
+		}
+		if len(p.flight) < p.limit {
+			p.flight = append(p.flight, r)
+			p.pump()
+			p.mu.Unlock()
+			return nil
+		}
+		if p.space == nil {
+			p.space = make(chan struct{})
+		}
+		space := p.space
+		p.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.c.ctx.Done():
+			return fmt.Errorf("send to %q: client closed: %w", r.dest, ErrClosed)
+		}
+	}
+}
+
+// pump sends the waiting messages the session's window has room for;
+// p.mu is held. A send that fails leaves the message waiting: the session
+// is ending, and the next one sends it again.
+func (p *publisher) pump() {
+	for p.sess != nil && p.sent < len(p.flight) && p.sent < p.window {
+		r := p.flight[p.sent]
+		if !r.settled {
+			// Holding p.mu while the connection's write queue is full
+			// makes the other producers wait, as they would anyway.
+			if err := p.sess.SendData(context.Background(), p.first+uint64(p.sent), r.data); err != nil {
+				return
+			}
+		}
+		p.sent++
+	}
+}
+
+// attach opens the publish session on conn and sends again everything in
+// flight, renumbered from 1.
+func (p *publisher) attach(conn *session.Conn) error {
+	ctx, cancel := context.WithTimeout(p.c.ctx, p.c.opts.HandshakeTimeout)
+	defer cancel()
+	sess, err := conn.OpenPublish(ctx, uint32(p.limit))
+	if err != nil {
+		return fmt.Errorf("open publish session: %w", remoteErr(err))
+	}
+	p.mu.Lock()
+	kept := p.flight[:0]
+	for _, r := range p.flight {
+		if !r.settled {
+			kept = append(kept, r)
+		}
+	}
+	clear(p.flight[len(kept):])
+	p.flight = kept
+	p.sess, p.window, p.first, p.sent = sess, int(sess.Window()), 1, 0
+	p.pump()
+	p.mu.Unlock()
+	p.c.wg.Go(func() { p.ackLoop(sess) })
+	return nil
+}
+
+// detach forgets the session of a lost connection; what was sent on it
+// waits for the next one.
+func (p *publisher) detach() {
+	p.mu.Lock()
+	p.sess, p.sent = nil, 0
+	p.mu.Unlock()
+}
+
+// ackLoop completes publishes as the node acks or refuses them, until the
+// session ends.
+func (p *publisher) ackLoop(sess *session.Session) {
+	for a := range sess.Acks() {
+		p.mu.Lock()
+		if p.sess == sess {
+			p.acked(a)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// acked applies one ack or refusal; p.mu is held.
+func (p *publisher) acked(a session.Ack) {
+	if a.Seq < p.first || a.Seq-p.first >= uint64(p.sent) {
+		return // not in flight: a stray from a misbehaving node
+	}
+	i := int(a.Seq - p.first)
+	if a.Refused {
+		p.complete(p.flight[i], refusalErr(p.flight[i].dest, a))
+		return
+	}
+	for _, r := range p.flight[:i+1] {
+		p.complete(r, nil)
+	}
+	clear(p.flight[:i+1])
+	p.flight = p.flight[i+1:]
+	p.first += uint64(i + 1)
+	p.sent -= i + 1
+	if p.space != nil {
+		close(p.space)
+		p.space = nil
+	}
+	p.pump()
+}
+
+// complete settles r with err, once; p.mu is held.
+func (p *publisher) complete(r *pubReq, err error) {
+	if r.settled {
+		return
+	}
+	r.settled, r.err, r.data = true, err, nil
+	close(r.done)
+}
+
+func refusalErr(dest string, a session.Ack) error {
+	if a.Denied {
+		return fmt.Errorf("send to %q: %s: %w", dest, a.Reason, ErrDenied)
+	}
+	return fmt.Errorf("send to %q: %s: %w", dest, a.Reason, ErrRefused)
+}
+
+// drain waits until nothing is in flight, or ctx ends.
+func (p *publisher) drain(ctx context.Context) {
+	for {
+		p.mu.Lock()
+		var last *pubReq
+		for _, r := range p.flight {
+			if !r.settled {
+				last = r
+			}
+		}
+		p.mu.Unlock()
+		if last == nil {
+			return
+		}
+		select {
+		case <-last.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// fail completes everything in flight with err and refuses new sends.
+func (p *publisher) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.err = err
+	for _, r := range p.flight {
+		p.complete(r, err)
+	}
+	p.flight = nil
+	if p.space != nil {
+		close(p.space)
+		p.space = nil
+	}
+}

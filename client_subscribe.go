@@ -1,0 +1,366 @@
+package petrel
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/session"
+)
+
+// subscription is a remote Consumer: a subscribe session on the Client's
+// connection, opened again after a reconnect.
+//
+// The node pushes deliveries while it has credit; the session buffers
+// them, at most the window. Each delivery the application takes earns the
+// node one credit back, granted in batches of a quarter window. Acks are
+// batched too: Ack queues the tag and the Client's flushLoop sends what
+// queued meanwhile in one Settle. Nacks and releases go at once.
+//
+// A delivery belongs to the session it came on (gen). When that session
+// ends the node gives its lease back, so settling it then is ErrLeaseLost.
+type subscription struct {
+	c      *Client
+	addr   string
+	window uint32 // the window asked for; the node may grant less
+
+	flushMu sync.Mutex // one flush at a time: it swaps acks and spare
+
+	mu      sync.Mutex
+	conn    *session.Conn    // the connection sess is on
+	sess    *session.Session // nil while there is none
+	gen     uint64           // counts the sessions
+	changed chan struct{}    // closed and replaced when sess changes or err is set
+	taken   uint32           // deliveries taken since the last grant
+	grantAt uint32           // a quarter of sess's window: grant when taken reaches it
+	acks    []uint64         // tags acked on sess, not yet sent
+	spare   []uint64
+	err     error // why the subscription ended for good
+}
+
+func newSubscription(c *Client, addr string) *subscription {
+	w := uint32(c.opts.ConsumerWindow)
+	return &subscription{c: c, addr: addr, window: w, changed: make(chan struct{})}
+}
+
+// start registers the subscription with the client and subscribes. A
+// refusal is returned; a connection lost meanwhile is not: the client
+// subscribes again when it reconnects.
+func (s *subscription) start(ctx context.Context) error {
+	c := s.c
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.subs[s] = struct{}{}
+	c.mu.Unlock()
+	conn, err := s.waitConn(ctx)
+	if err != nil {
+		s.unregister()
+		return err
+	}
+	sess, err := conn.OpenSubscribe(ctx, s.addr, s.window)
+	if err != nil {
+		if conn.Err() != nil && ctx.Err() == nil {
+			return nil // lost with the connection: resubscribed with the next one
+		}
+		s.unregister()
+		return remoteErr(err)
+	}
+	s.set(conn, sess)
+	return nil
+}
+
+// waitConn returns the client's connection, waiting for a reconnect.
+func (s *subscription) waitConn(ctx context.Context) (*session.Conn, error) {
+	for {
+		if conn := s.c.current(); conn != nil {
+			return conn, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("not connected to the node: %w", ctx.Err())
+		case <-s.c.ctx.Done():
+			return nil, ErrClosed
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (s *subscription) unregister() {
+	s.c.mu.Lock()
+	delete(s.c.subs, s)
+	s.c.mu.Unlock()
+}
+
+// resubscribe subscribes again on a new connection. A refusal now ends
+// the subscription: its Receive returns the reason.
+func (s *subscription) resubscribe(conn *session.Conn) {
+	ctx, cancel := context.WithTimeout(s.c.ctx, s.c.opts.HandshakeTimeout)
+	defer cancel()
+	sess, err := conn.OpenSubscribe(ctx, s.addr, s.window)
+	if err != nil {
+		if conn.Err() == nil && s.c.ctx.Err() == nil {
+			s.c.log.Warn("consumer refused on reconnect", slog.String(logAddress, s.addr), slog.Any(logError, err))
+			s.fail(fmt.Errorf("consumer of %q ended: the node refused it on reconnect: %w: %w", s.addr, remoteErr(err), ErrClosed))
+		}
+		return
+	}
+	s.set(conn, sess)
+}
+
+// set makes sess the subscription's session, unless conn is no longer the
+// client's (a reconnect overtook this subscribe) or the subscription
+// ended.
+func (s *subscription) set(conn *session.Conn, sess *session.Session) {
+	s.mu.Lock()
+	if s.err != nil || s.c.current() != conn {
+		s.mu.Unlock()
+		closeSession(sess, s.c.opts.HandshakeTimeout)
+		return
+	}
+	s.conn, s.sess = conn, sess
+	s.gen++
+	s.taken, s.acks = 0, s.acks[:0]
+	// The node's window may be smaller than the one asked for: grant by
+	// what it holds, or it waits for credit that never comes.
+	s.grantAt = max(sess.Window()/4, 1)
+	s.changedLocked()
+	s.mu.Unlock()
+}
+
+// detach forgets the session of a lost connection, or sess if given and
+// still current.
+func (s *subscription) detach() { s.detachIf(nil) }
+
+func (s *subscription) detachIf(sess *session.Session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == nil || sess != nil && s.sess != sess {
+		return
+	}
+	s.conn, s.sess = nil, nil
+	s.taken, s.acks = 0, s.acks[:0]
+	s.changedLocked()
+}
+
+// fail ends the subscription for good with err.
+func (s *subscription) fail(err error) *session.Session {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	sess := s.sess
+	s.conn, s.sess = nil, nil
+	s.changedLocked()
+	s.mu.Unlock()
+	s.unregister()
+	return sess
+}
+
+func (s *subscription) changedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// state returns the current session (nil if none), its generation, a
+// channel closed when that changes, and why the subscription ended.
+func (s *subscription) state() (*session.Session, uint64, <-chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess, s.gen, s.changed, s.err
+}
+
+// receive is Consumer.Receive for a remote consumer. While the connection
+// is down it waits for the next one.
+func (s *subscription) receive(ctx context.Context) (*Delivery, error) {
+	for {
+		sess, gen, changed, err := s.state()
+		if err != nil {
+			return nil, err
+		}
+		if sess == nil {
+			select {
+			case <-changed:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		d, err := sess.NextDelivery(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			s.ended(sess, err)
+			continue
+		}
+		if del := s.take(sess, gen, d); del != nil {
+			return del, nil
+		}
+	}
+}
+
+// poll is Consumer.Poll for a remote consumer: a delivery that the node
+// pushed already, or ErrNoMessage.
+func (s *subscription) poll() (*Delivery, error) {
+	for {
+		sess, gen, _, err := s.state()
+		if err != nil {
+			return nil, err
+		}
+		if sess == nil {
+			return nil, ErrNoMessage
+		}
+		d, ok := sess.TryNextDelivery()
+		if !ok {
+			return nil, ErrNoMessage
+		}
+		if del := s.take(sess, gen, d); del != nil {
+			return del, nil
+		}
+	}
+}
+
+// ended handles the end of sess while a receive waited on it: lost with
+// the connection, the client subscribes again; ended by the node on a
+// live connection, the subscription ends.
+func (s *subscription) ended(sess *session.Session, err error) {
+	s.mu.Lock()
+	conn := s.conn
+	current := s.sess == sess
+	s.mu.Unlock()
+	if !current {
+		return
+	}
+	if conn.Err() == nil {
+		s.fail(fmt.Errorf("consumer of %q ended by the node: %w: %w", s.addr, remoteErr(err), ErrClosed))
+		return
+	}
+	s.detachIf(sess)
+}
+
+// take turns a Deliver into a Delivery and earns the node its credit
+// back. A message that cannot be decoded can never be handled: it is
+// rejected (dead-lettered at the node) and take returns nil.
+func (s *subscription) take(sess *session.Session, gen uint64, d session.Deliver) *Delivery {
+	s.mu.Lock()
+	var grant uint32
+	if s.sess == sess {
+		if s.taken++; s.taken >= s.grantAt {
+			grant, s.taken = s.taken, 0
+		}
+	}
+	s.mu.Unlock()
+	if grant > 0 {
+		_ = sess.Grant(grant) // fails only with the session, which ends it
+	}
+	m, err := message.Decode(d.Message, s.c.opts.Limits)
+	if err != nil {
+		s.c.log.Error("dead-letter undecodable message", slog.String(logAddress, s.addr), slog.Any(logError, err))
+		_ = sess.Settle(session.SettleReject, []uint64{d.Tag}, err.Error())
+		return nil
+	}
+	return &Delivery{Message: m, Attempt: int(d.Attempt), Reason: d.Reason, sub: s, tag: d.Tag, gen: gen}
+}
+
+// settle acks, nacks or releases d. An ack is queued for the flushLoop;
+// the others are sent at once.
+func (s *subscription) settle(d *Delivery, op session.SettleOp, reason string) error {
+	s.mu.Lock()
+	switch {
+	case s.err != nil:
+		err := s.err
+		s.mu.Unlock()
+		return err
+	case d.settled:
+		s.mu.Unlock()
+		return fmt.Errorf("message %d of %q, attempt %d: settled already: %w", d.ID, s.addr, d.Attempt, ErrLeaseLost)
+	case d.gen != s.gen || s.sess == nil:
+		s.mu.Unlock()
+		return fmt.Errorf("message %d of %q, attempt %d: delivered before the connection to the node was lost, which gave it back: %w", d.ID, s.addr, d.Attempt, ErrLeaseLost)
+	}
+	d.settled = true
+	sess := s.sess
+	if op == session.SettleAck {
+		s.acks = append(s.acks, d.tag)
+		first := len(s.acks) == 1
+		s.mu.Unlock()
+		if first {
+			s.c.wakeFlush()
+		}
+		return nil
+	}
+	s.mu.Unlock()
+	return sess.Settle(op, []uint64{d.tag}, reason)
+}
+
+// flushAcks sends the acks queued since the last flush, in one Settle.
+func (s *subscription) flushAcks() {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	tags, sess := s.acks, s.sess
+	if len(tags) == 0 || sess == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.acks = s.spare[:0]
+	s.mu.Unlock()
+	_ = sess.Settle(session.SettleAck, tags, "") // fails only with the session, which gives the leases back
+	s.mu.Lock()
+	s.spare = tags[:0]
+	s.mu.Unlock()
+}
+
+// close ends the subscription: the acks queued are sent, then the session
+// is closed, and the node gives back the leases of what it pushed and the
+// application did not settle.
+func (s *subscription) close(ctx context.Context) {
+	s.flushAcks()
+	if sess := s.fail(fmt.Errorf("consumer of %q closed: %w", s.addr, ErrClosed)); sess != nil {
+		_ = sess.Close(ctx, "consumer closed")
+	}
+}
+
+// wakeFlush has the flushLoop send queued acks.
+func (c *Client) wakeFlush() {
+	select {
+	case c.flush <- struct{}{}:
+	default:
+	}
+}
+
+// flushLoop sends the consumers' queued acks whenever some are queued.
+// While it sends, more queue, so under load each Settle carries many.
+func (c *Client) flushLoop() {
+	var subs []*subscription
+	for {
+		select {
+		case <-c.flush:
+		case <-c.ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		subs = subs[:0]
+		for s := range c.subs {
+			subs = append(subs, s)
+		}
+		c.mu.Unlock()
+		for _, s := range subs {
+			s.flushAcks()
+		}
+		clear(subs)
+	}
+}
+
+// closeSession closes sess in order, bounded by timeout.
+func closeSession(sess *session.Session, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = sess.Close(ctx, "not needed")
+}

@@ -1,0 +1,61 @@
+package petrel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/receiver"
+	"github.com/petrelmq/petrel/session"
+)
+
+// The node's side of remote clients (see Dial for the client's): the
+// receiver hands it the messages clients publish and the addresses they
+// subscribe to.
+
+// ClientPublish implements receiver.ClientRouter. A message a client
+// publishes goes where the node's own Producer would send it, once the
+// access rules let the client send to its destination. A file message is
+// refused: its file is on the client's machine, and the node must never
+// read a path a client names.
+func (n *Node) ClientPublish(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, string, error) {
+	if err := n.Authorize(peer.Name, ActionSend, m.Destination); err != nil {
+		return nil, "", fmt.Errorf("%w: %w", receiver.ErrDenied, err)
+	}
+	if m.Kind == message.KindFile {
+		return nil, "", fmt.Errorf("%w: node %s takes no file messages from clients", receiver.ErrRefused, n.cfg.Name)
+	}
+	q, dest, err := n.route(ctx, m.Destination)
+	if err != nil {
+		return nil, "", clientRefusal(err)
+	}
+	return q, dest, nil
+}
+
+// ClientSubscribe implements receiver.ClientRouter: the receive queue of
+// addr, as Node.Consumer finds it, once the access rules let the client
+// consume from it.
+func (n *Node) ClientSubscribe(ctx context.Context, peer session.Peer, addr string) (*queue.Queue, error) {
+	if err := n.Authorize(peer.Name, ActionConsume, addr); err != nil {
+		return nil, fmt.Errorf("%w: %w", receiver.ErrDenied, err)
+	}
+	c, err := n.Consumer(addr)
+	if err != nil {
+		return nil, clientRefusal(err)
+	}
+	return c.q, nil
+}
+
+// clientRefusal marks the errors that will not go away by trying again as
+// refusals for good; the others (a store closing or failing) end the
+// client's session, and its client tries again.
+func clientRefusal(err error) error {
+	for _, permanent := range []error{message.ErrDestination, ErrNotReceive, ErrUnknownAddress, ErrNoRoute} {
+		if errors.Is(err, permanent) {
+			return fmt.Errorf("%w: %w", receiver.ErrRefused, err)
+		}
+	}
+	return err
+}

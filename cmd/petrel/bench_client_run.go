@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+)
+
+// clientMeasure is what the clients of a `bench client` run measured.
+type clientMeasure struct {
+	publish, consume time.Duration
+	lat              latencies // every publish's, submit -> durable
+}
+
+// measureClients dials the node at url with the producing and consuming
+// clients and runs the workload: publish, then consume, or both at once.
+func measureClients(ctx context.Context, url string, o clientOptions, progress io.Writer) (*clientMeasure, error) {
+	log := slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var clients []*petrel.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	dial := func(name string, n int) ([]*petrel.Client, error) {
+		var cs []*petrel.Client
+		for i := range n {
+			c, err := petrel.Dial(ctx, url, petrel.DialOptions{
+				Name: fmt.Sprintf("%s-%d", name, i+1), Window: o.window, ConsumerWindow: o.consumerWindow, Logger: log,
+			})
+			if err != nil {
+				return nil, err
+			}
+			clients = append(clients, c)
+			cs = append(cs, c)
+		}
+		return cs, nil
+	}
+	producers, err := dial("producer", o.producers)
+	if err != nil {
+		return nil, err
+	}
+	consumers, err := dial("consumer", o.consumers)
+	if err != nil {
+		return nil, err
+	}
+	m := &clientMeasure{}
+	var cg *consumerGroup
+	var consStart time.Time
+	if o.concurrent {
+		fmt.Fprintf(progress, "publishing and consuming %d messages...\n", o.messages)
+		if cg, err = startClientConsumers(ctx, consumers, int64(o.messages)); err != nil {
+			return nil, err
+		}
+		consStart = time.Now()
+	} else {
+		fmt.Fprintf(progress, "publishing %d messages...\n", o.messages)
+	}
+	start := time.Now()
+	sent, err := publishAll(ctx, producers, o.messages, o.window, make([]byte, o.size))
+	if err != nil {
+		if cg != nil {
+			cg.stop()
+		}
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	m.publish, m.lat = sent.last.Sub(start), sent.lat
+	if !o.concurrent {
+		fmt.Fprintf(progress, "published in %v; consuming...\n", m.publish.Round(time.Millisecond))
+		consStart = time.Now()
+		if cg, err = startClientConsumers(ctx, consumers, int64(o.messages)); err != nil {
+			return nil, err
+		}
+	}
+	acked, end, err := cg.wait()
+	if err != nil {
+		return nil, fmt.Errorf("consume: %w (acked %d of %d)", err, acked, o.messages)
+	}
+	m.consume = end.Sub(consStart)
+	return m, nil
+}
+
+// startClientConsumers subscribes each client to the bench address and
+// consumes with one goroutine per client, until target messages were
+// acked in all.
+func startClientConsumers(ctx context.Context, clients []*petrel.Client, target int64) (*consumerGroup, error) {
+	cctx, cancel := context.WithCancel(ctx)
+	g := &consumerGroup{parent: ctx, cancel: cancel, target: target}
+	var cons []*petrel.Consumer
+	for _, c := range clients {
+		cn, err := c.Consumer(benchAddr)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		cons = append(cons, cn)
+	}
+	g.wg.Add(len(cons))
+	for _, cn := range cons {
+		go g.consumeLoop(cctx, cn)
+	}
+	return g, nil
+}
+
+// publishAll sends n messages from the producers, spread evenly, each
+// keeping window publishes in flight (see produce).
+func publishAll(ctx context.Context, clients []*petrel.Client, n, window int, body []byte) (*sendResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		res   = &sendResult{}
+		first error
+	)
+	for i, c := range clients {
+		count := n / len(clients)
+		if i < n%len(clients) {
+			count++
+		}
+		wg.Go(func() {
+			r, err := produce(ctx, c.Producer(), count, window, body, true)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				cancel()
+				return
+			}
+			res.lat = append(res.lat, r.lat...)
+			if r.last.After(res.last) {
+				res.last = r.last
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	return res, ctx.Err()
+}

@@ -1,0 +1,421 @@
+package petrel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// The conformance suite runs every case against both ways of producing
+// and consuming: the embedded API of a node in this process, and a remote
+// Client dialed to a node over loopback TCP. An application that switches
+// from one to the other sees the same behaviour.
+
+// endpointKind says how a case reaches its node.
+type endpointKind struct {
+	name   string
+	remote bool
+}
+
+var endpointKinds = []endpointKind{{"embedded", false}, {"remote", true}}
+
+// open starts a node named plant-7, with mod applied to its configuration,
+// and returns it and the Endpoint to produce and consume through: the node
+// itself, or a Client of it.
+func (k endpointKind) open(t *testing.T, mod func(*petrel.Config)) (*petrel.Node, petrel.Endpoint) {
+	t.Helper()
+	n := openNode(t, "plant-7", "127.0.0.1:0", func(c *petrel.Config) {
+		c.Store = queue.Config{SweepInterval: 20 * time.Millisecond}
+		if mod != nil {
+			mod(c)
+		}
+	})
+	if !k.remote {
+		return n, n
+	}
+	return n, dial(t, n, petrel.DialOptions{})
+}
+
+// dial connects a client named app-1 (unless opts names it) to n, closed
+// when the test ends, before n.
+func dial(t *testing.T, n *petrel.Node, opts petrel.DialOptions) *petrel.Client {
+	t.Helper()
+	if opts.Name == "" {
+		opts.Name = "app-1"
+	}
+	opts.Logger = quiet
+	opts.ReconnectMin, opts.ReconnectMax = 10*time.Millisecond, 100*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := petrel.Dial(ctx, "tcp://"+n.ListenAddr(), opts)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func consumer(t *testing.T, ep petrel.Endpoint, addr string) *petrel.Consumer {
+	t.Helper()
+	c, err := ep.Consumer(addr)
+	if err != nil {
+		t.Fatalf("consumer of %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, k endpointKind)
+	}{
+		{"SendReceiveKindsAndProperties", conformSendReceive},
+		{"SendAsyncThousandsInFlight", conformSendAsync},
+		{"PollAndReceiveDeadline", conformPollReceive},
+		{"ListenAckNackPanic", conformListen},
+		{"NackIsRedelivered", conformNack},
+		{"LeaseExpiryRedelivers", conformLeaseExpiry},
+		{"CloseGivesBackToAnotherConsumer", conformCloseGivesBack},
+		{"RefusedSendAndConsumer", conformRefused},
+	}
+	for _, k := range endpointKinds {
+		t.Run(k.name, func(t *testing.T) {
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) { tc.run(t, k) })
+			}
+		})
+	}
+}
+
+func conformSendReceive(t *testing.T, k endpointKind) {
+	_, ep := k.open(t, nil)
+	p := ep.Producer()
+	ctx := context.Background()
+	cmd := p.CreateCommandMessage("orders")
+	cmd.Command = message.CommandProps{Command: "start", ReplyTo: "replies@plant-7", CorrelationID: "c-1"}
+	cmd.TTL = time.Hour
+	for _, kv := range []struct {
+		k string
+		v message.Value
+	}{
+		{"bool", message.Bool(true)}, {"byte", message.Byte(7)}, {"bytes", message.Bytes([]byte{0, 1, 2})},
+		{"int16", message.Int16(-3)}, {"int32", message.Int32(1 << 20)}, {"int64", message.Int64(-1 << 40)},
+		{"float32", message.Float32(1.5)}, {"float64", message.Float64(-2.25)}, {"string", message.String("é")},
+	} {
+		cmd.Properties.Set(kv.k, kv.v)
+	}
+	data := p.CreateDataMessage("orders@plant-7")
+	data.Data = message.DataProps{DataType: "reading", Encoding: "json"}
+	data.Body = []byte(`{"t":21.5}`)
+	for _, m := range []*message.Message{cmd, data} {
+		if m.ID == 0 || m.Origin.IsZero() || m.Priority != message.DefaultPriority || m.Timestamp.IsZero() {
+			t.Fatalf("factory left the header unset: %+v", m)
+		}
+		if err := p.Send(ctx, m); err != nil {
+			t.Fatalf("send %s: %v", m.Kind, err)
+		}
+	}
+	c := consumer(t, ep, "orders")
+	for _, want := range []*message.Message{cmd, data} {
+		d := receive(t, c)
+		if d.ID != want.ID || d.Origin != want.Origin || d.Kind != want.Kind || d.Command != want.Command ||
+			d.Data != want.Data || string(d.Body) != string(want.Body) || !d.Timestamp.Equal(want.Timestamp) || d.Attempt != 1 {
+			t.Fatalf("got %+v attempt %d, want %+v", d.Message, d.Attempt, want)
+		}
+		for _, p := range want.Properties {
+			if v, ok := d.Properties.Get(p.Key); !ok || v.Type() != p.Value.Type() || v.String() != p.Value.String() {
+				t.Fatalf("property %s: got %v, want %v", p.Key, v, p.Value)
+			}
+		}
+		if want.TTL > 0 && (d.TTL <= 0 || d.TTL > want.TTL) {
+			t.Fatalf("TTL %v, want the time that remains of %v", d.TTL, want.TTL)
+		}
+		if err := c.Ack(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k.remote {
+		f := p.CreateFileMessage("orders")
+		f.File.SendFilePath = "/etc/hostname"
+		if err := p.Send(ctx, f); err == nil {
+			t.Fatal("a remote client sent a file message")
+		}
+	}
+}
+
+func conformSendAsync(t *testing.T, k endpointKind) {
+	_, ep := k.open(t, nil)
+	p := ep.Producer()
+	const total = 3000
+	pending := make([]*petrel.Pending, 0, total)
+	for i := range total {
+		m := p.CreateDataMessage("bulk")
+		m.Body = []byte(fmt.Sprint(i))
+		pending = append(pending, p.SendAsync(m))
+	}
+	for _, pd := range pending {
+		if err := pd.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-pd.Done():
+		default:
+			t.Fatal("Wait returned before Done closed")
+		}
+		if pd.Err() != nil {
+			t.Fatal(pd.Err())
+		}
+	}
+	c := consumer(t, ep, "bulk")
+	for i := range total {
+		d := receive(t, c)
+		if string(d.Body) != fmt.Sprint(i) {
+			t.Fatalf("message %d out of order: %q", i, d.Body)
+		}
+		if err := d.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := c.Poll(); !errors.Is(err, petrel.ErrNoMessage) {
+		t.Fatalf("poll of a drained address: %v %v", d, err)
+	}
+}
+
+func conformPollReceive(t *testing.T, k endpointKind) {
+	_, ep := k.open(t, nil)
+	c := consumer(t, ep, "orders")
+	if _, err := c.Poll(); !errors.Is(err, petrel.ErrNoMessage) {
+		t.Fatalf("poll of an empty address: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Receive(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("receive past its deadline: %v", err)
+	}
+	// Receive blocks until a message arrives.
+	got := make(chan *petrel.Delivery, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d, _ := c.Receive(ctx)
+		got <- d
+	}()
+	p := ep.Producer()
+	m := p.CreateDataMessage("orders")
+	m.Body = []byte("late")
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-got; d == nil || string(d.Body) != "late" {
+		t.Fatalf("blocked receive got %v", d)
+	} else {
+		d.Ack()
+	}
+	// Poll finds a message once it is ready (for a remote consumer, once
+	// the node pushed it).
+	m = p.CreateDataMessage("orders")
+	m.Body = []byte("polled")
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := c.Poll()
+		if err == nil {
+			if string(d.Body) != "polled" {
+				t.Fatalf("polled %q", d.Body)
+			}
+			d.Ack()
+			break
+		}
+		if !errors.Is(err, petrel.ErrNoMessage) || time.Now().After(deadline) {
+			t.Fatalf("poll: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func conformListen(t *testing.T, k endpointKind) {
+	_, ep := k.open(t, func(c *petrel.Config) {
+		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive,
+			Queue: queue.Policy{RedeliveryDelay: time.Millisecond, MaxDeliveries: 3}}}
+	})
+	p := ep.Producer()
+	for _, b := range []string{"ok", "fail-once", "panic-once", "poison"} {
+		m := p.CreateCommandMessage("jobs")
+		m.Body = []byte(b)
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := consumer(t, ep, "jobs")
+	var mu sync.Mutex
+	attempts := map[string][]int{}
+	done := make(chan struct{})
+	var once sync.Once
+	l, err := c.Listen(func(ctx context.Context, d *petrel.Delivery) error {
+		mu.Lock()
+		attempts[string(d.Body)] = append(attempts[string(d.Body)], d.Attempt)
+		a := len(attempts[string(d.Body)])
+		finished := len(attempts["ok"]) == 1 && len(attempts["fail-once"]) == 2 && len(attempts["panic-once"]) == 2 && len(attempts["poison"]) == 3
+		mu.Unlock()
+		if finished {
+			defer once.Do(func() { close(done) })
+		}
+		switch {
+		case string(d.Body) == "fail-once" && a == 1:
+			return errors.New("transient")
+		case string(d.Body) == "panic-once" && a == 1:
+			panic("boom")
+		case string(d.Body) == "poison":
+			return errors.New("cannot parse")
+		}
+		return nil
+	}, petrel.ListenOptions{Concurrency: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		mu.Lock()
+		t.Fatalf("listener did not finish: %v", attempts)
+	}
+	l.Stop()
+	handled, failed, panics := l.Counts()
+	if handled != 3 || failed != 5 || panics != 1 {
+		t.Fatalf("counts handled=%d failed=%d panics=%d, want 3 5 1", handled, failed, panics)
+	}
+	mu.Lock()
+	if fmt.Sprint(attempts["fail-once"]) != "[1 2]" || fmt.Sprint(attempts["poison"]) != "[1 2 3]" {
+		t.Fatalf("attempts: %v", attempts)
+	}
+	mu.Unlock()
+	d := receive(t, consumer(t, ep, "jobs.dlq"))
+	if string(d.Body) != "poison" || d.Reason == "" {
+		t.Fatalf("dead letter %q reason %q", d.Body, d.Reason)
+	}
+}
+
+func conformNack(t *testing.T, k endpointKind) {
+	_, ep := k.open(t, func(c *petrel.Config) {
+		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive,
+			Queue: queue.Policy{RedeliveryDelay: time.Millisecond}}}
+	})
+	p := ep.Producer()
+	m := p.CreateDataMessage("jobs")
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	c := consumer(t, ep, "jobs")
+	d := receive(t, c)
+	if err := c.Nack(d, "try later"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Ack(); !errors.Is(err, petrel.ErrLeaseLost) {
+		t.Fatalf("ack after nack: %v, want ErrLeaseLost", err)
+	}
+	d2 := receive(t, c)
+	if d2.ID != m.ID || d2.Attempt != 2 {
+		t.Fatalf("redelivered %d attempt %d, want %d attempt 2", d2.ID, d2.Attempt, m.ID)
+	}
+	if err := d2.Ack(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func conformLeaseExpiry(t *testing.T, k endpointKind) {
+	_, ep := k.open(t, func(c *petrel.Config) {
+		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive,
+			Queue: queue.Policy{LeaseTimeout: 200 * time.Millisecond}}}
+	})
+	p := ep.Producer()
+	m := p.CreateDataMessage("jobs")
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	c := consumer(t, ep, "jobs")
+	d := receive(t, c) // and never settled: its lease runs out
+	d2 := receive(t, c)
+	if d2.ID != m.ID || d2.Attempt != 2 || d.Attempt != 1 {
+		t.Fatalf("redelivered %d attempt %d after attempt %d, want %d attempt 2", d2.ID, d2.Attempt, d.Attempt, m.ID)
+	}
+	if err := d2.Ack(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func conformCloseGivesBack(t *testing.T, k endpointKind) {
+	_, ep := k.open(t, func(c *petrel.Config) {
+		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive,
+			Queue: queue.Policy{LeaseTimeout: 300 * time.Millisecond}}}
+	})
+	p := ep.Producer()
+	m := p.CreateDataMessage("jobs")
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	c1 := consumer(t, ep, "jobs")
+	d := receive(t, c1)
+	// A closed remote consumer gives its leases back at once; a local
+	// consumer holds nothing of its own, and the lease runs out.
+	if err := c1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2 := receive(t, consumer(t, ep, "jobs"))
+	if d2.ID != m.ID {
+		t.Fatalf("another consumer got %d, want %d", d2.ID, m.ID)
+	}
+	if err := d.Ack(); err == nil {
+		t.Fatal("ack of a delivery given back succeeded")
+	}
+	if err := d2.Ack(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func conformRefused(t *testing.T, k endpointKind) {
+	n, ep := k.open(t, func(c *petrel.Config) {
+		c.NoAutoCreate = true
+		c.Addresses = []petrel.AddressConfig{{Name: "orders", Role: address.RoleReceive}}
+	})
+	p := ep.Producer()
+	ctx := context.Background()
+	for _, dest := range []string{"nope", "orders@plant-9"} {
+		m := p.CreateDataMessage(dest)
+		err := p.Send(ctx, m)
+		if err == nil || !errors.Is(err, petrel.ErrUnknownAddress) && !errors.Is(err, petrel.ErrNoRoute) && !errors.Is(err, petrel.ErrRefused) {
+			t.Fatalf("send to %s: %v", dest, err)
+		}
+		if k.remote && !errors.Is(err, petrel.ErrRefused) {
+			t.Fatalf("remote send to %s: %v, want ErrRefused", dest, err)
+		}
+		if err := p.SendAsync(p.CreateDataMessage(dest)).Wait(ctx); err == nil {
+			t.Fatalf("async send to %s succeeded", dest)
+		}
+	}
+	bad := p.CreateDataMessage("orders")
+	bad.Priority = 12
+	if err := p.Send(ctx, bad); !errors.Is(err, message.ErrPriority) {
+		t.Fatalf("send of priority 12: %v", err)
+	}
+	if _, err := ep.Consumer("nope"); err == nil {
+		t.Fatal("consumer of an undeclared address")
+	}
+	// The connection is still good, and nothing was stored.
+	if err := p.Send(ctx, p.CreateDataMessage("orders")); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := n.QueueStat("orders"); st.Depth != 1 || len(n.QueueStats()) != 1 {
+		t.Fatalf("queues after refusals: %+v", n.QueueStats())
+	}
+}

@@ -1,0 +1,354 @@
+package queue
+
+import (
+	"container/heap"
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The operator's side of a queue: Browse reads it without consuming,
+// Purge empties it, Move takes messages out of it into other queues (as
+// `petrel dlq replay` does with dead letters).
+//
+// Purge and Move remove rows, so a consumer must not lease one of them
+// between the writer's apply and its commit: the writer freezes the queue
+// for that time (no message is handed out, see nextLocked), and at the
+// commit drops the removed rows from the in-memory head before it thaws
+// the queue. Rows in flight when the queue froze, and rows whose ack or
+// move is on its way to the writer, are left alone (see frozenQueue): their
+// owners settle them as usual.
+
+// Browsed is a stored message as Browse reads it.
+type Browsed struct {
+	RowID    int64
+	Priority uint8
+	// Attempt is the delivery attempt the message is in, if in flight, or
+	// that its next delivery will be: 1 for a message never delivered.
+	Attempt int
+	// InFlight says a consumer holds the message under a lease now.
+	InFlight bool
+	// ExpiresAt is when the message expires, zero if never.
+	ExpiresAt time.Time
+	// NotBefore is the end of its redelivery backoff, zero if none.
+	NotBefore time.Time
+	// Reason says why the message was moved here (dead letter, expiry).
+	Reason string
+	// Data is the encoded message.
+	Data []byte
+}
+
+// browseSQL reads one priority of a queue in delivery order, along the
+// messages_order index. One ORDER BY priority DESC, id would sort every
+// row of a large queue, data included, to return the first few.
+const browseSQL = `SELECT id, expires_at, deliveries, not_before, reason, data FROM messages
+	WHERE queue = ? AND priority = ? ORDER BY id LIMIT ?`
+
+// Browse returns up to limit of q's messages (all when limit <= 0), most
+// urgent first, then oldest first. It reads the committed rows through
+// the store's read connections: it takes no lease and changes nothing.
+// Messages in flight are included, marked InFlight. Each priority is
+// read on its own, so a browse that races puts and acks is not one
+// snapshot of the queue.
+func (q *Queue) Browse(ctx context.Context, limit int) ([]Browsed, error) {
+	if q.s.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	var out []Browsed
+	for p := levels - 1; p >= 0; p-- {
+		rest := -1 // SQLite's "no limit"
+		if limit > 0 {
+			if rest = limit - len(out); rest == 0 {
+				break
+			}
+		}
+		var err error
+		if out, err = q.browseLevel(ctx, out, uint8(p), rest); err != nil {
+			return nil, fmt.Errorf("browse %q: %w", q.name, err)
+		}
+	}
+	q.mu.Lock()
+	for i := range out {
+		if l := q.inflight[out[i].RowID]; l != nil {
+			out[i].InFlight, out[i].Attempt = true, l.attempt
+		}
+	}
+	q.mu.Unlock()
+	return out, nil
+}
+
+// browseLevel appends up to limit rows of priority p to out.
+func (q *Queue) browseLevel(ctx context.Context, out []Browsed, p uint8, limit int) ([]Browsed, error) {
+	rows, err := q.s.rdb.QueryContext(ctx, browseSQL, q.id, int64(p), limit)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		b := Browsed{Priority: p}
+		var exp, notBefore, deliveries int64
+		if err := rows.Scan(&b.RowID, &exp, &deliveries, &notBefore, &b.Reason, &b.Data); err != nil {
+			return out, err
+		}
+		b.Attempt = int(deliveries) + 1
+		if exp > 0 {
+			b.ExpiresAt = time.Unix(0, exp)
+		}
+		if notBefore > 0 {
+			b.NotBefore = time.Unix(0, notBefore)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// Purge deletes every message of q that is not in flight, in one
+// transaction, and returns how many it deleted. Puts submitted before it
+// are purged, later ones are not; messages in flight, or acked and not
+// yet deleted, stay for their consumers to settle. Depth and bytes go
+// down; no other counter moves, since the messages were neither acked nor
+// expired.
+func (q *Queue) Purge(ctx context.Context) (int, error) {
+	r := &request{kind: reqPurge, q: q, op: newOp()}
+	if err := q.s.w.submit(r); err != nil {
+		return 0, fmt.Errorf("purge %q: %w", q.name, err)
+	}
+	if err := r.op.Wait(ctx); err != nil {
+		return 0, fmt.Errorf("purge %q: %w", q.name, err)
+	}
+	return r.n, nil
+}
+
+// Move is one message to take out of a queue.
+type Move struct {
+	RowID int64  // as Browse returns it
+	To    *Queue // another queue of the same store
+}
+
+// Move moves messages of q to other queues in one transaction, so that a
+// crash leaves each in one queue or the other, never both or neither. A
+// moved message joins the tail of its new queue, as a put would, with its
+// delivery count, backoff and reason cleared. Rows in flight (or being
+// settled), gone already or not of q are skipped; Move returns how many
+// it moved.
+func (q *Queue) Move(ctx context.Context, moves []Move) (int, error) {
+	for _, m := range moves {
+		if m.To == nil || m.To.s != q.s || m.To == q {
+			return 0, fmt.Errorf("move message %d of %q: the target must be another queue of the store", m.RowID, q.name)
+		}
+	}
+	r := &request{kind: reqMoveRows, q: q, moves: moves, op: newOp()}
+	if err := q.s.w.submit(r); err != nil {
+		return 0, fmt.Errorf("move messages of %q: %w", q.name, err)
+	}
+	if err := r.op.Wait(ctx); err != nil {
+		return 0, fmt.Errorf("move messages of %q: %w", q.name, err)
+	}
+	return r.n, nil
+}
+
+// applyPurge deletes r.q's rows that the freeze leaves free.
+func (w *writer) applyPurge(r *request, b *batch) error {
+	// Puts submitted before the purge are written first, so that it
+	// purges them too: their rowids are below bound.
+	if err := w.flushInserts(); err != nil {
+		return err
+	}
+	f := b.freeze(r.q)
+	bound := w.lastRow
+	var ids []int64
+	var size int64
+	_, _, err := w.conn.scan(`SELECT id, priority, length(data) FROM messages WHERE queue = ?`, []driver.Value{r.q.id}, 3, func(row []driver.Value) bool {
+		id, _ := row[0].(int64)
+		prio, _ := row[1].(int64)
+		if f.free(id, uint8(prio)) {
+			n, _ := row[2].(int64)
+			ids, size = append(ids, id), size+n
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("purge %q: %w", r.q.name, err)
+	}
+	for rest := ids; len(rest) > 0; {
+		n := min(len(rest), deleteMaxRows)
+		args := w.scratch[:0]
+		for _, id := range rest[:n] {
+			args = append(args, id)
+		}
+		w.scratch = args
+		if _, err := w.conn.exec(deleteSQL[n], args...); err != nil {
+			return fmt.Errorf("purge %q: %w", r.q.name, err)
+		}
+		rest = rest[n:]
+	}
+	d := b.delta(r.q)
+	d.depth -= int64(len(ids))
+	d.bytes -= size
+	r.n = len(ids)
+	f.gone = func(rowid int64, prio uint8) bool { return rowid <= bound && f.free(rowid, prio) }
+	return nil
+}
+
+// applyMoveRows moves r's rows. Each keeps its row, under a new rowid
+// (the in-memory heads rely on rowids only growing within a queue), so
+// the message's bytes are not copied on disk.
+func (w *writer) applyMoveRows(r *request, b *batch) error {
+	f := b.freeze(r.q)
+	moved := make(map[int64]struct{}, len(r.moves))
+	row := make([]driver.Value, 4)
+	for _, m := range r.moves {
+		err := w.conn.queryRow(`SELECT queue, priority, expires_at, data FROM messages WHERE id = ?`, []driver.Value{m.RowID}, row)
+		if errors.Is(err, errNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("move %d from %q: %w", m.RowID, r.q.name, err)
+		}
+		qid, _ := row[0].(int64)
+		prio, _ := row[1].(int64)
+		if qid != r.q.id || !f.free(m.RowID, uint8(prio)) {
+			continue
+		}
+		exp, _ := row[2].(int64)
+		data, _ := row[3].([]byte)
+		data = append([]byte(nil), data...) // the driver's buffer is reused
+		w.lastRow++
+		id := w.lastRow
+		if _, err := w.conn.exec(`UPDATE messages SET id = ?, queue = ?, deliveries = 0, not_before = 0, reason = '' WHERE id = ?`,
+			id, m.To.id, m.RowID); err != nil {
+			return fmt.Errorf("move %d from %q to %q: %w", m.RowID, r.q.name, m.To.name, err)
+		}
+		moved[m.RowID] = struct{}{}
+		size := int64(len(data))
+		src, dst := b.delta(r.q), b.delta(m.To)
+		src.depth--
+		src.bytes -= size
+		dst.depth++
+		dst.bytes += size
+		dst.enqueued++
+		b.appends = append(b.appends, appendEffect{q: m.To, prio: uint8(prio), e: entry{rowid: id, expiresAt: exp, data: data}})
+	}
+	r.n = len(moved)
+	f.gone = func(rowid int64, _ uint8) bool {
+		_, ok := moved[rowid]
+		return ok
+	}
+	return nil
+}
+
+// frozenQueue is a queue frozen by a batch: what it held when it froze, and
+// which rows the batch removed (nil until the batch's work on it is done).
+//
+// A batch may remove the rows the queue held in memory and those past
+// what it loaded (on disk only). Any other row is in flight or being
+// settled (an ack, a move to the dead-letter queue, an expiry on its way
+// to the writer), and its owner finishes with it.
+type frozenQueue struct {
+	q        *Queue
+	inMemory map[int64]struct{}
+	loaded   [levels]int64
+	gone     func(rowid int64, prio uint8) bool
+}
+
+// free reports whether the batch may remove the row.
+func (f *frozenQueue) free(rowid int64, prio uint8) bool {
+	if prio >= levels {
+		return false
+	}
+	_, ok := f.inMemory[rowid]
+	return ok || rowid > f.loaded[prio]
+}
+
+// freeze stops q handing out messages until b commits or rolls back.
+func (b *batch) freeze(q *Queue) *frozenQueue {
+	f := &frozenQueue{q: q, inMemory: map[int64]struct{}{}}
+	q.mu.Lock()
+	q.frozen++
+	for p := range q.lv {
+		l := &q.lv[p]
+		f.loaded[p] = l.lastLoaded
+		for _, e := range l.ready[l.head:] {
+			f.inMemory[e.rowid] = struct{}{}
+		}
+		for _, e := range l.retry {
+			f.inMemory[e.rowid] = struct{}{}
+		}
+	}
+	for _, d := range q.delayed {
+		f.inMemory[d.e.rowid] = struct{}{}
+	}
+	q.mu.Unlock()
+	b.thaws = append(b.thaws, f)
+	return f
+}
+
+// thawRemoved runs at the commit: it drops the removed rows from the
+// frozen queues' memory and thaws them.
+func (b *batch) thawRemoved() {
+	for _, f := range b.thaws {
+		f.q.thaw(f.gone)
+	}
+	b.thaws = nil
+}
+
+// unfreeze runs at a rollback: every row is still there, in memory too.
+func (b *batch) unfreeze() {
+	for _, f := range b.thaws {
+		f.q.thaw(nil)
+	}
+	b.thaws = nil
+}
+
+func (q *Queue) thaw(gone func(rowid int64, prio uint8) bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if gone != nil {
+		q.dropLocked(gone)
+	}
+	q.frozen--
+	q.wakeLocked()
+}
+
+// dropLocked removes the entries gone names from the in-memory head: the
+// ready windows, the retry heaps and the backoff heap.
+func (q *Queue) dropLocked(gone func(rowid int64, prio uint8) bool) {
+	for p := range q.lv {
+		l := &q.lv[p]
+		prio := uint8(p)
+		n := 0
+		for _, e := range l.ready[l.head:] {
+			if gone(e.rowid, prio) {
+				q.bufN--
+				q.bufBytes -= len(e.data)
+				continue
+			}
+			l.ready[n] = e
+			n++
+		}
+		clear(l.ready[n:])
+		l.ready, l.head = l.ready[:n], 0
+		n = 0
+		for _, e := range l.retry {
+			if !gone(e.rowid, prio) {
+				l.retry[n] = e
+				n++
+			}
+		}
+		clear(l.retry[n:])
+		l.retry = l.retry[:n]
+		heap.Init(&l.retry)
+	}
+	n := 0
+	for _, d := range q.delayed {
+		if !gone(d.e.rowid, d.prio) {
+			q.delayed[n] = d
+			n++
+		}
+	}
+	clear(q.delayed[n:])
+	q.delayed = q.delayed[:n]
+	heap.Init(&q.delayed)
+}

@@ -1,0 +1,364 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+)
+
+// browseBodies decodes what Browse returns.
+func browseBodies(t *testing.T, q *Queue, limit int) ([]string, []Browsed) {
+	t.Helper()
+	bs, err := q.Browse(context.Background(), limit)
+	if err != nil {
+		t.Fatalf("browse %q: %v", q.Name(), err)
+	}
+	var out []string
+	for _, b := range bs {
+		m, err := message.Decode(b.Data, message.Limits{})
+		if err != nil {
+			t.Fatalf("decode browsed row %d: %v", b.RowID, err)
+		}
+		out = append(out, string(m.Body))
+	}
+	return out, bs
+}
+
+// wantCounters checks q's depth and bytes against its rows, and its
+// enqueued and acked counters.
+func wantCounters(t *testing.T, q *Queue, depth, enqueued, acked int64) {
+	t.Helper()
+	_, rows := browseBodies(t, q, 0)
+	var bytes int64
+	for _, r := range rows {
+		bytes += int64(len(r.Data))
+	}
+	st := q.Stats()
+	if st.Depth != depth || int64(len(rows)) != depth || st.Bytes != bytes || st.Enqueued != enqueued || st.Acked != acked {
+		t.Fatalf("%s: stats %+v with %d rows of %d bytes; want depth %d, enqueued %d, acked %d",
+			q.Name(), st, len(rows), bytes, depth, enqueued, acked)
+	}
+}
+
+func TestBrowse(t *testing.T) {
+	clk := newClock()
+	s, _ := openTemp(t, func(c *Config) { c.Now = clk.Now })
+	q := mustQueue(t, s, "q", KindReceive)
+	mustPut(t, q, msg(4, "a"))
+	mustPut(t, q, msg(9, "urgent"))
+	mustPut(t, q, msg(4, "b"))
+	mustPut(t, q, msg(4, "c"))
+	_, leased := pollBody(t, q) // urgent
+	_, nacked := pollBody(t, q) // a
+	if err := nacked.Nack("later"); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+
+	got, rows := browseBodies(t, q, 0)
+	if want := []string{"urgent", "a", "b", "c"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("browse %v, want %v", got, want)
+	}
+	if !rows[0].InFlight || rows[0].Attempt != 1 || rows[0].Priority != 9 {
+		t.Fatalf("leased row %+v", rows[0])
+	}
+	if rows[1].InFlight || rows[1].Attempt != 2 || rows[1].NotBefore.IsZero() {
+		t.Fatalf("nacked row %+v, want attempt 2 and a backoff", rows[1])
+	}
+	if rows[2].InFlight || rows[2].Attempt != 1 {
+		t.Fatalf("fresh row %+v", rows[2])
+	}
+	if got, _ := browseBodies(t, q, 2); !reflect.DeepEqual(got, []string{"urgent", "a"}) {
+		t.Fatalf("browse with limit 2: %v", got)
+	}
+	// Browsing consumed nothing.
+	if err := leased.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	if got := drain(t, q); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
+		t.Fatalf("after browse, drained %v", got)
+	}
+	s.Close()
+	if _, err := q.Browse(context.Background(), 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("browse of a closed store: %v", err)
+	}
+}
+
+func TestPurge(t *testing.T) {
+	clk := newClock()
+	// A small window, so that most rows are on disk only.
+	s, path := openTemp(t, func(c *Config) { c.Now = clk.Now; c.PrefetchMessages = 4 })
+	q := mustQueue(t, s, "q", KindReceive)
+	for i := range 20 {
+		mustPut(t, q, msg(uint8(i%3), fmt.Sprint(i)))
+	}
+	_, leased := pollBody(t, q)
+	_, nacked := pollBody(t, q)
+	if err := nacked.Nack("later"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := q.Purge(context.Background())
+	if err != nil || n != 19 {
+		t.Fatalf("purge: %d, %v; want 19 (all but the leased one)", n, err)
+	}
+	wantCounters(t, q, 1, 20, 0)
+	clk.Advance(time.Hour)
+	if b, d := pollBody(t, q); d != nil {
+		t.Fatalf("purged message %q delivered", b)
+	}
+	// The leased message is the consumer's still, and later puts are kept.
+	if err := leased.Release(); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, q, msg(0, "after"))
+	if got := drain(t, q); len(got) != 2 || got[1] != "after" {
+		t.Fatalf("after purge drained %v, want the leased message then after", got)
+	}
+	settle(t, s)
+	wantCounters(t, q, 0, 21, 2)
+	s.Close()
+	q2, _ := openAt(t, path, nil).Lookup("q")
+	wantCounters(t, q2, 0, 21, 2)
+}
+
+// A message whose ack is on its way to the writer is not purged: the ack
+// deletes it and counts it.
+func TestPurgeLeavesRowsBeingSettled(t *testing.T) {
+	s, _ := openTemp(t, nil)
+	q := mustQueue(t, s, "q", KindReceive)
+	mustPut(t, q, msg(4, "acked"))
+	mustPut(t, q, msg(4, "other"))
+	_, d := pollBody(t, q)
+	// What ack does, with the purge slipping in between its two steps.
+	q.mu.Lock()
+	l, err := q.take(d)
+	q.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.Purge(context.Background()); err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v; want 1", n, err)
+	}
+	if err := s.w.submit(&request{kind: reqAck, q: q, rowid: d.RowID, size: int64(len(l.e.data))}); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	wantCounters(t, q, 0, 2, 1)
+}
+
+// Puts, consumers and purges at once: every message is consumed or
+// purged, exactly once, and the counters match the table.
+func TestPurgeConcurrent(t *testing.T) {
+	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 16 })
+	q := mustQueue(t, s, "q", KindReceive)
+	const producers, each = 4, 200
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var seen sync.Map
+	var consumed, purged atomic.Int64
+	var wg, consumers sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range each {
+				if err := q.Put(ctx, msg(uint8(i%10), fmt.Sprintf("%d-%d", p, i)), false); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 10 {
+			n, err := q.Purge(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			purged.Add(int64(n))
+			time.Sleep(time.Millisecond)
+		}
+	})
+	stop := make(chan struct{})
+	for range 3 {
+		consumers.Go(func() {
+			for {
+				d, err := q.Poll()
+				if errors.Is(err, ErrNoMessage) {
+					select {
+					case <-stop:
+						return
+					default:
+						time.Sleep(100 * time.Microsecond)
+						continue
+					}
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				m, _ := d.Message()
+				if _, dup := seen.LoadOrStore(string(m.Body), true); dup {
+					t.Errorf("%s delivered twice", m.Body)
+				}
+				if err := d.Ack(); err != nil {
+					t.Error(err)
+				}
+				consumed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	consumers.Wait()
+	settle(t, s)
+	t.Logf("consumed %d, purged %d", consumed.Load(), purged.Load())
+	if got := consumed.Load() + purged.Load(); got != producers*each {
+		t.Fatalf("consumed %d + purged %d = %d, want %d", consumed.Load(), purged.Load(), got, producers*each)
+	}
+	wantCounters(t, q, 0, producers*each, consumed.Load())
+	s.Close()
+	q2, _ := openAt(t, path, nil).Lookup("q")
+	wantCounters(t, q2, 0, producers*each, consumed.Load())
+}
+
+// deadLetters puts bodies into q and nacks each past MaxDeliveries 1.
+func deadLetters(t *testing.T, s *Store, q *Queue, bodies []string) *Queue {
+	t.Helper()
+	q.SetPolicy(Policy{MaxDeliveries: 1})
+	for _, b := range bodies {
+		mustPut(t, q, msg(4, b))
+	}
+	for range bodies {
+		_, d := pollBody(t, q)
+		if err := d.Nack("bad"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, s)
+	dlq, ok := s.Lookup(q.Name() + DeadLetterSuffix)
+	if !ok {
+		t.Fatal("no dead-letter queue")
+	}
+	return dlq
+}
+
+func TestMove(t *testing.T) {
+	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 2 })
+	q := mustQueue(t, s, "orders", KindReceive)
+	want := bodies("m", 6)
+	dlq := deadLetters(t, s, q, want)
+	got, rows := browseBodies(t, dlq, 0)
+	if !reflect.DeepEqual(got, want) || !strings.Contains(rows[0].Reason, "bad") {
+		t.Fatalf("dead letters %v (reason %q), want %v", got, rows[0].Reason, want)
+	}
+	_, leased := pollBody(t, dlq) // m0 stays in the dead-letter queue
+	moves := make([]Move, len(rows))
+	for i, r := range rows {
+		moves[i] = Move{RowID: r.RowID, To: q}
+	}
+	n, err := dlq.Move(context.Background(), moves)
+	if err != nil || n != 5 {
+		t.Fatalf("move: %d, %v; want 5 (all but the one in flight)", n, err)
+	}
+	// Moving again moves nothing: the rows left.
+	if n, err := dlq.Move(context.Background(), moves); err != nil || n != 0 {
+		t.Fatalf("second move: %d, %v", n, err)
+	}
+	wantCounters(t, dlq, 1, 6, 0)
+	wantCounters(t, q, 5, 11, 0)
+	for i, b := range want[1:] {
+		got, d := pollBody(t, q)
+		if got != b || d.Attempt != 1 || d.Reason != "" {
+			t.Fatalf("replayed %d: %q attempt %d reason %q, want %q attempt 1 and no reason", i, got, d.Attempt, d.Reason, b)
+		}
+		d.Ack()
+	}
+	if err := leased.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	s.Close()
+	s2 := openAt(t, path, nil)
+	q2, _ := s2.Lookup("orders")
+	dlq2, _ := s2.Lookup("orders.dlq")
+	wantCounters(t, q2, 0, 11, 5)
+	wantCounters(t, dlq2, 0, 6, 1)
+}
+
+func TestMoveRefusesBadTargets(t *testing.T) {
+	s, _ := openTemp(t, nil)
+	q := mustQueue(t, s, "q", KindReceive)
+	other, _ := openTemp(t, nil)
+	elsewhere := mustQueue(t, other, "q", KindReceive)
+	for _, to := range []*Queue{nil, q, elsewhere} {
+		if _, err := q.Move(context.Background(), []Move{{RowID: 1, To: to}}); err == nil {
+			t.Fatalf("move to %v accepted", to)
+		}
+	}
+}
+
+// Consumers of a dead-letter queue and a replay at once: each dead letter
+// is consumed there or moved, never both.
+func TestMoveConcurrentWithConsumers(t *testing.T) {
+	s, _ := openTemp(t, func(c *Config) { c.PrefetchMessages = 8 })
+	q := mustQueue(t, s, "orders", KindReceive)
+	dlq := deadLetters(t, s, q, bodies("m", 200))
+	var consumed atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 3 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := dlq.Poll()
+				if errors.Is(err, ErrNoMessage) {
+					time.Sleep(100 * time.Microsecond)
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := d.Ack(); err != nil {
+					t.Error(err)
+				}
+				consumed.Add(1)
+			}
+		})
+	}
+	var moved int
+	for moved+int(consumed.Load()) < 200 {
+		_, rows := browseBodies(t, dlq, 10)
+		moves := make([]Move, len(rows))
+		for i, r := range rows {
+			moves[i] = Move{RowID: r.RowID, To: q}
+		}
+		n, err := dlq.Move(context.Background(), moves)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved += n
+		settle(t, s)
+	}
+	close(stop)
+	wg.Wait()
+	settle(t, s)
+	if moved+int(consumed.Load()) != 200 {
+		t.Fatalf("moved %d + consumed %d, want 200", moved, consumed.Load())
+	}
+	wantCounters(t, dlq, 0, 200, consumed.Load())
+	wantCounters(t, q, int64(moved), 200+int64(moved), 0)
+}

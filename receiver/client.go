@@ -1,0 +1,116 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/session"
+)
+
+// Clients are processes that are not nodes but produce and consume through
+// this one, over the links' listener and handshake (see session/client.go
+// for the wire). A publish session's messages are routed by their own
+// destinations, as the node's Producer routes them; a subscribe session
+// leases an address's messages and pushes them to the client.
+
+// ErrDenied is wrapped by a ClientRouter's refusal that the access rules
+// made: the client is told it was denied (session.FlagDenied), and the
+// denial is counted in Stats.Denied.
+var ErrDenied = errors.New("denied")
+
+// ClientRouter is the part of a Router that serves clients. A Router
+// without it refuses their sessions.
+//
+// peer is the identity the client proved in the connection's handshake.
+// An error wrapping ErrDenied is a denial by the access rules, one
+// wrapping ErrRefused a refusal for good; any other error is transient.
+type ClientRouter interface {
+	// ClientPublish returns the queue a message a client published goes
+	// to, and its destination as stored: when that differs from
+	// m.Destination (a bare name of a send address), the message is
+	// stored with it.
+	ClientPublish(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, string, error)
+	// ClientSubscribe returns the receive queue of addr, which the client
+	// consumes from.
+	ClientSubscribe(ctx context.Context, peer session.Peer, addr string) (*queue.Queue, error)
+}
+
+// serveClient accepts or refuses a client's publish or subscribe session,
+// and starts serving it.
+func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *sync.WaitGroup) {
+	peer := c.Peer()
+	cr, ok := s.router.(ClientRouter)
+	var q *queue.Queue
+	var err error
+	switch {
+	case !ok:
+		err = fmt.Errorf("%w: node %s serves no clients", ErrRefused, s.cfg.Session.Name)
+	case sess.Subscribe():
+		q, err = cr.ClientSubscribe(s.ctx, peer, sess.Address())
+	}
+	if err != nil {
+		s.stats.SessionsRefused.Add(1)
+		s.log.Warn("client session refused", slog.String(logPeer, peer.Name), slog.String(logAddress, sess.Address()), slog.Any(logError, err))
+		if errors.Is(err, ErrDenied) {
+			s.stats.Denied.Add(1)
+			sess.Deny(err.Error())
+		} else {
+			sess.Refuse(err.Error())
+		}
+		return
+	}
+	if err := sess.Accept(s.cfg.Window); err != nil {
+		return
+	}
+	sessions.Add(1)
+	go func() {
+		defer sessions.Done()
+		if q != nil {
+			s.subscribeLoop(c, sess, q)
+		} else {
+			s.sessionLoop(c, sess)
+		}
+	}()
+}
+
+// publishPut checks one published message and routes it by its
+// destination. The bytes are stored as they came unless the destination
+// changes. A message refused for good, or denied, comes back as a
+// refusal; any error is transient.
+func (s *Server) publishPut(ctx context.Context, peer session.Peer, d session.Data) (queue.Put, refusal, error) {
+	m, err := message.Peek(d.Message, s.cfg.Limits)
+	if err != nil {
+		s.stats.Refused.Add(1)
+		return queue.Put{}, refusal{reason: "bad message: " + err.Error()}, nil
+	}
+	q, dest, err := s.router.(ClientRouter).ClientPublish(ctx, peer, m)
+	switch {
+	case errors.Is(err, ErrDenied):
+		s.stats.Denied.Add(1)
+		return queue.Put{}, refusal{reason: err.Error(), denied: true}, nil
+	case errors.Is(err, ErrRefused):
+		s.stats.Refused.Add(1)
+		return queue.Put{}, refusal{reason: err.Error()}, nil
+	case err != nil:
+		return queue.Put{}, refusal{}, err
+	}
+	data := d.Message
+	if dest != m.Destination {
+		full, err := message.Decode(data, s.cfg.Limits)
+		if err == nil {
+			full.Destination = dest
+			data, err = full.MarshalBinary()
+		}
+		if err != nil {
+			s.stats.Refused.Add(1)
+			return queue.Put{}, refusal{reason: "bad message: " + err.Error()}, nil
+		}
+		m.Destination = dest
+	}
+	return queue.Put{Queue: q, Msg: m, Data: data, Dedupe: true}, refusal{}, nil
+}

@@ -1,0 +1,285 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/session"
+)
+
+// subscription serves one subscribe session: pushLoop leases the address's
+// messages and delivers them as far as the client's credit allows;
+// settleLoop acks, nacks, releases or dead-letters them as the client
+// settles them. Each delivery carries a tag, the key of its lease here.
+// When the session ends, every lease not settled is released: the messages
+// go back to the queue at once, as a local consumer's would after their
+// lease, without counting an attempt.
+//
+// Leases held are bounded by maxHeld. A client that takes deliveries but
+// never settles them stalls at that bound, until the leases time out in
+// the queue (which delivers the messages again, here or elsewhere) and
+// are forgotten here.
+type subscription struct {
+	s       *Server
+	sess    *session.Session
+	q       *queue.Queue
+	log     *slog.Logger
+	maxHeld int
+
+	mu   sync.Mutex
+	held map[uint64]held // by tag
+	tag  uint64          // the last tag given
+	room chan struct{}   // capacity 1: a lease was settled
+}
+
+// held is a lease a client holds.
+type held struct {
+	d  *queue.Delivery
+	at time.Time // when it was leased
+}
+
+// subscribeLoop serves sess, a subscribe session for q, until the session
+// ends, the connection dies or the server stops.
+func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.Queue) {
+	ctx, cancel := s.ctxOf(c)
+	defer cancel()
+	sub := &subscription{
+		s: s, sess: sess, q: q, maxHeld: 4 * int(sess.Window()),
+		log:  s.log.With(slog.String(logPeer, c.Peer().Name), slog.String(logAddress, q.Name())),
+		held: map[uint64]held{}, room: make(chan struct{}, 1),
+	}
+	// pushLoop blocks in the queue, which knows nothing of the session:
+	// its context ends with the session.
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-sess.Done():
+			pcancel()
+		case <-pctx.Done():
+		}
+	})
+	wg.Go(func() { sub.settleLoop(ctx) })
+	err := sub.pushLoop(pctx)
+	pcancel()
+	if err != nil && sess.Err() == nil && ctx.Err() == nil {
+		// The queue failed (the store is closing): end the session, which
+		// ends settleLoop once it took what the client settled.
+		sub.log.Warn("subscription ended", slog.Any(logError, err))
+		closeCtx, cc := context.WithTimeout(ctx, s.cfg.Session.HandshakeTimeout)
+		sess.Close(closeCtx, err.Error())
+		cc()
+	}
+	wg.Wait()
+	sub.releaseAll()
+}
+
+// pushLoop delivers until ctx ends or the queue fails. For each credit it
+// waits for a message, then delivers what else is ready at once, as far as
+// the credit goes: the connection writes them in one batch.
+func (sub *subscription) pushLoop(ctx context.Context) error {
+	for {
+		credit, err := sub.sess.WaitCredit(ctx)
+		if err != nil {
+			return nil // the session ended
+		}
+		if err := sub.waitRoom(ctx); err != nil {
+			return nil
+		}
+		d, err := sub.q.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("lease from %s: %w", sub.q.Name(), err)
+		}
+		for n := uint32(1); ; n++ {
+			if err := sub.push(ctx, d); err != nil {
+				return nil // the session ended
+			}
+			if n >= credit || !sub.hasRoom() {
+				break
+			}
+			if d, err = sub.q.Poll(); err != nil {
+				break // none ready: wait for credit and a message again
+			}
+		}
+	}
+}
+
+// push delivers d under a new tag, or releases it if that fails.
+func (sub *subscription) push(ctx context.Context, d *queue.Delivery) error {
+	data, ok := remaining(d)
+	if !ok {
+		// Expired since it was leased: the queue expires it on a later poll.
+		d.Release()
+		return nil
+	}
+	sub.mu.Lock()
+	sub.tag++
+	tag := sub.tag
+	sub.held[tag] = held{d: d, at: time.Now()}
+	sub.mu.Unlock()
+	sub.s.stats.Delivered.Add(1) // before the client can see it
+	err := sub.sess.Deliver(ctx, session.Deliver{Tag: tag, Attempt: uint32(d.Attempt), Reason: d.Reason, Message: data})
+	if err != nil {
+		sub.s.stats.Delivered.Add(-1)
+		if d := sub.take(tag); d != nil {
+			d.Release()
+		}
+		return err
+	}
+	return nil
+}
+
+// remaining returns the encoded message with its TTL set to the time that
+// remains, or false if none does.
+func remaining(d *queue.Delivery) ([]byte, bool) {
+	if d.ExpiresAt.IsZero() {
+		return d.Data, true
+	}
+	left := time.Until(d.ExpiresAt)
+	if left <= 0 {
+		return nil, false
+	}
+	data := append([]byte(nil), d.Data...)
+	if err := message.SetEncodedTTL(data, left); err != nil {
+		return nil, false
+	}
+	return data, true
+}
+
+func (sub *subscription) hasRoom() bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return len(sub.held) < sub.maxHeld
+}
+
+// waitRoom waits until fewer than maxHeld leases are held. At the bound it
+// forgets the leases that timed out in the queue meanwhile, and looks
+// again every second.
+func (sub *subscription) waitRoom(ctx context.Context) error {
+	var tick *time.Timer
+	for !sub.hasRoom() {
+		if sub.forgetTimedOut() > 0 {
+			continue
+		}
+		if tick == nil {
+			tick = time.NewTimer(time.Second)
+			defer tick.Stop()
+		} else {
+			tick.Reset(time.Second)
+		}
+		select {
+		case <-sub.room:
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// forgetTimedOut drops the leases whose time ran out: the queue took the
+// messages back. It returns how many it dropped.
+func (sub *subscription) forgetTimedOut() int {
+	timeout := sub.q.Policy().LeaseTimeout
+	now := time.Now()
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	n := 0
+	for tag, h := range sub.held {
+		if now.Sub(h.at) > timeout {
+			delete(sub.held, tag)
+			n++
+		}
+	}
+	return n
+}
+
+// take removes and returns the lease of tag, nil if there is none.
+func (sub *subscription) take(tag uint64) *queue.Delivery {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	h, ok := sub.held[tag]
+	if !ok {
+		return nil
+	}
+	delete(sub.held, tag)
+	select {
+	case sub.room <- struct{}{}:
+	default:
+	}
+	return h.d
+}
+
+// settleLoop applies the client's settles until the session ends (after
+// the ones that arrived before) or ctx ends.
+func (sub *subscription) settleLoop(ctx context.Context) {
+	var batch []session.Settle
+	var ds []*queue.Delivery
+	for {
+		var err error
+		batch, err = sub.sess.WaitSettles(ctx, batch[:0])
+		for _, st := range batch {
+			ds = sub.settle(st, ds[:0])
+		}
+		clear(ds)
+		if err != nil {
+			return
+		}
+	}
+}
+
+// settle applies one Settle. The leases of tags not held (settled before,
+// or timed out) are skipped. Acks go to the store as one request.
+func (sub *subscription) settle(st session.Settle, ds []*queue.Delivery) []*queue.Delivery {
+	for _, tag := range st.Tags {
+		if d := sub.take(tag); d != nil {
+			ds = append(ds, d)
+		}
+	}
+	if st.Op == session.SettleAck {
+		sub.check(st.Op, sub.q.AckAll(ds))
+		return ds
+	}
+	for _, d := range ds {
+		var err error
+		switch st.Op {
+		case session.SettleNack:
+			err = d.Nack(st.Reason)
+		case session.SettleRelease:
+			err = d.Release()
+		case session.SettleReject:
+			err = d.DeadLetter("refused by client: " + st.Reason)
+		}
+		sub.check(st.Op, err)
+	}
+	return ds
+}
+
+// check logs a settle that failed for a reason other than a lease that
+// timed out (the message was delivered again) or a store closing.
+func (sub *subscription) check(op session.SettleOp, err error) {
+	if err != nil && !errors.Is(err, queue.ErrLeaseLost) && !errors.Is(err, queue.ErrClosed) {
+		sub.log.Warn("settle failed", slog.String("op", op.String()), slog.Any(logError, err))
+	}
+}
+
+// releaseAll gives back every lease still held.
+func (sub *subscription) releaseAll() {
+	sub.mu.Lock()
+	all := sub.held
+	sub.held = map[uint64]held{}
+	sub.mu.Unlock()
+	for _, h := range all {
+		sub.check(session.SettleRelease, h.d.Release())
+	}
+}

@@ -1,0 +1,45 @@
+package receiver
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+
+	"github.com/petrelmq/petrel/session"
+)
+
+// tlsConn runs the TLS handshake of an accepted connection, bounded by
+// the session's handshake timeout and by the server's life, so that a
+// peer that connects and says nothing is dropped like one that stalls
+// the session handshake. It closes nc if the handshake fails.
+//
+// When the handshake verified the client's certificate (client_auth
+// require_and_verify), the certificate is who the client is: the returned
+// check, for session.Config.CheckPeer, refuses a client whose claimed node
+// name is not the certificate's Common Name, so that access rules keyed by
+// the name hold for the certificate. Otherwise check is nil.
+func (s *Server) tlsConn(nc net.Conn, cfg session.Config) (tc *tls.Conn, check func(session.Peer) error, err error) {
+	timeout := cfg.HandshakeTimeout
+	if timeout <= 0 {
+		timeout = session.DefaultHandshakeTimeout
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	defer cancel()
+	tc = tls.Server(nc, s.cfg.TLS)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = nc.Close()
+		return nil, nil, fmt.Errorf("TLS handshake with %s: %w", nc.RemoteAddr(), err)
+	}
+	st := tc.ConnectionState()
+	if len(st.VerifiedChains) == 0 {
+		return tc, nil, nil
+	}
+	cn := st.PeerCertificates[0].Subject.CommonName
+	return tc, func(p session.Peer) error {
+		if p.Name != cn {
+			return fmt.Errorf("%w: client %q presented a certificate for %q; a node's name must be its certificate's Common Name", session.ErrAuth, p.Name, cn)
+		}
+		return nil
+	}, nil
+}

@@ -1,0 +1,371 @@
+package petrel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/session"
+)
+
+// What only remote clients have: the handshake, access rules, dedupe of
+// what they send again, reconnects, TLS and the bounds of their buffers.
+// The conformance suite covers what they share with the embedded API.
+
+func TestRemoteSecretCheckedAtDial(t *testing.T) {
+	n := openNode(t, "plant-7", "127.0.0.1:0", func(c *petrel.Config) { c.Secret = "right" })
+	ctx := context.Background()
+	for _, secret := range []string{"wrong", ""} {
+		c, err := petrel.Dial(ctx, "tcp://"+n.ListenAddr(), petrel.DialOptions{Name: "app-1", Secret: secret, Logger: quiet})
+		if !errors.Is(err, session.ErrAuth) {
+			if c != nil {
+				c.Close()
+			}
+			t.Fatalf("dial with secret %q: %v, want ErrAuth", secret, err)
+		}
+		if !strings.Contains(err.Error(), "secret") {
+			t.Errorf("the error does not say to check the secret: %v", err)
+		}
+	}
+	// The node counts a failure after it told the client.
+	eventually(t, func() bool { return n.ReceiverStats().AuthFailed == 2 }, "2 authentication failures counted")
+	c := dial(t, n, petrel.DialOptions{Secret: "right"})
+	if c.Node().Name != "plant-7" {
+		t.Fatalf("connected to %+v", c.Node())
+	}
+	if _, err := petrel.Dial(ctx, "http://"+n.ListenAddr(), petrel.DialOptions{}); !errors.Is(err, address.ErrConnector) {
+		t.Fatalf("dial of an http URL: %v", err)
+	}
+	if _, err := petrel.Dial(ctx, "tcp://"+n.ListenAddr(), petrel.DialOptions{Name: "bad name"}); err == nil {
+		t.Fatal("dial with an invalid client name")
+	}
+}
+
+func TestRemoteResentPublishIsStoredOnce(t *testing.T) {
+	n := openNode(t, "plant-7", "127.0.0.1:0", nil)
+	p := dial(t, n, petrel.DialOptions{}).Producer()
+	m := p.CreateDataMessage("orders")
+	m.Body = []byte("once")
+	for range 3 {
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.Sync(context.Background())
+	if st, _ := n.QueueStat("orders"); st.Depth != 1 || st.Deduped != 2 {
+		t.Fatalf("after sending one message 3 times: %+v, want depth 1 and 2 deduped", st)
+	}
+}
+
+func TestRemoteAccessRules(t *testing.T) {
+	n := openNode(t, "plant-7", "127.0.0.1:0", func(c *petrel.Config) {
+		c.Access = []petrel.AccessRule{{Identity: "app-1", Send: []string{"orders"}, Consume: []string{"orders"}}}
+	})
+	c := dial(t, n, petrel.DialOptions{})
+	p := c.Producer()
+	ctx := context.Background()
+	if err := p.Send(ctx, p.CreateDataMessage("orders")); err != nil {
+		t.Fatal(err)
+	}
+	err := p.Send(ctx, p.CreateDataMessage("secret"))
+	if !errors.Is(err, petrel.ErrDenied) || !strings.Contains(err.Error(), `"app-1" may not send to "secret"`) {
+		t.Fatalf("send to secret: %v, want ErrDenied with the reason", err)
+	}
+	if _, err := c.Consumer("secret"); !errors.Is(err, petrel.ErrDenied) {
+		t.Fatalf("consumer of secret: %v, want ErrDenied", err)
+	}
+	d := receive(t, consumer(t, c, "orders"))
+	d.Ack()
+	// Another client, another name: nothing is allowed.
+	other := dial(t, n, petrel.DialOptions{Name: "app-2"})
+	if err := other.Producer().Send(ctx, other.Producer().CreateDataMessage("orders")); !errors.Is(err, petrel.ErrDenied) {
+		t.Fatalf("app-2 send: %v", err)
+	}
+	if st := n.ReceiverStats(); st.ClientDenied != 3 || st.ClientDelivered != 1 {
+		t.Fatalf("receiver stats: denied %d delivered %d, want 3 and 1", st.ClientDenied, st.ClientDelivered)
+	}
+	// The node's own producer is not subject to the rules.
+	sendOne(t, n, "secret", "local")
+}
+
+// The connection to the node is cut again and again while a client sends
+// and consumes: every message is stored once and consumed, and the
+// client's goroutines and the node's leases are all accounted for.
+func TestRemoteReconnectResendsAndResubscribes(t *testing.T) {
+	n := openNode(t, "plant-7", "127.0.0.1:0", nil)
+	proxy := newFlapProxy(t, n.ListenAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := petrel.Dial(ctx, "tcp://"+proxy.ln.Addr().String(), petrel.DialOptions{
+		Name: "app-1", Logger: quiet, Window: 64, ConsumerWindow: 32,
+		ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cons, err := c.Consumer("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 2000
+	seen := make(map[string]int, total)
+	consumed := make(chan error, 1)
+	go func() {
+		for len(seen) < total {
+			d, err := cons.Receive(ctx)
+			if err != nil {
+				consumed <- fmt.Errorf("received %d of %d: %w", len(seen), total, err)
+				return
+			}
+			seen[string(d.Body)]++
+			d.Ack() // may be lost with the connection: the message comes again
+		}
+		consumed <- nil
+	}()
+	p := c.Producer()
+	pending := make([]*petrel.Pending, 0, total)
+	cuts := 0
+	for i := range total {
+		m := p.CreateDataMessage("orders")
+		m.Body = []byte(fmt.Sprint(i))
+		pending = append(pending, p.SendAsync(m))
+		if i%400 == 200 && proxy.cut() > 0 {
+			cuts++
+		}
+	}
+	for i, pd := range pending {
+		if err := pd.Wait(ctx); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if err := <-consumed; err != nil {
+		t.Fatal(err)
+	}
+	if cuts < 3 {
+		t.Fatalf("only %d cuts happened", cuts)
+	}
+	n.Sync(ctx)
+	if st, _ := n.QueueStat("orders"); st.Enqueued != total {
+		t.Fatalf("%d stored for %d sent: a resend was stored twice (%+v)", st.Enqueued, total, st)
+	}
+	// Acks lost in a cut leave messages to deliver again, and the last
+	// acks may still be on their way: receive until the queue is empty.
+	for {
+		n.Sync(ctx)
+		st, _ := n.QueueStat("orders")
+		if st.Depth == 0 {
+			break
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		d, err := cons.Receive(rctx)
+		rcancel()
+		if err == nil {
+			if seen[string(d.Body)] == 0 {
+				t.Fatalf("a message never sent: %q", d.Body)
+			}
+			d.Ack()
+		} else if ctx.Err() != nil {
+			t.Fatalf("drain: %v (queue %+v)", err, st)
+		}
+	}
+}
+
+func TestRemoteTLS(t *testing.T) {
+	ca := newCA(t, "ca")
+	n := openNode(t, "plant-7", "127.0.0.1:0", func(c *petrel.Config) {
+		c.TLS = ca.nodeTLS(t, "plant-7", ca, petrel.ClientAuthRequireAndVerify)
+	})
+	cfg, err := ca.nodeTLS(t, "app-1", ca, "").ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := petrel.Dial(ctx, "tls://"+n.ListenAddr(), petrel.DialOptions{Name: "app-1", TLS: cfg, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := c.Producer()
+	m := p.CreateDataMessage("orders")
+	m.Body = []byte("over tls")
+	if err := p.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if d := receive(t, consumer(t, c, "orders")); string(d.Body) != "over tls" {
+		t.Fatalf("got %q", d.Body)
+	} else {
+		d.Ack()
+	}
+	// Plain TCP to a TLS listener, and a name the certificate does not
+	// carry, are refused.
+	short, cancel2 := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel2()
+	if c, err := petrel.Dial(short, "tcp://"+n.ListenAddr(), petrel.DialOptions{Name: "app-1", Logger: quiet, HandshakeTimeout: time.Second}); err == nil {
+		c.Close()
+		t.Fatal("plain TCP to a TLS listener")
+	}
+	if c, err := petrel.Dial(ctx, "tls://"+n.ListenAddr(), petrel.DialOptions{Name: "app-9", TLS: cfg, Logger: quiet}); !errors.Is(err, session.ErrAuth) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("a name the certificate does not carry: %v", err)
+	}
+}
+
+// A remote consumer's buffer is bounded by its window: the node pushes no
+// more than that ahead of the application.
+func TestRemoteConsumerWindowBoundsPushes(t *testing.T) {
+	n := openNode(t, "plant-7", "127.0.0.1:0", nil)
+	c := dial(t, n, petrel.DialOptions{ConsumerWindow: 8})
+	p := c.Producer()
+	for range 100 {
+		if err := p.Send(context.Background(), p.CreateDataMessage("orders")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons := consumer(t, c, "orders")
+	inFlight := func() int64 { st, _ := n.QueueStat("orders"); return st.InFlight }
+	eventually(t, func() bool { return inFlight() == 8 }, "8 leased to a consumer of window 8")
+	time.Sleep(20 * time.Millisecond) // no more come
+	if got := inFlight(); got != 8 {
+		t.Fatalf("%d leased to a consumer of window 8 that took nothing", got)
+	}
+	// Taking deliveries earns credit in batches of a quarter window; what
+	// was taken and not settled stays leased.
+	for range 4 {
+		receive(t, cons)
+	}
+	eventually(t, func() bool { return inFlight() == 12 }, "12 leased after 4 taken")
+	if got := n.ReceiverStats().ClientDelivered; got != 12 {
+		t.Fatalf("%d pushed after 4 taken, want 12", got)
+	}
+	// Closing the consumer gives back all twelve.
+	cons.Close()
+	eventually(t, func() bool { return inFlight() == 0 }, "nothing leased once the consumer closed")
+}
+
+// eventually waits up to 10s for cond, polling.
+func eventually(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Closing a client stops the listeners of its consumers, and sends the
+// acks of what they handled before it closes the connection.
+func TestRemoteCloseStopsListenersAndFlushesAcks(t *testing.T) {
+	n := openNode(t, "plant-7", "127.0.0.1:0", nil)
+	ctx := context.Background()
+	c, err := petrel.Dial(ctx, "tcp://"+n.ListenAddr(), petrel.DialOptions{Name: "app-1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Producer()
+	for range 50 {
+		if err := p.Send(ctx, p.CreateDataMessage("orders")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := c.Consumer("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := make(chan struct{}, 50)
+	l, err := cons.Listen(func(context.Context, *petrel.Delivery) error {
+		handled <- struct{}{}
+		return nil
+	}, petrel.ListenOptions{Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		<-handled
+	}
+	c.Close()
+	if h, _, _ := l.Counts(); h != 50 {
+		t.Fatalf("handled %d", h)
+	}
+	// The acks were sent before the connection closed; the node applies
+	// them as they come.
+	eventually(t, func() bool {
+		n.Sync(ctx)
+		st, _ := n.QueueStat("orders")
+		return st.Depth == 0 && st.InFlight == 0
+	}, "every message acked after the client closed")
+	if err := p.Send(ctx, p.CreateDataMessage("orders")); !errors.Is(err, petrel.ErrClosed) {
+		t.Fatalf("send after close: %v", err)
+	}
+	if _, err := cons.Receive(ctx); !errors.Is(err, petrel.ErrClosed) {
+		t.Fatalf("receive after close: %v", err)
+	}
+	if _, err := cons.Listen(func(context.Context, *petrel.Delivery) error { return nil }, petrel.ListenOptions{}); !errors.Is(err, petrel.ErrClosed) {
+		t.Fatalf("listen after close: %v", err)
+	}
+}
+
+// A node that stops ends its clients' sessions; their consumers wait for
+// it to come back, and a new node on the same port and data serves them.
+func TestRemoteNodeRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := petrel.Config{Name: "plant-7", DataDir: dir, Logger: quiet, Listen: "127.0.0.1:0"}
+	n, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = n.ListenAddr()
+	c := dial(t, n, petrel.DialOptions{})
+	cons := consumer(t, c, "orders")
+	n.Close()
+	n, err = petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	p := c.Producer()
+	m := p.CreateDataMessage("orders")
+	m.Body = []byte("after restart")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	d, err := cons.Receive(ctx)
+	if err != nil || string(d.Body) != "after restart" {
+		t.Fatalf("receive after the node restarted: %v %v", d, err)
+	}
+	d.Ack()
+	c.Close()
+}
+
+// A node whose link window is below the client's windows grants less; the
+// client keeps to it and still flows.
+func TestRemoteNodeWindowBelowClientWindows(t *testing.T) {
+	n := openNode(t, "plant-7", "127.0.0.1:0", func(c *petrel.Config) { c.Link.Window = 8 })
+	c := dial(t, n, petrel.DialOptions{Window: 100, ConsumerWindow: 100})
+	p := c.Producer()
+	pending := make([]*petrel.Pending, 0, 200)
+	for range 200 {
+		pending = append(pending, p.SendAsync(p.CreateDataMessage("orders")))
+	}
+	for _, pd := range pending {
+		if err := pd.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons := consumer(t, c, "orders")
+	for range 200 {
+		receive(t, cons).Ack()
+	}
+}
