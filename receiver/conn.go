@@ -16,25 +16,29 @@ func (s *Server) serveConn(nc net.Conn) {
 	defer s.wg.Done()
 	remote := nc.RemoteAddr().String()
 	cfg := s.sessionConfig()
+	// A connection still in its handshakes has nothing to drain: Stop
+	// ends them at once.
+	hctx, hcancel := s.readCtx(s.ctx)
+	defer hcancel()
 	if s.cfg.TLS != nil {
-		tc, check, err := s.tlsConn(nc, cfg)
+		tc, check, err := s.tlsConn(hctx, nc, cfg)
 		if err != nil {
 			s.stats.HandshakeFailed.Add(1)
 			s.stats.TLSFailed.Add(1)
-			if s.ctx.Err() == nil {
+			if !s.draining() {
 				s.log.Warn("link refused at TLS handshake", slog.String(logPeer, remote), slog.Any(logError, err))
 			}
 			return
 		}
 		nc, cfg.CheckPeer = tc, check
 	}
-	c, err := session.Server(s.ctx, nc, cfg)
+	c, err := session.Server(hctx, nc, cfg)
 	if err != nil {
 		s.stats.HandshakeFailed.Add(1)
 		if errors.Is(err, session.ErrAuth) {
 			s.stats.AuthFailed.Add(1)
 		}
-		if s.ctx.Err() == nil {
+		if !s.draining() {
 			s.log.Warn("link refused at handshake", slog.String(logPeer, remote), slog.Any(logError, err))
 		}
 		return
@@ -48,8 +52,17 @@ func (s *Server) serveConn(nc net.Conn) {
 	s.log.Info("link up", slog.String(logPeer, peer.Name), slog.String("addr", remote))
 	var sessions sync.WaitGroup
 	defer sessions.Wait()
+	// No session opens once Stop began; the connection closes after its
+	// sessions closed in order.
+	actx, acancel := s.readCtx(s.ctx)
+	defer acancel()
 	for {
-		sess, err := c.Accept(s.ctx)
+		sess, err := c.Accept(actx)
+		if err != nil && s.draining() && s.ctx.Err() == nil {
+			sessions.Wait()
+			c.Close()
+			return
+		}
 		if err != nil {
 			if s.ctx.Err() == nil && !errors.Is(err, session.ErrClosed) {
 				if isProtocol(err) {

@@ -93,6 +93,10 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 	ctx, cancel := s.ctxOf(c)
 	defer cancel()
 	err := s.receiveFile(ctx, sess)
+	if errors.Is(err, errDrained) {
+		s.closeDrained(sess)
+		return
+	}
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, session.ErrClosed),
 		errors.Is(err, errAborted):
@@ -113,7 +117,12 @@ func recv(ctx context.Context, sess *session.Session) (session.Data, error) {
 
 func (s *Server) receiveFile(ctx context.Context, sess *session.Session) error {
 	peer := sess.Peer()
-	d, err := recv(ctx, sess)
+	rctx, rcancel := s.readCtx(ctx)
+	d, err := recv(rctx, sess)
+	rcancel()
+	if err != nil && s.draining() && ctx.Err() == nil {
+		return errDrained
+	}
 	if err != nil {
 		return err
 	}
@@ -131,7 +140,7 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session) error {
 		if err := sess.RefuseSeq(0, refusal); err != nil {
 			return err
 		}
-		return waitClose(ctx, sess)
+		return s.waitClose(ctx, sess)
 	}
 	size := m.File.Filesize
 	if seen, err := t.Queue.Seen(ctx, m.Origin, m.ID); err != nil {
@@ -141,7 +150,7 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session) error {
 		if err := sess.Ack(uint64(size)); err != nil {
 			return err
 		}
-		return waitClose(ctx, sess)
+		return s.waitClose(ctx, sess)
 	}
 	id := TransferID(m.Origin, m.ID)
 	in, err := s.cfg.Spool.Begin(id, filetransfer.InfoFromProps(m.File))
@@ -167,7 +176,7 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session) error {
 		return err
 	}
 	s.transfers.end(tr)
-	return waitClose(ctx, sess)
+	return s.waitClose(ctx, sess)
 }
 
 // announced checks the announcement and routes it. A refusal for good is
@@ -226,8 +235,17 @@ func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *f
 		tr.progress(in.Offset())
 		return nil
 	}
+	rctx, rcancel := s.readCtx(ctx)
+	defer rcancel()
 	for in.Written() < size {
 		d, ok := sess.TryRecv()
+		if !ok && s.draining() && ctx.Err() == nil {
+			// Shutting down: keep what arrived for the resume.
+			if err := checkpoint(); err != nil {
+				return err
+			}
+			return errDrained
+		}
 		if !ok {
 			if err := ack(); err != nil {
 				return err
@@ -236,7 +254,7 @@ func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *f
 			if unsynced > 0 {
 				// The sender paused: if nothing comes for a moment, make
 				// what arrived durable.
-				d, err = recvWithin(ctx, sess, fileIdleSync)
+				d, err = recvWithin(rctx, sess, fileIdleSync)
 				if errors.Is(err, context.DeadlineExceeded) {
 					if err := checkpoint(); err != nil {
 						return err
@@ -244,7 +262,10 @@ func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *f
 					continue
 				}
 			} else {
-				d, err = recv(ctx, sess)
+				d, err = recv(rctx, sess)
+			}
+			if err != nil && s.draining() && ctx.Err() == nil {
+				continue // the check at the top checkpoints and ends
 			}
 			if err != nil {
 				return err
@@ -335,10 +356,12 @@ func (s *Server) takeFile(ctx context.Context, sess *session.Session, in *filetr
 
 // waitClose waits for the sender to close the session after its last
 // answer, so that the answer is not lost to a close racing it.
-func waitClose(ctx context.Context, sess *session.Session) error {
+func (s *Server) waitClose(ctx context.Context, sess *session.Session) error {
 	select {
 	case <-sess.Done():
 		return nil
+	case <-s.drain.Done():
+		return errDrained
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(30 * time.Second):

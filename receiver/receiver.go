@@ -66,7 +66,11 @@ type Server struct {
 	ln     net.Listener
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// drain ends when Stop begins: sessions then stop reading, finish
+	// what they took and close in order (see Stop).
+	drain    context.Context
+	drainNow context.CancelFunc
+	wg       sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  map[*session.Conn]struct{}
@@ -132,6 +136,7 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.drain, s.drainNow = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go s.acceptLoop()
 	s.log.Info("receiver listening", slog.String("addr", ln.Addr().String()))
@@ -165,23 +170,69 @@ func (s *Server) Addr() net.Addr {
 // StatsRef returns the server's live counters.
 func (s *Server) StatsRef() *Stats { return &s.stats }
 
-// Stop stops accepting, closes every connection and waits for the
-// goroutines. Puts already submitted still commit; their acks are lost, and
-// the senders resend, which dedupe absorbs.
+// DrainTimeout bounds how long Stop waits for sessions to finish in
+// order before it closes their connections.
+const DrainTimeout = 5 * time.Second
+
+// Stop shuts the server down in order:
+//
+//  1. it stops accepting: the listener closes, and no connection opens a
+//     new session;
+//  2. every session stops reading new packets, waits for the commits of
+//     what it already took and acks them, a file session checkpoints what
+//     it received, and a subscription stops pushing;
+//  3. each session is closed with SessionClose ("node shutting down"),
+//     which its sender takes as an orderly end; then the connections
+//     close.
+//
+// Whatever is still running after DrainTimeout is cut: its senders resend
+// what was not acked, which dedupe absorbs.
 func (s *Server) Stop() error {
 	if s.ln == nil {
 		return nil
 	}
-	s.cancel()
 	err := s.ln.Close()
+	s.drainNow()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(DrainTimeout):
+		s.log.Warn("sessions still open after the drain timeout; closing their connections", slog.Duration("timeout", DrainTimeout))
+	}
+	s.cancel()
 	s.mu.Lock()
 	for c := range s.conns {
 		c.Close()
 	}
 	s.mu.Unlock()
-	s.wg.Wait()
+	<-done
 	s.log.Info("receiver stopped")
 	return err
+}
+
+// draining reports whether Stop began.
+func (s *Server) draining() bool { return s.drain.Err() != nil }
+
+// readCtx is ctx, ended also when Stop begins: what a session reads new
+// packets with, while it finishes what it took with ctx.
+func (s *Server) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.drain, cancel)
+	return rctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// closeDrained closes sess in order because the node is shutting down.
+func (s *Server) closeDrained(sess *session.Session) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Session.HandshakeTimeout)
+	defer cancel()
+	sess.Close(ctx, "node shutting down")
 }
 
 func (s *Server) acceptLoop() {
@@ -190,7 +241,7 @@ func (s *Server) acceptLoop() {
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if s.draining() {
 				return
 			}
 			// Out of file descriptors and the like: back off, keep serving.
@@ -198,7 +249,7 @@ func (s *Server) acceptLoop() {
 			s.log.Warn("accept failed", slog.Any(logError, err))
 			select {
 			case <-time.After(delay):
-			case <-s.ctx.Done():
+			case <-s.drain.Done():
 				return
 			}
 			continue

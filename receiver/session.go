@@ -60,6 +60,10 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	if err == nil {
 		err = ackErr
 	}
+	if errors.Is(err, errDrained) {
+		s.closeDrained(sess)
+		return
+	}
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, session.ErrClosed):
 		return
@@ -71,6 +75,9 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	defer cc()
 	sess.Close(closeCtx, err.Error())
 }
+
+// errDrained ends a session that stopped because the server is stopping.
+var errDrained = errors.New("node shutting down")
 
 // gatherer is the read side of one session: it checks sequence numbers
 // and gathers the puts of the packets that already arrived into one store
@@ -94,8 +101,18 @@ func (s *Server) readLoop(ctx context.Context, sess *session.Session, peer sessi
 	if sess.Publish() {
 		g.put = s.publishPut
 	}
+	rctx, rcancel := s.readCtx(ctx)
+	defer rcancel()
 	for {
-		d, err := sess.Recv(ctx)
+		d, err := sess.Recv(rctx)
+		if err != nil && ctx.Err() == nil && s.draining() {
+			// Shutting down: what was taken is submitted, and the ack
+			// loop acks it once committed.
+			if err := g.flush(); err != nil {
+				return err
+			}
+			return errDrained
+		}
 		for ok := err == nil; ok; d, ok = sess.TryRecv() {
 			if err := g.take(d); err != nil {
 				return err

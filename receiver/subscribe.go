@@ -56,7 +56,7 @@ func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.
 	}
 	// pushLoop blocks in the queue, which knows nothing of the session:
 	// its context ends with the session.
-	pctx, pcancel := context.WithCancel(ctx)
+	pctx, pcancel := s.readCtx(ctx)
 	defer pcancel()
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -69,6 +69,11 @@ func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.
 	wg.Go(func() { sub.settleLoop(ctx) })
 	err := sub.pushLoop(pctx)
 	pcancel()
+	if s.draining() && ctx.Err() == nil && sess.Err() == nil {
+		// Shutting down: what the client holds and did not settle is
+		// released below, and delivered again after the restart.
+		s.closeDrained(sess)
+	}
 	if err != nil && sess.Err() == nil && ctx.Err() == nil {
 		// The queue failed (the store is closing): end the session, which
 		// ends settleLoop once it took what the client settled.

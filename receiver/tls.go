@@ -19,12 +19,12 @@ import (
 // check, for session.Config.CheckPeer, refuses a client whose claimed node
 // name is not the certificate's Common Name, so that access rules keyed by
 // the name hold for the certificate. Otherwise check is nil.
-func (s *Server) tlsConn(nc net.Conn, cfg session.Config) (tc *tls.Conn, check func(session.Peer) error, err error) {
+func (s *Server) tlsConn(ctx context.Context, nc net.Conn, cfg session.Config) (tc *tls.Conn, check func(session.Peer) error, err error) {
 	timeout := cfg.HandshakeTimeout
 	if timeout <= 0 {
 		timeout = session.DefaultHandshakeTimeout
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tc = tls.Server(nc, s.cfg.TLS)
 	if err := tc.HandshakeContext(ctx); err != nil {
