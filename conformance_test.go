@@ -14,26 +14,35 @@ import (
 	"github.com/petrelmq/petrel/queue"
 )
 
-// The conformance suite runs every case against both ways of producing
-// and consuming: the embedded API of a node in this process, and a remote
-// Client dialed to a node over loopback TCP. An application that switches
-// from one to the other sees the same behaviour.
+// The conformance suite runs every case against every way of producing
+// and consuming: the embedded API of a node in this process, a remote
+// Client dialed to a node over loopback TCP, and one over mutual TLS. An
+// application that switches from one to the other sees the same
+// behaviour.
 
 // endpointKind says how a case reaches its node.
 type endpointKind struct {
 	name   string
 	remote bool
+	tls    bool // mutual TLS: the node verifies the client's certificate
 }
 
-var endpointKinds = []endpointKind{{"embedded", false}, {"remote", true}}
+var endpointKinds = []endpointKind{{"embedded", false, false}, {"remote", true, false}, {"remote-tls", true, true}}
 
 // open starts a node named plant-7, with mod applied to its configuration,
 // and returns it and the Endpoint to produce and consume through: the node
 // itself, or a Client of it.
 func (k endpointKind) open(t *testing.T, mod func(*petrel.Config)) (*petrel.Node, petrel.Endpoint) {
 	t.Helper()
+	var ca *testCA
+	if k.tls {
+		ca = newCA(t, "ca")
+	}
 	n := openNode(t, "plant-7", "127.0.0.1:0", func(c *petrel.Config) {
 		c.Store = queue.Config{SweepInterval: 20 * time.Millisecond}
+		if k.tls {
+			c.TLS = ca.nodeTLS(t, "plant-7", ca, petrel.ClientAuthRequireAndVerify)
+		}
 		if mod != nil {
 			mod(c)
 		}
@@ -41,7 +50,15 @@ func (k endpointKind) open(t *testing.T, mod func(*petrel.Config)) (*petrel.Node
 	if !k.remote {
 		return n, n
 	}
-	return n, dial(t, n, petrel.DialOptions{})
+	var opts petrel.DialOptions
+	if k.tls {
+		cfg, err := ca.nodeTLS(t, "app-1", ca, "").ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.TLS = cfg
+	}
+	return n, dial(t, n, opts)
 }
 
 // dial connects a client named app-1 (unless opts names it) to n, closed
@@ -55,7 +72,11 @@ func dial(t *testing.T, n *petrel.Node, opts petrel.DialOptions) *petrel.Client 
 	opts.ReconnectMin, opts.ReconnectMax = 10*time.Millisecond, 100*time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := petrel.Dial(ctx, "tcp://"+n.ListenAddr(), opts)
+	scheme := "tcp://"
+	if opts.TLS != nil {
+		scheme = "tls://"
+	}
+	c, err := petrel.Dial(ctx, scheme+n.ListenAddr(), opts)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
