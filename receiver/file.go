@@ -92,7 +92,7 @@ func TransferID(origin message.NodeID, id uint64) string {
 func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 	ctx, cancel := s.ctxOf(c)
 	defer cancel()
-	err := s.receiveFile(ctx, sess)
+	err := s.receiveFile(ctx, sess, c.Peer())
 	if errors.Is(err, errDrained) {
 		s.closeDrained(sess)
 		return
@@ -115,8 +115,7 @@ func recv(ctx context.Context, sess *session.Session) (session.Data, error) {
 	return sess.Recv(ctx)
 }
 
-func (s *Server) receiveFile(ctx context.Context, sess *session.Session) error {
-	peer := sess.Peer()
+func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer session.Peer) error {
 	rctx, rcancel := s.readCtx(ctx)
 	d, err := recv(rctx, sess)
 	rcancel()

@@ -41,10 +41,9 @@ const maxGather = 256
 func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	ctx, cancel := s.ctxOf(c)
 	defer cancel()
-	peer := sess.Peer()
-	if sess.Publish() {
-		peer = c.Peer() // a client is the identity it proved, whatever it names itself later
-	}
+	// The identity is the one the peer proved in the handshake, whatever
+	// its SessionCreate says: routing and access rules go by it.
+	peer := c.Peer()
 	pend := make(chan pending, s.cfg.Window)
 	ackDone := make(chan error, 1)
 	go func() {
