@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -124,42 +123,18 @@ func (o clientOptions) validate() error {
 	return err
 }
 
-func runBenchClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) (err error) {
+func runBenchClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the petrel binary to run the node: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "petrel-bench-client-*")
-	if err != nil {
-		return fmt.Errorf("make bench directory: %w", err)
-	}
-	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-	// The node outlives a timeout or SIGINT: stopAll stops it cleanly.
-	// life kills it if it still runs when this function returns.
-	life, killAll := context.WithCancel(context.WithoutCancel(ctx))
-	defer killAll()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	r := &linkRun{o: linkOptions{sync: o.sync}, exe: exe, dir: dir, progress: stderr, procs: map[string]*proc{}, life: life}
-	ctx, r.died = context.WithCancelCause(ctx)
-	defer r.died(nil)
-	res, err := r.runClients(ctx, o)
-	if serr := r.stopAll(err != nil); serr != nil {
-		err = errors.Join(err, fmt.Errorf("stop the node: %w", serr))
-	}
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("bench client gave up after --timeout %v: %w", o.timeout, err)
-		}
-		return err
-	}
-	if o.json {
-		return writeJSON(stdout, res)
-	}
-	return writeFigures(stdout, res.figures())
+	b := procBench{name: "client", timeout: o.timeout, json: o.json}
+	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
+		r := &linkRun{o: linkOptions{sync: o.sync}, exe: exe, dir: dir, progress: stderr, procs: map[string]*proc{}, life: life}
+		ctx, r.died = context.WithCancelCause(ctx)
+		defer r.died(nil)
+		res, err := r.runClients(ctx, o)
+		return res, r.stopped(err)
+	})
 }
 
 // runClients starts the node and runs the clients against it.

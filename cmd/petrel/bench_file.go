@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -192,39 +191,15 @@ func (o fileOptions) validate() error {
 	return nil
 }
 
-func runBenchFile(ctx context.Context, o fileOptions, stdout, stderr io.Writer) (err error) {
+func runBenchFile(ctx context.Context, o fileOptions, stdout, stderr io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the petrel binary to run the nodes: %w", err)
-	}
-	dir, err := os.MkdirTemp(o.dir, "petrel-bench-file-*")
-	if err != nil {
-		return fmt.Errorf("make bench directory: %w", err)
-	}
-	if o.keep {
-		fmt.Fprintf(stderr, "bench directory %s (kept)\n", dir)
-	} else {
-		defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-	}
-	life, killAll := context.WithCancel(context.WithoutCancel(ctx))
-	defer killAll()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	fb := &fileBench{o: o, exe: exe, dir: dir, progress: stderr, life: life}
-	res, err := fb.run(ctx)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("bench file gave up after --timeout %v: %w", o.timeout, err)
-		}
-		return err
-	}
-	if o.json {
-		return writeJSON(stdout, res)
-	}
-	return writeFigures(stdout, res.figures())
+	b := procBench{name: "file", parent: o.dir, keep: o.keep, timeout: o.timeout, json: o.json}
+	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
+		fb := &fileBench{o: o, exe: exe, dir: dir, progress: stderr, life: life}
+		return fb.run(ctx)
+	})
 }
 
 // newFileResult fills the figures that do not depend on the run.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -148,49 +147,24 @@ func (o linkOptions) validate() error {
 	return err
 }
 
-func runBenchLink(ctx context.Context, o linkOptions, stdout, stderr io.Writer) (err error) {
+func runBenchLink(ctx context.Context, o linkOptions, stdout, stderr io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the petrel binary to run the nodes: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "petrel-bench-link-*")
-	if err != nil {
-		return fmt.Errorf("make bench directory: %w", err)
-	}
-	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-	// The nodes outlive a timeout or SIGINT: stopAll stops them cleanly.
-	// life kills whatever might still run when this function returns.
-	life, killAll := context.WithCancel(context.WithoutCancel(ctx))
-	defer killAll()
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	r := &linkRun{o: o, exe: exe, dir: dir, progress: stderr, procs: map[string]*proc{}, life: life}
-	ctx, r.died = context.WithCancelCause(ctx)
-	defer r.died(nil)
-	var res interface{ figures() []figure }
-	if o.backlog {
-		res, err = r.runBacklog(ctx)
-	} else {
-		res, err = r.runLink(ctx)
-	}
-	// Every node stops before anything is printed: a node that stops
-	// badly (a race report, a failed close) fails the bench.
-	if serr := r.stopAll(err != nil); serr != nil {
-		err = errors.Join(err, fmt.Errorf("stop the nodes: %w", serr))
-	}
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("bench link gave up after --timeout %v: %w", o.timeout, err)
+	b := procBench{name: "link", timeout: o.timeout, json: o.json}
+	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
+		r := &linkRun{o: o, exe: exe, dir: dir, progress: stderr, procs: map[string]*proc{}, life: life}
+		ctx, r.died = context.WithCancelCause(ctx)
+		defer r.died(nil)
+		var res figurer
+		var err error
+		if o.backlog {
+			res, err = r.runBacklog(ctx)
+		} else {
+			res, err = r.runLink(ctx)
 		}
-		return err
-	}
-	if o.json {
-		return writeJSON(stdout, res)
-	}
-	return writeFigures(stdout, res.figures())
+		return res, r.stopped(err)
+	})
 }
 
 // base fills the figures common to the scenarios.

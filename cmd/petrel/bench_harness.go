@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// figurer is a bench result that prints as figures, and as JSON.
+type figurer interface{ figures() []figure }
+
+// procBench is what the benches that run petrel processes share: where the
+// binary and the bench directory are, and the two lives of a run.
+type procBench struct {
+	name    string // "link", "client", "file": for messages and the directory
+	parent  string // folder for the bench directory; "" = the system's temp folder
+	keep    bool   // keep the bench directory
+	timeout time.Duration
+	json    bool
+}
+
+// run finds the petrel binary, makes the bench directory, bounds the run
+// by the timeout and prints the result. run gets ctx, which ends on the
+// timeout or SIGINT, and life, which ends only when run has returned:
+// processes live on life, so that they outlive a timeout long enough to
+// be stopped cleanly, and are killed if they still run after that.
+func (b procBench) run(ctx context.Context, stdout, stderr io.Writer,
+	run func(ctx, life context.Context, exe, dir string) (figurer, error)) (err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the petrel binary to run the nodes: %w", err)
+	}
+	dir, err := os.MkdirTemp(b.parent, "petrel-bench-"+b.name+"-*")
+	if err != nil {
+		return fmt.Errorf("make bench directory: %w", err)
+	}
+	if b.keep {
+		fmt.Fprintf(stderr, "bench directory %s (kept)\n", dir)
+	} else {
+		defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+	}
+	life, killAll := context.WithCancel(context.WithoutCancel(ctx))
+	defer killAll()
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	res, err := run(ctx, life, exe, dir)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("bench %s gave up after --timeout %v: %w", b.name, b.timeout, err)
+		}
+		return err
+	}
+	if b.json {
+		return writeJSON(stdout, res)
+	}
+	return writeFigures(stdout, res.figures())
+}
+
+// stopped stops every process of r after the run, so that a node that
+// stops badly (a race report, a failed close) fails the bench, and joins
+// that to the run's error.
+func (r *linkRun) stopped(err error) error {
+	if serr := r.stopAll(err != nil); serr != nil {
+		err = errors.Join(err, fmt.Errorf("stop the nodes: %w", serr))
+	}
+	return err
+}
