@@ -396,39 +396,11 @@ func (o *outbox) deliver(ctx context.Context, sid uint32, d Deliver, sessionDone
 	if len(reason) > maxStr16 {
 		reason = reason[:maxStr16]
 	}
-	for {
-		o.mu.Lock()
-		if o.err != nil {
-			err := o.err
-			o.mu.Unlock()
-			return err
-		}
-		if len(o.buf) < queueBytes {
-			wake := len(o.buf) == 0
-			o.buf = AppendHeader(o.buf, Header{Type: TypeDeliver, Session: sid, Length: uint32(deliverFixed + len(reason) + len(d.Message))})
-			o.buf = be.AppendUint64(o.buf, d.Tag)
-			o.buf = be.AppendUint32(o.buf, d.Attempt)
-			o.buf = appendStr16(o.buf, reason)
-			o.buf = append(o.buf, d.Message...)
-			o.frames++
-			o.mu.Unlock()
-			if wake {
-				o.signal()
-			}
-			return nil
-		}
-		if o.space == nil {
-			o.space = make(chan struct{})
-		}
-		space := o.space
-		o.mu.Unlock()
-		select {
-		case <-space:
-		case <-o.quit:
-		case <-sessionDone:
-			return fmt.Errorf("session %d: %w", sid, ErrClosed)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return o.bulk(ctx, sid, sessionDone, func(buf []byte) []byte {
+		buf = AppendHeader(buf, Header{Type: TypeDeliver, Session: sid, Length: uint32(deliverFixed + len(reason) + len(d.Message))})
+		buf = be.AppendUint64(buf, d.Tag)
+		buf = be.AppendUint32(buf, d.Attempt)
+		buf = appendStr16(buf, reason)
+		return append(buf, d.Message...)
+	})
 }

@@ -69,6 +69,18 @@ func newOutbox(nc net.Conn, cfg Config) *outbox {
 // waiting, until writeLoop takes them, ctx is done, the session ends
 // (sessionDone) or the connection dies.
 func (o *outbox) data(ctx context.Context, sid uint32, seq uint64, msg []byte, sessionDone <-chan struct{}) error {
+	return o.bulk(ctx, sid, sessionDone, func(buf []byte) []byte {
+		buf = AppendHeader(buf, Header{Type: TypeData, Session: sid, Length: uint32(8 + len(msg))})
+		buf = be.AppendUint64(buf, seq)
+		return append(buf, msg...)
+	})
+}
+
+// bulk queues the frame that appendFrame appends: a frame that carries a
+// message (Data, Deliver), which waits for room, unlike control frames.
+// It blocks while queueBytes are waiting, until writeLoop takes them, ctx
+// is done, the session ends (sessionDone) or the connection dies.
+func (o *outbox) bulk(ctx context.Context, sid uint32, sessionDone <-chan struct{}, appendFrame func([]byte) []byte) error {
 	for {
 		o.mu.Lock()
 		if o.err != nil {
@@ -78,9 +90,7 @@ func (o *outbox) data(ctx context.Context, sid uint32, seq uint64, msg []byte, s
 		}
 		if len(o.buf) < queueBytes {
 			wake := len(o.buf) == 0
-			o.buf = AppendHeader(o.buf, Header{Type: TypeData, Session: sid, Length: uint32(8 + len(msg))})
-			o.buf = be.AppendUint64(o.buf, seq)
-			o.buf = append(o.buf, msg...)
+			o.buf = appendFrame(o.buf)
 			o.frames++
 			o.mu.Unlock()
 			if wake {
