@@ -4,14 +4,13 @@ package petrel_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/tmpfs"
 )
 
 // TestFileFullSpoolPausesThenResumes receives a 6 MiB file on a node whose
@@ -19,7 +18,7 @@ import (
 // the spool is full, corrupt nothing, and complete once the filesystem
 // grows.
 func TestFileFullSpoolPausesThenResumes(t *testing.T) {
-	spool := mountTmpfs(t, "2m")
+	spool := tmpfs.Mount(t, "2m")
 	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
 		c.Files = petrel.FilesConfig{Spool: filepath.Join(spool, "spool"), Received: filepath.Join(spool, "in"),
 			ChunkSize: 64 << 10, SyncBytes: 256 << 10}
@@ -47,9 +46,7 @@ func TestFileFullSpoolPausesThenResumes(t *testing.T) {
 	if paused.Offset == 0 || paused.Offset >= paused.Size {
 		t.Fatalf("paused at %d", paused.Offset)
 	}
-	if out, err := exec.Command("mount", "-o", "remount,size=32m", spool).CombinedOutput(); err != nil {
-		t.Fatalf("grow the tmpfs: %v %s", err, out)
-	}
+	tmpfs.Grow(t, spool, "32m")
 	d := receiveFile(t, b, "files", 60*time.Second)
 	if fileSum(t, d.File.ReceivedFilePath) != sum {
 		t.Fatal("the file differs after the pause")
@@ -57,22 +54,4 @@ func TestFileFullSpoolPausesThenResumes(t *testing.T) {
 	if tr := b.Transfers(); len(tr) != 0 {
 		t.Fatalf("transfers left: %+v", tr)
 	}
-}
-
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v %s", dir, err, out)
-			exec.Command("umount", "-l", dir).Run()
-		}
-	})
-	return dir
 }

@@ -6,11 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/tmpfs"
 	"go.uber.org/goleak"
 )
 
@@ -111,20 +111,4 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // mountTmpfs mounts a tmpfs of the given size on a new directory and
 // unmounts it at the end of the test. It skips the test where mounting is
 // not possible (not root, no tmpfs).
-func mountTmpfs(t testing.TB, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v %s", dir, err, out)
-			exec.Command("umount", "-l", dir).Run()
-		}
-	})
-	return dir
-}
+func mountTmpfs(t testing.TB, size string) string { return tmpfs.Mount(t, size) }

@@ -3,11 +3,11 @@ package queue
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/petrelmq/petrel/internal/tmpfs"
 )
 
 // TestFullDiskThenRecover fills a real filesystem (a 2 MiB tmpfs) until
@@ -16,14 +16,7 @@ import (
 // that puts succeed again by themselves. It needs root to mount, and skips
 // elsewhere.
 func TestFullDiskThenRecover(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	dir := tmpfs.Mount(t, "2m")
 	s := openAt(t, filepath.Join(dir, "petrel.db"), nil)
 	q := mustQueue(t, s, "q", KindReceive)
 	body := strings.Repeat("x", 4000)
@@ -40,9 +33,7 @@ func TestFullDiskThenRecover(t *testing.T) {
 		t.Fatalf("after %d puts: %v, want ErrStoreFull", stored, full)
 	}
 	t.Logf("the disk filled after %d puts: %v", stored, full)
-	if out, err := exec.Command("mount", "-o", "remount,size=64m", dir).CombinedOutput(); err != nil {
-		t.Fatalf("grow the tmpfs: %v %s", err, out)
-	}
+	tmpfs.Grow(t, dir, "64m")
 	if err := q.Put(context.Background(), msg(4, "after"), false); err != nil {
 		t.Fatalf("put once space returned: %v", err)
 	}
