@@ -3,19 +3,16 @@ package petrel_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/message"
-	"github.com/petrelmq/petrel/queue"
 	"go.uber.org/fx"
 	"go.uber.org/goleak"
 )
@@ -103,37 +100,6 @@ func TestSendReceiveAllKinds(t *testing.T) {
 	}
 }
 
-func TestSendAsyncThousandsInFlight(t *testing.T) {
-	n := open(t, nil)
-	p := n.Producer()
-	const total = 5000
-	pending := make([]*petrel.Pending, 0, total)
-	for i := 0; i < total; i++ {
-		m := p.CreateDataMessage("bulk")
-		m.Body = []byte(fmt.Sprint(i))
-		pending = append(pending, p.SendAsync(m))
-	}
-	for _, pd := range pending {
-		if err := pd.Wait(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, _ := n.Consumer("bulk")
-	for i := 0; i < total; i++ {
-		d, err := c.Poll()
-		if err != nil {
-			t.Fatalf("poll %d: %v", i, err)
-		}
-		if string(d.Body) != fmt.Sprint(i) {
-			t.Fatalf("message %d out of order: %q", i, d.Body)
-		}
-		d.Ack()
-	}
-	if _, err := c.Poll(); !errors.Is(err, petrel.ErrNoMessage) {
-		t.Fatalf("poll of empty address: %v", err)
-	}
-}
-
 func TestSendErrors(t *testing.T) {
 	n := open(t, func(c *petrel.Config) {
 		c.NoAutoCreate = true
@@ -169,67 +135,6 @@ func TestSendErrors(t *testing.T) {
 	}
 	if st := n.QueueStats(); len(st) != 1 || st[0].Depth != 0 {
 		t.Fatalf("a refused send stored something: %+v", st)
-	}
-}
-
-func TestListenAckNackPanic(t *testing.T) {
-	n := open(t, func(c *petrel.Config) {
-		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive,
-			Queue: queue.Policy{RedeliveryDelay: time.Millisecond, MaxDeliveries: 3}}}
-	})
-	p := n.Producer()
-	for _, b := range []string{"ok", "fail-once", "panic-once", "poison"} {
-		m := p.CreateCommandMessage("jobs")
-		m.Body = []byte(b)
-		if err := p.Send(context.Background(), m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, _ := n.Consumer("jobs")
-	var mu sync.Mutex
-	attempts := map[string]int{}
-	done := make(chan struct{})
-	var once sync.Once
-	l, err := c.Listen(func(ctx context.Context, d *petrel.Delivery) error {
-		mu.Lock()
-		attempts[string(d.Body)]++
-		a := attempts[string(d.Body)]
-		finished := attempts["ok"] == 1 && attempts["fail-once"] == 2 && attempts["panic-once"] == 2 && attempts["poison"] == 3
-		mu.Unlock()
-		if finished {
-			defer once.Do(func() { close(done) })
-		}
-		switch {
-		case string(d.Body) == "fail-once" && a == 1:
-			return errors.New("transient")
-		case string(d.Body) == "panic-once" && a == 1:
-			panic("boom")
-		case string(d.Body) == "poison":
-			return errors.New("cannot parse")
-		}
-		return nil
-	}, petrel.ListenOptions{Concurrency: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		mu.Lock()
-		t.Fatalf("listener did not finish: %v", attempts)
-	}
-	l.Stop()
-	handled, failed, panics := l.Counts()
-	if handled != 3 || failed != 5 || panics != 1 {
-		t.Fatalf("counts handled=%d failed=%d panics=%d, want 3 5 1", handled, failed, panics)
-	}
-	dlq, err := n.Consumer("jobs.dlq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := receive(t, dlq)
-	if string(d.Body) != "poison" || d.Reason == "" {
-		t.Fatalf("dead letter %q reason %q", d.Body, d.Reason)
 	}
 }
 
