@@ -71,17 +71,7 @@ func (s *Session) Deny(reason string) error {
 // DenySeq refuses seq because access rules forbid it: as RefuseSeq, with
 // FlagDenied, so the sender's Ack has Denied set. It does not block.
 func (s *Session) DenySeq(seq uint64, reason string) error {
-	if s.client {
-		return fmt.Errorf("deny seq on session %d: the sending side cannot: %w", s.id, ErrProtocol)
-	}
-	s.mu.Lock()
-	if s.state != stateOpen {
-		err := s.stateErr("deny seq")
-		s.mu.Unlock()
-		return err
-	}
-	s.mu.Unlock()
-	return s.send(TypeRefuse, FlagDenied, Refuse{Seq: seq, Reason: reason})
+	return s.reply("deny seq", TypeRefuse, FlagDenied, Refuse{Seq: seq, Reason: reason})
 }
 
 // subscribeSide checks that the session is a subscribe session on the

@@ -252,16 +252,16 @@ func (s *Session) TryRecv() (d Data, ok bool) {
 // Ack tells the sender that every seq <= seq of the session is durable
 // here. It does not block.
 func (s *Session) Ack(seq uint64) error {
-	return s.reply("ack", TypeDataAck, DataAck{Seq: seq})
+	return s.reply("ack", TypeDataAck, 0, DataAck{Seq: seq})
 }
 
 // RefuseSeq tells the sender that seq will never be stored here, and why.
 // It does not block.
 func (s *Session) RefuseSeq(seq uint64, reason string) error {
-	return s.reply("refuse seq", TypeRefuse, Refuse{Seq: seq, Reason: reason})
+	return s.reply("refuse seq", TypeRefuse, 0, Refuse{Seq: seq, Reason: reason})
 }
 
-func (s *Session) reply(what string, t Type, p appender) error {
+func (s *Session) reply(what string, t Type, flags uint8, p appender) error {
 	if s.client {
 		return fmt.Errorf("%s on session %d: the sending side cannot: %w", what, s.id, ErrProtocol)
 	}
@@ -272,7 +272,7 @@ func (s *Session) reply(what string, t Type, p appender) error {
 		return err
 	}
 	s.mu.Unlock()
-	return s.send(t, 0, p)
+	return s.send(t, flags, p)
 }
 
 // Close ends the session in order: it sends SessionClose with reason and
