@@ -262,16 +262,12 @@ func TestAckOverflow(t *testing.T) {
 	cn, sn := net.Pipe()
 	defer sn.Close()
 	go func() {
-		if _, err := rawServer(t, sn, Hello{MinVersion: 1, MaxVersion: 1, Name: "hub-1"}, AuthOK{}); err != nil {
-			return
-		}
-		h, _, err := ReadFrame(sn, 1<<20, nil)
+		sid, err := rawSession(t, sn, 2)
 		if err != nil {
 			return
 		}
-		_, _ = sn.Write(frame(TypeSessionCreateResponse, 0, h.Session, SessionCreateResponse{Version: 1, Window: 2}))
 		for seq := range uint64(10) {
-			if _, err := sn.Write(frame(TypeDataAck, 0, h.Session, DataAck{Seq: seq})); err != nil {
+			if _, err := sn.Write(frame(TypeDataAck, 0, sid, DataAck{Seq: seq})); err != nil {
 				return
 			}
 		}

@@ -304,16 +304,12 @@ func TestDeliverPastCredit(t *testing.T) {
 	cn, sn := net.Pipe()
 	defer sn.Close()
 	go func() {
-		if _, err := rawServer(t, sn, Hello{MinVersion: 1, MaxVersion: 1, Name: "hub-1"}, AuthOK{}); err != nil {
-			return
-		}
-		h, _, err := ReadFrame(sn, 1<<20, nil)
+		sid, err := rawSession(t, sn, 2)
 		if err != nil {
 			return
 		}
-		_, _ = sn.Write(frame(TypeSessionCreateResponse, 0, h.Session, SessionCreateResponse{Version: 1, Window: 2}))
 		for tag := range uint64(3) {
-			if _, err := sn.Write(frame(TypeDeliver, 0, h.Session, Deliver{Tag: tag + 1, Attempt: 1})); err != nil {
+			if _, err := sn.Write(frame(TypeDeliver, 0, sid, Deliver{Tag: tag + 1, Attempt: 1})); err != nil {
 				return
 			}
 		}

@@ -172,6 +172,22 @@ func rawServer(t testing.TB, nc net.Conn, hello Hello, ok AuthOK) (Auth, error) 
 	return auth, err
 }
 
+// rawSession plays a server that completes the handshake, takes the
+// client's first SessionCreate and accepts it with window. It returns the
+// session id.
+func rawSession(t testing.TB, nc net.Conn, window uint32) (uint32, error) {
+	t.Helper()
+	if _, err := rawServer(t, nc, Hello{MinVersion: 1, MaxVersion: 1, Name: "hub-1"}, AuthOK{}); err != nil {
+		return 0, err
+	}
+	h, _, err := ReadFrame(nc, 1<<20, nil)
+	if err != nil {
+		return 0, err
+	}
+	_, err = nc.Write(frame(TypeSessionCreateResponse, 0, h.Session, SessionCreateResponse{Version: 1, Window: window}))
+	return h.Session, err
+}
+
 // readUntilError reads frames from nc until an ErrorPacket on session 0 or
 // the end of input, and returns the ErrorPacket (zero if none came).
 func readUntilError(nc net.Conn) (ErrorPacket, error) {
