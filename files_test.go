@@ -394,3 +394,19 @@ func TestSpoolDropsAbandonedTransfers(t *testing.T) {
 		t.Fatalf("spool after start: %+v", pending)
 	}
 }
+
+// TestEmptyFileThroughRelay sends a file of no bytes: its announcement is
+// all there is, and it is taken on the first answer.
+func TestEmptyFileThroughRelay(t *testing.T) {
+	a, _, b := relayTrio(t, nil)
+	src, sum := writeRandom(t, t.TempDir(), "empty.txt", 0)
+	m := a.Producer().CreateFileMessage("files@b")
+	m.File.SendFilePath = src
+	if err := a.Producer().Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	d := receiveFile(t, b, "files", 30*time.Second)
+	if d.File.Filesize != 0 || d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatalf("received %+v", d.File)
+	}
+}

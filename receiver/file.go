@@ -79,6 +79,9 @@ const (
 	fileIdleSync = 50 * time.Millisecond
 )
 
+// emptySHA256 is the SHA-256 of no bytes, hex.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 // errAborted ends a file session whose sender gave the file up.
 var errAborted = errors.New("the sender gave the file up")
 
@@ -110,14 +113,9 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 	sess.Close(closeCtx, err.Error())
 }
 
-// recv returns the session's next Data.
-func recv(ctx context.Context, sess *session.Session) (session.Data, error) {
-	return sess.Recv(ctx)
-}
-
 func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer session.Peer) error {
 	rctx, rcancel := s.readCtx(ctx)
-	d, err := recv(rctx, sess)
+	d, err := sess.Recv(rctx)
 	rcancel()
 	if err != nil && s.draining() && ctx.Err() == nil {
 		return errDrained
@@ -195,6 +193,12 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 	if err := filetransfer.InfoFromProps(m.File).Check(); err != nil {
 		return nil, FileTarget{}, "bad file announcement: " + err.Error(), nil
 	}
+	if m.File.Filesize == 0 && m.File.FileChecksum != emptySHA256 {
+		// No content follows that could fail the check later: refuse the
+		// announcement, which a checksum refusal of seq 0 would look like.
+		return nil, FileTarget{}, fmt.Sprintf("bad file announcement: %q is empty, but its checksum is not the SHA-256 of nothing: %v",
+			m.File.Filename, filetransfer.ErrCorrupt), nil
+	}
 	t, err := fr.InboundFile(ctx, peer, m)
 	if errors.Is(err, ErrRefused) {
 		return nil, FileTarget{}, err.Error(), nil
@@ -261,7 +265,7 @@ func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *f
 					continue
 				}
 			} else {
-				d, err = recv(rctx, sess)
+				d, err = sess.Recv(rctx)
 			}
 			if err != nil && s.draining() && ctx.Err() == nil {
 				continue // the check at the top checkpoints and ends
@@ -306,7 +310,7 @@ func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *f
 func recvWithin(ctx context.Context, sess *session.Session, d time.Duration) (session.Data, error) {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	data, err := recv(wctx, sess)
+	data, err := sess.Recv(wctx)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return data, context.DeadlineExceeded
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,14 +304,14 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, run *fileRun)
 
 // openSource opens m's file, checked against what was announced.
 func (s *Sender) openSource(m *message.Message) (*filetransfer.Source, error) {
+	if m.File.SendFilePath == "" {
+		return nil, errors.New("the file message names no file to send (sendFilePath is empty)")
+	}
 	info := filetransfer.InfoFromProps(m.File)
 	if v, ok := m.Properties.Get(PropSourceModTime); ok {
 		info.ModTime = time.Unix(0, v.Int64())
 	} else if fi, err := os.Stat(m.File.SendFilePath); err == nil {
 		info.ModTime = fi.ModTime() // no record: size and checksum still hold it
-	}
-	if m.File.SendFilePath == "" {
-		return nil, errors.New("the file message names no file to send (sendFilePath is empty)")
 	}
 	return filetransfer.OpenSource(m.File.SendFilePath, info)
 }
@@ -327,12 +326,10 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 	next, acked := at, at
 	window := max(int(sess.Window()), 1)
 	for {
+		batch := next
 		for next < size && len(ends) < window {
 			n, err := src.ReadChunk(next, buf)
 			if err != nil && !errors.Is(err, io.EOF) {
-				return errPermanent{err}
-			}
-			if err := src.Verify(); err != nil {
 				return errPermanent{err}
 			}
 			next += int64(n)
@@ -341,6 +338,14 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 				return fmt.Errorf("send chunk ending at %d: %w", next, err)
 			}
 			ends = append(ends, next)
+		}
+		// Once per batch, not per chunk: what a change slips into the
+		// batch is caught here, and the receiver's SHA-256 catches any
+		// change Verify cannot see.
+		if next > batch {
+			if err := src.Verify(); err != nil {
+				return errPermanent{err}
+			}
 		}
 		a, err := nextAck(ctx, sess, size, conn)
 		if err != nil {
@@ -362,7 +367,8 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 
 // nextAck waits for the next hop's next answer on a file session: an
 // offset, or a refusal (seq 0: the file is refused for good; seq size: its
-// content failed the checksum there).
+// content failed the checksum there; an empty file cannot fail it, since
+// its checksum is checked at the announcement).
 func nextAck(ctx context.Context, sess *session.Session, size int64, conn *session.Conn) (int64, error) {
 	select {
 	case a, ok := <-sess.Acks():
@@ -380,7 +386,7 @@ func nextAck(ctx context.Context, sess *session.Session, size int64, conn *sessi
 			return 0, errSessionEnded
 		}
 		switch {
-		case a.Refused && a.Seq == uint64(size) && size > 0 || a.Refused && strings.Contains(a.Reason, filetransfer.ErrCorrupt.Error()):
+		case a.Refused && a.Seq == uint64(size) && size > 0:
 			return 0, fmt.Errorf("%s: %w", a.Reason, filetransfer.ErrCorrupt)
 		case a.Refused:
 			return 0, errPermanent{fmt.Errorf("refused by the next hop: %s", a.Reason)}
