@@ -156,7 +156,7 @@ func (n *Node) sendOutboxFile(r *outboxRun, path string) {
 	}
 	if err != nil || m.File.ReceivedFilePath != "" {
 		// Failed, or delivered here already: no sender will report it.
-		r.done1(n, path, err)
+		r.finish(n, path, err)
 	}
 }
 
@@ -182,8 +182,8 @@ func (n *Node) outboxID(ctx context.Context, key string, fi os.FileInfo) (uint64
 	return id, n.store.SetMeta(ctx, key, rec)
 }
 
-// done1 moves the file to sent/ or failed/ and forgets its id.
-func (r *outboxRun) done1(n *Node, path string, err error) {
+// finish moves the file to sent/ or failed/ and forgets its id.
+func (r *outboxRun) finish(n *Node, path string, err error) {
 	if derr := r.ob.Done(path, err, r.cfg.After); derr != nil {
 		n.log.Warn("outbox: cannot move the file", slog.String("path", path), slog.Any(logError, derr))
 	}
@@ -205,5 +205,5 @@ func (n *Node) outboxDone(m *message.Message, err error) {
 	if r == nil {
 		return
 	}
-	r.done1(n, path, err)
+	r.finish(n, path, err)
 }
