@@ -21,7 +21,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	hctx, hcancel := s.readCtx(s.ctx)
 	defer hcancel()
 	if s.cfg.TLS != nil {
-		tc, check, err := s.tlsConn(hctx, nc, cfg)
+		tc, check, err := s.tlsConn(hctx, nc)
 		if err != nil {
 			s.stats.HandshakeFailed.Add(1)
 			s.stats.TLSFailed.Add(1)

@@ -108,7 +108,7 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 		s.stats.ProtocolErrors.Add(1)
 	}
 	s.log.Warn("file session ended", slog.String(logPeer, sess.Peer().Name), slog.Any(logError, err))
-	closeCtx, cc := context.WithTimeout(context.Background(), s.cfg.Session.HandshakeTimeout)
+	closeCtx, cc := context.WithTimeout(context.Background(), s.handshakeTimeout())
 	defer cc()
 	sess.Close(closeCtx, err.Error())
 }

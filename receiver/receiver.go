@@ -191,8 +191,10 @@ func (s *Server) Stop() error {
 	if s.ln == nil {
 		return nil
 	}
-	err := s.ln.Close()
+	// Drain first, so that the accept loop takes the closed listener for
+	// the end it is, not for an accept error to retry.
 	s.drainNow()
+	err := s.ln.Close()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -228,9 +230,18 @@ func (s *Server) readCtx(ctx context.Context) (context.Context, context.CancelFu
 	}
 }
 
+// handshakeTimeout is the session configuration's HandshakeTimeout, or
+// its default when unset: what an orderly close may wait for its answer.
+func (s *Server) handshakeTimeout() time.Duration {
+	if t := s.cfg.Session.HandshakeTimeout; t > 0 {
+		return t
+	}
+	return session.DefaultHandshakeTimeout
+}
+
 // closeDrained closes sess in order because the node is shutting down.
 func (s *Server) closeDrained(sess *session.Session) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Session.HandshakeTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.handshakeTimeout())
 	defer cancel()
 	sess.Close(ctx, "node shutting down")
 }

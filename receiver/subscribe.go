@@ -78,7 +78,7 @@ func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.
 		// The queue failed (the store is closing): end the session, which
 		// ends settleLoop once it took what the client settled.
 		sub.log.Warn("subscription ended", slog.Any(logError, err))
-		closeCtx, cc := context.WithTimeout(ctx, s.cfg.Session.HandshakeTimeout)
+		closeCtx, cc := context.WithTimeout(ctx, s.handshakeTimeout())
 		sess.Close(closeCtx, err.Error())
 		cc()
 	}

@@ -19,12 +19,8 @@ import (
 // check, for session.Config.CheckPeer, refuses a client whose claimed node
 // name is not the certificate's Common Name, so that access rules keyed by
 // the name hold for the certificate. Otherwise check is nil.
-func (s *Server) tlsConn(ctx context.Context, nc net.Conn, cfg session.Config) (tc *tls.Conn, check func(session.Peer) error, err error) {
-	timeout := cfg.HandshakeTimeout
-	if timeout <= 0 {
-		timeout = session.DefaultHandshakeTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (s *Server) tlsConn(ctx context.Context, nc net.Conn) (tc *tls.Conn, check func(session.Peer) error, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.handshakeTimeout())
 	defer cancel()
 	tc = tls.Server(nc, s.cfg.TLS)
 	if err := tc.HandshakeContext(ctx); err != nil {
