@@ -85,6 +85,10 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // errAborted ends a file session whose sender gave the file up.
 var errAborted = errors.New("the sender gave the file up")
 
+// errSuperseded ends a file session whose transfer a newer session of the
+// same peer took over (see holders).
+var errSuperseded = errors.New("a newer session of the same sender took this transfer over")
+
 // TransferID is the spool id of the transfer of the file message (origin,
 // id): the same at every hop, so that a resend finds its partial file.
 func TransferID(origin message.NodeID, id uint64) string {
@@ -113,7 +117,7 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 	sess.Close(closeCtx, err.Error())
 }
 
-func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer session.Peer) error {
+func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer session.Peer) (err error) {
 	rctx, rcancel := s.readCtx(ctx)
 	d, err := sess.Recv(rctx)
 	rcancel()
@@ -150,11 +154,19 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 		return s.waitClose(ctx, sess)
 	}
 	id := TransferID(m.Origin, m.ID)
-	in, err := s.cfg.Spool.Begin(id, filetransfer.InfoFromProps(m.File))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	in, err := s.beginFile(ctx, id, m, peer)
 	if err != nil {
 		s.transfers.failed(id, m, peer.Name, err)
 		return fmt.Errorf("file %q from %s: %w", m.File.Filename, peer.Name, err)
 	}
+	defer s.holders.hold(id, peer.Name, func() { cancel(errSuperseded) })()
+	defer func() {
+		if context.Cause(ctx) == errSuperseded {
+			err = errSuperseded
+		}
+	}()
 	defer in.Close()
 	tr := s.transfers.begin(id, m, peer.Name, in.Offset())
 	defer s.transfers.end(tr)
@@ -174,6 +186,23 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 	}
 	s.transfers.end(tr)
 	return s.waitClose(ctx, sess)
+}
+
+// beginFile opens the transfer's partial file in the spool. If an older
+// session of the same peer still holds it, that session is ended first
+// (see holders), waiting at most the handshake timeout.
+func (s *Server) beginFile(ctx context.Context, id string, m *message.Message, peer session.Peer) (*filetransfer.Incoming, error) {
+	info := filetransfer.InfoFromProps(m.File)
+	in, err := s.cfg.Spool.Begin(id, info)
+	if !errors.Is(err, filetransfer.ErrBusy) {
+		return in, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.handshakeTimeout())
+	defer cancel()
+	if !s.holders.takeOver(wctx, id, peer.Name) {
+		return nil, err
+	}
+	return s.cfg.Spool.Begin(id, info)
 }
 
 // announced checks the announcement and routes it. A refusal for good is

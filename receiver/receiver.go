@@ -78,6 +78,7 @@ type Server struct {
 
 	stats     Stats
 	transfers transfers
+	holders   holders
 }
 
 // Stats count what the server saw since it started.
