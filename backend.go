@@ -37,13 +37,16 @@ var (
 // publishBackend is where a Producer's messages go: the store of the
 // embedded node, or the node a Client is connected to.
 //
-// Every method is safe to call concurrently, from any number of goroutines.
-// send blocks until the message is durable at the node, failed, or ctx
-// ends; sendAsync blocks only for back-pressure (a full commit queue or
-// publish window), and its Pending's Done channel is closed exactly once,
-// when the message is durable or failed, including when the endpoint
-// closes first. Both stamp the message first (see stamper), so a message
-// the application built by hand gets the same header as one from create.
+// Every method is safe to call concurrently, from any number of
+// goroutines. send blocks until the message is durable at the node or
+// failed, or until ctx ends (the message may then be stored or not).
+// sendAsync blocks only for back-pressure (a full commit queue, a full
+// publish window) and, for a file message, to read the file; the Done
+// channel of the Pending it returns is closed once, when the message is
+// durable or failed. An endpoint that closes fails what it cannot finish,
+// so no Done channel stays open past its Close. Both stamp the message
+// first (see stamper): a message built by hand gets the same header as one
+// from create.
 type publishBackend interface {
 	// create returns a message for addr with its header set.
 	create(addr string, kind message.Kind) *message.Message
@@ -53,15 +56,18 @@ type publishBackend interface {
 
 // consumeBackend is where a Consumer's deliveries come from: a queue of the
 // embedded node, or a subscription at the node a Client is connected to.
+// A topic subscription plugs in the same way: one more consumeBackend, or
+// a queueConsumer over a queue of its own.
 //
 // poll, receive, and settling the deliveries they return are safe to call
 // concurrently, from any number of goroutines: each delivery goes to one
-// caller, and each is leased until settled or given back. There are no
-// channels: receive blocks until a delivery is ready or ctx ends, and
-// returns an error wrapping ErrClosed once the backend or its endpoint has
-// closed; poll never blocks. close is called once, by Consumer.Close; it
-// returns when what the backend holds is given back, bounded by the
-// endpoint's own timeout.
+// caller, leased to it until settled, given back or timed out. There are
+// no channels to drain: receive blocks until a delivery is ready or ctx
+// ends, poll returns ErrNoMessage instead of waiting. Once the endpoint has
+// closed, both return an error wrapping ErrClosed; so do a remote
+// backend's once it is closed itself. close may be called more than once
+// (Consumer.Close); it gives back what the backend buffers and returns,
+// bounded by the endpoint's handshake timeout.
 type consumeBackend interface {
 	poll() (*Delivery, error)
 	receive(ctx context.Context) (*Delivery, error)

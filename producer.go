@@ -2,8 +2,12 @@ package petrel
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
 )
 
 // Producer makes messages and sends them. It is cheap, and safe for
@@ -64,6 +68,73 @@ func (p *Producer) Send(ctx context.Context, m *message.Message) error {
 // flight, and the handle completes when the node confirms the message.
 func (p *Producer) SendAsync(m *message.Message) *Pending {
 	return p.b.sendAsync(m)
+}
+
+// sendFile describes m's file, stores m and returns once it is durable.
+// With dedupe, a send of the same (origin, id) that was stored already is
+// a no-op: an outbox sends again what a crash may have interrupted.
+func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) error {
+	if err := n.stamper().stamp(m); err != nil {
+		return err
+	}
+	q, dest, err := n.route(ctx, m.Destination)
+	if err != nil {
+		return err
+	}
+	if err := n.prepareFile(ctx, m, dest); err != nil {
+		return err
+	}
+	m.Destination = dest
+	if err := m.Validate(n.cfg.Limits); err != nil {
+		return fmt.Errorf("send file to %q: %w", m.Destination, err)
+	}
+	var local *filetransfer.Incoming
+	if q.Kind() == queue.KindReceive {
+		if local, err = n.deliverLocal(ctx, m, q); err != nil {
+			return err
+		}
+		dedupe = true // the copy may be done again after a crash; the message must not
+	}
+	op, err := n.store.Submit([]queue.Put{{Queue: q, Msg: m, Dedupe: dedupe}})
+	if err == nil {
+		err = op.Wait(ctx)
+	}
+	if err != nil {
+		if local != nil {
+			local.Close()
+		}
+		return fmt.Errorf("send file to %q: %w", m.Destination, err)
+	}
+	if local != nil {
+		local.Finish()
+		n.recordOutcome(m, "delivered", nil)
+		n.notifyFile(m, nil)
+	}
+	return nil
+}
+
+// route returns the queue a message for dest goes to, and dest in full
+// when it leaves this node. A bare name is local unless it is declared as
+// a send address, which names its node.
+func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, string, error) {
+	name, node, err := message.ParseDestination(dest)
+	if err != nil {
+		return nil, "", fmt.Errorf("send: %w", err)
+	}
+	if node == "" {
+		n.mu.Lock()
+		a, declared := n.addresses[name]
+		n.mu.Unlock()
+		if declared && a.Role == address.RoleSend {
+			node = a.Node
+		}
+	}
+	if node == "" || node == n.cfg.Name {
+		q, err := n.receiveQueue(ctx, name)
+		return q, dest, err
+	}
+	q, err := n.sendQueue(ctx, name, node)
+	return q, message.JoinDestination(name, node), err
 }
 
 // Pending is the completion handle of SendAsync.
