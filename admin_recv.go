@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -91,13 +90,8 @@ func (n *Node) take(ctx context.Context, q *queue.Queue, count int, wait time.Du
 		if err != nil {
 			return ts, err
 		}
-		m, err := d.Message()
-		if err != nil {
-			// As a Consumer does: what cannot be decoded can never be
-			// handled, so it goes to the dead-letter queue.
-			if derr := d.DeadLetter(err.Error()); derr != nil {
-				n.log.Error("dead-letter undecodable message", slog.String(logAddress, q.Name()), slog.Any(logError, derr))
-			}
+		m := decodeOrDeadLetter(n.log, d)
+		if m == nil {
 			continue
 		}
 		ts = append(ts, taken{d: d, m: m})

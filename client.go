@@ -133,7 +133,6 @@ type Client struct {
 	conns address.Connectors
 	sc    session.Config
 	log   *slog.Logger
-	ids   *message.IDGen
 	pub   *publisher
 
 	ctx    context.Context // ends when Close begins
@@ -171,7 +170,6 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*Client, error) {
 			Logger: opts.Logger,
 		},
 		log:       opts.Logger.With(slog.String("component", "client"), slog.String("client", opts.Name)),
-		ids:       message.NewIDGen(0, 0, nil, nil),
 		flush:     make(chan struct{}, 1),
 		subs:      map[*subscription]struct{}{},
 		listeners: map[*Listener]struct{}{},
@@ -205,7 +203,7 @@ func (c *Client) Node() session.Peer {
 
 // Producer returns a producer that sends through the node. Its messages'
 // origin is the client's id.
-func (c *Client) Producer() *Producer { return &Producer{r: c.pub} }
+func (c *Client) Producer() *Producer { return &Producer{b: c.pub} }
 
 // Consumer subscribes to the node's receive address addr and returns a
 // consumer of it. The node refuses an address it does not receive
@@ -220,7 +218,7 @@ func (c *Client) Consumer(addr string) (*Consumer, error) {
 	if err := sub.start(ctx); err != nil {
 		return nil, fmt.Errorf("consumer of %q: %w", addr, err)
 	}
-	return &Consumer{addr: addr, sub: sub}, nil
+	return &Consumer{b: sub, addr: addr}, nil
 }
 
 // connect dials the connectors in turn and runs the handshake.
@@ -407,7 +405,7 @@ func (c *Client) close() {
 	}
 	c.mu.Unlock()
 	for _, s := range subs {
-		s.close(ctx)
+		s.shutdown(ctx)
 	}
 	c.pub.drain(ctx)
 	c.cancel()
@@ -438,6 +436,8 @@ func (c *Client) untrack(l *Listener) {
 	delete(c.listeners, l)
 	c.mu.Unlock()
 }
+
+func (c *Client) logger() *slog.Logger { return c.log }
 
 // remoteErr adds the package's sentinel to a session's refusal: a denial
 // wraps ErrDenied, another refusal ErrRefused.

@@ -21,8 +21,9 @@ import (
 // After a reconnect, what is left is sent again from sequence 1, and the
 // node's dedupe drops what it had stored already.
 type publisher struct {
-	c     *Client
-	limit int // the most messages in flight: DialOptions.Window
+	stamper // create, stamp
+	c       *Client
+	limit   int // the most messages in flight: DialOptions.Window
 
 	mu     sync.Mutex
 	sess   *session.Session // nil while the connection is down
@@ -43,27 +44,19 @@ type pubReq struct {
 	settled bool // under publisher.mu
 }
 
-func newPublisher(c *Client) *publisher {
-	return &publisher{c: c, limit: c.opts.Window}
+// Done, Err and Wait make a pubReq the completion of a remote SendAsync.
+func (r *pubReq) Done() <-chan struct{} { return r.done }
+
+func (r *pubReq) Err() error {
+	select {
+	case <-r.done:
+		return r.err
+	default:
+		return nil
+	}
 }
 
-// create makes a message as Producer.create does, with the client's id as
-// its origin.
-func (p *publisher) create(addr string, kind message.Kind) *message.Message {
-	m := &message.Message{
-		Origin: p.c.opts.ID, Destination: addr, Kind: kind,
-		Priority: message.DefaultPriority, Timestamp: time.Now(),
-	}
-	m.ID, _ = p.c.ids.Next() // cannot fail: no reservation to persist
-	return m
-}
-
-// send is Producer.Send for a remote producer.
-func (p *publisher) send(ctx context.Context, m *message.Message) error {
-	r, err := p.submit(ctx, m)
-	if err != nil {
-		return err
-	}
+func (r *pubReq) Wait(ctx context.Context) error {
 	select {
 	case <-r.done:
 		return r.err
@@ -72,13 +65,31 @@ func (p *publisher) send(ctx context.Context, m *message.Message) error {
 	}
 }
 
+// newPublisher returns the publisher of c. Its messages' origin is the
+// client's id, and time.Now the clock of their timestamps and ids: the ids
+// need not survive a restart, since a new Dial has a new id, or a fixed
+// one whose ids follow the clock (see DialOptions.ID).
+func newPublisher(c *Client) *publisher {
+	st := stamper{origin: c.opts.ID, ids: message.NewIDGen(0, 0, nil, time.Now), now: time.Now}
+	return &publisher{stamper: st, c: c, limit: c.opts.Window}
+}
+
+// send is Producer.Send for a remote producer.
+func (p *publisher) send(ctx context.Context, m *message.Message) error {
+	r, err := p.submit(ctx, m)
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
 // sendAsync is Producer.SendAsync for a remote producer.
 func (p *publisher) sendAsync(m *message.Message) *Pending {
 	r, err := p.submit(context.Background(), m)
 	if err != nil {
 		return failed(err)
 	}
-	return &Pending{r: r}
+	return &Pending{c: r}
 }
 
 // submit checks and encodes m, waits for room in the window, and sends it
@@ -98,19 +109,13 @@ func (p *publisher) submit(ctx context.Context, m *message.Message) (*pubReq, er
 	return r, nil
 }
 
-// prepare fills in the header as Node.stamp does and validates m.
+// prepare stamps and validates m.
 func (p *publisher) prepare(m *message.Message) error {
 	if m.Kind == message.KindFile {
 		return fmt.Errorf("send to %q: a remote client cannot send file messages (the node would have to read the file); use petrel sendfile or an outbox on the node", m.Destination)
 	}
-	if m.ID == 0 {
-		m.ID, _ = p.c.ids.Next()
-	}
-	if m.Origin.IsZero() {
-		m.Origin = p.c.opts.ID
-	}
-	if m.Timestamp.IsZero() {
-		m.Timestamp = time.Now()
+	if err := p.stamp(m); err != nil {
+		return err
 	}
 	if err := m.Validate(p.c.opts.Limits); err != nil {
 		return fmt.Errorf("send to %q: %w", m.Destination, err)

@@ -265,29 +265,46 @@ func (s *subscription) take(sess *session.Session, gen uint64, d session.Deliver
 		_ = sess.Settle(session.SettleReject, []uint64{d.Tag}, err.Error())
 		return nil
 	}
-	return &Delivery{Message: m, Attempt: int(d.Attempt), Reason: d.Reason, sub: s, tag: d.Tag, gen: gen}
+	l := &remoteLease{s: s, tag: d.Tag, gen: gen, id: m.ID, attempt: int(d.Attempt)}
+	return &Delivery{Message: m, Attempt: l.attempt, Reason: d.Reason, lease: l}
 }
 
-// settle acks, nacks or releases d. An ack is queued for the flushLoop;
+// remoteLease is a remote Delivery's lease: its tag in the subscription's
+// session of generation gen, and whether it was settled.
+type remoteLease struct {
+	s        *subscription
+	tag, gen uint64
+	id       uint64 // the message's, for errors
+	attempt  int
+	settled  bool // under s.mu
+}
+
+func (l *remoteLease) Ack() error { return l.s.settle(l, session.SettleAck, "") }
+
+func (l *remoteLease) Nack(reason string) error {
+	return l.s.settle(l, session.SettleNack, reason)
+}
+
+// settle acks, nacks or releases l. An ack is queued for the flushLoop;
 // the others are sent at once.
-func (s *subscription) settle(d *Delivery, op session.SettleOp, reason string) error {
+func (s *subscription) settle(l *remoteLease, op session.SettleOp, reason string) error {
 	s.mu.Lock()
 	switch {
 	case s.err != nil:
 		err := s.err
 		s.mu.Unlock()
 		return err
-	case d.settled:
+	case l.settled:
 		s.mu.Unlock()
-		return fmt.Errorf("message %d of %q, attempt %d: settled already: %w", d.ID, s.addr, d.Attempt, ErrLeaseLost)
-	case d.gen != s.gen || s.sess == nil:
+		return fmt.Errorf("message %d of %q, attempt %d: settled already: %w", l.id, s.addr, l.attempt, ErrLeaseLost)
+	case l.gen != s.gen || s.sess == nil:
 		s.mu.Unlock()
-		return fmt.Errorf("message %d of %q, attempt %d: delivered before the connection to the node was lost, which gave it back: %w", d.ID, s.addr, d.Attempt, ErrLeaseLost)
+		return fmt.Errorf("message %d of %q, attempt %d: delivered before the connection to the node was lost, which gave it back: %w", l.id, s.addr, l.attempt, ErrLeaseLost)
 	}
-	d.settled = true
+	l.settled = true
 	sess := s.sess
 	if op == session.SettleAck {
-		s.acks = append(s.acks, d.tag)
+		s.acks = append(s.acks, l.tag)
 		first := len(s.acks) == 1
 		s.mu.Unlock()
 		if first {
@@ -296,7 +313,7 @@ func (s *subscription) settle(d *Delivery, op session.SettleOp, reason string) e
 		return nil
 	}
 	s.mu.Unlock()
-	return sess.Settle(op, []uint64{d.tag}, reason)
+	return sess.Settle(op, []uint64{l.tag}, reason)
 }
 
 // flushAcks sends the acks queued since the last flush, in one Settle.
@@ -317,10 +334,21 @@ func (s *subscription) flushAcks() {
 	s.mu.Unlock()
 }
 
-// close ends the subscription: the acks queued are sent, then the session
-// is closed, and the node gives back the leases of what it pushed and the
-// application did not settle.
-func (s *subscription) close(ctx context.Context) {
+// close is Consumer.Close for a remote consumer: shutdown, bounded by the
+// handshake timeout.
+func (s *subscription) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.HandshakeTimeout)
+	defer cancel()
+	s.shutdown(ctx)
+}
+
+// host is the Client, which stops the consumer's listeners when it closes.
+func (s *subscription) host() listenerHost { return s.c }
+
+// shutdown ends the subscription: the acks queued are sent, then the
+// session is closed, and the node gives back the leases of what it pushed
+// and the application did not settle.
+func (s *subscription) shutdown(ctx context.Context) {
 	s.flushAcks()
 	if sess := s.fail(fmt.Errorf("consumer of %q closed: %w", s.addr, ErrClosed)); sess != nil {
 		_ = sess.Close(ctx, "consumer closed")

@@ -41,11 +41,11 @@ func (n *Node) ClientSubscribe(ctx context.Context, peer session.Peer, addr stri
 	if err := n.Authorize(peer.Name, ActionConsume, addr); err != nil {
 		return nil, fmt.Errorf("%w: %w", receiver.ErrDenied, err)
 	}
-	c, err := n.Consumer(addr)
+	q, err := n.consumerQueue(addr)
 	if err != nil {
 		return nil, clientRefusal(err)
 	}
-	return c.q, nil
+	return q, nil
 }
 
 // clientRefusal marks the errors that will not go away by trying again as

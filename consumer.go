@@ -2,28 +2,33 @@ package petrel
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
-	"github.com/petrelmq/petrel/session"
 )
 
 // Consumer takes messages from one receive address. Several consumers of
 // one address compete: each message goes to one of them. Safe for
 // concurrent use.
 type Consumer struct {
-	n    *Node
-	q    *queue.Queue
+	b    consumeBackend
 	addr string
-	sub  *subscription // a Client's consumer (see Dial); n and q are nil then
 }
 
 // Consumer returns a consumer of the local receive address addr (a bare
 // name, or name@this-node).
 func (n *Node) Consumer(addr string) (*Consumer, error) {
+	q, err := n.consumerQueue(addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{b: &queueConsumer{n: n, q: q}, addr: q.Name()}, nil
+}
+
+// consumerQueue returns the receive queue of the local address addr, as
+// a consumer of it takes from it.
+func (n *Node) consumerQueue(addr string) (*queue.Queue, error) {
 	name, node, err := message.ParseDestination(addr)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -35,7 +40,7 @@ func (n *Node) Consumer(addr string) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	return &Consumer{n: n, q: q, addr: name}, nil
+	return q, nil
 }
 
 // Address returns the address consumed.
@@ -47,46 +52,8 @@ func (c *Consumer) Address() string { return c.addr }
 // given back too: settling them afterwards returns ErrClosed. Close
 // returns nil.
 func (c *Consumer) Close() error {
-	if c.sub != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), c.sub.c.opts.HandshakeTimeout)
-		defer cancel()
-		c.sub.close(ctx)
-	}
+	c.b.close()
 	return nil
-}
-
-// logger, track and untrack serve Listen for either kind of consumer.
-func (c *Consumer) logger() *slog.Logger {
-	if c.sub != nil {
-		return c.sub.c.log
-	}
-	return c.n.log
-}
-
-// track registers a listener with the node or client, so that closing it
-// stops the listener.
-func (c *Consumer) track(l *Listener) error {
-	if c.sub != nil {
-		return c.sub.c.track(l)
-	}
-	n := c.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return ErrClosed
-	}
-	n.listeners[l] = struct{}{}
-	return nil
-}
-
-func (c *Consumer) untrack(l *Listener) {
-	if c.sub != nil {
-		c.sub.c.untrack(l)
-		return
-	}
-	c.n.mu.Lock()
-	delete(c.n.listeners, l)
-	c.n.mu.Unlock()
 }
 
 // Delivery is a message delivered under a lease. Ack it when handled, Nack
@@ -99,14 +66,8 @@ type Delivery struct {
 	// Reason says why the message was moved to this queue (dead letter,
 	// expiry address); empty otherwise.
 	Reason string
-	d      *queue.Delivery
 
-	// A remote delivery's lease (d is nil): its tag in the subscription's
-	// session of generation gen, and whether it was settled.
-	sub     *subscription
-	tag     uint64
-	gen     uint64
-	settled bool
+	lease lease // the node's queue's, or a Client's subscription's
 }
 
 // Ack settles the delivery. The delete is group-committed without waiting:
@@ -114,21 +75,11 @@ type Delivery struct {
 //
 // A remote delivery's ack is sent to the node in a batch, soon after: if
 // the connection is lost first, the message is delivered again.
-func (d *Delivery) Ack() error {
-	if d.sub != nil {
-		return d.sub.settle(d, session.SettleAck, "")
-	}
-	return d.d.Ack()
-}
+func (d *Delivery) Ack() error { return d.lease.Ack() }
 
 // Nack returns the message for redelivery after a backoff. Past the
 // address's max_deliveries it goes to the dead-letter address with reason.
-func (d *Delivery) Nack(reason string) error {
-	if d.sub != nil {
-		return d.sub.settle(d, session.SettleNack, reason)
-	}
-	return d.d.Nack(reason)
-}
+func (d *Delivery) Nack(reason string) error { return d.lease.Nack(reason) }
 
 // Ack settles d; see Delivery.Ack.
 func (c *Consumer) Ack(d *Delivery) error { return d.Ack() }
@@ -138,46 +89,7 @@ func (c *Consumer) Nack(d *Delivery, reason string) error { return d.Nack(reason
 
 // Poll returns the next message if one is ready, or ErrNoMessage at once.
 // A remote consumer's ready messages are those the node pushed already.
-func (c *Consumer) Poll() (*Delivery, error) {
-	if c.sub != nil {
-		return c.sub.poll()
-	}
-	for {
-		qd, err := c.q.Poll()
-		if err != nil {
-			return nil, err
-		}
-		if d := c.wrap(qd); d != nil {
-			return d, nil
-		}
-	}
-}
+func (c *Consumer) Poll() (*Delivery, error) { return c.b.poll() }
 
 // Receive blocks until a message is ready or ctx ends.
-func (c *Consumer) Receive(ctx context.Context) (*Delivery, error) {
-	if c.sub != nil {
-		return c.sub.receive(ctx)
-	}
-	for {
-		qd, err := c.q.Receive(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if d := c.wrap(qd); d != nil {
-			return d, nil
-		}
-	}
-}
-
-// wrap decodes a delivery. A message that cannot be decoded can never be
-// handled, so it goes to the dead-letter queue instead of looping.
-func (c *Consumer) wrap(qd *queue.Delivery) *Delivery {
-	m, err := qd.Message()
-	if err != nil {
-		if derr := qd.DeadLetter(err.Error()); derr != nil && !errors.Is(derr, ErrClosed) {
-			c.n.log.Error("dead-letter undecodable message", slog.String(logAddress, c.addr), slog.Any(logError, derr))
-		}
-		return nil
-	}
-	return &Delivery{Message: m, Attempt: qd.Attempt, Reason: qd.Reason, d: qd}
-}
+func (c *Consumer) Receive(ctx context.Context) (*Delivery, error) { return c.b.receive(ctx) }

@@ -26,6 +26,7 @@ type ListenOptions struct {
 // Listener runs a Handler over a consumer's messages until stopped.
 type Listener struct {
 	c      *Consumer
+	host   listenerHost // stops the listener when it closes
 	h      Handler
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -47,8 +48,8 @@ func (c *Consumer) Listen(h Handler, opts ListenOptions) (*Listener, error) {
 		opts.Concurrency = 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Listener{c: c, h: h, cancel: cancel}
-	if err := c.track(l); err != nil {
+	l := &Listener{c: c, host: c.b.host(), h: h, cancel: cancel}
+	if err := l.host.track(l); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -65,7 +66,7 @@ func (l *Listener) Stop() {
 	l.once.Do(func() {
 		l.cancel()
 		l.wg.Wait()
-		l.c.untrack(l)
+		l.host.untrack(l)
 	})
 }
 
@@ -84,7 +85,7 @@ func (l *Listener) messagePump(ctx context.Context) {
 			if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 				return
 			}
-			l.c.logger().Warn("listener receive failed", slog.String(logAddress, l.c.addr), slog.Any(logError, err))
+			l.host.logger().Warn("listener receive failed", slog.String(logAddress, l.c.addr), slog.Any(logError, err))
 			select {
 			case <-ctx.Done():
 				return
@@ -107,7 +108,7 @@ func (l *Listener) handle(ctx context.Context, d *Delivery) {
 		settle = d.Nack(err.Error())
 	}
 	if settle != nil && !errors.Is(settle, ErrClosed) {
-		l.c.logger().Warn("listener settle failed", slog.String(logAddress, l.c.addr), slog.Any(logError, settle))
+		l.host.logger().Warn("listener settle failed", slog.String(logAddress, l.c.addr), slog.Any(logError, settle))
 	}
 }
 
@@ -117,7 +118,7 @@ func (l *Listener) call(ctx context.Context, d *Delivery) (err error) {
 		if r := recover(); r != nil {
 			l.panics.Add(1)
 			err = fmt.Errorf("handler panic: %v", r)
-			l.c.logger().Error("handler panicked", slog.String(logAddress, l.c.addr), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			l.host.logger().Error("handler panicked", slog.String(logAddress, l.c.addr), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 		}
 	}()
 	return l.h(ctx, d)

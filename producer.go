@@ -3,7 +3,6 @@ package petrel
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/filetransfer"
@@ -14,22 +13,21 @@ import (
 // Producer makes messages and sends them. It is cheap, and safe for
 // concurrent use: one producer may keep thousands of sends in flight.
 type Producer struct {
-	n *Node
-	r *publisher // a Client's producer (see Dial); n is nil then
+	b publishBackend
 }
 
 // Producer returns a producer for this node.
-func (n *Node) Producer() *Producer { return &Producer{n: n} }
+func (n *Node) Producer() *Producer { return &Producer{b: &nodePublisher{stamper: n.stamper(), n: n}} }
 
 // CreateCommandMessage returns a command message for addr with its header
 // set: id, origin, destination, kind, default priority and timestamp.
 func (p *Producer) CreateCommandMessage(addr string) *message.Message {
-	return p.create(addr, message.KindCommand)
+	return p.b.create(addr, message.KindCommand)
 }
 
 // CreateDataMessage returns a data message for addr with its header set.
 func (p *Producer) CreateDataMessage(addr string) *message.Message {
-	return p.create(addr, message.KindData)
+	return p.b.create(addr, message.KindData)
 }
 
 // CreateFileMessage returns a file message for addr with its header set.
@@ -37,31 +35,7 @@ func (p *Producer) CreateDataMessage(addr string) *message.Message {
 // file properties (filename, unless set, filesize, fileChecksum and the
 // identifiers).
 func (p *Producer) CreateFileMessage(addr string) *message.Message {
-	return p.create(addr, message.KindFile)
-}
-
-func (p *Producer) create(addr string, kind message.Kind) *message.Message {
-	if p.r != nil {
-		return p.r.create(addr, kind)
-	}
-	m := &message.Message{
-		Origin:      p.n.id,
-		Destination: addr,
-		Kind:        kind,
-		Priority:    message.DefaultPriority,
-		Timestamp:   p.n.now(),
-	}
-	// An id failure (the store could not persist the reservation) leaves
-	// ID zero; Send tries again and reports the error.
-	m.ID, _ = p.n.ids.Next()
-	return m
-}
-
-func (n *Node) now() time.Time {
-	if n.cfg.Store.Now != nil {
-		return n.cfg.Store.Now()
-	}
-	return time.Now()
+	return p.b.create(addr, message.KindFile)
 }
 
 // Send stores m durably and returns once it is committed: with sync full,
@@ -80,17 +54,7 @@ func (n *Node) now() time.Time {
 // the message, and a refusal by the node wraps ErrRefused or ErrDenied. A
 // client cannot send file messages.
 func (p *Producer) Send(ctx context.Context, m *message.Message) error {
-	if p.r != nil {
-		return p.r.send(ctx, m)
-	}
-	if m.Kind == message.KindFile {
-		return p.n.sendFile(ctx, m, false)
-	}
-	op, err := p.submit(ctx, m)
-	if err != nil {
-		return err
-	}
-	return op.Wait(ctx)
+	return p.b.send(ctx, m)
 }
 
 // SendAsync submits m and returns at once with a handle that completes
@@ -103,64 +67,14 @@ func (p *Producer) Send(ctx context.Context, m *message.Message) error {
 // Through a Client, SendAsync blocks while DialOptions.Window sends are in
 // flight, and the handle completes when the node confirms the message.
 func (p *Producer) SendAsync(m *message.Message) *Pending {
-	if p.r != nil {
-		return p.r.sendAsync(m)
-	}
-	if m.Kind == message.KindFile {
-		return failed(p.n.sendFile(context.Background(), m, false))
-	}
-	op, err := p.submit(context.Background(), m)
-	if err != nil {
-		return failed(err)
-	}
-	return &Pending{op: op}
-}
-
-func (p *Producer) submit(ctx context.Context, m *message.Message) (*queue.Op, error) {
-	n := p.n
-	if err := n.stamp(m); err != nil {
-		return nil, err
-	}
-	if err := m.Validate(n.cfg.Limits); err != nil {
-		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
-	}
-	q, dest, err := n.route(ctx, m.Destination)
-	if err != nil {
-		return nil, err
-	}
-	// A message leaving this node names its node, so that relays and the
-	// destination read it the same way.
-	m.Destination = dest
-	op, err := n.store.Submit([]queue.Put{{Queue: q, Msg: m}})
-	if err != nil {
-		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
-	}
-	return op, nil
-}
-
-// stamp fills in what the header needs and the caller left out.
-func (n *Node) stamp(m *message.Message) error {
-	if m.ID == 0 {
-		id, err := n.ids.Next()
-		if err != nil {
-			return fmt.Errorf("send: assign id: %w", err)
-		}
-		m.ID = id
-	}
-	if m.Origin.IsZero() {
-		m.Origin = n.id
-	}
-	if m.Timestamp.IsZero() {
-		m.Timestamp = n.now()
-	}
-	return nil
+	return p.b.sendAsync(m)
 }
 
 // sendFile describes m's file, stores m and returns once it is durable.
 // With dedupe, a send of the same (origin, id) that was stored already is
 // a no-op: an outbox sends again what a crash may have interrupted.
 func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) error {
-	if err := n.stamp(m); err != nil {
+	if err := n.stamper().stamp(m); err != nil {
 		return err
 	}
 	q, dest, err := n.route(ctx, m.Destination)
@@ -225,55 +139,15 @@ func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, string, er
 
 // Pending is the completion handle of SendAsync.
 type Pending struct {
-	op  *queue.Op
-	r   *pubReq // a remote send's (see Dial)
-	err error
+	c completion
 }
-
-var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func failed(err error) *Pending { return &Pending{err: err} }
 
 // Done is closed once the message is durable or the send failed.
-func (p *Pending) Done() <-chan struct{} {
-	if p.r != nil {
-		return p.r.done
-	}
-	if p.op == nil {
-		return closedCh
-	}
-	return p.op.Done()
-}
+func (p *Pending) Done() <-chan struct{} { return p.c.Done() }
 
 // Err returns the send's error once Done is closed; nil before and on
 // success.
-func (p *Pending) Err() error {
-	if p.r != nil {
-		select {
-		case <-p.r.done:
-			return p.r.err
-		default:
-			return nil
-		}
-	}
-	if p.op == nil {
-		return p.err
-	}
-	return p.op.Err()
-}
+func (p *Pending) Err() error { return p.c.Err() }
 
 // Wait blocks until the send completes or ctx ends.
-func (p *Pending) Wait(ctx context.Context) error {
-	if p.r != nil {
-		select {
-		case <-p.r.done:
-			return p.r.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if p.op == nil {
-		return p.err
-	}
-	return p.op.Wait(ctx)
-}
+func (p *Pending) Wait(ctx context.Context) error { return p.c.Wait(ctx) }
