@@ -26,6 +26,8 @@
 //   - Timings are measured here but never asserted: tests check that the
 //     figures exist and are plausible, not how fast they are.
 //
-// bench imports the root package and the packages it measures through it;
-// nothing but cmd/petrel imports bench.
+// bench imports the root package, message and queue for their types, and
+// nodeproc for the node processes; never conf (the CLI reads an agent's
+// configuration file and hands over an OpenFunc). Nothing but cmd/petrel
+// imports bench.
 package bench
