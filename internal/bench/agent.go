@@ -16,10 +16,10 @@ import (
 	"github.com/petrelmq/petrel/internal/nodeproc"
 )
 
-// `petrel bench agent` runs one node of a multi-process bench: `bench link`
-// and the cross-process crash test start agents as child processes and
-// read what they print. It is hidden: it is a tool of those, not a command
-// for users.
+// An agent (`petrel bench agent ...`) runs one node of a multi-process
+// bench: the runners here and the cross-process tests start agents as
+// child processes and read what they print. The CLI registers the hidden
+// commands; the work is here.
 //
 // What an agent prints on stdout, one line each, written whole:
 //
