@@ -293,7 +293,7 @@ func StartRetryingPort(ctx context.Context, tries int, start func() (*Proc, Read
 	}
 }
 
-// ErrStopTimeout is wrapped by stop's error when the process had to be
+// ErrStopTimeout is returned, wrapped, by Stop when the process had to be
 // killed.
 var ErrStopTimeout = errors.New("did not stop in time")
 
