@@ -1,9 +1,20 @@
 package main
 
 import (
-	"github.com/petrelmq/petrel/queue"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/petrelmq/petrel/internal/bench"
 	"github.com/spf13/cobra"
 )
+
+// The `petrel bench` commands: their flags and help live here, what they
+// do in internal/bench.
 
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -23,13 +34,64 @@ peak resident set size (VmHWM) in MiB.`,
 	return cmd
 }
 
-// parseSync reads a --sync flag as the config file spells the modes.
-func parseSync(s string) (queue.SyncMode, error) {
-	switch s {
-	case "full":
-		return queue.SyncFull, nil
-	case "normal":
-		return queue.SyncNormal, nil
+// runBench runs a bench until it ends or SIGINT or SIGTERM comes.
+func runBench(cmd *cobra.Command, run func(ctx context.Context, stdout, stderr io.Writer) error) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return benchError(run(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+}
+
+// benchError makes a bad flag value that a bench or agent refused a usage
+// error: exit 2, with usage.
+func benchError(err error) error {
+	if _, ok := errors.AsType[*bench.UsageError](err); ok {
+		return &exitError{code: exitUsage, usage: true, err: err}
 	}
-	return 0, usageErrorf("invalid argument %q for \"--sync\" flag: want full or normal", s)
+	return err
+}
+
+func newBenchLocalCmd() *cobra.Command {
+	var o bench.LocalOptions
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Producers and consumers of one address on one embedded node",
+		Long: `Measure one embedded node: --producers goroutines send --messages messages
+of --size bytes to one address with SendAsync, each keeping --window sends in
+flight, while --consumers goroutines Receive and Ack them.
+
+Figures:
+  enqueue_msgs_per_sec  messages / (first submitted -> last send durable)
+  msgs_per_sec          messages acked / (first submitted -> last acked)
+  p50_ms, p99_ms        send latency, submit -> durable, over every send
+  peak_rss_mb           peak resident set size of the process (VmHWM)
+
+--prefill P puts P messages into the same address before the clock starts,
+with the same API, untimed, to measure with a deep backlog. The consumers
+start after the prefill and drain the backlog too (FIFO within a priority),
+so msgs_per_sec then counts P + messages acked.
+
+Without --data-dir the node lives in a temporary directory removed at the
+end; with it, the directory is kept, and its bench address must be empty.`,
+		Example: `  petrel bench local
+  petrel bench local --sync normal --json
+  petrel bench local --prefill 1000000 --messages 200000 --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, func(ctx context.Context, stdout, stderr io.Writer) error {
+				return bench.RunLocal(ctx, o, stdout, stderr)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Producers, "producers", 64, "producer goroutines")
+	f.IntVar(&o.Consumers, "consumers", 4, "consumer goroutines")
+	f.IntVar(&o.Messages, "messages", 200000, "messages to send and consume")
+	f.IntVar(&o.Size, "size", 128, "body size in `bytes`")
+	f.StringVar(&o.Sync, "sync", "full", "store sync mode: full or normal")
+	f.IntVar(&o.Window, "window", 1024, "sends in flight per producer")
+	f.IntVar(&o.Prefill, "prefill", 0, "messages put in the queue before measuring")
+	f.StringVar(&o.DataDir, "data-dir", "", "node data `directory` (default: a temporary directory, removed)")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
+	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")
+	return cmd
 }

@@ -2,42 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"sync"
-	"syscall"
-	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/bench"
 	"github.com/spf13/cobra"
 )
 
-// `petrel bench agent` runs one node of a multi-process bench: `bench link`
-// and the cross-process crash test start agents as child processes and
-// read what they print. It is hidden: it is a tool of those, not a command
-// for users.
-//
-// What an agent prints on stdout, one line each, written whole:
-//
-//	ready node=<name> id=<id> data_dir=<dir> [listen=<host:port>] pid=<pid>
-//	attempt <key>                     produce --keys-log: before the send is submitted
-//	ok <key>                          produce --keys-log: once the send is durable
-//	{"event":"produced",...}          produce: every send durable
-//	{"event":"drained",...}           produce --wait-drained: every send queue empty
-//	{"event":"consumed",...}          consume: every message received and acked
-//
-// After its work an agent keeps its node open until stdin closes or it gets
-// SIGINT or SIGTERM, so the process that started it decides when it ends
-// (and can read its memory first). Closing stdin or a signal during the
-// work stops it too, with exit status 1.
-
-// sentNsProperty is the application property that carries a message's
-// submit time, in Unix nanoseconds, for end-to-end latency.
-const sentNsProperty = "sent_ns"
+// `petrel bench agent` runs one node of a multi-process bench: `bench link`,
+// `bench file` and the cross-process tests start agents as child processes
+// and read what they print (see internal/bench, agent.go). It is hidden: it
+// is a tool of those, not a command for users.
 
 func newBenchAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -50,105 +25,128 @@ func newBenchAgentCmd() *cobra.Command {
 	return cmd
 }
 
-// agent is an open node and the stdout of the agent that runs it.
-type agent struct {
-	node *petrel.Node
-	out  *lineWriter
-	// readyAt is when the node was open: listening, and consumable.
-	readyAt time.Time
+// agentOpener opens the node the file at cfgPath describes. Logs go to
+// stderr, as the file's log section says.
+func agentOpener(cfgPath string, stderr io.Writer) bench.OpenFunc {
+	return func(ctx context.Context) (*petrel.Node, error) {
+		if cfgPath == "" {
+			return nil, usageErrorf("an agent needs its node's configuration: -c file")
+		}
+		file, err := loadConfig(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		cfg := file.NodeConfig()
+		cfg.Logger = file.NewLogger(stderr)
+		cfg.ConfigSource = cfgPath
+		return petrel.Open(ctx, cfg)
+	}
 }
 
-// openAgent opens the node the file at cfgPath describes and prints its
-// ready line. Logs go to stderr, as the file's log section says.
-func openAgent(ctx context.Context, cfgPath string, stdout, stderr io.Writer) (*agent, error) {
-	if cfgPath == "" {
-		return nil, usageErrorf("an agent needs its node's configuration: -c file")
+func newAgentProduceCmd() *cobra.Command {
+	var o bench.ProduceOptions
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "produce -c file --to addr@node",
+		Short: "Open a node and send messages from it",
+		Long: `Open the node of -c, print its ready line, and send --messages data
+messages of --size bytes to --to, keeping --window sends in flight, paced at
+--rate messages per second when given. Each carries the int64 property
+sent_ns, its submit time. Then print {"event":"produced",...}; with
+--wait-drained, wait until every send queue of the node is empty and print
+{"event":"drained",...}. Then keep the node open until stdin closes or a
+signal comes.
+
+--keys-log names each message <key-prefix>-<priority>-<n>, starts its body
+with that key and a space, and prints "attempt <key>" before it is submitted
+and "ok <key>" once it is durable.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			open := agentOpener(cfgPath, cmd.ErrOrStderr())
+			return benchError(bench.RunAgentProduce(cmd.Context(), open, o, cmd.InOrStdin(), cmd.OutOrStdout()))
+		},
 	}
-	file, err := loadConfig(cfgPath)
-	if err != nil {
-		return nil, err
-	}
-	cfg := file.NodeConfig()
-	cfg.Logger = file.NewLogger(stderr)
-	cfg.ConfigSource = cfgPath
-	node, err := petrel.Open(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	a := &agent{node: node, out: &lineWriter{w: stdout}, readyAt: time.Now()}
-	if err := a.out.line(readyLine(node)); err != nil {
-		node.Close()
-		return nil, err
-	}
-	return a, nil
+	f := cmd.Flags()
+	f.StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
+	f.StringVar(&o.To, "to", "", "destination `address@node`")
+	f.IntVar(&o.Messages, "messages", 1000, "messages to send")
+	f.IntVar(&o.Size, "size", 128, "body size in `bytes` (at least the key with --keys-log)")
+	f.Float64Var(&o.Rate, "rate", 0, "messages per second (0: as fast as the window allows)")
+	f.IntVar(&o.Window, "window", 1024, "sends in flight")
+	f.StringVar(&o.Priorities, "priorities", "4", "a priority 0-9, or mixed to cycle 0..9")
+	f.BoolVar(&o.KeysLog, "keys-log", false, "print attempt/ok lines with each message's key")
+	f.StringVar(&o.KeyPrefix, "key-prefix", "k", "prefix of the keys of --keys-log")
+	f.StringVar(&o.ThenUrgent, "then-urgent", "", "after the others, send one priority-9 message whose body starts with this `key`")
+	f.BoolVar(&o.WaitDrained, "wait-drained", false, "after producing, wait until every send queue is empty")
+	f.DurationVar(&o.WaitRoute, "wait-route", 0, "first wait up to this `long` for --to's node to be reachable (found by discovery)")
+	return cmd
 }
 
-// readyLine is `petrel node`'s ready line, with the pid added.
-func readyLine(node *petrel.Node) string {
-	dataDir, err := filepath.Abs(node.DataDir())
-	if err != nil {
-		dataDir = node.DataDir()
+func newAgentConsumeCmd() *cobra.Command {
+	var o bench.ConsumeOptions
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "consume -c file --from addr",
+		Short: "Open a node and consume messages on it",
+		Long: `Open the node of -c, print its ready line, receive and ack --messages
+messages of the local address --from, then print {"event":"consumed",...}
+with the latency percentiles (now - sent_ns), and keep the node open until
+stdin closes or a signal comes.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			open := agentOpener(cfgPath, cmd.ErrOrStderr())
+			return benchError(bench.RunAgentConsume(cmd.Context(), open, o, cmd.InOrStdin(), cmd.OutOrStdout()))
+		},
 	}
-	line := fmt.Sprintf("ready node=%s id=%s data_dir=%s", node.Name(), node.ID(), logfmtValue(dataDir))
-	if addr := node.ListenAddr(); addr != "" {
-		line += " listen=" + addr
+	f := cmd.Flags()
+	f.StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
+	f.StringVar(&o.From, "from", bench.Addr, "local `address` to consume")
+	f.IntVar(&o.Messages, "messages", 1000, "messages to consume")
+	f.StringVar(&o.UrgentKey, "urgent-key", "", "report when the message whose body starts with this `key` arrives")
+	return cmd
+}
+
+func newAgentSendFileCmd() *cobra.Command {
+	var o bench.SendFileOptions
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "sendfile -c file --to addr@node --file path",
+		Short: "Open a node and send one file from it",
+		Long: `Open the node of -c, print its ready line, send the file --file to --to
+as a file message and print {"event":"sent",...} once Send returned; wait
+until every send queue of the node is empty and print {"event":"handed",...}.
+Then keep the node open until stdin closes or a signal comes.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			open := agentOpener(cfgPath, cmd.ErrOrStderr())
+			return benchError(bench.RunAgentSendFile(cmd.Context(), open, o, cmd.InOrStdin(), cmd.OutOrStdout()))
+		},
 	}
-	return line + fmt.Sprintf(" pid=%d", os.Getpid())
+	f := cmd.Flags()
+	f.StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
+	f.StringVar(&o.To, "to", "", "destination `address@node`")
+	f.StringVar(&o.File, "file", "", "the `path` of the file to send")
+	return cmd
 }
 
-// event prints one JSON event line.
-func (a *agent) event(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
+func newAgentRecvFileCmd() *cobra.Command {
+	var o bench.RecvFileOptions
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "recvfile -c file --from addr",
+		Short: "Open a node and receive one file on it",
+		Long: `Open the node of -c, print its ready line, receive one file message from
+the local address --from, ack it and print {"event":"received",...} with
+the path of the file. Then keep the node open until stdin closes or a
+signal comes.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			open := agentOpener(cfgPath, cmd.ErrOrStderr())
+			return benchError(bench.RunAgentRecvFile(cmd.Context(), open, o, cmd.InOrStdin(), cmd.OutOrStdout()))
+		},
 	}
-	return a.out.line(string(b))
-}
-
-// close closes the node, keeping err if there was one.
-func (a *agent) close(err error) error {
-	if cerr := a.node.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close node: %w", cerr)
-	}
-	return err
-}
-
-// agentContext returns a context that ends on SIGINT or SIGTERM, or when
-// stdin reaches its end: the parent closing the pipe (or dying) stops the
-// agent. The goroutine that reads stdin ends with it; an agent runs as its
-// own process, so that is at exit at the latest.
-func agentContext(parent context.Context, stdin io.Reader) (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		io.Copy(io.Discard, stdin)
-		cancel()
-	}()
-	return ctx, func() { cancel(); stop() }
-}
-
-// interrupted wraps an error of work cut short by the end of the agent's
-// context, so the exit status says why.
-func interrupted(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("interrupted (stdin closed or signal) before the work was done: %w", err)
-	}
-	return err
-}
-
-// lineWriter writes whole lines, each with one Write, so that lines from
-// several goroutines never interleave and each reaches the pipe at once
-// (an agent killed with SIGKILL has lost no line it printed).
-type lineWriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte
-}
-
-func (l *lineWriter) line(s string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(append(l.buf[:0], s...), '\n')
-	_, err := l.w.Write(l.buf)
-	return err
+	f := cmd.Flags()
+	f.StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
+	f.StringVar(&o.From, "from", bench.FileAddr, "local `address` to receive from")
+	return cmd
 }

@@ -2,77 +2,15 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"runtime"
-	"sort"
-	"strings"
-	"syscall"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/bench"
 	"github.com/spf13/cobra"
 )
 
-type linkOptions struct {
-	hops, messages, size, window int
-	rate                         float64
-	sync                         string
-	json, backlog                bool
-	timeout                      time.Duration
-}
-
-// defaultBacklog is --messages of --backlog when it is not given.
-const defaultBacklog = 1_000_000
-
-// linkFigures are the figures every link scenario reports. The JSON field
-// names are a contract with the scripts that compare runs: add, never
-// rename.
-type linkFigures struct {
-	Scenario string  `json:"scenario"`
-	Hops     int     `json:"hops"`
-	Messages int     `json:"messages"`
-	Size     int     `json:"size"`
-	Sync     string  `json:"sync"`
-	Rate     float64 `json:"rate"`
-	Window   int     `json:"window"`
-	// MsgsPerSec is end to end: see each scenario.
-	MsgsPerSec float64 `json:"msgs_per_sec"`
-	// EnqueueMsgsPerSec is the producer's: first submit -> last durable.
-	EnqueueMsgsPerSec float64 `json:"enqueue_msgs_per_sec"`
-	ElapsedSeconds    float64 `json:"elapsed_seconds"`
-	// PeakRSSMB is the highest VmHWM of any node; RSSMB each node's.
-	PeakRSSMB float64            `json:"peak_rss_mb"`
-	RSSMB     map[string]float64 `json:"rss_mb"`
-	// Pids are the node processes', all stopped when the bench returns.
-	Pids      map[string]int `json:"pids"`
-	CPUs      int            `json:"cpus"`
-	GoVersion string         `json:"go_version"`
-}
-
-// linkResult is the JSON object of `bench link --json`.
-type linkResult struct {
-	linkFigures
-	// Latency from submit at a to receive at b (sent_ns property).
-	P50ms float64 `json:"p50_ms"`
-	P99ms float64 `json:"p99_ms"`
-	MaxMs float64 `json:"max_ms"`
-}
-
-// backlogResult is the JSON object of `bench link --backlog --json`.
-type backlogResult struct {
-	linkFigures
-	// UrgentMs is b ready -> the priority-9 message received at b;
-	// UrgentIndex its rank among b's receives (0 = first).
-	UrgentMs    float64 `json:"urgent_ms"`
-	UrgentIndex int     `json:"urgent_index"`
-	// QueuedRSSMB is a's VmHWM once the backlog was durable.
-	QueuedRSSMB float64 `json:"queued_rss_mb"`
-}
-
 func newBenchLinkCmd() *cobra.Command {
-	var o linkOptions
+	var o bench.LinkOptions
 	cmd := &cobra.Command{
 		Use:   "link",
 		Short: "Messages across one or two links, between node processes",
@@ -104,134 +42,73 @@ also on failure or SIGINT.`,
   petrel bench link --backlog --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.backlog && !cmd.Flags().Changed("messages") {
-				o.messages = defaultBacklog
+			if o.Backlog && !cmd.Flags().Changed("messages") {
+				o.Messages = bench.DefaultBacklog
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runBenchLink(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runBench(cmd, func(ctx context.Context, stdout, stderr io.Writer) error {
+				return bench.RunLink(ctx, o, stdout, stderr)
+			})
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.hops, "hops", 1, "links between producer and consumer: 1 (a -> b) or 2 (a -> c -> b)")
-	f.IntVar(&o.messages, "messages", 200000, "messages to send (--backlog: 1000000)")
-	f.IntVar(&o.size, "size", 128, "body size in `bytes`")
-	f.StringVar(&o.sync, "sync", "full", "store sync mode of every node: full or normal")
-	f.Float64Var(&o.rate, "rate", 0, "messages per second (0: as fast as the window allows)")
-	f.IntVar(&o.window, "window", 1024, "sends in flight at the producer")
-	f.BoolVar(&o.backlog, "backlog", false, "queue the messages with b down, then start b")
-	f.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long")
-	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout")
+	f.IntVar(&o.Hops, "hops", 1, "links between producer and consumer: 1 (a -> b) or 2 (a -> c -> b)")
+	f.IntVar(&o.Messages, "messages", 200000, "messages to send (--backlog: 1000000)")
+	f.IntVar(&o.Size, "size", 128, "body size in `bytes`")
+	f.StringVar(&o.Sync, "sync", "full", "store sync mode of every node: full or normal")
+	f.Float64Var(&o.Rate, "rate", 0, "messages per second (0: as fast as the window allows)")
+	f.IntVar(&o.Window, "window", 1024, "sends in flight at the producer")
+	f.BoolVar(&o.Backlog, "backlog", false, "queue the messages with b down, then start b")
+	f.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up after this long")
+	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")
 	return cmd
 }
 
-func (o linkOptions) validate() error {
-	if o.hops != 1 && o.hops != 2 {
-		return usageErrorf("invalid argument %d for \"--hops\" flag: want 1 or 2", o.hops)
-	}
-	for _, c := range []struct {
-		flag   string
-		v, min int
-	}{{"messages", o.messages, 1}, {"size", o.size, 0}, {"window", o.window, 1}} {
-		if c.v < c.min {
-			return usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
-		}
-	}
-	if o.rate < 0 {
-		return usageErrorf("invalid argument %v for \"--rate\" flag: want 0 or more", o.rate)
-	}
-	if o.timeout <= 0 {
-		return usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", o.timeout)
-	}
-	_, err := parseSync(o.sync)
-	return err
-}
+func newBenchClientCmd() *cobra.Command {
+	var o bench.ClientOptions
+	cmd := &cobra.Command{
+		Use:   "client",
+		Short: "Remote clients producing and consuming through a node process",
+		Long: `Measure remote clients (petrel.Dial) on loopback: a petrel node runs as its own
+process, and this process dials it with --producers clients that publish
+--messages data messages of --size bytes to the address bench, each keeping
+--window publishes in flight, and --consumers clients that consume and ack
+them, each with --consumer-window deliveries pushed ahead.
 
-func runBenchLink(ctx context.Context, o linkOptions, stdout, stderr io.Writer) error {
-	if err := o.validate(); err != nil {
-		return err
-	}
-	b := procBench{name: "link", timeout: o.timeout, json: o.json}
-	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
-		r := &linkRun{o: o, exe: exe, dir: dir, progress: stderr, procs: map[string]*proc{}, life: life}
-		ctx, r.died = context.WithCancelCause(ctx)
-		defer r.died(nil)
-		var res figurer
-		var err error
-		if o.backlog {
-			res, err = r.runBacklog(ctx)
-		} else {
-			res, err = r.runLink(ctx)
-		}
-		return res, r.stopped(err)
-	})
-}
+By default the producers publish everything first and the consumers then
+drain the backlog, so each rate is measured alone; with --concurrent both
+run at once.
 
-// base fills the figures common to the scenarios.
-func (r *linkRun) base(scenario string, rss map[string]float64) linkFigures {
-	f := linkFigures{
-		Scenario: scenario, Hops: r.o.hops, Messages: r.o.messages, Size: r.o.size, Sync: r.o.sync,
-		Rate: r.o.rate, Window: r.o.window, RSSMB: rss, Pids: map[string]int{},
-		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
-	}
-	for _, v := range rss {
-		f.PeakRSSMB = max(f.PeakRSSMB, v)
-	}
-	for name, p := range r.procs {
-		f.Pids[name] = p.Pid()
-	}
-	return f
-}
+Figures:
+  publish_msgs_per_sec  messages / (first submit -> last publish the node
+                        acked as durable)
+  consume_msgs_per_sec  messages / (consumers start -> last ack sent)
+  p50_ms, p99_ms        publish latency, submit -> durable at the node
+  node_peak_rss_mb      the node process's peak resident set size (VmHWM)
+  client_peak_rss_mb    this process's, which runs every client
 
-// path says which way the messages go, for the human output.
-func (f linkFigures) path() string {
-	if f.Hops == 2 {
-		return "2 hops, a -> c -> b"
+The node's configuration, data and stderr live in a temporary directory,
+removed at the end; the node is stopped before the bench returns, also on
+failure or SIGINT.`,
+		Example: `  petrel bench client
+  petrel bench client --producers 1 --consumers 1 --messages 200000 --size 128 --json
+  petrel bench client --concurrent --producers 4 --consumers 2`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, func(ctx context.Context, stdout, stderr io.Writer) error {
+				return bench.RunClient(ctx, o, stdout, stderr)
+			})
+		},
 	}
-	return "1 hop, a -> b"
+	f := cmd.Flags()
+	f.IntVar(&o.Producers, "producers", 1, "producing clients, each its own connection")
+	f.IntVar(&o.Consumers, "consumers", 1, "consuming clients, each its own connection")
+	f.IntVar(&o.Messages, "messages", 200000, "messages to publish and consume")
+	f.IntVar(&o.Size, "size", 128, "body size in `bytes`")
+	f.IntVar(&o.Window, "window", 1000, "publishes in flight per producer")
+	f.IntVar(&o.ConsumerWindow, "consumer-window", 1000, "deliveries pushed ahead per consumer")
+	f.StringVar(&o.Sync, "sync", "full", "the node's store sync mode: full or normal")
+	f.BoolVar(&o.Concurrent, "concurrent", false, "consume while publishing, instead of after")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
+	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")
+	return cmd
 }
-
-func (f linkFigures) rssFigures() []figure {
-	names := make([]string, 0, len(f.RSSMB))
-	for name := range f.RSSMB {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var figs []figure
-	for _, name := range names {
-		figs = append(figs, figure{"peak RSS " + name, fmt.Sprintf("%.1f MiB", f.RSSMB[name])})
-	}
-	return append(figs, figure{"peak RSS", fmt.Sprintf("%.1f MiB (highest node)", f.PeakRSSMB)})
-}
-
-func (r *linkResult) figures() []figure {
-	pace := "unpaced"
-	if r.Rate > 0 {
-		pace = fmt.Sprintf("paced at %.0f msgs/s", r.Rate)
-	}
-	figs := []figure{
-		{"scenario", fmt.Sprintf("link: %s, %d messages of %d B, sync %s, %s, window %d",
-			r.path(), r.Messages, r.Size, r.Sync, pace, r.Window)},
-		{"end-to-end", fmt.Sprintf("%.0f msgs/s (%d received in %.3f s, first submit -> last receive)", r.MsgsPerSec, r.Messages, r.ElapsedSeconds)},
-		{"enqueue at a", fmt.Sprintf("%.0f msgs/s (first submit -> last durable)", r.EnqueueMsgsPerSec)},
-		{"latency p50", fmt.Sprintf("%.3f ms (submit at a -> receive at b)", r.P50ms)},
-		{"latency p99", fmt.Sprintf("%.3f ms", r.P99ms)},
-		{"latency max", fmt.Sprintf("%.3f ms", r.MaxMs)},
-	}
-	return append(figs, r.rssFigures()...)
-}
-
-func (r *backlogResult) figures() []figure {
-	figs := []figure{
-		{"scenario", fmt.Sprintf("link-backlog: %s, %d messages of %d B queued with b down, then 1 at priority 9; sync %s",
-			r.path(), r.Messages, r.Size, r.Sync)},
-		{"queue at a", fmt.Sprintf("%.0f msgs/s (first submit -> last durable)", r.EnqueueMsgsPerSec)},
-		{"a RSS queued", fmt.Sprintf("%.1f MiB (peak, once the backlog was durable)", r.QueuedRSSMB)},
-		{"drain", fmt.Sprintf("%.0f msgs/s (%d received in %.3f s from b ready)", r.MsgsPerSec, r.Messages+1, r.ElapsedSeconds)},
-		{"urgent", fmt.Sprintf("%.3f ms from b ready to the priority-9 message received (receive #%d)", r.UrgentMs, r.UrgentIndex+1)},
-	}
-	return append(figs, r.rssFigures()...)
-}
-
-// joinArgs formats a command line for progress lines.
-func joinArgs(args []string) string { return strings.Join(args, " ") }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/petrelmq/petrel/internal/nodeproc"
 )
 
 func TestBenchLinkJSON(t *testing.T) {
@@ -107,41 +109,18 @@ func TestBenchLinkUsage(t *testing.T) {
 	}
 }
 
-func TestParseReady(t *testing.T) {
-	for _, tc := range []struct {
-		line string
-		want map[string]string
-	}{
-		{"ready node=a id=00ff data_dir=/tmp/x pid=12", map[string]string{"node": "a", "id": "00ff", "data_dir": "/tmp/x", "pid": "12"}},
-		{`ready node=b id=1 data_dir="/tmp/a dir/x=y" listen=127.0.0.1:7400`, map[string]string{"node": "b", "id": "1", "data_dir": "/tmp/a dir/x=y", "listen": "127.0.0.1:7400"}},
-	} {
-		got, err := parseReady(tc.line)
-		if err != nil {
-			t.Fatalf("%q: %v", tc.line, err)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("%q: got %v, want %v", tc.line, got, tc.want)
-		}
-	}
-	for _, bad := range []string{"not ready", "ready node", `ready data_dir="unterminated`} {
-		if _, err := parseReady(bad); err == nil {
-			t.Errorf("%q parsed", bad)
-		}
-	}
-}
-
 func TestNodeFileParses(t *testing.T) {
 	dir := t.TempDir()
-	f := nodeFile{Name: "c", DataDir: dir + "/c data", Listen: "127.0.0.1:7400", Sync: "normal",
+	f := nodeproc.NodeFile{Name: "c", DataDir: dir + "/c data", Listen: "127.0.0.1:7400", Sync: "normal",
 		Nodes: [][2]string{{"b", "tcp://127.0.0.1:7401"}}, Routes: [][2]string{{"d", "b"}},
 		Receive: []string{"in"}, Relay: []string{"bench"}, ReconnectMin: 10 * time.Millisecond, ReconnectMax: time.Second}
 	path := dir + "/c.yaml"
-	if err := f.write(path); err != nil {
+	if err := f.Write(path); err != nil {
 		t.Fatal(err)
 	}
 	file, err := loadConfig(path)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, f.yaml())
+		t.Fatalf("%v\n%s", err, f.YAML())
 	}
 	cfg := file.NodeConfig()
 	if cfg.Name != "c" || cfg.DataDir != f.DataDir || cfg.Listen != f.Listen || len(cfg.Nodes) != 1 ||

@@ -7,6 +7,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/petrelmq/petrel/internal/bench"
 )
 
 func TestBenchLocalJSON(t *testing.T) {
@@ -48,7 +50,7 @@ func TestBenchLocalPrefill(t *testing.T) {
 	r := runPetrel(t, 60*time.Second, "bench", "local", "--messages", "1000", "--prefill", "2000",
 		"--producers", "4", "--consumers", "2", "--sync", "normal", "--json")
 	r.wantCode(t, exitOK)
-	var got localResult
+	var got bench.LocalResult
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("stdout is not a bench result: %v\n%s", err, r.stdout)
 	}

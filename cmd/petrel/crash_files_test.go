@@ -15,6 +15,7 @@ import (
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/nodeproc"
 )
 
 // TestFileSurvivesKills sends a file a -> c (relay) -> b with the three
@@ -98,13 +99,13 @@ func TestFileSurvivesKills(t *testing.T) {
 // its own node here) and waits until it is ready.
 func (cl *crashCluster) startNode(name string) {
 	cl.t.Helper()
-	p, err := startProc(cl.ctx, name, petrelBin, filepath.Join(cl.dir, name+".stderr"), "node", "-c", cl.configPath(name))
+	p, err := nodeproc.Start(cl.ctx, name, petrelBin, filepath.Join(cl.dir, name+".stderr"), "node", "-c", cl.configPath(name))
 	if err != nil {
 		cl.t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(cl.ctx, time.Minute)
 	defer cancel()
-	if _, err := p.waitReady(ctx); err != nil {
+	if _, err := p.WaitReady(ctx); err != nil {
 		cl.t.Fatalf("start %s: %v", name, err)
 	}
 	cl.procs[name] = p
@@ -135,7 +136,7 @@ func (cl *crashCluster) killDuring(t *testing.T, victim, sender string, size int
 		time.Sleep(5 * time.Millisecond)
 	}
 	wire := fileWireOf(ctx, t, cl.dataDir(sender))
-	cl.procs[victim].kill()
+	cl.procs[victim].Kill()
 	missing = size - held
 	cl.startNode(victim)
 	// Done with this hop once the sender has nothing left for it.
@@ -205,9 +206,14 @@ func writeRandomFile(t *testing.T, path string, size int64) string {
 
 func sha256File(t *testing.T, path string) string {
 	t.Helper()
-	sum, err := fileSHA256(path)
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(fmt.Errorf("read received file: %w", err))
 	}
-	return sum
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(fmt.Errorf("read received file: %w", err))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

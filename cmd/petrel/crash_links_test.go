@@ -16,6 +16,8 @@ import (
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/bench"
+	"github.com/petrelmq/petrel/internal/nodeproc"
 )
 
 // crashPlan sizes TestCrashAcrossProcesses.
@@ -81,42 +83,42 @@ type crashCluster struct {
 	dir   string
 	ctx   context.Context
 	ports map[string]int
-	procs map[string]*proc
+	procs map[string]*nodeproc.Proc
 	// incarnations are a's processes, in order; incarnation i's keys start
 	// with "i<i>-".
-	incarnations []*proc
+	incarnations []*nodeproc.Proc
 }
 
 func newCrashCluster(t *testing.T, plan crashPlan) *crashCluster {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	cl := &crashCluster{t: t, plan: plan, dir: dir, ctx: ctx, ports: map[string]int{}, procs: map[string]*proc{}}
+	cl := &crashCluster{t: t, plan: plan, dir: dir, ctx: ctx, ports: map[string]int{}, procs: map[string]*nodeproc.Proc{}}
 	// Registered after TempDir, so it runs before the directory goes.
 	t.Cleanup(func() {
 		cancel()
 		for _, p := range cl.procs {
-			p.kill()
+			p.Kill()
 		}
 	})
-	fast := func(f nodeFile) nodeFile {
+	fast := func(f nodeproc.NodeFile) nodeproc.NodeFile {
 		f.DataDir = cl.dataDir(f.Name)
 		f.ReconnectMin, f.ReconnectMax = 10*time.Millisecond, 200*time.Millisecond
 		return f
 	}
 	for _, name := range []string{"b", "c"} {
-		port, err := freePort()
+		port, err := nodeproc.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
 		cl.ports[name] = port
 	}
-	files := []nodeFile{
-		fast(nodeFile{Name: "a", Nodes: [][2]string{{"c", cl.connector("c")}}, Routes: [][2]string{{"b", "c"}}}),
-		fast(nodeFile{Name: "c", Listen: cl.listen("c"), Nodes: [][2]string{{"b", cl.connector("b")}}, Relay: []string{"crash"}}),
-		fast(nodeFile{Name: "b", Listen: cl.listen("b"), Receive: []string{"crash"}}),
+	files := []nodeproc.NodeFile{
+		fast(nodeproc.NodeFile{Name: "a", Nodes: [][2]string{{"c", cl.connector("c")}}, Routes: [][2]string{{"b", "c"}}}),
+		fast(nodeproc.NodeFile{Name: "c", Listen: cl.listen("c"), Nodes: [][2]string{{"b", cl.connector("b")}}, Relay: []string{"crash"}}),
+		fast(nodeproc.NodeFile{Name: "b", Listen: cl.listen("b"), Receive: []string{"crash"}}),
 	}
 	for _, f := range files {
-		if err := f.write(cl.configPath(f.Name)); err != nil {
+		if err := f.Write(cl.configPath(f.Name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,16 +145,16 @@ func (cl *crashCluster) start(name string) {
 			"--wait-drained"}
 	}
 	// A port may be briefly taken by someone else: try again, same port.
-	p, _, err := startRetryingPort(cl.ctx, 20, func() (*proc, readyInfo, error) {
-		p, err := startProc(cl.ctx, name, petrelBin, filepath.Join(cl.dir, name+".stderr"), args...)
+	p, _, err := nodeproc.StartRetryingPort(cl.ctx, 20, func() (*nodeproc.Proc, nodeproc.ReadyInfo, error) {
+		p, err := nodeproc.Start(cl.ctx, name, petrelBin, filepath.Join(cl.dir, name+".stderr"), args...)
 		if err != nil {
-			return nil, readyInfo{}, err
+			return nil, nodeproc.ReadyInfo{}, err
 		}
 		ctx, cancel := context.WithTimeout(cl.ctx, time.Minute)
 		defer cancel()
-		info, err := p.waitReady(ctx)
+		info, err := p.WaitReady(ctx)
 		if err != nil {
-			p.kill()
+			p.Kill()
 		}
 		return p, info, err
 	})
@@ -184,8 +186,8 @@ func (cl *crashCluster) killLoop(rng *rand.Rand) map[string]int {
 		}
 		time.Sleep(time.Duration(300+rng.IntN(1201)) * time.Millisecond)
 		for _, n := range names {
-			if !cl.procs[n].running() {
-				cl.t.Fatal(cl.procs[n].exitError("ended by itself"))
+			if !cl.procs[n].Running() {
+				cl.t.Fatal(cl.procs[n].ExitError("ended by itself"))
 			}
 		}
 		if len(round) == 0 {
@@ -196,7 +198,7 @@ func (cl *crashCluster) killLoop(rng *rand.Rand) map[string]int {
 		if !cl.aProduced() {
 			kills["producing"]++
 		}
-		cl.procs[victim].kill()
+		cl.procs[victim].Kill()
 		kills[victim]++
 		cl.start(victim)
 	}
@@ -215,8 +217,8 @@ func (cl *crashCluster) settle() {
 	cl.t.Helper()
 	ctx, cancel := context.WithTimeout(cl.ctx, 3*time.Minute)
 	defer cancel()
-	var dr drainedEvent
-	if err := cl.procs["a"].waitEvent(ctx, "drained", &dr); err != nil {
+	var dr bench.DrainedEvent
+	if err := cl.procs["a"].WaitEvent(ctx, "drained", &dr); err != nil {
 		cl.t.Fatalf("a's send queue did not drain: %v", err)
 	}
 	for _, name := range []string{"a", "c"} {
@@ -253,7 +255,7 @@ func waitLinksEmpty(ctx context.Context, dataDir string) error {
 // stopAll stops the three with SIGTERM; each must exit 0.
 func (cl *crashCluster) stopAll() {
 	cl.t.Helper()
-	if err := stopAll(30*time.Second, cl.procs["a"], cl.procs["c"], cl.procs["b"]); err != nil {
+	if err := nodeproc.StopAll(30*time.Second, cl.procs["a"], cl.procs["c"], cl.procs["b"]); err != nil {
 		cl.t.Fatalf("stop: %v", err)
 	}
 }
@@ -300,7 +302,7 @@ func readCrashQueue(t *testing.T, dataDir string) []string {
 		if err != nil {
 			t.Fatalf("poll b's crash queue after %d: %v", len(keys), err)
 		}
-		keys = append(keys, keyOf(d.Body))
+		keys = append(keys, bench.KeyOf(d.Body))
 	}
 	if int64(len(keys)) != st.Depth {
 		t.Fatalf("polled %d messages from b's crash queue, its depth is %d", len(keys), st.Depth)

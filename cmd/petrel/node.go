@@ -9,12 +9,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/conf"
+	"github.com/petrelmq/petrel/internal/nodeproc"
 	"github.com/spf13/cobra"
 )
 
@@ -74,7 +73,7 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	if err != nil {
 		dataDir = cfg.DataDir
 	}
-	ready := fmt.Sprintf("ready node=%s id=%s data_dir=%s", node.Name(), node.ID(), logfmtValue(dataDir))
+	ready := fmt.Sprintf("ready node=%s id=%s data_dir=%s", node.Name(), node.ID(), nodeproc.QuoteValue(dataDir))
 	if addr := node.ListenAddr(); addr != "" {
 		ready += " listen=" + addr
 	}
@@ -100,15 +99,6 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("stop node: %w", err)
 	}
 	return nil
-}
-
-// logfmtValue quotes v if it would not read back as one key=value field.
-// Node names are plain by rule; a path may hold anything.
-func logfmtValue(v string) string {
-	if v == "" || strings.ContainsAny(v, " \t\n\"=\\") {
-		return strconv.Quote(v)
-	}
-	return v
 }
 
 // loadConfig returns the file at path, or the defaults when path is empty

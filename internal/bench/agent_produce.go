@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -9,16 +9,17 @@ import (
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/nodeproc"
 	"github.com/petrelmq/petrel/message"
-	"github.com/spf13/cobra"
 )
 
-type produceOptions struct {
-	cfgPath, to, priorities, keyPrefix, thenUrgent string
-	messages, size, window                         int
-	rate                                           float64
-	keysLog, waitDrained                           bool
-	waitRoute                                      time.Duration
+// ProduceOptions are the flags of `bench agent produce`.
+type ProduceOptions struct {
+	To, Priorities, KeyPrefix, ThenUrgent string
+	Messages, Size, Window                int
+	Rate                                  float64
+	KeysLog, WaitDrained                  bool
+	WaitRoute                             time.Duration
 }
 
 // producedEvent is printed once every send is durable.
@@ -34,87 +35,54 @@ type producedEvent struct {
 	PeakRSSMB float64 `json:"peak_rss_mb"`
 }
 
-// drainedEvent is printed once every send queue of the node is empty.
-type drainedEvent struct {
+// DrainedEvent is printed once every send queue of the node is empty.
+type DrainedEvent struct {
 	Event     string  `json:"event"` // "drained"
 	DrainedNs int64   `json:"drained_ns"`
 	PeakRSSMB float64 `json:"peak_rss_mb"`
 }
 
-func newAgentProduceCmd() *cobra.Command {
-	var o produceOptions
-	cmd := &cobra.Command{
-		Use:   "produce -c file --to addr@node",
-		Short: "Open a node and send messages from it",
-		Long: `Open the node of -c, print its ready line, and send --messages data
-messages of --size bytes to --to, keeping --window sends in flight, paced at
---rate messages per second when given. Each carries the int64 property
-sent_ns, its submit time. Then print {"event":"produced",...}; with
---wait-drained, wait until every send queue of the node is empty and print
-{"event":"drained",...}. Then keep the node open until stdin closes or a
-signal comes.
-
---keys-log names each message <key-prefix>-<priority>-<n>, starts its body
-with that key and a space, and prints "attempt <key>" before it is submitted
-and "ok <key>" once it is durable.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAgentProduce(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
-	}
-	f := cmd.Flags()
-	f.StringVarP(&o.cfgPath, "config", "c", "", "the node's YAML configuration `file`")
-	f.StringVar(&o.to, "to", "", "destination `address@node`")
-	f.IntVar(&o.messages, "messages", 1000, "messages to send")
-	f.IntVar(&o.size, "size", 128, "body size in `bytes` (at least the key with --keys-log)")
-	f.Float64Var(&o.rate, "rate", 0, "messages per second (0: as fast as the window allows)")
-	f.IntVar(&o.window, "window", 1024, "sends in flight")
-	f.StringVar(&o.priorities, "priorities", "4", "a priority 0-9, or mixed to cycle 0..9")
-	f.BoolVar(&o.keysLog, "keys-log", false, "print attempt/ok lines with each message's key")
-	f.StringVar(&o.keyPrefix, "key-prefix", "k", "prefix of the keys of --keys-log")
-	f.StringVar(&o.thenUrgent, "then-urgent", "", "after the others, send one priority-9 message whose body starts with this `key`")
-	f.BoolVar(&o.waitDrained, "wait-drained", false, "after producing, wait until every send queue is empty")
-	f.DurationVar(&o.waitRoute, "wait-route", 0, "first wait up to this `long` for --to's node to be reachable (found by discovery)")
-	return cmd
-}
-
 // validate returns the fixed priority, or -1 for mixed.
-func (o produceOptions) validate() (int, error) {
-	if o.to == "" {
+func (o ProduceOptions) validate() (int, error) {
+	if o.To == "" {
 		return 0, usageErrorf("produce needs --to address@node")
 	}
 	for _, c := range []struct {
 		flag   string
 		v, min int
-	}{{"messages", o.messages, 0}, {"size", o.size, 0}, {"window", o.window, 1}} {
+	}{{"messages", o.Messages, 0}, {"size", o.Size, 0}, {"window", o.Window, 1}} {
 		if c.v < c.min {
 			return 0, usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
 		}
 	}
-	if o.rate < 0 {
-		return 0, usageErrorf("invalid argument %v for \"--rate\" flag: want 0 or more", o.rate)
+	if o.Rate < 0 {
+		return 0, usageErrorf("invalid argument %v for \"--rate\" flag: want 0 or more", o.Rate)
 	}
-	if o.keyPrefix == "" || strings.ContainsAny(o.keyPrefix, " \t\n") {
-		return 0, usageErrorf("invalid argument %q for \"--key-prefix\" flag: want a word without spaces", o.keyPrefix)
+	if o.KeyPrefix == "" || strings.ContainsAny(o.KeyPrefix, " \t\n") {
+		return 0, usageErrorf("invalid argument %q for \"--key-prefix\" flag: want a word without spaces", o.KeyPrefix)
 	}
-	if o.priorities == "mixed" {
+	if o.Priorities == "mixed" {
 		return -1, nil
 	}
-	p, err := strconv.Atoi(o.priorities)
+	p, err := strconv.Atoi(o.Priorities)
 	if err != nil || p < message.MinPriority || p > message.MaxPriority {
-		return 0, usageErrorf("invalid argument %q for \"--priorities\" flag: want 0 to 9, or mixed", o.priorities)
+		return 0, usageErrorf("invalid argument %q for \"--priorities\" flag: want 0 to 9, or mixed", o.Priorities)
 	}
 	return p, nil
 }
 
-func runAgentProduce(ctx context.Context, o produceOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+// RunAgentProduce runs `bench agent produce`: it opens the node, prints its
+// ready line, sends the messages, prints the produced (and with
+// o.WaitDrained the drained) event, and keeps the node open until stdin
+// closes or a signal comes.
+func RunAgentProduce(ctx context.Context, open OpenFunc, o ProduceOptions, stdin io.Reader, stdout io.Writer) error {
 	prio, err := o.validate()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := agentContext(ctx, stdin)
 	defer cancel()
-	a, err := openAgent(ctx, o.cfgPath, stdout, stderr)
+	a, err := openAgent(ctx, open, stdout)
 	if err != nil {
 		return err
 	}
@@ -130,18 +98,18 @@ func runAgentProduce(ctx context.Context, o produceOptions, stdin io.Reader, std
 
 // waitReachable waits, with --wait-route, until the destination's node is
 // reachable, as when discovery has yet to hear it.
-func (a *agent) waitReachable(ctx context.Context, o produceOptions) error {
-	if o.waitRoute <= 0 {
+func (a *agent) waitReachable(ctx context.Context, o ProduceOptions) error {
+	if o.WaitRoute <= 0 {
 		return nil
 	}
-	_, node, err := message.ParseDestination(o.to)
+	_, node, err := message.ParseDestination(o.To)
 	if err != nil || node == "" {
 		return nil
 	}
-	deadline := time.Now().Add(o.waitRoute)
+	deadline := time.Now().Add(o.WaitRoute)
 	for !a.node.Reachable(node) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s not reachable after %v", node, o.waitRoute)
+			return fmt.Errorf("node %s not reachable after %v", node, o.WaitRoute)
 		}
 		select {
 		case <-ctx.Done():
@@ -152,17 +120,17 @@ func (a *agent) waitReachable(ctx context.Context, o produceOptions) error {
 	return nil
 }
 
-func (a *agent) produce(ctx context.Context, o produceOptions, prio int) error {
+func (a *agent) produce(ctx context.Context, o ProduceOptions, prio int) error {
 	start := time.Now()
 	if err := a.sendAll(ctx, o, prio, start); err != nil {
 		return err
 	}
-	ev := producedEvent{Event: "produced", Count: o.messages, StartNs: start.UnixNano()}
-	if o.thenUrgent != "" {
+	ev := producedEvent{Event: "produced", Count: o.Messages, StartNs: start.UnixNano()}
+	if o.ThenUrgent != "" {
 		p := a.node.Producer()
-		m := p.CreateDataMessage(o.to)
+		m := p.CreateDataMessage(o.To)
 		m.Priority = message.MaxPriority
-		m.Body = keyedBody(o.thenUrgent, o.size)
+		m.Body = keyedBody(o.ThenUrgent, o.Size)
 		ev.UrgentNs = time.Now().UnixNano()
 		m.Properties.Set(sentNsProperty, message.Int64(ev.UrgentNs))
 		if err := p.Send(ctx, m); err != nil {
@@ -174,13 +142,13 @@ func (a *agent) produce(ctx context.Context, o produceOptions, prio int) error {
 	if err := a.event(ev); err != nil {
 		return err
 	}
-	if !o.waitDrained {
+	if !o.WaitDrained {
 		return nil
 	}
 	if err := a.waitDrained(ctx); err != nil {
 		return err
 	}
-	return a.event(drainedEvent{Event: "drained", DrainedNs: time.Now().UnixNano(), PeakRSSMB: currentPeakRSS()})
+	return a.event(DrainedEvent{Event: "drained", DrainedNs: time.Now().UnixNano(), PeakRSSMB: currentPeakRSS()})
 }
 
 // keyedPending is a send in flight and its key ("" without --keys-log).
@@ -194,15 +162,15 @@ type keyedPending struct {
 // submission order (the store commits one producer's sends in order), so
 // "ok" lines come out in order and a window slot frees as soon as its send
 // is durable.
-func (a *agent) sendAll(ctx context.Context, o produceOptions, prio int, start time.Time) error {
+func (a *agent) sendAll(ctx context.Context, o ProduceOptions, prio int, start time.Time) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	slots := make(chan struct{}, o.window)
-	pending := make(chan keyedPending, o.window)
+	slots := make(chan struct{}, o.Window)
+	pending := make(chan keyedPending, o.Window)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.completeSends(ctx, pending, slots, o.keysLog, cancel)
+		a.completeSends(ctx, pending, slots, o.KeysLog, cancel)
 	}()
 	err := a.submitSends(ctx, o, prio, start, slots, pending)
 	close(pending)
@@ -226,12 +194,12 @@ func (a *agent) completeSends(ctx context.Context, pending <-chan keyedPending, 
 	}
 }
 
-func (a *agent) submitSends(ctx context.Context, o produceOptions, prio int, start time.Time, slots chan<- struct{}, pending chan<- keyedPending) error {
+func (a *agent) submitSends(ctx context.Context, o ProduceOptions, prio int, start time.Time, slots chan<- struct{}, pending chan<- keyedPending) error {
 	p := a.node.Producer()
-	shared := make([]byte, o.size) // never written: encoded at submit
-	for i := range o.messages {
-		if o.rate > 0 {
-			due := start.Add(time.Duration(float64(i) / o.rate * float64(time.Second)))
+	shared := make([]byte, o.Size) // never written: encoded at submit
+	for i := range o.Messages {
+		if o.Rate > 0 {
+			due := start.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))
 			if err := sleepUntil(ctx, due); err != nil {
 				return context.Cause(ctx)
 			}
@@ -245,14 +213,14 @@ func (a *agent) submitSends(ctx context.Context, o produceOptions, prio int, sta
 		if pr < 0 {
 			pr = i % (message.MaxPriority + 1)
 		}
-		m := p.CreateDataMessage(o.to)
+		m := p.CreateDataMessage(o.To)
 		m.Priority = uint8(pr)
 		m.Data.DataType = "bench"
 		m.Body = shared
 		var key string
-		if o.keysLog {
-			key = fmt.Sprintf("%s-%d-%d", o.keyPrefix, pr, i)
-			m.Body = keyedBody(key, o.size)
+		if o.KeysLog {
+			key = fmt.Sprintf("%s-%d-%d", o.KeyPrefix, pr, i)
+			m.Body = keyedBody(key, o.Size)
 			if err := a.out.line("attempt " + key); err != nil {
 				return err
 			}
@@ -274,8 +242,8 @@ func keyedBody(key string, size int) []byte {
 	return b
 }
 
-// keyOf returns the key at the start of a keyed body.
-func keyOf(body []byte) string {
+// KeyOf returns the key at the start of a keyed body.
+func KeyOf(body []byte) string {
 	s := string(body)
 	if i := strings.IndexByte(s, ' '); i >= 0 {
 		return s[:i]
@@ -323,7 +291,7 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 
 // currentPeakRSS is this process's VmHWM in MiB, 0 where /proc is missing.
 func currentPeakRSS() float64 {
-	rss, err := peakRSSMB()
+	rss, err := nodeproc.PeakRSSMB()
 	if err != nil {
 		return 0
 	}

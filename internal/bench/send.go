@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -22,7 +22,7 @@ type inflight struct {
 	at time.Time
 }
 
-// sendAll sends n messages with body to benchAddr from producers
+// sendAll sends n messages with body to Addr from producers
 // goroutines, each keeping up to window sends in flight with SendAsync. The
 // first failed send stops them all and is returned.
 func sendAll(ctx context.Context, p *petrel.Producer, n, producers, window int, body []byte, record bool) (*sendResult, error) {
@@ -103,7 +103,7 @@ submit:
 		case <-ctx.Done():
 			break submit
 		}
-		m := p.CreateDataMessage(benchAddr)
+		m := p.CreateDataMessage(Addr)
 		m.Data.DataType = "bench"
 		m.Body = body // shared and never written: encoded at submit
 		at := time.Now()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -57,14 +57,4 @@ func (b procBench) run(ctx context.Context, stdout, stderr io.Writer,
 		return writeJSON(stdout, res)
 	}
 	return writeFigures(stdout, res.figures())
-}
-
-// stopped stops every process of r after the run, so that a node that
-// stops badly (a race report, a failed close) fails the bench, and joins
-// that to the run's error.
-func (r *linkRun) stopped(err error) error {
-	if serr := r.stopAll(err != nil); serr != nil {
-		err = errors.Join(err, fmt.Errorf("stop the nodes: %w", serr))
-	}
-	return err
 }

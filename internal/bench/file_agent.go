@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,20 +10,19 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/message"
-	"github.com/spf13/cobra"
 )
 
 // The agents of `bench file`: sendfile runs node a, which sends one file;
 // recvfile runs node b, which takes it from its receive queue. See
-// bench_agent.go for what agents print and how they end.
+// agent.go for what agents print and how they end.
 //
 //	{"event":"sent",...}      sendfile: the Send call returned
 //	{"event":"handed",...}    sendfile: the send queues are empty, the next hop has the file
 //	{"event":"received",...}  recvfile: the file message was received and acked
 
-// benchCPUProfileEnv names a file prefix: a file agent writes a CPU profile of
+// cpuProfileEnv names a file prefix: a file agent writes a CPU profile of
 // its work to <prefix>.<node>.pprof.
-const benchCPUProfileEnv = "PETREL_CPUPROFILE"
+const cpuProfileEnv = "PETREL_CPUPROFILE"
 
 // sentFileEvent is printed once the Send call returned.
 type sentFileEvent struct {
@@ -57,42 +56,25 @@ type receivedFileEvent struct {
 	PeakRSSMB  float64 `json:"peak_rss_mb"`
 }
 
-type sendFileOptions struct {
-	cfgPath, to, file string
+// SendFileOptions are the flags of `bench agent sendfile`.
+type SendFileOptions struct {
+	To, File string
 }
 
-func newAgentSendFileCmd() *cobra.Command {
-	var o sendFileOptions
-	cmd := &cobra.Command{
-		Use:   "sendfile -c file --to addr@node --file path",
-		Short: "Open a node and send one file from it",
-		Long: `Open the node of -c, print its ready line, send the file --file to --to
-as a file message and print {"event":"sent",...} once Send returned; wait
-until every send queue of the node is empty and print {"event":"handed",...}.
-Then keep the node open until stdin closes or a signal comes.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAgentSendFile(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
-	}
-	f := cmd.Flags()
-	f.StringVarP(&o.cfgPath, "config", "c", "", "the node's YAML configuration `file`")
-	f.StringVar(&o.to, "to", "", "destination `address@node`")
-	f.StringVar(&o.file, "file", "", "the `path` of the file to send")
-	return cmd
-}
-
-func runAgentSendFile(ctx context.Context, o sendFileOptions, stdin io.Reader, stdout, stderr io.Writer) error {
-	if o.to == "" || o.file == "" {
+// RunAgentSendFile runs `bench agent sendfile`: it opens the node, prints
+// its ready line, sends o.File to o.To, prints the sent and handed events,
+// and keeps the node open until stdin closes or a signal comes.
+func RunAgentSendFile(ctx context.Context, open OpenFunc, o SendFileOptions, stdin io.Reader, stdout io.Writer) error {
+	if o.To == "" || o.File == "" {
 		return usageErrorf("sendfile needs --to address@node and --file path")
 	}
 	ctx, cancel := agentContext(ctx, stdin)
 	defer cancel()
-	a, err := openAgent(ctx, o.cfgPath, stdout, stderr)
+	a, err := openAgent(ctx, open, stdout)
 	if err != nil {
 		return err
 	}
-	stop, err := benchCPUProfile(a.node.Name())
+	stop, err := cpuProfile(a.node.Name())
 	if err == nil {
 		err = a.sendFile(ctx, o)
 		if perr := stop(); err == nil {
@@ -106,13 +88,13 @@ func runAgentSendFile(ctx context.Context, o sendFileOptions, stdin io.Reader, s
 	return a.close(nil)
 }
 
-func (a *agent) sendFile(ctx context.Context, o sendFileOptions) error {
+func (a *agent) sendFile(ctx context.Context, o SendFileOptions) error {
 	p := a.node.Producer()
-	m := p.CreateFileMessage(o.to)
-	m.File.SendFilePath = o.file
+	m := p.CreateFileMessage(o.To)
+	m.File.SendFilePath = o.File
 	start := time.Now()
 	if err := p.Send(ctx, m); err != nil {
-		return fmt.Errorf("send %s: %w", o.file, err)
+		return fmt.Errorf("send %s: %w", o.File, err)
 	}
 	sent := time.Now()
 	if err := a.event(sentFileEvent{Event: "sent", StartNs: start.UnixNano(), SentNs: sent.UnixNano(),
@@ -163,41 +145,26 @@ func (a *agent) waitFileHanded(ctx context.Context) (int64, error) {
 	}
 }
 
-type recvFileOptions struct {
-	cfgPath, from string
+// RecvFileOptions are the flags of `bench agent recvfile`.
+type RecvFileOptions struct {
+	From string
 }
 
-func newAgentRecvFileCmd() *cobra.Command {
-	var o recvFileOptions
-	cmd := &cobra.Command{
-		Use:   "recvfile -c file --from addr",
-		Short: "Open a node and receive one file on it",
-		Long: `Open the node of -c, print its ready line, receive one file message from
-the local address --from, ack it and print {"event":"received",...} with
-the path of the file. Then keep the node open until stdin closes or a
-signal comes.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAgentRecvFile(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
-	}
-	f := cmd.Flags()
-	f.StringVarP(&o.cfgPath, "config", "c", "", "the node's YAML configuration `file`")
-	f.StringVar(&o.from, "from", benchFileAddr, "local `address` to receive from")
-	return cmd
-}
-
-func runAgentRecvFile(ctx context.Context, o recvFileOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+// RunAgentRecvFile runs `bench agent recvfile`: it opens the node, prints
+// its ready line, receives and acks one file message of o.From, prints the
+// received event, and keeps the node open until stdin closes or a signal
+// comes.
+func RunAgentRecvFile(ctx context.Context, open OpenFunc, o RecvFileOptions, stdin io.Reader, stdout io.Writer) error {
 	ctx, cancel := agentContext(ctx, stdin)
 	defer cancel()
-	a, err := openAgent(ctx, o.cfgPath, stdout, stderr)
+	a, err := openAgent(ctx, open, stdout)
 	if err != nil {
 		return err
 	}
-	stop, err := benchCPUProfile(a.node.Name())
+	stop, err := cpuProfile(a.node.Name())
 	if err == nil {
 		var ev receivedFileEvent
-		ev, err = a.receiveFile(ctx, o.from)
+		ev, err = a.receiveFile(ctx, o.From)
 		if perr := stop(); err == nil {
 			err = perr
 		}
@@ -234,20 +201,20 @@ func (a *agent) receiveFile(ctx context.Context, from string) (receivedFileEvent
 	return ev, nil
 }
 
-// benchCPUProfile starts a CPU profile to <$PETREL_CPUPROFILE>.<node>.pprof
+// cpuProfile starts a CPU profile to <$PETREL_CPUPROFILE>.<node>.pprof
 // when the variable is set, and returns what stops it.
-func benchCPUProfile(node string) (func() error, error) {
-	prefix := os.Getenv(benchCPUProfileEnv)
+func cpuProfile(node string) (func() error, error) {
+	prefix := os.Getenv(cpuProfileEnv)
 	if prefix == "" {
 		return func() error { return nil }, nil
 	}
 	f, err := os.Create(prefix + "." + node + ".pprof")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", benchCPUProfileEnv, err)
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w", benchCPUProfileEnv, err)
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
 	}
 	return func() error {
 		pprof.StopCPUProfile()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -19,7 +19,7 @@ type clientMeasure struct {
 
 // measureClients dials the node at url with the producing and consuming
 // clients and runs the workload: publish, then consume, or both at once.
-func measureClients(ctx context.Context, url string, o clientOptions, progress io.Writer) (*clientMeasure, error) {
+func measureClients(ctx context.Context, url string, o ClientOptions, progress io.Writer) (*clientMeasure, error) {
 	log := slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var clients []*petrel.Client
 	defer func() {
@@ -31,7 +31,7 @@ func measureClients(ctx context.Context, url string, o clientOptions, progress i
 		var cs []*petrel.Client
 		for i := range n {
 			c, err := petrel.Dial(ctx, url, petrel.DialOptions{
-				Name: fmt.Sprintf("%s-%d", name, i+1), Window: o.window, ConsumerWindow: o.consumerWindow, Logger: log,
+				Name: fmt.Sprintf("%s-%d", name, i+1), Window: o.Window, ConsumerWindow: o.ConsumerWindow, Logger: log,
 			})
 			if err != nil {
 				return nil, err
@@ -41,28 +41,28 @@ func measureClients(ctx context.Context, url string, o clientOptions, progress i
 		}
 		return cs, nil
 	}
-	producers, err := dial("producer", o.producers)
+	producers, err := dial("producer", o.Producers)
 	if err != nil {
 		return nil, err
 	}
-	consumers, err := dial("consumer", o.consumers)
+	consumers, err := dial("consumer", o.Consumers)
 	if err != nil {
 		return nil, err
 	}
 	m := &clientMeasure{}
 	var cg *consumerGroup
 	var consStart time.Time
-	if o.concurrent {
-		fmt.Fprintf(progress, "publishing and consuming %d messages...\n", o.messages)
-		if cg, err = startClientConsumers(ctx, consumers, int64(o.messages)); err != nil {
+	if o.Concurrent {
+		fmt.Fprintf(progress, "publishing and consuming %d messages...\n", o.Messages)
+		if cg, err = startClientConsumers(ctx, consumers, int64(o.Messages)); err != nil {
 			return nil, err
 		}
 		consStart = time.Now()
 	} else {
-		fmt.Fprintf(progress, "publishing %d messages...\n", o.messages)
+		fmt.Fprintf(progress, "publishing %d messages...\n", o.Messages)
 	}
 	start := time.Now()
-	sent, err := publishAll(ctx, producers, o.messages, o.window, make([]byte, o.size))
+	sent, err := publishAll(ctx, producers, o.Messages, o.Window, make([]byte, o.Size))
 	if err != nil {
 		if cg != nil {
 			cg.stop()
@@ -70,16 +70,16 @@ func measureClients(ctx context.Context, url string, o clientOptions, progress i
 		return nil, fmt.Errorf("publish: %w", err)
 	}
 	m.publish, m.lat = sent.last.Sub(start), sent.lat
-	if !o.concurrent {
+	if !o.Concurrent {
 		fmt.Fprintf(progress, "published in %v; consuming...\n", m.publish.Round(time.Millisecond))
 		consStart = time.Now()
-		if cg, err = startClientConsumers(ctx, consumers, int64(o.messages)); err != nil {
+		if cg, err = startClientConsumers(ctx, consumers, int64(o.Messages)); err != nil {
 			return nil, err
 		}
 	}
 	acked, end, err := cg.wait()
 	if err != nil {
-		return nil, fmt.Errorf("consume: %w (acked %d of %d)", err, acked, o.messages)
+		return nil, fmt.Errorf("consume: %w (acked %d of %d)", err, acked, o.Messages)
 	}
 	m.consume = end.Sub(consStart)
 	return m, nil
@@ -93,7 +93,7 @@ func startClientConsumers(ctx context.Context, clients []*petrel.Client, target 
 	g := &consumerGroup{parent: ctx, cancel: cancel, target: target}
 	var cons []*petrel.Consumer
 	for _, c := range clients {
-		cn, err := c.Consumer(benchAddr)
+		cn, err := c.Consumer(Addr)
 		if err != nil {
 			cancel()
 			return nil, err

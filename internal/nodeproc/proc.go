@@ -1,4 +1,4 @@
-package main
+package nodeproc
 
 import (
 	"bufio"
@@ -10,14 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
-// proc is one child process of a multi-process bench or test: a node run
+// Proc is one child process of a multi-process bench or test: a node run
 // by `petrel node` or `petrel bench agent`. Its stdout is kept line by line
 // for the caller to wait on; its stderr goes to a file, whose tail errors
 // quote.
@@ -25,7 +24,7 @@ import (
 // Its stdin is a pipe the parent holds: agents stop when it closes, and so
 // when the parent dies. On Linux the child also gets SIGKILL when the
 // parent dies (see setParentDeathSignal), which covers `petrel node`.
-type proc struct {
+type Proc struct {
 	name    string
 	cmd     *exec.Cmd
 	stdin   *os.File
@@ -39,12 +38,12 @@ type proc struct {
 	exited chan struct{} // closed once the process was waited for
 }
 
-// startProc starts exe with args. The process is killed when ctx ends.
+// Start starts exe with args. The process is killed when ctx ends.
 // Its stderr is appended to errPath.
-func startProc(ctx context.Context, name, exe, errPath string, args ...string) (*proc, error) {
+func Start(ctx context.Context, name, exe, errPath string, args ...string) (*Proc, error) {
 	cmd := exec.CommandContext(ctx, exe, args...)
 	setParentDeathSignal(cmd)
-	p := &proc{name: name, cmd: cmd, errPath: errPath, notify: make(chan struct{}), exited: make(chan struct{})}
+	p := &Proc{name: name, cmd: cmd, errPath: errPath, notify: make(chan struct{}), exited: make(chan struct{})}
 	var files []*os.File // the child's ends, closed here once it has them
 	defer func() {
 		for _, f := range files {
@@ -97,7 +96,7 @@ func startProc(ctx context.Context, name, exe, errPath string, args ...string) (
 // ends a thread when a goroutine that locked it returns without unlocking
 // (golang/go#27505): holding the thread keeps every other goroutine, and
 // so that fate, off it.
-func (p *proc) start() error {
+func (p *Proc) start() error {
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -111,7 +110,7 @@ func (p *proc) start() error {
 	return <-started
 }
 
-func (p *proc) readLines(r *os.File) {
+func (p *Proc) readLines(r *os.File) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
@@ -134,18 +133,21 @@ func (p *proc) readLines(r *os.File) {
 }
 
 // Pid returns the process id.
-func (p *proc) Pid() int { return p.cmd.Process.Pid }
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed once the process was waited for.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
 
 // Lines returns a copy of the lines printed so far.
-func (p *proc) Lines() []string {
+func (p *Proc) Lines() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.lines...)
 }
 
-// waitLine returns the index and text of the first line at or after from
+// WaitLine returns the index and text of the first line at or after from
 // that match accepts. It fails if the process ends first or ctx ends.
-func (p *proc) waitLine(ctx context.Context, from int, what string, match func(string) bool) (int, string, error) {
+func (p *Proc) WaitLine(ctx context.Context, from int, what string, match func(string) bool) (int, string, error) {
 	for {
 		p.mu.Lock()
 		for i := from; i < len(p.lines); i++ {
@@ -159,7 +161,7 @@ func (p *proc) waitLine(ctx context.Context, from int, what string, match func(s
 		eof, ch := p.eof, p.notify
 		p.mu.Unlock()
 		if eof {
-			return 0, "", p.exitError("ended before " + what)
+			return 0, "", p.ExitError("ended before " + what)
 		}
 		select {
 		case <-ch:
@@ -172,28 +174,23 @@ func (p *proc) waitLine(ctx context.Context, from int, what string, match func(s
 	}
 }
 
-// readyInfo is what a ready line says.
-type readyInfo struct {
-	Node, ID, DataDir, Listen string
+// WaitReady waits for the ready line.
+func (p *Proc) WaitReady(ctx context.Context) (ReadyInfo, error) {
+	_, line, err := p.WaitLine(ctx, 0, "ready line", func(s string) bool { return strings.HasPrefix(s, "ready ") })
+	if err != nil {
+		return ReadyInfo{}, err
+	}
+	kv, err := ParseReady(line)
+	if err != nil {
+		return ReadyInfo{}, fmt.Errorf("%s: %w", p.name, err)
+	}
+	return ReadyInfo{Node: kv["node"], ID: kv["id"], DataDir: kv["data_dir"], Listen: kv["listen"]}, nil
 }
 
-// waitReady waits for the ready line.
-func (p *proc) waitReady(ctx context.Context) (readyInfo, error) {
-	_, line, err := p.waitLine(ctx, 0, "ready line", func(s string) bool { return strings.HasPrefix(s, "ready ") })
-	if err != nil {
-		return readyInfo{}, err
-	}
-	kv, err := parseReady(line)
-	if err != nil {
-		return readyInfo{}, fmt.Errorf("%s: %w", p.name, err)
-	}
-	return readyInfo{Node: kv["node"], ID: kv["id"], DataDir: kv["data_dir"], Listen: kv["listen"]}, nil
-}
-
-// waitEvent waits for the JSON event line {"event":name,...} and decodes
+// WaitEvent waits for the JSON event line {"event":name,...} and decodes
 // it into v.
-func (p *proc) waitEvent(ctx context.Context, name string, v any) error {
-	_, line, err := p.waitLine(ctx, 0, name+" event", func(s string) bool {
+func (p *Proc) WaitEvent(ctx context.Context, name string, v any) error {
+	_, line, err := p.WaitLine(ctx, 0, name+" event", func(s string) bool {
 		if !strings.HasPrefix(s, "{") {
 			return false
 		}
@@ -206,47 +203,8 @@ func (p *proc) waitEvent(ctx context.Context, name string, v any) error {
 	return json.Unmarshal([]byte(line), v)
 }
 
-// parseReady reads the key=value fields of a ready line. A value may be
-// quoted as Go quotes strings (logfmtValue).
-func parseReady(line string) (map[string]string, error) {
-	rest, ok := strings.CutPrefix(line, "ready ")
-	if !ok {
-		return nil, fmt.Errorf("not a ready line: %q", line)
-	}
-	kv := map[string]string{}
-	for rest = strings.TrimLeft(rest, " "); rest != ""; rest = strings.TrimLeft(rest, " ") {
-		key, after, ok := strings.Cut(rest, "=")
-		if !ok || key == "" || strings.Contains(key, " ") {
-			return nil, fmt.Errorf("ready line %q: field %q has no value", line, rest)
-		}
-		var val string
-		if strings.HasPrefix(after, `"`) {
-			q, err := strconv.QuotedPrefix(after)
-			if err != nil {
-				return nil, fmt.Errorf("ready line %q: %w", line, err)
-			}
-			val, _ = strconv.Unquote(q)
-			rest = after[len(q):]
-		} else {
-			val, rest, _ = strings.Cut(after, " ")
-		}
-		kv[key] = val
-	}
-	return kv, nil
-}
-
-// peakRSSMB reads the process's VmHWM from /proc; the process must still
-// run.
-func (p *proc) peakRSSMB() (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
-	if err != nil {
-		return 0, fmt.Errorf("%s: read peak RSS: %w", p.name, err)
-	}
-	return parseVmHWM(data)
-}
-
-// running reports whether the process has not been waited for yet.
-func (p *proc) running() bool {
+// Running reports whether the process has not been waited for yet.
+func (p *Proc) Running() bool {
 	select {
 	case <-p.exited:
 		return false
@@ -255,11 +213,11 @@ func (p *proc) running() bool {
 	}
 }
 
-// stop asks the process to stop, by closing its stdin and sending SIGTERM,
+// Stop asks the process to stop, by closing its stdin and sending SIGTERM,
 // and waits up to grace before killing it. It returns an error unless the
 // process exited 0 in time, or had already exited 0.
-func (p *proc) stop(grace time.Duration) error {
-	if p.running() {
+func (p *Proc) Stop(grace time.Duration) error {
+	if p.Running() {
 		p.stdin.Close()
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		t := time.NewTimer(grace)
@@ -267,25 +225,25 @@ func (p *proc) stop(grace time.Duration) error {
 		select {
 		case <-p.exited:
 		case <-t.C:
-			p.kill()
-			return fmt.Errorf("%s %w: not within %v of SIGTERM; killed%s", p.name, errStopTimeout, grace, p.stderrNote())
+			p.Kill()
+			return fmt.Errorf("%s %w: not within %v of SIGTERM; killed%s", p.name, ErrStopTimeout, grace, p.stderrNote())
 		}
 	}
 	if !p.cmd.ProcessState.Success() {
-		return p.exitError("stopped badly")
+		return p.ExitError("stopped badly")
 	}
 	return nil
 }
 
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *proc) kill() {
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Proc) Kill() {
 	p.cmd.Process.Kill()
 	<-p.exited
 	p.stdin.Close()
 }
 
-// exitError describes how the process ended, with its stderr's tail.
-func (p *proc) exitError(what string) error {
+// ExitError describes how the process ended, with its stderr's tail.
+func (p *Proc) ExitError(what string) error {
 	select {
 	case <-p.exited:
 		return fmt.Errorf("%s %s: %v%s", p.name, what, p.cmd.ProcessState, p.stderrNote())
@@ -295,7 +253,7 @@ func (p *proc) exitError(what string) error {
 }
 
 // stderrNote is the tail of the process's stderr, to append to an error.
-func (p *proc) stderrNote() string {
+func (p *Proc) stderrNote() string {
 	tail := fileTail(p.errPath, 2048)
 	if tail == "" {
 		return ""
@@ -317,11 +275,11 @@ func fileTail(path string, n int64) string {
 	return strings.TrimRight(string(b), "\n")
 }
 
-// startRetryingPort calls start, which starts a node that listens on a
+// StartRetryingPort calls start, which starts a node that listens on a
 // port, again while the node fails because its port is taken, up to tries
 // times. The node's stderr is the only place that says so, hence the text
 // match.
-func startRetryingPort(ctx context.Context, tries int, start func() (*proc, readyInfo, error)) (*proc, readyInfo, error) {
+func StartRetryingPort(ctx context.Context, tries int, start func() (*Proc, ReadyInfo, error)) (*Proc, ReadyInfo, error) {
 	for i := 1; ; i++ {
 		p, info, err := start()
 		if err == nil || i >= tries || !strings.Contains(err.Error(), "address already in use") {
@@ -329,32 +287,32 @@ func startRetryingPort(ctx context.Context, tries int, start func() (*proc, read
 		}
 		select {
 		case <-ctx.Done():
-			return nil, readyInfo{}, err
+			return nil, ReadyInfo{}, err
 		case <-time.After(time.Duration(i) * 100 * time.Millisecond):
 		}
 	}
 }
 
-// errStopTimeout is wrapped by stop's error when the process had to be
+// ErrStopTimeout is returned, wrapped, by Stop when the process had to be
 // killed.
-var errStopTimeout = errors.New("did not stop in time")
+var ErrStopTimeout = errors.New("did not stop in time")
 
-// stopAll stops every process at once, each with grace, and joins their
+// StopAll stops every process at once, each with grace, and joins their
 // errors.
-func stopAll(grace time.Duration, ps ...*proc) error {
-	return errors.Join(stopEach(grace, ps...)...)
+func StopAll(grace time.Duration, ps ...*Proc) error {
+	return errors.Join(StopEach(grace, ps...)...)
 }
 
-// stopEach stops every process at once, each with grace, and returns
+// StopEach stops every process at once, each with grace, and returns
 // their errors, in the order of ps.
-func stopEach(grace time.Duration, ps ...*proc) []error {
+func StopEach(grace time.Duration, ps ...*Proc) []error {
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		if p == nil {
 			continue
 		}
-		wg.Go(func() { errs[i] = p.stop(grace) })
+		wg.Go(func() { errs[i] = p.Stop(grace) })
 	}
 	wg.Wait()
 	return errs

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/spf13/cobra"
 )
 
-type consumeOptions struct {
-	cfgPath, from, urgentKey string
-	messages                 int
+// ConsumeOptions are the flags of `bench agent consume`.
+type ConsumeOptions struct {
+	From, UrgentKey string
+	Messages        int
 }
 
 // consumedEvent is printed once every message was received and acked.
@@ -35,35 +34,17 @@ type consumedEvent struct {
 	PeakRSSMB   float64 `json:"peak_rss_mb"`
 }
 
-func newAgentConsumeCmd() *cobra.Command {
-	var o consumeOptions
-	cmd := &cobra.Command{
-		Use:   "consume -c file --from addr",
-		Short: "Open a node and consume messages on it",
-		Long: `Open the node of -c, print its ready line, receive and ack --messages
-messages of the local address --from, then print {"event":"consumed",...}
-with the latency percentiles (now - sent_ns), and keep the node open until
-stdin closes or a signal comes.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAgentConsume(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
-	}
-	f := cmd.Flags()
-	f.StringVarP(&o.cfgPath, "config", "c", "", "the node's YAML configuration `file`")
-	f.StringVar(&o.from, "from", benchAddr, "local `address` to consume")
-	f.IntVar(&o.messages, "messages", 1000, "messages to consume")
-	f.StringVar(&o.urgentKey, "urgent-key", "", "report when the message whose body starts with this `key` arrives")
-	return cmd
-}
-
-func runAgentConsume(ctx context.Context, o consumeOptions, stdin io.Reader, stdout, stderr io.Writer) error {
-	if o.messages < 1 {
-		return usageErrorf("invalid argument %d for \"--messages\" flag: want at least 1", o.messages)
+// RunAgentConsume runs `bench agent consume`: it opens the node, prints
+// its ready line, receives and acks o.Messages messages of o.From, prints
+// the consumed event, and keeps the node open until stdin closes or a
+// signal comes.
+func RunAgentConsume(ctx context.Context, open OpenFunc, o ConsumeOptions, stdin io.Reader, stdout io.Writer) error {
+	if o.Messages < 1 {
+		return usageErrorf("invalid argument %d for \"--messages\" flag: want at least 1", o.Messages)
 	}
 	ctx, cancel := agentContext(ctx, stdin)
 	defer cancel()
-	a, err := openAgent(ctx, o.cfgPath, stdout, stderr)
+	a, err := openAgent(ctx, open, stdout)
 	if err != nil {
 		return err
 	}
@@ -78,18 +59,18 @@ func runAgentConsume(ctx context.Context, o consumeOptions, stdin io.Reader, std
 	return a.close(nil)
 }
 
-func (a *agent) consume(ctx context.Context, o consumeOptions) (consumedEvent, error) {
+func (a *agent) consume(ctx context.Context, o ConsumeOptions) (consumedEvent, error) {
 	ev := consumedEvent{Event: "consumed", ReadyNs: a.readyAt.UnixNano(), UrgentIndex: -1}
-	c, err := a.node.Consumer(o.from)
+	c, err := a.node.Consumer(o.From)
 	if err != nil {
 		return ev, err
 	}
-	key := []byte(o.urgentKey)
-	lat := make(latencies, 0, o.messages)
-	for ev.Count < o.messages {
+	key := []byte(o.UrgentKey)
+	lat := make(latencies, 0, o.Messages)
+	for ev.Count < o.Messages {
 		d, err := c.Receive(ctx)
 		if err != nil {
-			return ev, fmt.Errorf("receive message %d of %d: %w", ev.Count+1, o.messages, err)
+			return ev, fmt.Errorf("receive message %d of %d: %w", ev.Count+1, o.Messages, err)
 		}
 		now := time.Now().UnixNano()
 		if ev.Count == 0 {

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -274,7 +274,7 @@ func checkExpired(ctx context.Context, d *demo) error {
 	for _, addr := range batchAddrs {
 		var s queue.Stats
 		ok := waitFor(ctx, func() bool {
-			s, _ = queueStats(d.node(), addr)
+			s, _ = d.node().QueueStat(addr)
 			return s.Expired == int64(n) && s.Depth == 0
 		})
 		d.printf("%-13s enqueued %d, acked %d, expired %d, depth %d", addr, s.Enqueued, s.Acked, s.Expired, s.Depth)
@@ -355,7 +355,7 @@ func (d *demo) checkDeadLetter(ctx context.Context, body string) error {
 	}
 	var s queue.Stats
 	ok := waitFor(ctx, func() bool {
-		s, _ = queueStats(d.node(), retryAddr)
+		s, _ = d.node().QueueStat(retryAddr)
 		return s.DeadLettered == 1 && s.Depth == 0
 	})
 	return d.check(ok, fmt.Sprintf("%s counted 1 dead-lettered message and is empty", retryAddr),

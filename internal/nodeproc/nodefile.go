@@ -1,4 +1,4 @@
-package main
+package nodeproc
 
 import (
 	"fmt"
@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// nodeFile is the configuration file of one node of a multi-process bench
+// NodeFile is the configuration file of one node of a multi-process bench
 // or test, written in the YAML schema of conf/example.yaml.
-type nodeFile struct {
+type NodeFile struct {
 	Name, DataDir string
 	// Listen is host:port; "" for a node that accepts no links.
 	Listen string
@@ -35,9 +35,9 @@ type nodeFile struct {
 	Extra string
 }
 
-// yaml renders the file. Strings are double-quoted: YAML reads Go's
+// YAML renders the file. Strings are double-quoted: YAML reads Go's
 // escapes of printable text the same way.
-func (f nodeFile) yaml() string {
+func (f NodeFile) YAML() string {
 	var b strings.Builder
 	q := strconv.Quote
 	fmt.Fprintf(&b, "node:\n  name: %s\n  data_dir: %s\n", q(f.Name), q(f.DataDir))
@@ -87,18 +87,19 @@ func (f nodeFile) yaml() string {
 	return b.String()
 }
 
-func (f nodeFile) write(path string) error {
-	if err := os.WriteFile(path, []byte(f.yaml()), 0o644); err != nil {
+// Write writes the file to path.
+func (f NodeFile) Write(path string) error {
+	if err := os.WriteFile(path, []byte(f.YAML()), 0o644); err != nil {
 		return fmt.Errorf("write configuration of %s: %w", f.Name, err)
 	}
 	return nil
 }
 
-// freePort returns a TCP port of 127.0.0.1 that nothing listens on now. It
+// FreePort returns a TCP port of 127.0.0.1 that nothing listens on now. It
 // picks one below the kernel's ephemeral range when it can: a node whose
 // port is fixed across restarts must find it free again, and while the
 // node is down any outgoing connection may be given a port of that range.
-func freePort() (int, error) {
+func FreePort() (int, error) {
 	if low := ephemeralLow(); low > 2048 {
 		from := max(1024, low-16384)
 		for range 64 {
@@ -120,7 +121,7 @@ func freePort() (int, error) {
 // ephemeralLow is the first port of the kernel's ephemeral range, 0 if
 // unknown.
 func ephemeralLow() int {
-	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	data, err := os.ReadFile("/Proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
 		return 0
 	}

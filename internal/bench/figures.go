@@ -1,20 +1,12 @@
-package main
+package bench
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
-
-	petrel "github.com/petrelmq/petrel"
-	"github.com/petrelmq/petrel/queue"
 )
 
 // The figures every bench reports, and how they are measured. Each bench
@@ -68,34 +60,6 @@ func rate(n int64, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// peakRSSMB returns the peak resident set size of this process in MiB, from
-// the kernel's high-water mark (VmHWM), which sees every page the process
-// ever had resident, Go heap, SQLite's C heap and mmaps alike. Linux only.
-func peakRSSMB() (float64, error) {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, fmt.Errorf("read peak RSS: %w", err)
-	}
-	return parseVmHWM(data)
-}
-
-// parseVmHWM reads the "VmHWM:  1234 kB" line of /proc/self/status.
-func parseVmHWM(status []byte) (float64, error) {
-	sc := bufio.NewScanner(bytes.NewReader(status))
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("read peak RSS: VmHWM %q: %w", rest, err)
-		}
-		return float64(kb) / 1024, nil
-	}
-	return 0, errors.New("read peak RSS: no VmHWM in /proc/self/status")
-}
-
 // writeJSON writes v as one JSON object on one line: the only thing a
 // bench writes to stdout with --json, so scripts can parse it whole.
 func writeJSON(w io.Writer, v any) error {
@@ -127,14 +91,4 @@ func writeFigures(w io.Writer, figs []figure) error {
 func round(x float64, decimals int) float64 {
 	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', decimals, 64), 64)
 	return v
-}
-
-// queueStats returns the figures of n's queue called name.
-func queueStats(n *petrel.Node, name string) (queue.Stats, bool) {
-	for _, s := range n.QueueStats() {
-		if s.Name == name {
-			return s, true
-		}
-	}
-	return queue.Stats{}, false
 }

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/petrelmq/petrel/internal/nodeproc"
+)
+
+// ClientOptions are the flags of `bench client`.
+type ClientOptions struct {
+	Producers, Consumers, Messages, Size, Window, ConsumerWindow int
+	Sync                                                         string
+	JSON, Concurrent                                             bool
+	Timeout                                                      time.Duration
+}
+
+// clientResult is the JSON object of `bench client --json`. The field
+// names are a contract with the scripts that compare runs: add, never
+// rename.
+type clientResult struct {
+	Scenario       string `json:"scenario"`
+	Messages       int    `json:"messages"`
+	Size           int    `json:"size"`
+	Sync           string `json:"sync"`
+	Producers      int    `json:"producers"`
+	Consumers      int    `json:"consumers"`
+	Window         int    `json:"window"`
+	ConsumerWindow int    `json:"consumer_window"`
+	Concurrent     bool   `json:"concurrent"`
+	// PublishMsgsPerSec: messages / (first submit -> last publish acked
+	// durable by the node).
+	PublishMsgsPerSec float64 `json:"publish_msgs_per_sec"`
+	// ConsumeMsgsPerSec: messages / (consumers start -> last ack sent);
+	// with --concurrent they start with the producers.
+	ConsumeMsgsPerSec float64 `json:"consume_msgs_per_sec"`
+	PublishSeconds    float64 `json:"publish_seconds"`
+	ConsumeSeconds    float64 `json:"consume_seconds"`
+	// Publish latency, submit -> the node's ack (durable), over every send.
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+	// NodePeakRSSMB is the node process's VmHWM; ClientPeakRSSMB this
+	// process's, which runs every client.
+	NodePeakRSSMB   float64 `json:"node_peak_rss_mb"`
+	ClientPeakRSSMB float64 `json:"client_peak_rss_mb"`
+	NodePid         int     `json:"node_pid"`
+	CPUs            int     `json:"cpus"`
+	GoVersion       string  `json:"go_version"`
+}
+
+func (o ClientOptions) validate() error {
+	for _, c := range []struct {
+		flag   string
+		v, min int
+	}{
+		{"producers", o.Producers, 1}, {"consumers", o.Consumers, 1}, {"messages", o.Messages, 1},
+		{"size", o.Size, 0}, {"window", o.Window, 1}, {"consumer-window", o.ConsumerWindow, 1},
+	} {
+		if c.v < c.min {
+			return usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
+		}
+	}
+	if o.Timeout <= 0 {
+		return usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", o.Timeout)
+	}
+	_, err := parseSync(o.Sync)
+	return err
+}
+
+// RunClient runs `bench client`: a node process, and the clients of this
+// process against it. It prints the figures, or one JSON object with
+// o.JSON, on stdout, and progress on stderr.
+func RunClient(ctx context.Context, o ClientOptions, stdout, stderr io.Writer) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	b := procBench{name: "client", timeout: o.Timeout, json: o.JSON}
+	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
+		r := newProcRun(life, exe, dir, o.Sync, stderr)
+		ctx, r.died = context.WithCancelCause(ctx)
+		defer r.died(nil)
+		res, err := runClients(ctx, r, o)
+		return res, r.stopped(err)
+	})
+}
+
+// runClients starts the node and runs the clients against it.
+func runClients(ctx context.Context, r *procRun, o ClientOptions) (*clientResult, error) {
+	node, info, err := r.startListening(ctx, "node", 0, func(listen string) ([]string, error) {
+		// The node's session window bounds what a producer has in flight.
+		cfg, err := r.fileFor(nodeproc.NodeFile{Name: "node", Listen: listen, Receive: []string{Addr}, Window: o.Window})
+		return []string{"node", "-c", cfg}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := measureClients(ctx, "tcp://"+info.Listen, o, r.progress)
+	if err != nil {
+		return nil, err
+	}
+	res := o.result(m)
+	res.NodePid = node.Pid()
+	res.NodePeakRSSMB = r.rss(nil)["node"]
+	return res, nil
+}
+
+// result assembles the figures of a finished run.
+func (o ClientOptions) result(m *clientMeasure) *clientResult {
+	pct := m.lat.percentiles(50, 99, 100)
+	rss, err := nodeproc.PeakRSSMB()
+	if err != nil {
+		rss = 0 // reported as 0 where /proc is missing
+	}
+	return &clientResult{
+		Scenario: "client", Messages: o.Messages, Size: o.Size, Sync: o.Sync,
+		Producers: o.Producers, Consumers: o.Consumers, Window: o.Window, ConsumerWindow: o.ConsumerWindow,
+		Concurrent:        o.Concurrent,
+		PublishMsgsPerSec: round(rate(int64(o.Messages), m.publish), 2),
+		ConsumeMsgsPerSec: round(rate(int64(o.Messages), m.consume), 2),
+		PublishSeconds:    round(m.publish.Seconds(), 3),
+		ConsumeSeconds:    round(m.consume.Seconds(), 3),
+		P50ms:             round(ms(pct[0]), 3),
+		P99ms:             round(ms(pct[1]), 3),
+		MaxMs:             round(ms(pct[2]), 3),
+		ClientPeakRSSMB:   round(rss, 2),
+		CPUs:              runtime.NumCPU(),
+		GoVersion:         runtime.Version(),
+	}
+}
+
+func (r *clientResult) figures() []figure {
+	mode := "publish, then consume"
+	if r.Concurrent {
+		mode = "publish and consume at once"
+	}
+	return []figure{
+		{"scenario", fmt.Sprintf("client: %d producers (window %d), %d consumers (window %d), %d messages of %d B, sync %s, %s",
+			r.Producers, r.Window, r.Consumers, r.ConsumerWindow, r.Messages, r.Size, r.Sync, mode)},
+		{"publish", fmt.Sprintf("%.0f msgs/s (%d durable at the node in %.3f s)", r.PublishMsgsPerSec, r.Messages, r.PublishSeconds)},
+		{"consume", fmt.Sprintf("%.0f msgs/s (%d received and acked in %.3f s)", r.ConsumeMsgsPerSec, r.Messages, r.ConsumeSeconds)},
+		{"publish latency p50", fmt.Sprintf("%.3f ms (submit -> durable at the node)", r.P50ms)},
+		{"publish latency p99", fmt.Sprintf("%.3f ms", r.P99ms)},
+		{"publish latency max", fmt.Sprintf("%.3f ms", r.MaxMs)},
+		{"peak RSS node", fmt.Sprintf("%.1f MiB", r.NodePeakRSSMB)},
+		{"peak RSS clients", fmt.Sprintf("%.1f MiB (this process)", r.ClientPeakRSSMB)},
+	}
+}

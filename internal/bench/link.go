@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"time"
+)
+
+// LinkOptions are the flags of `bench link`.
+type LinkOptions struct {
+	Hops, Messages, Size, Window int
+	// Rate paces the producer in messages per second, 0 for unpaced.
+	Rate          float64
+	Sync          string
+	JSON, Backlog bool
+	Timeout       time.Duration
+}
+
+// DefaultBacklog is --messages of --backlog when it is not given.
+const DefaultBacklog = 1_000_000
+
+// linkFigures are the figures every link scenario reports. The JSON field
+// names are a contract with the scripts that compare runs: add, never
+// rename.
+type linkFigures struct {
+	Scenario string  `json:"scenario"`
+	Hops     int     `json:"hops"`
+	Messages int     `json:"messages"`
+	Size     int     `json:"size"`
+	Sync     string  `json:"sync"`
+	Rate     float64 `json:"rate"`
+	Window   int     `json:"window"`
+	// MsgsPerSec is end to end: see each scenario.
+	MsgsPerSec float64 `json:"msgs_per_sec"`
+	// EnqueueMsgsPerSec is the producer's: first submit -> last durable.
+	EnqueueMsgsPerSec float64 `json:"enqueue_msgs_per_sec"`
+	ElapsedSeconds    float64 `json:"elapsed_seconds"`
+	// PeakRSSMB is the highest VmHWM of any node; RSSMB each node's.
+	PeakRSSMB float64            `json:"peak_rss_mb"`
+	RSSMB     map[string]float64 `json:"rss_mb"`
+	// Pids are the node processes', all stopped when the bench returns.
+	Pids      map[string]int `json:"pids"`
+	CPUs      int            `json:"cpus"`
+	GoVersion string         `json:"go_version"`
+}
+
+// linkResult is the JSON object of `bench link --json`.
+type linkResult struct {
+	linkFigures
+	// Latency from submit at a to receive at b (sent_ns property).
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+}
+
+// backlogResult is the JSON object of `bench link --backlog --json`.
+type backlogResult struct {
+	linkFigures
+	// UrgentMs is b ready -> the priority-9 message received at b;
+	// UrgentIndex its rank among b's receives (0 = first).
+	UrgentMs    float64 `json:"urgent_ms"`
+	UrgentIndex int     `json:"urgent_index"`
+	// QueuedRSSMB is a's VmHWM once the backlog was durable.
+	QueuedRSSMB float64 `json:"queued_rss_mb"`
+}
+
+func (o LinkOptions) validate() error {
+	if o.Hops != 1 && o.Hops != 2 {
+		return usageErrorf("invalid argument %d for \"--hops\" flag: want 1 or 2", o.Hops)
+	}
+	for _, c := range []struct {
+		flag   string
+		v, min int
+	}{{"messages", o.Messages, 1}, {"size", o.Size, 0}, {"window", o.Window, 1}} {
+		if c.v < c.min {
+			return usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
+		}
+	}
+	if o.Rate < 0 {
+		return usageErrorf("invalid argument %v for \"--rate\" flag: want 0 or more", o.Rate)
+	}
+	if o.Timeout <= 0 {
+		return usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", o.Timeout)
+	}
+	_, err := parseSync(o.Sync)
+	return err
+}
+
+// RunLink runs `bench link`, steady or with o.Backlog, between node
+// processes. It prints the figures, or one JSON object with o.JSON, on
+// stdout, and progress on stderr.
+func RunLink(ctx context.Context, o LinkOptions, stdout, stderr io.Writer) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	b := procBench{name: "link", timeout: o.Timeout, json: o.JSON}
+	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
+		r := &linkRun{procRun: newProcRun(life, exe, dir, o.Sync, stderr), o: o}
+		ctx, r.died = context.WithCancelCause(ctx)
+		defer r.died(nil)
+		var res figurer
+		var err error
+		if o.Backlog {
+			res, err = r.runBacklog(ctx)
+		} else {
+			res, err = r.runLink(ctx)
+		}
+		return res, r.stopped(err)
+	})
+}
+
+// base fills the figures common to the scenarios.
+func (r *linkRun) base(scenario string, rss map[string]float64) linkFigures {
+	f := linkFigures{
+		Scenario: scenario, Hops: r.o.Hops, Messages: r.o.Messages, Size: r.o.Size, Sync: r.o.Sync,
+		Rate: r.o.Rate, Window: r.o.Window, RSSMB: rss, Pids: map[string]int{},
+		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+	}
+	for _, v := range rss {
+		f.PeakRSSMB = max(f.PeakRSSMB, v)
+	}
+	for name, p := range r.procs {
+		f.Pids[name] = p.Pid()
+	}
+	return f
+}
+
+// path says which way the messages go, for the human output.
+func (f linkFigures) path() string {
+	if f.Hops == 2 {
+		return "2 hops, a -> c -> b"
+	}
+	return "1 hop, a -> b"
+}
+
+func (f linkFigures) rssFigures() []figure {
+	names := make([]string, 0, len(f.RSSMB))
+	for name := range f.RSSMB {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var figs []figure
+	for _, name := range names {
+		figs = append(figs, figure{"peak RSS " + name, fmt.Sprintf("%.1f MiB", f.RSSMB[name])})
+	}
+	return append(figs, figure{"peak RSS", fmt.Sprintf("%.1f MiB (highest node)", f.PeakRSSMB)})
+}
+
+func (r *linkResult) figures() []figure {
+	pace := "unpaced"
+	if r.Rate > 0 {
+		pace = fmt.Sprintf("paced at %.0f msgs/s", r.Rate)
+	}
+	figs := []figure{
+		{"scenario", fmt.Sprintf("link: %s, %d messages of %d B, sync %s, %s, window %d",
+			r.path(), r.Messages, r.Size, r.Sync, pace, r.Window)},
+		{"end-to-end", fmt.Sprintf("%.0f msgs/s (%d received in %.3f s, first submit -> last receive)", r.MsgsPerSec, r.Messages, r.ElapsedSeconds)},
+		{"enqueue at a", fmt.Sprintf("%.0f msgs/s (first submit -> last durable)", r.EnqueueMsgsPerSec)},
+		{"latency p50", fmt.Sprintf("%.3f ms (submit at a -> receive at b)", r.P50ms)},
+		{"latency p99", fmt.Sprintf("%.3f ms", r.P99ms)},
+		{"latency max", fmt.Sprintf("%.3f ms", r.MaxMs)},
+	}
+	return append(figs, r.rssFigures()...)
+}
+
+func (r *backlogResult) figures() []figure {
+	figs := []figure{
+		{"scenario", fmt.Sprintf("link-backlog: %s, %d messages of %d B queued with b down, then 1 at priority 9; sync %s",
+			r.path(), r.Messages, r.Size, r.Sync)},
+		{"queue at a", fmt.Sprintf("%.0f msgs/s (first submit -> last durable)", r.EnqueueMsgsPerSec)},
+		{"a RSS queued", fmt.Sprintf("%.1f MiB (peak, once the backlog was durable)", r.QueuedRSSMB)},
+		{"drain", fmt.Sprintf("%.0f msgs/s (%d received in %.3f s from b ready)", r.MsgsPerSec, r.Messages+1, r.ElapsedSeconds)},
+		{"urgent", fmt.Sprintf("%.3f ms from b ready to the priority-9 message received (receive #%d)", r.UrgentMs, r.UrgentIndex+1)},
+	}
+	return append(figs, r.rssFigures()...)
+}
