@@ -41,6 +41,9 @@ type demo struct {
 // fail with a reason instead of hanging.
 const demoTimeout = 5 * time.Second
 
+// fileTimeout bounds the wait for the demo's file to cross the relay.
+const fileTimeout = 60 * time.Second
+
 // Run runs the demo: every step in order, each under a printed heading,
 // its narrative and checks on out and the nodes' warnings on errOut. It
 // returns the first failed check or error, after closing the nodes and

@@ -178,7 +178,13 @@ func consumeWithReceive(ctx context.Context, d *demo) error {
 }
 
 func receiveOne(ctx context.Context, c *petrel.Consumer) (*petrel.Delivery, error) {
-	ctx, cancel := context.WithTimeout(ctx, demoTimeout)
+	return receiveWithin(ctx, c, demoTimeout)
+}
+
+// receiveWithin is receiveOne with a bound of its own, for a wait that
+// moves much data.
+func receiveWithin(ctx context.Context, c *petrel.Consumer, within time.Duration) (*petrel.Delivery, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	dl, err := c.Receive(ctx)
 	if err != nil {
