@@ -82,6 +82,12 @@ type Config struct {
 	// to the name in that certificate. Client ignores it.
 	CheckPeer func(Peer) error
 
+	// Certified is the name the transport proved already: the Common Name
+	// of the client's verified TLS certificate, set by the receiver per
+	// connection. A credential without a secret is accepted for this name
+	// only. Empty: none.
+	Certified string
+
 	// MaxSessions bounds the sessions open or waiting for Accept on one
 	// connection; a SessionCreate past it is refused. Default 1024.
 	MaxSessions int
@@ -179,9 +185,8 @@ func (k PeerKind) String() string {
 // Credential is what a node knows of one identity (Config.Credentials).
 type Credential struct {
 	// Secret is the identity's own secret. Nil means the identity proves
-	// itself by other means only: a server accepts it only with a
-	// CheckPeer, which the receiver sets when the client's TLS certificate
-	// was verified, and which holds the claimed name to it.
+	// itself by a certificate only: a server accepts it only when the
+	// name is Config.Certified.
 	Secret []byte
 	// Kind is PeerNode or PeerClient; PeerMember is taken as PeerNode.
 	Kind PeerKind

@@ -26,6 +26,7 @@ func TestHandshakeCredentials(t *testing.T) {
 	tests := []struct {
 		name, client string
 		secret       []byte // the client's
+		certified    string // the server's Config.Certified
 		want         Peer   // Kind and Relay the server sees
 		serverErr    string // "" if it succeeds
 	}{
@@ -40,6 +41,8 @@ func TestHandshakeCredentials(t *testing.T) {
 		{name: "invalid name", client: "../x", secret: []byte("x"), serverErr: "not a valid name"},
 		{name: "name with a space", client: "plant 7", secret: []byte("x"), serverErr: "not a valid name"},
 		{name: "no secret and no certificate", client: "by-cert", serverErr: `identity "by-cert" has no secret on this node and presented no verified certificate`},
+		{name: "certificate", client: "by-cert", certified: "by-cert", want: Peer{Kind: PeerNode}},
+		{name: "certificate for another name", client: "by-cert", certified: "plant-7", serverErr: "no verified certificate for that name"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,6 +50,7 @@ func TestHandshakeCredentials(t *testing.T) {
 			ccfg.Secret = tc.secret
 			scfg.Secret = []byte("shared") // ignored: Credentials decide
 			scfg.Credentials = table
+			scfg.Certified = tc.certified
 			cn, sn := net.Pipe()
 			c, s, cerr, serr := handshakePair(cn, sn, ccfg, scfg)
 			if tc.serverErr != "" {

@@ -165,10 +165,10 @@ func authenticate(cfg *Config, hello Hello, auth Auth, peer Peer) (Peer, []byte,
 		peer.Kind = PeerNode
 	}
 	if cred.Secret == nil {
-		if cfg.CheckPeer == nil {
-			return peer, nil, fmt.Errorf("%w: identity %q has no secret on this node and presented no verified certificate", ErrAuth, auth.Name)
+		if cfg.Certified == "" || cfg.Certified != auth.Name {
+			return peer, nil, fmt.Errorf("%w: identity %q has no secret on this node and presented no verified certificate for that name", ErrAuth, auth.Name)
 		}
-		return peer, nil, nil // CheckPeer holds the name to the certificate
+		return peer, nil, nil
 	}
 	return peer, cred.Secret, checkMAC(auth.MAC, clientMAC(cred.Secret, hello.Nonce, auth.Nonce, auth.Name, auth.ID), who)
 }
