@@ -48,8 +48,10 @@ type DialOptions struct {
 	// Dial. A fixed id is only safe if ids from before a restart cannot be
 	// issued again: they follow the clock, which must not step back.
 	ID message.NodeID
-	// Secret is the node's shared secret (its Config.Secret); "" if it has
-	// none. The client proves it knows it, and checks the node does too.
+	// Secret is the client's own secret, from its entry in the node's
+	// Config.Peers (kind client), or the node's shared secret
+	// (Config.Secret) if the node lists no peers; "" if it has none. The
+	// client proves it knows it, and checks the node does too.
 	Secret string
 	// TLS configures tls:// URLs: the roots that verify the node's
 	// certificate and, if the node asks for one, the client's. The server

@@ -31,7 +31,10 @@ type Config struct {
 	// Empty: the node accepts no links, but can still open them.
 	Listen string
 	// Secret is the links' shared secret. When set, a peer must prove it
-	// knows it before any queue is touched, and must prove it back.
+	// knows it before any queue is touched, and must prove it back. It
+	// proves membership, not identity: every holder can claim any name and
+	// speak for any origin. It is the simple mode for a trusted network;
+	// Peers gives each identity its own credentials instead.
 	Secret string
 	// Nodes are the other nodes this node can reach directly.
 	Nodes []NodeConfig
@@ -57,6 +60,13 @@ type Config struct {
 	// this node's addresses; none at all allows everything. See AccessRule.
 	// They change live (Reconfigure).
 	Access []AccessRule
+	// Peers are the identities that may connect to this node, nodes and
+	// clients, each with its own credentials. When any are listed, the
+	// listener takes only them (Secret is not accepted from anyone), a
+	// client identity may only publish and subscribe, and a peer hands over
+	// only messages of its own origin unless it is a relay. Empty: the
+	// shared Secret mode. See PeerConfig.
+	Peers []PeerConfig
 	// ConfigSource names the file this configuration came from, for
 	// status; "" when there is none.
 	ConfigSource string
@@ -71,7 +81,46 @@ type NodeConfig struct {
 	// Connector is how to reach it: "tcp://host:port",
 	// "static:(tcp://a:1,tcp://b:2)" or "failover:(tcp://main:1,tcp://backup:2)".
 	Connector string
+	// Secret is the secret this node proves to that node, and that node
+	// proves back, when dialing it: the secret of this node's entry in that
+	// node's Peers. Empty: this node's entry in Peers, if it lists that
+	// node, else the shared Secret.
+	Secret string
 }
+
+// PeerConfig is one identity that may connect to this node.
+type PeerConfig struct {
+	// Name is the identity: the name a node or client connects with (a
+	// node's own node name, a client's DialOptions.Name), or, under mutual
+	// TLS, its certificate's Common Name.
+	Name string
+	// Secret is the identity's own secret, which it proves at the
+	// handshake and this node proves back. Empty only under mutual TLS
+	// (TLS.ClientAuth require_and_verify): the certificate proves it.
+	Secret string
+	// Kind is PeerKindNode (the default) or PeerKindClient. A client may
+	// open publish and subscribe sessions only; its publishes carry its
+	// own id.
+	Kind PeerKind
+	// Relay lets a node identity hand over messages made by other nodes,
+	// as a hub relaying its plants does. Without it, its messages must be
+	// of its own origin (its id). A relay can speak for any origin: give
+	// it only to nodes trusted as much as this one.
+	Relay bool
+	// ID pins the node id the identity must prove. Zero: the id it proves
+	// at its first connection is bound to it, and kept in the data
+	// directory (see the README's Identities section to re-bind one).
+	ID message.NodeID
+}
+
+// PeerKind is what an identity in Peers is.
+type PeerKind string
+
+// The values of PeerConfig.Kind; "" means PeerKindNode.
+const (
+	PeerKindNode   PeerKind = "node"
+	PeerKindClient PeerKind = "client"
+)
 
 // DiscoveryConfig turns on discovery: the node announces itself on a UDP
 // broadcast or multicast group and listens there for other nodes, which

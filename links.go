@@ -39,9 +39,15 @@ type linkOut struct {
 	Receiver receiver.Config
 }
 
-// linkConfigs derives the link packages' configurations from the node's.
-func linkConfigs(n *Node, t nodeTLS) linkOut {
+// linkConfigs derives the link packages' configurations from the node's,
+// and loads the identities the links authenticate with.
+func linkConfigs(n *Node, t nodeTLS) (linkOut, error) {
 	c := n.cfg
+	idents, err := newIdentities(c, n.id)
+	if err != nil {
+		return linkOut{}, err
+	}
+	n.idents = idents
 	sc := session.Config{
 		Name: c.Name, ID: n.id, MaxFrame: uint32(c.Link.MaxFrame),
 		HandshakeTimeout: c.Link.HandshakeTimeout, WriteTimeout: c.Link.WriteTimeout,
@@ -50,21 +56,28 @@ func linkConfigs(n *Node, t nodeTLS) linkOut {
 	if c.Secret != "" {
 		sc.Secret = []byte(c.Secret)
 	}
+	// Dialing, the secret is the one held for the node reached, if any;
+	// listening, the peers are who may connect, when any are listed.
+	dial, listen := sc, sc
+	dial.Credentials = idents.dialCredential
+	if len(c.Peers) > 0 {
+		listen.Credentials = idents.credential
+	}
 	window := c.Link.Window
 	if window <= 0 {
 		window = 1000
 	}
 	return linkOut{
-		Session: sc,
+		Session: dial,
 		Sender: sender.Config{
 			Window: window, ReconnectMin: c.Link.ReconnectMin, ReconnectMax: c.Link.ReconnectMax, MainProbe: c.Link.MainProbe,
 			Files: n.senderFiles(), Now: c.Store.Now, Logger: c.Logger, TLS: t.client,
 		},
 		Receiver: receiver.Config{
-			Listen: c.Listen, Session: sc, Window: uint32(window), Limits: c.Limits, Logger: c.Logger,
+			Listen: c.Listen, Session: listen, Window: uint32(window), Limits: c.Limits, Logger: c.Logger,
 			Spool: n.spool, FileSyncBytes: n.files.SyncBytes, TLS: t.server,
 		},
-	}
+	}, nil
 }
 
 // Reachable reports whether this node has a way to node now: a neighbour,
@@ -231,6 +244,7 @@ func (n *Node) ReceiverStats() ReceiverStats {
 		Deduped: st.Deduped.Load(), Refused: st.Refused.Load(), ProtocolErrors: st.ProtocolErrors.Load(),
 		FilesTaken: st.FilesTaken.Load(), FilesRefused: st.FilesRefused.Load(), FilesCorrupt: st.FilesCorrupt.Load(),
 		FileBytes: st.FileBytes.Load(), ClientDenied: st.Denied.Load(), ClientDelivered: st.Delivered.Load(),
+		ForgedOrigins: st.ForgedOrigins.Load(), ClientLinkRefused: st.KindRefused.Load(),
 	}
 }
 
@@ -256,6 +270,10 @@ type ReceiverStats struct {
 	// the access rules refused; ClientDelivered the messages pushed to
 	// their consumers, redeliveries included.
 	ClientDenied, ClientDelivered int64
+	// ForgedOrigins counts messages refused because their peer may not
+	// speak for their origin; ClientLinkRefused the link and file
+	// sessions client identities tried to open.
+	ForgedOrigins, ClientLinkRefused int64
 }
 
 // LinkStatus is one link's state; see Node.Links.

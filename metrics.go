@@ -102,6 +102,11 @@ var (
 	descRecvMessages = prometheus.NewDesc("petrel_receiver_messages_total",
 		"Messages the receiver handled, by event, since the node started.", []string{"event"}, nil)
 
+	descForgedOrigins = prometheus.NewDesc("petrel_forged_origin_total",
+		"Messages refused because their peer may not speak for their origin: not its own id, and it is not a permitted relay.", nil, nil)
+	descClientLinkRefused = prometheus.NewDesc("petrel_client_link_sessions_refused_total",
+		"Link and file sessions that client identities tried to open, refused.", nil, nil)
+
 	descStoreCommits = prometheus.NewDesc("petrel_store_commits_total",
 		"Group commits since the store opened.", nil, nil)
 	descStoreRequests = prometheus.NewDesc("petrel_store_commit_requests_total",
@@ -124,7 +129,7 @@ func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descLinkUp, descLinkReconnects, descLinkMessages, descLinkInFlight,
 		descRecvConnections, descRecvHandshakeFailed, descRecvAuthFailed, descRecvSessionsRefused,
 		descRecvProtocolErrors, descRecvMessages, descRecvTLSFailed, descAccessDenied,
-		descStoreCommits, descStoreRequests,
+		descStoreCommits, descStoreRequests, descForgedOrigins, descClientLinkRefused,
 		descFileBytes, descFileActive, descFiles,
 	} {
 		ch <- d
@@ -204,6 +209,8 @@ func collectReceiver(ch chan<- prometheus.Metric, r ReceiverStats) {
 	ch <- counter(descRecvMessages, r.Stored, "stored")
 	ch <- counter(descRecvMessages, r.Deduped, "deduplicated")
 	ch <- counter(descRecvMessages, r.Refused, "refused")
+	ch <- counter(descForgedOrigins, r.ForgedOrigins)
+	ch <- counter(descClientLinkRefused, r.ClientLinkRefused)
 }
 
 func counter(d *prometheus.Desc, v int64, labels ...string) prometheus.Metric {

@@ -52,6 +52,9 @@ type Node struct {
 	janitorStop, janitorDone chan struct{}
 	// access holds the access rules in force and counts denials.
 	access accessControl
+	// idents holds who may connect, the neighbours' secrets and the ids
+	// bound to identities.
+	idents *identities
 
 	started   time.Time
 	closeOnce sync.Once

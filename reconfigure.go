@@ -68,6 +68,7 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 		}
 		r.Applied = append(r.Applied, "addresses")
 	}
+	cfg.Peers = n.applyIdentities(old, cfg, &r)
 	if !reflect.DeepEqual(old.Access, cfg.Access) {
 		n.access.set(cfg.Access)
 		r.Applied = append(r.Applied, "access")

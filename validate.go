@@ -72,6 +72,9 @@ func (c Config) Validate() error {
 	if err := validateAccess(c.Access); err != nil {
 		return err
 	}
+	if err := c.validatePeers(); err != nil {
+		return err
+	}
 	return c.validateFiles()
 }
 

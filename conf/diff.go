@@ -58,6 +58,11 @@ const (
 	// SectionAccess is the access rules. Each message and client request
 	// is judged by the rules in force when it arrives.
 	SectionAccess = "access"
+	// SectionPeers is the identities that may connect. New handshakes use
+	// the new list; links that are up stay up. Listing the first peers, or
+	// removing the last, switches the listener's mode: the node reports
+	// that as needing a restart (petrel.Reconfigured.Restart).
+	SectionPeers = "peers"
 )
 
 // needsRestart marks a key of reloadRules whose change needs a restart.
@@ -107,6 +112,8 @@ var reloadRules = map[string]string{
 	// The rules are swapped whole; the next message or client request is
 	// judged by the new ones.
 	"access": SectionAccess,
+	// The table of identities is swapped whole, like the access rules.
+	"peers": SectionPeers,
 }
 
 // Compare returns what differs from old to new, both Files from Parse, Load

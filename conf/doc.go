@@ -64,6 +64,9 @@
 //	auto_create      whether undeclared addresses are created on first use
 //	access           the access rules; each message is judged by the rules in
 //	                 force when it arrives
+//	peers            the identities that may connect; new handshakes use the
+//	                 new list (listing the first or removing the last peer
+//	                 switches the listener's mode and takes a restart)
 //	log.level        the log level
 //
 // These keys need a restart. A change to them is logged and shown as "needs
@@ -150,6 +153,11 @@
 //	    # static:(c1,c2,...) each in turn; failover:(main,backup) the backup while
 //	    # the main is down, then the main again. Quote a list inside {...}.
 //	    connector: tcp://127.0.0.1:7401
+//	    # The secret this node proves to it when dialing it (string): this
+//	    # node's own entry in that node's peers. Or secret_file, the path of a
+//	    # file that holds it. Default: this node's peers entry for that node if
+//	    # it has a secret, else the shared secret.
+//	    # secret_file: /etc/petrel/hub-1.secret
 //	  - name: hub-2
 //	    connector: failover:(tcp://10.0.0.2:7400,tcp://10.0.1.2:7400)
 //
@@ -404,4 +412,33 @@
 //	    relay: [telemetry]
 //	  - identity: "*"
 //	    send: [public.*]
+//
+//	# Identities that may connect to this node, each with its own credentials
+//	# (list). Listing any turns the shared secret off for the listener: only the
+//	# identities listed connect, each proving its own secret (or, with
+//	# tls.client_auth require_and_verify, its certificate, whose Common Name is
+//	# its name). Names are unique and valid node names. A change applies live;
+//	# listing the first or removing the last takes a restart. Default: none; the
+//	# shared secret mode, for a trusted network only.
+//	# peers:
+//	#   - # The identity (string, required): a node's name, a client's name, or
+//	#     # the Common Name of its certificate.
+//	#     name: hub-1
+//	#     # The path of a file that holds its secret (string), or secret: inline.
+//	#     # Required unless client certificates are verified.
+//	#     secret_file: /etc/petrel/peers/hub-1.secret
+//	#     # node or client (string). A client may only publish and subscribe,
+//	#     # with its own id as the origin. Default: node.
+//	#     kind: node
+//	#     # Whether it may hand over messages other nodes made (bool): a hub
+//	#     # that relays its plants' traffic. It can then speak for any origin.
+//	#     # Default: false; only messages of its own origin are taken from it.
+//	#     relay: true
+//	#     # The node id it must prove (32 hex digits, its node.id file).
+//	#     # Default: the id it proves at its first connection, kept in the data
+//	#     # directory (peer-ids.json).
+//	#     # id: 0123456789abcdef0123456789abcdef
+//	#   - name: app-1
+//	#     secret_file: /etc/petrel/peers/app-1.secret
+//	#     kind: client
 package conf

@@ -47,6 +47,9 @@ type File struct {
 	Admin      AdminSection     `yaml:"admin"`
 	TLS        TLSSection       `yaml:"tls"`
 	Access     []AccessSection  `yaml:"access"`
+	// Peers are the identities that may connect, each with its own
+	// credentials; none: the shared secret mode.
+	Peers []PeerSection `yaml:"peers"`
 }
 
 // section is one part of File with its own checks. To add a section: add
@@ -83,6 +86,7 @@ func (f *File) sections() []keyedSection {
 		{"admin", &f.Admin},
 		{"tls", &f.TLS},
 		{"access", accessList(f.Access)},
+		{"peers", peerList(f.Peers)},
 	}
 }
 
@@ -134,6 +138,7 @@ func Parse(filename string, data []byte) (*File, error) {
 			s.s.check(c, s.key)
 		}
 		f.readSecret(c)
+		f.readItemSecrets(c)
 		if err := c.first(); err != nil {
 			return nil, err
 		}
@@ -234,6 +239,7 @@ func (f *File) NodeConfig() petrel.Config {
 		Outboxes:     f.outboxConfigs(),
 		TLS:          f.TLS.tlsConfig(),
 		Access:       f.accessRules(),
+		Peers:        f.peerConfigs(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

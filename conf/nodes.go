@@ -15,12 +15,20 @@ type NeighbourSection struct {
 	Name string `yaml:"name"`
 	// Connector is how to reach it; see address.ParseConnectors.
 	Connector address.Connectors `yaml:"connector"`
+	// Secret is the secret this node proves to that node when dialing it
+	// (its own entry in that node's peers); after Parse it holds the
+	// content of SecretFile when the file names one. Empty: the shared
+	// secret, or this node's peers entry for that node.
+	Secret Secret `yaml:"secret"`
+	// SecretFile is the path of a file holding that secret.
+	SecretFile string `yaml:"secret_file"`
 }
 
 func (n *NeighbourSection) check(c *checker, path string) {
 	c.required(path, "name", "a node needs a name")
 	c.name(join(path, "name"), n.Name)
 	c.required(path, "connector", "a node needs a connector, such as tcp://host:7400")
+	secretKeys(c, path, n.Secret, n.SecretFile)
 }
 
 // parseConnectors parses a connector URI with the address package, so that
@@ -80,7 +88,7 @@ func (l routeList) check(c *checker, path string) {
 func (f *File) nodeConfigs() []petrel.NodeConfig {
 	var nodes []petrel.NodeConfig
 	for _, n := range f.Nodes {
-		nodes = append(nodes, petrel.NodeConfig{Name: n.Name, Connector: n.Connector.String()})
+		nodes = append(nodes, petrel.NodeConfig{Name: n.Name, Connector: n.Connector.String(), Secret: string(n.Secret)})
 	}
 	return nodes
 }

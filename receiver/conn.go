@@ -21,7 +21,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	hctx, hcancel := s.readCtx(s.ctx)
 	defer hcancel()
 	if s.cfg.TLS != nil {
-		tc, check, err := s.tlsConn(hctx, nc)
+		tc, check, cn, err := s.tlsConn(hctx, nc)
 		if err != nil {
 			s.stats.HandshakeFailed.Add(1)
 			s.stats.TLSFailed.Add(1)
@@ -30,8 +30,9 @@ func (s *Server) serveConn(nc net.Conn) {
 			}
 			return
 		}
-		nc, cfg.CheckPeer = tc, check
+		nc, cfg.CheckPeer, cfg.Certified = tc, check, cn
 	}
+	cfg.CheckPeer = s.checkPeer(cfg.CheckPeer)
 	c, err := session.Server(hctx, nc, cfg)
 	if err != nil {
 		s.stats.HandshakeFailed.Add(1)
@@ -72,6 +73,13 @@ func (s *Server) serveConn(nc net.Conn) {
 			}
 			c.Close()
 			return
+		}
+		if err := sessionAllowed(peer, sess); err != nil {
+			s.stats.SessionsRefused.Add(1)
+			s.stats.KindRefused.Add(1)
+			s.log.Warn("session refused", slog.String(logPeer, peer.Name), slog.String(logAddress, sess.Address()), slog.Any(logError, err))
+			sess.Refuse(err.Error())
+			continue
 		}
 		if sess.Publish() || sess.Subscribe() {
 			s.serveClient(c, sess, &sessions)

@@ -219,6 +219,9 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 	if m.Kind != message.KindFile {
 		return nil, FileTarget{}, fmt.Sprintf("a file session announced a %s message", m.Kind), nil
 	}
+	if reason := s.checkOrigin(peer, m, false); reason != "" {
+		return nil, FileTarget{}, reason, nil
+	}
 	if err := filetransfer.InfoFromProps(m.File).Check(); err != nil {
 		return nil, FileTarget{}, "bad file announcement: " + err.Error(), nil
 	}

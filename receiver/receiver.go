@@ -79,6 +79,7 @@ type Server struct {
 	stats     Stats
 	transfers transfers
 	holders   holders
+	forged    originLog // rate-limits the log of forged origins
 }
 
 // Stats count what the server saw since it started.
@@ -101,6 +102,8 @@ type Stats struct {
 	TLSFailed       atomic.Int64 // of HandshakeFailed, those that failed the TLS handshake
 	Denied          atomic.Int64 // clients' subscriptions and publishes the access rules refused
 	Delivered       atomic.Int64 // messages pushed to clients' subscriptions, redeliveries included
+	ForgedOrigins   atomic.Int64 // messages refused for an origin their peer may not speak for
+	KindRefused     atomic.Int64 // of SessionsRefused, link or file sessions a client identity tried to open
 }
 
 const (

@@ -18,24 +18,27 @@ import (
 // require_and_verify), the certificate is who the client is: the returned
 // check, for session.Config.CheckPeer, refuses a client whose claimed node
 // name is not the certificate's Common Name, so that access rules keyed by
-// the name hold for the certificate. Otherwise check is nil.
-func (s *Server) tlsConn(ctx context.Context, nc net.Conn) (tc *tls.Conn, check func(session.Peer) error, err error) {
+// the name hold for the certificate. Otherwise check is nil. cn is the
+// verified certificate's Common Name, "" without one: with per-identity
+// credentials (session.Config.Credentials) it is the identity, whose
+// peers entry then needs no secret.
+func (s *Server) tlsConn(ctx context.Context, nc net.Conn) (tc *tls.Conn, check func(session.Peer) error, cn string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.handshakeTimeout())
 	defer cancel()
 	tc = tls.Server(nc, s.cfg.TLS)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = nc.Close()
-		return nil, nil, fmt.Errorf("TLS handshake with %s: %w", nc.RemoteAddr(), err)
+		return nil, nil, "", fmt.Errorf("TLS handshake with %s: %w", nc.RemoteAddr(), err)
 	}
 	st := tc.ConnectionState()
 	if len(st.VerifiedChains) == 0 {
-		return tc, nil, nil
+		return tc, nil, "", nil
 	}
-	cn := st.PeerCertificates[0].Subject.CommonName
+	cn = st.PeerCertificates[0].Subject.CommonName
 	return tc, func(p session.Peer) error {
 		if p.Name != cn {
 			return fmt.Errorf("%w: client %q presented a certificate for %q; a node's name must be its certificate's Common Name", session.ErrAuth, p.Name, cn)
 		}
 		return nil
-	}, nil
+	}, cn, nil
 }

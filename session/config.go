@@ -40,7 +40,20 @@ type Config struct {
 	// Secret is the shared secret of the challenge–response; nil = none.
 	// A server with a secret refuses clients that do not prove they know it;
 	// a client with a secret refuses servers that do not prove it back.
+	// It proves membership of the group that holds it, not identity: the
+	// simple mode for a trusted network. A server with Credentials ignores
+	// it.
 	Secret []byte
+
+	// Credentials, when set, gives each identity its own credential, by
+	// name. On Server it is the list of who may connect: the name a client
+	// claims must be a valid name (message.ValidName) with a credential
+	// here, and the client proves that credential's secret (or a verified
+	// certificate vouches for it, see Credential.Secret); the server proves
+	// the same secret back. Anyone else is refused with ErrAuth. On Client
+	// it gives the secret to use with the server that Hello names, when
+	// that server has one of its own; Secret otherwise.
+	Credentials func(name string) (Credential, bool)
 
 	// MaxFrame bounds the payload of a Data frame, both ways; default
 	// 16 MiB. Both ends must agree: a peer sending larger frames is
@@ -68,6 +81,12 @@ type Config struct {
 	// The receiver uses it to hold a client with a verified TLS certificate
 	// to the name in that certificate. Client ignores it.
 	CheckPeer func(Peer) error
+
+	// Certified is the name the transport proved already: the Common Name
+	// of the client's verified TLS certificate, set by the receiver per
+	// connection. A credential without a secret is accepted for this name
+	// only. Empty: none.
+	Certified string
 
 	// MaxSessions bounds the sessions open or waiting for Accept on one
 	// connection; a SessionCreate past it is refused. Default 1024.
@@ -121,11 +140,60 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Peer is the node at the other end of a connection or session.
+// Peer is the node or client at the other end of a connection or session.
 type Peer struct {
 	Name string
 	ID   message.NodeID
 	Addr string // remote network address, as net.Conn.RemoteAddr
+	// Kind is what the identity is, from its credential on the server; a
+	// client sees its server as a PeerNode.
+	Kind PeerKind
+	// Relay is true if the identity may hand over messages of origins
+	// other than its own (see Credential.Relay). Always true for a
+	// PeerMember: a shared secret proves no identity to hold it to.
+	Relay bool
+}
+
+// PeerKind is what an identity at the other end is.
+type PeerKind uint8
+
+// The kinds of identities.
+const (
+	// PeerMember proved the shared secret (or nothing, with none): its
+	// name is a claim, not an identity. Treated as a node.
+	PeerMember PeerKind = iota
+	// PeerNode is a node with credentials of its own.
+	PeerNode
+	// PeerClient is a client with credentials of its own: it may publish
+	// and subscribe, never open link or file sessions.
+	PeerClient
+)
+
+// String returns "member", "node" or "client".
+func (k PeerKind) String() string {
+	switch k {
+	case PeerMember:
+		return "member"
+	case PeerNode:
+		return "node"
+	case PeerClient:
+		return "client"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Credential is what a node knows of one identity (Config.Credentials).
+type Credential struct {
+	// Secret is the identity's own secret. Nil means the identity proves
+	// itself by a certificate only: a server accepts it only when the
+	// name is Config.Certified.
+	Secret []byte
+	// Kind is PeerNode or PeerClient; PeerMember is taken as PeerNode.
+	Kind PeerKind
+	// Relay lets the identity hand over messages that other nodes made
+	// (a hub relaying its plants). Without it, only messages of its own
+	// origin are taken from it.
+	Relay bool
 }
 
 // ConnStats counts a connection's traffic, headers included.

@@ -1,6 +1,6 @@
 // Package session is Petrel's wire protocol between two nodes: frames, the
-// binary codec of packets, the connection handshake with shared-secret
-// authentication and version negotiation, sessions multiplexed on one TCP
+// binary codec of packets, the connection handshake with shared-secret or
+// per-identity authentication (Config.Credentials) and version negotiation, sessions multiplexed on one TCP
 // connection, windows, heartbeats and limits.
 //
 // A Conn is one connection, made by Client on the dialing node and Server on

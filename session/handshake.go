@@ -29,7 +29,15 @@ import (
 // cannot be replayed, and a different label, so one side's MAC is never
 // valid as the other's. A server with a secret refuses a client without
 // the right MAC (CodeAuth); a client with a secret refuses a server without
-// one. Until AuthOK, frames are at most preAuthMaxFrame bytes and only
+// one.
+//
+// The secret is, in the simple mode, one shared by every member
+// (Config.Secret): it proves membership, not identity. With
+// Config.Credentials it is the claimed identity's own: the server looks
+// the client's name up, checks macC with that identity's secret and signs
+// macS with it too, and the client, which picks the secret by the name in
+// Hello, checks that. The name and id are covered by both MACs, so
+// neither can be changed on the way. Until AuthOK, frames are at most preAuthMaxFrame bytes and only
 // Hello, Auth, AuthOK and Error are valid, and every read and write is
 // bounded by HandshakeTimeout, so an unauthenticated peer costs a few KiB
 // for a few seconds at most.
@@ -109,10 +117,11 @@ func serverHandshake(nc net.Conn, cfg *Config) (Peer, error) {
 		err = fmt.Errorf("client %q chose version %d, server speaks %d to %d: %w",
 			auth.Name, auth.Version, hello.MinVersion, hello.MaxVersion, ErrVersion)
 	}
-	if err == nil && cfg.Secret != nil {
-		err = checkMAC(auth.MAC, clientMAC(cfg.Secret, hello.Nonce, auth.Nonce, auth.Name, auth.ID), "client "+quote(auth.Name))
-	}
 	peer := Peer{Name: auth.Name, ID: auth.ID, Addr: addrOf(nc)}
+	var secret []byte
+	if err == nil {
+		peer, secret, err = authenticate(cfg, hello, auth, peer)
+	}
 	if err == nil && cfg.CheckPeer != nil {
 		err = cfg.CheckPeer(peer)
 	}
@@ -121,13 +130,47 @@ func serverHandshake(nc net.Conn, cfg *Config) (Peer, error) {
 		return Peer{}, err
 	}
 	ok := AuthOK{}
-	if cfg.Secret != nil {
-		ok.MAC = serverMAC(cfg.Secret, auth.Nonce, hello.Nonce, cfg.Name, cfg.ID)
+	if secret != nil {
+		ok.MAC = serverMAC(secret, auth.Nonce, hello.Nonce, cfg.Name, cfg.ID)
 	}
 	if err := writeFrame(nc, TypeAuthOK, ok); err != nil {
 		return Peer{}, err
 	}
 	return peer, nil
+}
+
+// authenticate checks the client's proof and returns who it is, with the
+// secret the server proves itself back with (nil: none). With
+// Credentials, the name the client claims is its identity and must have a
+// credential here; without, the shared Secret (if any) proves only that
+// the client belongs.
+func authenticate(cfg *Config, hello Hello, auth Auth, peer Peer) (Peer, []byte, error) {
+	who := "client " + quote(auth.Name)
+	if cfg.Credentials == nil {
+		peer.Kind, peer.Relay = PeerMember, true
+		if cfg.Secret == nil {
+			return peer, nil, nil
+		}
+		return peer, cfg.Secret, checkMAC(auth.MAC, clientMAC(cfg.Secret, hello.Nonce, auth.Nonce, auth.Name, auth.ID), who)
+	}
+	if err := message.ValidName(auth.Name); err != nil {
+		return peer, nil, fmt.Errorf("%w: %s claims an identity that is not a valid name (%v)", ErrAuth, who, err)
+	}
+	cred, ok := cfg.Credentials(auth.Name)
+	if !ok {
+		return peer, nil, fmt.Errorf("%w: no credentials for identity %q on this node; list it under peers to let it connect", ErrAuth, auth.Name)
+	}
+	peer.Kind, peer.Relay = cred.Kind, cred.Relay
+	if peer.Kind == PeerMember {
+		peer.Kind = PeerNode
+	}
+	if cred.Secret == nil {
+		if cfg.Certified == "" || cfg.Certified != auth.Name {
+			return peer, nil, fmt.Errorf("%w: identity %q has no secret on this node and presented no verified certificate for that name", ErrAuth, auth.Name)
+		}
+		return peer, nil, nil
+	}
+	return peer, cred.Secret, checkMAC(auth.MAC, clientMAC(cred.Secret, hello.Nonce, auth.Nonce, auth.Name, auth.ID), who)
 }
 
 func clientHandshake(nc net.Conn, cfg *Config) (Peer, error) {
@@ -151,8 +194,14 @@ func clientHandshake(nc net.Conn, cfg *Config) (Peer, error) {
 	if _, err := rand.Read(auth.Nonce[:]); err != nil {
 		return Peer{}, fmt.Errorf("make nonce: %w", err)
 	}
-	if cfg.Secret != nil {
-		auth.MAC = clientMAC(cfg.Secret, hello.Nonce, auth.Nonce, cfg.Name, cfg.ID)
+	secret := cfg.Secret
+	if cfg.Credentials != nil {
+		if cred, ok := cfg.Credentials(hello.Name); ok && cred.Secret != nil {
+			secret = cred.Secret
+		}
+	}
+	if secret != nil {
+		auth.MAC = clientMAC(secret, hello.Nonce, auth.Nonce, cfg.Name, cfg.ID)
 	}
 	if err := writeFrame(nc, TypeAuth, auth); err != nil {
 		return Peer{}, err
@@ -162,14 +211,14 @@ func clientHandshake(nc net.Conn, cfg *Config) (Peer, error) {
 	if err == nil {
 		ok, err = DecodeAuthOK(p)
 	}
-	if err == nil && cfg.Secret != nil {
-		err = checkMAC(ok.MAC, serverMAC(cfg.Secret, auth.Nonce, hello.Nonce, hello.Name, hello.ID), "server "+quote(hello.Name))
+	if err == nil && secret != nil {
+		err = checkMAC(ok.MAC, serverMAC(secret, auth.Nonce, hello.Nonce, hello.Name, hello.ID), "server "+quote(hello.Name))
 	}
 	if err != nil {
 		refuse(nc, err)
 		return Peer{}, err
 	}
-	return Peer{Name: hello.Name, ID: hello.ID, Addr: addrOf(nc)}, nil
+	return Peer{Name: hello.Name, ID: hello.ID, Addr: addrOf(nc), Kind: PeerNode}, nil
 }
 
 // readHandshake reads the frame the handshake expects next and returns its

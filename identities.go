@@ -1,0 +1,240 @@
+package petrel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/session"
+)
+
+// Identities: who may connect (Config.Peers), with which secret this node
+// dials each neighbour (NodeConfig.Secret), and which node id each
+// identity is bound to.
+//
+// A node identity is bound to the id it proves at its first connection
+// (trust on first use) unless its peers entry pins one. The bindings are
+// kept in bindingsFile in the data directory, a JSON object of name to id
+// written through a synced temporary file and a rename, so a crash leaves
+// the old bindings or the new ones. An identity that proves another id than
+// its own, or an id bound to another identity (or this node's own), is
+// refused at the handshake: no identity can take over another's origin.
+// A client identity without a pin is not bound, as a client makes a new id
+// at every Dial; it still cannot prove an id bound to another identity.
+
+// bindingsFile holds the ids bound to identities, in the data directory.
+const bindingsFile = "peer-ids.json"
+
+// identities is the node's table of identities; safe for concurrent use.
+type identities struct {
+	self message.NodeID
+	path string
+
+	mu    sync.Mutex
+	peers map[string]PeerConfig
+	dial  map[string]string         // neighbours' secrets, by name
+	bound map[string]message.NodeID // persisted; see bindingsFile
+}
+
+// newIdentities loads the bindings kept in dataDir.
+func newIdentities(cfg Config, self message.NodeID) (*identities, error) {
+	ids := &identities{self: self, path: filepath.Join(cfg.DataDir, bindingsFile), bound: map[string]message.NodeID{}}
+	raw, err := os.ReadFile(ids.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("read identity bindings: %w", err)
+	default:
+		var m map[string]string
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("read identity bindings from %s: %w (fix or remove the file; every identity is then bound again at its next connection)", ids.path, err)
+		}
+		for name, hex := range m {
+			id, err := message.ParseNodeID(hex)
+			if err != nil {
+				return nil, fmt.Errorf("read identity bindings from %s: identity %q: %w", ids.path, name, err)
+			}
+			ids.bound[name] = id
+		}
+	}
+	ids.set(cfg)
+	return ids, nil
+}
+
+// set installs the peers and neighbours' secrets of cfg.
+func (ids *identities) set(cfg Config) {
+	peers := map[string]PeerConfig{}
+	for _, p := range cfg.Peers {
+		peers[p.Name] = p
+	}
+	dial := map[string]string{}
+	for _, nc := range cfg.Nodes {
+		if nc.Secret != "" {
+			dial[nc.Name] = nc.Secret
+		}
+	}
+	ids.mu.Lock()
+	ids.peers, ids.dial = peers, dial
+	ids.mu.Unlock()
+}
+
+// credential is the listener's session.Config.Credentials: the peers
+// entry of name.
+func (ids *identities) credential(name string) (session.Credential, bool) {
+	ids.mu.Lock()
+	p, ok := ids.peers[name]
+	ids.mu.Unlock()
+	if !ok {
+		return session.Credential{}, false
+	}
+	c := session.Credential{Kind: session.PeerNode, Relay: p.Relay}
+	if p.Kind == PeerKindClient {
+		c.Kind = session.PeerClient
+	}
+	if p.Secret != "" {
+		c.Secret = []byte(p.Secret)
+	}
+	return c, true
+}
+
+// dialCredential is the dialer's session.Config.Credentials: the secret
+// this node proves to the node it reached, if it has one for it.
+func (ids *identities) dialCredential(name string) (session.Credential, bool) {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	if s, ok := ids.dial[name]; ok {
+		return session.Credential{Secret: []byte(s)}, true
+	}
+	if p, ok := ids.peers[name]; ok && p.Secret != "" {
+		return session.Credential{Secret: []byte(p.Secret)}, true
+	}
+	return session.Credential{}, false
+}
+
+// bind holds peer, which proved its credentials, to its id.
+func (ids *identities) bind(peer session.Peer) error {
+	if peer.Kind == session.PeerMember {
+		return nil // the shared secret proves no identity to bind
+	}
+	if peer.ID == ids.self {
+		return fmt.Errorf("%w: identity %q claims this node's own id %s", session.ErrAuth, peer.Name, peer.ID)
+	}
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	if owner, ok := ids.ownerOf(peer.ID, peer.Name); ok {
+		return fmt.Errorf("%w: identity %q claims id %s, which is bound to identity %q", session.ErrAuth, peer.Name, peer.ID, owner)
+	}
+	pin := ids.peers[peer.Name].ID
+	if !pin.IsZero() && pin != peer.ID {
+		return fmt.Errorf("%w: identity %q proved id %s, but its peers entry pins id %s; if that node was rebuilt, set its id: to the new id",
+			session.ErrAuth, peer.Name, peer.ID, pin)
+	}
+	old, bound := ids.bound[peer.Name]
+	switch {
+	case bound && old == peer.ID:
+		return nil
+	case bound && pin.IsZero():
+		return fmt.Errorf("%w: identity %q proved id %s, but it is bound to id %s since its first connection; if that node was rebuilt, pin the new id (id: in its peers entry) or remove %q from %s while this node is stopped",
+			session.ErrAuth, peer.Name, peer.ID, old, peer.Name, ids.path)
+	case pin.IsZero() && peer.Kind == session.PeerClient:
+		return nil // a client makes a new id at every Dial
+	}
+	return ids.save(peer.Name, peer.ID)
+}
+
+// ownerOf returns the identity other than name that id is bound or
+// pinned to. ids.mu is held.
+func (ids *identities) ownerOf(id message.NodeID, name string) (string, bool) {
+	for n, p := range ids.peers {
+		if n != name && p.ID == id {
+			return n, true
+		}
+	}
+	for n, b := range ids.bound {
+		if n != name && b == id {
+			// A binding replaced by another identity's pin is stale.
+			if pin := ids.peers[n].ID; pin.IsZero() || pin == id {
+				return n, true
+			}
+		}
+	}
+	return "", false
+}
+
+// save binds name to id and writes the bindings. ids.mu is held.
+func (ids *identities) save(name string, id message.NodeID) error {
+	m := make(map[string]string, len(ids.bound)+1)
+	for n, b := range ids.bound {
+		m[n] = b.String()
+	}
+	m[name] = id.String()
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(ids.path, append(data, '\n')); err != nil {
+		return fmt.Errorf("bind identity %q to id %s: %w", name, id, err)
+	}
+	ids.bound[name] = id
+	return nil
+}
+
+// BindPeer implements receiver.PeerBinder: it holds an identity that
+// proved its credentials to its node id (see identities).
+func (n *Node) BindPeer(peer session.Peer) error { return n.idents.bind(peer) }
+
+// applyIdentities installs cfg's peers and neighbours' secrets, and says
+// so in r. Listing the first peers, or removing the last, switches the
+// listener between the shared secret and per-identity credentials: that
+// needs a restart, and the old peers stay in force until then. It
+// returns the peers in force.
+func (n *Node) applyIdentities(old, cfg Config, r *Reconfigured) []PeerConfig {
+	if (len(old.Peers) > 0) != (len(cfg.Peers) > 0) {
+		r.Restart = append(r.Restart, "peers")
+		cfg.Peers = old.Peers
+	} else if !slices.Equal(old.Peers, cfg.Peers) {
+		r.Applied = append(r.Applied, "peers")
+	}
+	n.idents.set(cfg)
+	return cfg.Peers
+}
+
+// validatePeers checks Config.Peers.
+func (c Config) validatePeers() error {
+	seen := map[string]bool{}
+	pinned := map[message.NodeID]string{}
+	mtls := c.TLS.ClientAuth == ClientAuthRequireAndVerify
+	for i, p := range c.Peers {
+		f := fmt.Sprintf("peers[%d]", i)
+		if err := message.ValidName(p.Name); err != nil {
+			return cfgErr(f+".name", err.Error(), err)
+		}
+		switch {
+		case p.Name == c.Name:
+			return cfgErr(f+".name", fmt.Sprintf("%q is this node itself", p.Name), nil)
+		case seen[p.Name]:
+			return cfgErr(f+".name", fmt.Sprintf("identity %q is listed twice", p.Name), nil)
+		case p.Kind != "" && p.Kind != PeerKindNode && p.Kind != PeerKindClient:
+			return cfgErr(f+".kind", fmt.Sprintf("%q: want node or client", p.Kind), nil)
+		case p.Kind == PeerKindClient && p.Relay:
+			return cfgErr(f+".relay", "a client identity cannot relay; only nodes can", nil)
+		case p.Secret == "" && !mtls:
+			return cfgErr(f+".secret", fmt.Sprintf("identity %q has no secret: give it one (secret_file), or require client certificates (tls.client_auth: require_and_verify)", p.Name), nil)
+		}
+		seen[p.Name] = true
+		if p.ID.IsZero() {
+			continue
+		}
+		if other, ok := pinned[p.ID]; ok {
+			return cfgErr(f+".id", fmt.Sprintf("id %s is pinned to identity %q already", p.ID, other), nil)
+		}
+		pinned[p.ID] = p.Name
+	}
+	return nil
+}
