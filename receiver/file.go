@@ -190,6 +190,7 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 	if m.Kind != message.KindFile {
 		return nil, FileTarget{}, fmt.Sprintf("a file session announced a %s message", m.Kind), nil
 	}
+	localProps(m, peer)
 	if err := filetransfer.InfoFromProps(m.File).Check(); err != nil {
 		return nil, FileTarget{}, "bad file announcement: " + err.Error(), nil
 	}

@@ -100,6 +100,9 @@ type Stats struct {
 	TLSFailed       atomic.Int64 // of HandshakeFailed, those that failed the TLS handshake
 	Denied          atomic.Int64 // clients' subscriptions and publishes the access rules refused
 	Delivered       atomic.Int64 // messages pushed to clients' subscriptions, redeliveries included
+	// FilesOutsideSession counts the file messages refused because they
+	// came in an ordinary session, not as a file session's announcement.
+	FilesOutsideSession atomic.Int64
 }
 
 const (
