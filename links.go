@@ -231,6 +231,7 @@ func (n *Node) ReceiverStats() ReceiverStats {
 		Deduped: st.Deduped.Load(), Refused: st.Refused.Load(), ProtocolErrors: st.ProtocolErrors.Load(),
 		FilesTaken: st.FilesTaken.Load(), FilesRefused: st.FilesRefused.Load(), FilesCorrupt: st.FilesCorrupt.Load(),
 		FileBytes: st.FileBytes.Load(), ClientDenied: st.Denied.Load(), ClientDelivered: st.Delivered.Load(),
+		FilesOutsideSession: st.FilesOutsideSession.Load(),
 	}
 }
 
@@ -256,6 +257,10 @@ type ReceiverStats struct {
 	// the access rules refused; ClientDelivered the messages pushed to
 	// their consumers, redeliveries included.
 	ClientDenied, ClientDelivered int64
+	// FilesOutsideSession counts the file messages refused because a peer
+	// or client sent them in an ordinary session, not as the announcement
+	// of a file session (of Refused).
+	FilesOutsideSession int64
 }
 
 // LinkStatus is one link's state; see Node.Links.
