@@ -3,9 +3,12 @@ package petrel
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
+	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
 )
 
 // Action is what a peer asks to do with an address; see Node.Authorize.
@@ -29,9 +32,18 @@ var actions = [...]Action{ActionSend, ActionConsume, ActionRelay}
 // Everything else is denied.
 //
 // Rules govern what arrives from the network: messages from other nodes
-// (send to a local address, relay toward another node) and remote clients.
-// The node's own producers and consumers, in its process, are never
+// (send to a local address, relay toward another node) and remote clients
+// (send to an address of this node; relay to an address on another node,
+// which a client needs instead of send). What the node sends on a peer's
+// behalf, the notice of a file that peer handed over, is judged as that
+// peer. The node's own producers and consumers, in its process, are never
 // subject to them.
+//
+// A dead-letter address (a name ending in ".dlq", or one an address names
+// as its dead_letter) is matched only by a pattern that names it exactly:
+// "orders.*" and "*" do not reach "orders.dlq". Dead letters hold what
+// failed, often with the reason; reading or filling them is granted on
+// purpose, never by a wildcard written for the live addresses.
 type AccessRule struct {
 	// Identity is the authenticated name of a peer, or "*" for any peer.
 	// A node's name is the one it proved with the shared secret; when the
@@ -42,7 +54,8 @@ type AccessRule struct {
 	// Send, Consume and Relay are address patterns for each action: an
 	// exact address name ("orders"), a prefix ending in "*" ("orders.*"
 	// matches orders.eu and orders.us, not orders), or "*" for every
-	// address. They match the name of the address, without "@node": a
+	// address but the dead-letter ones, which only their exact name
+	// matches ("orders.dlq"). They match the name of the address, without "@node": a
 	// relay rule for "telemetry" lets the peer relay telemetry to any node
 	// this one routes to.
 	Send, Consume, Relay []string
@@ -61,17 +74,29 @@ func (r AccessRule) patterns(action Action) []string {
 	return nil
 }
 
-// allows reports whether r lets identity do action on the address name.
-func (r AccessRule) allows(identity string, action Action, name string) bool {
+// How a rule matches an address.
+const (
+	matchNone  = iota
+	matchWild  // by a pattern with "*": not enough for a dead-letter address
+	matchExact // by a pattern that is the name itself
+)
+
+// match says how r lets identity do action on the address name: not at
+// all, by a wildcard, or by the name itself.
+func (r AccessRule) match(identity string, action Action, name string) int {
 	if r.Identity != "*" && r.Identity != identity {
-		return false
+		return matchNone
 	}
+	how := matchNone
 	for _, p := range r.patterns(action) {
+		if p == name {
+			return matchExact
+		}
 		if matchPattern(p, name) {
-			return true
+			how = matchWild
 		}
 	}
-	return false
+	return how
 }
 
 // matchPattern matches an address name against an exact name, a prefix
@@ -132,6 +157,14 @@ func validPattern(p string) error {
 type accessControl struct {
 	rules  atomic.Pointer[[]AccessRule] // nil: no rules, everything allowed
 	denied [len(actions)]atomic.Int64
+	// noticesDenied counts the file notices not sent because the peer
+	// that handed the file over may not send where they were going;
+	// noticeLogged holds the peers already logged for it.
+	noticesDenied atomic.Int64
+	noticeLogged  sync.Map
+	// pathsRefused counts file messages refused, and cleanups not done,
+	// because a path was not one the node derives from its own records.
+	pathsRefused atomic.Int64
 }
 
 // set installs rules; none at all allows everything.
@@ -161,18 +194,68 @@ func (n *Node) Authorize(identity string, action Action, addr string) error {
 		return nil
 	}
 	name, _, _ := strings.Cut(addr, "@")
+	wild := false
 	for _, r := range *rules {
-		if r.allows(identity, action, name) {
+		switch r.match(identity, action, name) {
+		case matchExact:
 			return nil
+		case matchWild:
+			wild = true
 		}
+	}
+	// Only a pattern naming a dead-letter address reaches it.
+	if wild && !n.isDeadLetter(name) {
+		return nil
 	}
 	for i, a := range actions {
 		if a == action {
 			n.access.denied[i].Add(1)
 		}
 	}
+	if wild {
+		return fmt.Errorf("node %s: peer %q may not %s (%q is a dead-letter address, which only a %s pattern naming it exactly reaches): %w",
+			n.cfg.Name, identity, doing(action, addr), name, action, ErrDenied)
+	}
 	return fmt.Errorf("node %s: peer %q may not %s (no access rule for %q or \"*\" lists a %s pattern that matches %q): %w",
 		n.cfg.Name, identity, doing(action, addr), identity, action, name, ErrDenied)
+}
+
+// isDeadLetter reports whether the address name holds dead letters: its
+// name ends in ".dlq", or an address names it as its dead_letter.
+func (n *Node) isDeadLetter(name string) bool {
+	if queue.IsDeadLetter(name) {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, a := range n.addresses {
+		if a.Queue.DeadLetter == name {
+			return true
+		}
+	}
+	return false
+}
+
+// actionFor is the action that sending to dest takes: ActionSend for an
+// address of this node, ActionRelay for one on another node. A bare name
+// declared as a send address names its node, as for Send.
+func (n *Node) actionFor(dest string) (Action, error) {
+	name, node, err := message.ParseDestination(dest)
+	if err != nil {
+		return "", err
+	}
+	if node == "" {
+		n.mu.Lock()
+		a, declared := n.addresses[name]
+		n.mu.Unlock()
+		if declared && a.Role == address.RoleSend {
+			node = a.Node
+		}
+	}
+	if node == "" || node == n.cfg.Name {
+		return ActionSend, nil
+	}
+	return ActionRelay, nil
 }
 
 // doing phrases an action on addr for an error.
@@ -194,6 +277,12 @@ type AccessStats struct {
 	Rules int `json:"rules"`
 	// Denied counts the denials since the node started, by action.
 	Denied map[Action]int64 `json:"denied"`
+	// NoticesDenied counts the file notices not sent because the peer
+	// that handed the file over may not send to their address.
+	NoticesDenied int64 `json:"notices_denied"`
+	// PathsRefused counts the file messages failed, and cleanups skipped,
+	// because a path was not one this node derives from its own records.
+	PathsRefused int64 `json:"paths_refused"`
 }
 
 // AccessStats returns the number of rules in force and the denials so far.
@@ -205,5 +294,7 @@ func (n *Node) AccessStats() AccessStats {
 	for i, a := range actions {
 		st.Denied[a] = n.access.denied[i].Load()
 	}
+	st.NoticesDenied = n.access.noticesDenied.Load()
+	st.PathsRefused = n.access.pathsRefused.Load()
 	return st
 }

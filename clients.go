@@ -17,11 +17,16 @@ import (
 
 // ClientPublish implements receiver.ClientRouter. A message a client
 // publishes goes where the node's own Producer would send it, once the
-// access rules let the client send to its destination. A file message is
-// refused: its file is on the client's machine, and the node must never
-// read a path a client names.
+// access rules let the client do so: send, for an address of this node;
+// relay, for an address on another node, which this node forwards on the
+// client's behalf. A file message is refused: its file is on the client's
+// machine, and the node must never read a path a client names.
 func (n *Node) ClientPublish(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, string, error) {
-	if err := n.Authorize(peer.Name, ActionSend, m.Destination); err != nil {
+	action, err := n.actionFor(m.Destination)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", receiver.ErrRefused, err)
+	}
+	if err := n.Authorize(peer.Name, action, m.Destination); err != nil {
 		return nil, "", fmt.Errorf("%w: %w", receiver.ErrDenied, err)
 	}
 	if m.Kind == message.KindFile {

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
@@ -114,7 +112,7 @@ func (n *Node) openSpool() error {
 // senderFiles is the file side of the senders' configuration.
 func (n *Node) senderFiles() sender.FileConfig {
 	f := n.files
-	return sender.FileConfig{ChunkSize: f.ChunkSize, Window: f.Window, Concurrency: f.Concurrency, Done: n.fileDone}
+	return sender.FileConfig{ChunkSize: f.ChunkSize, Window: f.Window, Concurrency: f.Concurrency, Done: n.fileDone, Source: n.fileSource}
 }
 
 // prepareFile describes the file a file message sends, as Send is called:
@@ -142,6 +140,8 @@ func (n *Node) prepareFile(ctx context.Context, m *message.Message, dest string)
 	info.SetProps(&m.File)
 	m.File.SendFilePath = path
 	m.File.ReceivedFilePath = ""
+	// Only a receiver records who handed a file over.
+	m.Properties.Delete(filetransfer.PropHandedBy)
 	m.Properties.Set(sender.PropSourceModTime, message.Int64(info.ModTime.UnixNano()))
 	_, node, _ := message.ParseDestination(dest)
 	if node == "" {
@@ -218,13 +218,13 @@ func (n *Node) InboundFile(ctx context.Context, peer session.Peer, m *message.Me
 		return receiver.FileTarget{}, err
 	}
 	if q.Kind() == queue.KindSend {
-		return receiver.FileTarget{Queue: q, Dir: n.heldDir(m), Relay: true}, nil
+		dir, err := n.heldDir(m.Origin, m.ID)
+		if err != nil {
+			return receiver.FileTarget{}, fmt.Errorf("%w: %w", receiver.ErrRefused, err)
+		}
+		return receiver.FileTarget{Queue: q, Dir: dir, Relay: true}, nil
 	}
 	return receiver.FileTarget{Queue: q, Dir: n.receivedDir(q.Name())}, nil
-}
-
-func (n *Node) heldDir(m *message.Message) string {
-	return filepath.Join(n.heldRoot(), receiver.TransferID(m.Origin, m.ID))
 }
 
 // FileTaken implements receiver.FileRouter: at the destination, the
@@ -237,16 +237,11 @@ func (n *Node) FileTaken(m *message.Message, t receiver.FileTarget) {
 
 // fileDone is told by a sender that a file message left its send queue:
 // handed over (err nil) or failed for good. It frees what this node held
-// for it: a relay's copy, an outbox's file; and a failure is noticed.
+// for it: a relay's copy, an outbox's file, each found from the node's own
+// records, never from a path the message names; and a failure is noticed.
 func (n *Node) fileDone(m *message.Message, err error) {
 	n.recordOutcome(m, "handed over", err)
-	path := m.File.SendFilePath
-	if held := n.heldRoot() + string(filepath.Separator); strings.HasPrefix(path, held) {
-		dir := filepath.Dir(path)
-		if rerr := os.RemoveAll(dir); rerr != nil {
-			n.log.Warn("remove a forwarded file", slog.String("path", dir), slog.Any(logError, rerr))
-		}
-	}
+	n.dropHeld(m)
 	n.outboxDone(m, err)
 	if err != nil {
 		n.notifyFile(m, err)
@@ -254,10 +249,13 @@ func (n *Node) fileDone(m *message.Message, err error) {
 }
 
 // notifyFile sends the notice of m's end to the address m names in
-// PropNotify, if any.
+// PropNotify, if any, and if the peer that handed m over may send there.
 func (n *Node) notifyFile(m *message.Message, failure error) {
 	v, ok := m.Properties.Get(PropNotify)
 	if !ok || v.Str() == "" {
+		return
+	}
+	if n.authorizeNotice(m, v.Str()) != nil {
 		return
 	}
 	p := n.Producer()
@@ -281,4 +279,32 @@ func (n *Node) notifyFile(m *message.Message, failure error) {
 	if err := p.Send(ctx, notice); err != nil {
 		n.log.Warn("file notice not sent", slog.String("to", v.Str()), slog.String("file", m.File.Filename), slog.Any(logError, err))
 	}
+}
+
+// authorizeNotice judges the notice of m to the address to as the peer
+// that handed m to this node would be judged sending it: the node sends it
+// on that peer's behalf, so that peer's rights are the most it may have.
+// A file this node created is its own, and not judged. A denial is
+// counted, and logged once per peer; it is returned for the caller to
+// drop the notice.
+func (n *Node) authorizeNotice(m *message.Message, to string) error {
+	by, ok := m.Properties.Get(filetransfer.PropHandedBy)
+	if !ok {
+		return nil
+	}
+	action, err := n.actionFor(to)
+	if err == nil {
+		err = n.Authorize(by.Str(), action, to)
+	}
+	if err == nil {
+		return nil
+	}
+	n.access.noticesDenied.Add(1)
+	level := slog.LevelDebug
+	if _, logged := n.access.noticeLogged.LoadOrStore(by.Str(), true); !logged {
+		level = slog.LevelWarn
+	}
+	n.log.Log(context.Background(), level, "file notice not sent: the peer that handed the file over may not send there",
+		slog.String("peer", by.Str()), slog.String("to", to), slog.String("file", m.File.Filename), slog.Any(logError, err))
+	return err
 }

@@ -245,6 +245,7 @@ func (n *Node) ReceiverStats() ReceiverStats {
 		FilesTaken: st.FilesTaken.Load(), FilesRefused: st.FilesRefused.Load(), FilesCorrupt: st.FilesCorrupt.Load(),
 		FileBytes: st.FileBytes.Load(), ClientDenied: st.Denied.Load(), ClientDelivered: st.Delivered.Load(),
 		ForgedOrigins: st.ForgedOrigins.Load(), ClientLinkRefused: st.KindRefused.Load(),
+		FilesOutsideSession: st.FilesOutsideSession.Load(),
 	}
 }
 
@@ -274,6 +275,10 @@ type ReceiverStats struct {
 	// speak for their origin; ClientLinkRefused the link and file
 	// sessions client identities tried to open.
 	ForgedOrigins, ClientLinkRefused int64
+	// FilesOutsideSession counts the file messages refused because a peer
+	// or client sent them in an ordinary session, not as the announcement
+	// of a file session (of Refused).
+	FilesOutsideSession int64
 }
 
 // LinkStatus is one link's state; see Node.Links.

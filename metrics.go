@@ -120,6 +120,13 @@ var (
 	descFiles = prometheus.NewDesc("petrel_files_total",
 		"Files by event since the node started: handed over to a next hop, failed for good, taken here, refused, corrupt.",
 		[]string{"event"}, nil)
+
+	descFilesOutsideSession = prometheus.NewDesc("petrel_files_outside_session_total",
+		"File messages refused because they came in an ordinary session, not as a file session's announcement.", nil, nil)
+	descNoticesDenied = prometheus.NewDesc("petrel_file_notices_denied_total",
+		"File notices not sent because the peer that handed the file over may not send to their address.", nil, nil)
+	descPathsRefused = prometheus.NewDesc("petrel_file_paths_refused_total",
+		"File messages failed, and cleanups skipped, because a path was not one the node derives from its own records.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -131,6 +138,7 @@ func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descRecvProtocolErrors, descRecvMessages, descRecvTLSFailed, descAccessDenied,
 		descStoreCommits, descStoreRequests, descForgedOrigins, descClientLinkRefused,
 		descFileBytes, descFileActive, descFiles,
+		descFilesOutsideSession, descNoticesDenied, descPathsRefused,
 	} {
 		ch <- d
 	}
@@ -154,9 +162,13 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	rs := c.n.ReceiverStats()
 	collectReceiver(ch, rs)
-	for action, v := range c.n.AccessStats().Denied {
+	as := c.n.AccessStats()
+	for action, v := range as.Denied {
 		ch <- counter(descAccessDenied, v, string(action))
 	}
+	ch <- counter(descNoticesDenied, as.NoticesDenied)
+	ch <- counter(descPathsRefused, as.PathsRefused)
+	ch <- counter(descFilesOutsideSession, rs.FilesOutsideSession)
 	ch <- counter(descFileBytes, fs.Bytes, "sent")
 	ch <- counter(descFileBytes, rs.FileBytes, "received")
 	ch <- gauge(descFileActive, int64(sending), "sending")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 
 	"github.com/petrelmq/petrel/filetransfer"
@@ -37,6 +38,12 @@ type outboxRun struct {
 // to an outbox file, so that after a crash it is sent again under the same
 // id, which dedupe then recognises.
 func outboxKey(path string) string { return "outbox:" + path }
+
+// outboxSentKey is the store's meta key that remembers, the other way
+// round, which outbox file the message id was sent for: when the sender
+// reports the message's end, the file that leaves the folder is found
+// from this record, never from a path the message carries.
+func outboxSentKey(id uint64) string { return "outbox-sent:" + strconv.FormatUint(id, 10) }
 
 // startOutbox watches one folder. Files already in it are sent.
 func (n *Node) startOutbox(c OutboxConfig) error {
@@ -143,6 +150,9 @@ func (n *Node) sendOutboxFile(r *outboxRun, path string) {
 	}
 	key := outboxKey(path)
 	id, err := n.outboxID(r.ctx, key, fi)
+	if err == nil {
+		err = n.store.SetMeta(r.ctx, outboxSentKey(id), []byte(path))
+	}
 	if err != nil {
 		n.log.Warn("outbox file not sent", slog.String("path", path), slog.Any(logError, err))
 		return
@@ -156,7 +166,7 @@ func (n *Node) sendOutboxFile(r *outboxRun, path string) {
 	}
 	if err != nil || m.File.ReceivedFilePath != "" {
 		// Failed, or delivered here already: no sender will report it.
-		r.finish(n, path, err)
+		r.finish(n, path, id, err)
 	}
 }
 
@@ -182,28 +192,41 @@ func (n *Node) outboxID(ctx context.Context, key string, fi os.FileInfo) (uint64
 	return id, n.store.SetMeta(ctx, key, rec)
 }
 
-// finish moves the file to sent/ or failed/ and forgets its id.
-func (r *outboxRun) finish(n *Node, path string, err error) {
+// finish moves the file to sent/ or failed/ and forgets its id, both
+// ways.
+func (r *outboxRun) finish(n *Node, path string, id uint64, err error) {
 	if derr := r.ob.Done(path, err, r.cfg.After); derr != nil {
 		n.log.Warn("outbox: cannot move the file", slog.String("path", path), slog.Any(logError, derr))
 	}
-	if serr := n.store.SetMeta(context.Background(), outboxKey(path), nil); serr != nil {
-		n.log.Warn("outbox: cannot forget the file's id", slog.String("path", path), slog.Any(logError, serr))
+	for _, key := range []string{outboxKey(path), outboxSentKey(id)} {
+		if serr := n.store.SetMeta(context.Background(), key, nil); serr != nil {
+			n.log.Warn("outbox: cannot forget the file's id", slog.String("path", path), slog.Any(logError, serr))
+		}
 	}
 }
 
-// outboxDone is the end of a file message the sender reports: if its file
-// came from an outbox, the file leaves the folder.
+// outboxDone is the end of a file message the sender reports: if this
+// node sent it from an outbox, by the node's own record of which file it
+// sent under that id, the file leaves the folder. The message's own
+// sendFilePath plays no part.
 func (n *Node) outboxDone(m *message.Message, err error) {
-	path := m.File.SendFilePath
-	if path == "" {
+	if m.Origin != n.id {
+		return // not sent from here, so from no outbox of this node
+	}
+	rec, merr := n.store.Meta(context.Background(), outboxSentKey(m.ID))
+	if merr != nil {
+		n.log.Warn("outbox: cannot read which file a message was sent for", slog.Uint64("msg_id", m.ID), slog.Any(logError, merr))
 		return
 	}
+	if rec == nil {
+		return
+	}
+	path := string(rec)
 	n.outboxes.mu.Lock()
 	r := n.outboxes.run[filepath.Dir(path)]
 	n.outboxes.mu.Unlock()
 	if r == nil {
 		return
 	}
-	r.finish(n, path, err)
+	r.finish(n, path, m.ID, err)
 }

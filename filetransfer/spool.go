@@ -331,6 +331,15 @@ func readState(path string) (state, error) {
 	if err != nil {
 		return state{}, err
 	}
+	return decodeState(data)
+}
+
+// decodeState decodes the content of a state file (see state). The file
+// is the node's own, but a disk, a crash or a hand can leave anything in
+// it: whatever does not decode to a complete state of this version, with
+// a usable Info, an offset within the file and a SHA-256 state that
+// unmarshals, is an error, never a panic.
+func decodeState(data []byte) (state, error) {
 	var st state
 	if err := json.Unmarshal(data, &st); err != nil {
 		return state{}, fmt.Errorf("the state file is unreadable: %w", err)
@@ -340,6 +349,12 @@ func readState(path string) (state, error) {
 	}
 	if err := st.Info.Check(); err != nil {
 		return state{}, fmt.Errorf("the state file describes no usable file: %w", err)
+	}
+	if st.Offset < 0 || st.Offset > st.Info.Size {
+		return state{}, fmt.Errorf("the state's offset %d is out of the %d-byte file", st.Offset, st.Info.Size)
+	}
+	if err := sha256.New().(encoding.BinaryUnmarshaler).UnmarshalBinary(st.Hash); err != nil {
+		return state{}, fmt.Errorf("the state's checksum is unreadable: %w", err)
 	}
 	return st, nil
 }

@@ -88,6 +88,9 @@ func (s *Server) publishPut(ctx context.Context, peer session.Peer, d session.Da
 		s.stats.Refused.Add(1)
 		return queue.Put{}, refusal{reason: "bad message: " + err.Error()}, nil
 	}
+	if reason := s.refuseKind(m); reason != "" {
+		return queue.Put{}, refusal{reason: reason}, nil
+	}
 	if reason := s.checkOrigin(peer, m, true); reason != "" {
 		return queue.Put{}, refusal{reason: reason}, nil
 	}

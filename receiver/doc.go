@@ -13,6 +13,9 @@
 //     ack or a reconnect is stored once.
 //   - A message for an address this node neither receives nor relays is
 //     refused with a reason and stored nowhere.
+//   - A file message is taken only as the announcement of a file session;
+//     in any other session it is refused for good (refuse.go). Its path
+//     properties are cleared on arrival: the node names its own copy.
 //   - Memory per session is bounded by the window: at most Window packets
 //     are between the wire and their commit.
 //   - A peer that stalls or sends garbage is dropped; its goroutines end

@@ -104,6 +104,9 @@ type Stats struct {
 	Delivered       atomic.Int64 // messages pushed to clients' subscriptions, redeliveries included
 	ForgedOrigins   atomic.Int64 // messages refused for an origin their peer may not speak for
 	KindRefused     atomic.Int64 // of SessionsRefused, link or file sessions a client identity tried to open
+	// FilesOutsideSession counts the file messages refused because they
+	// came in an ordinary session, not as a file session's announcement.
+	FilesOutsideSession atomic.Int64
 }
 
 const (

@@ -194,6 +194,9 @@ func (s *Server) put(ctx context.Context, peer session.Peer, d session.Data) (qu
 		s.stats.Refused.Add(1)
 		return queue.Put{}, "bad message: " + err.Error(), nil
 	}
+	if reason := s.refuseKind(m); reason != "" {
+		return queue.Put{}, reason, nil
+	}
 	if reason := s.checkOrigin(peer, m, false); reason != "" {
 		return queue.Put{}, reason, nil
 	}

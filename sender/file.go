@@ -37,6 +37,11 @@ type FileConfig struct {
 	// good. It runs before the message is acked, so that after a crash in
 	// between it runs again rather than never.
 	Done func(m *message.Message, err error)
+	// Source returns the path to read m's content from, or why m must not
+	// be sent: a file message whose path is not one the node gave it fails
+	// for good with that reason, before anything is announced or read.
+	// Nil means m.File.SendFilePath as it stands.
+	Source func(m *message.Message) (string, error)
 }
 
 func (c FileConfig) withDefaults() FileConfig {
@@ -52,14 +57,18 @@ func (c FileConfig) withDefaults() FileConfig {
 	if c.Done == nil {
 		c.Done = func(*message.Message, error) {}
 	}
+	if c.Source == nil {
+		c.Source = func(m *message.Message) (string, error) { return m.File.SendFilePath, nil }
+	}
 	return c
 }
 
 // PropSourceModTime is the application property, Unix nanoseconds, in
 // which the origin keeps its file's modification time when the file was
 // described: the sender checks the file against it while it sends. It is
-// not sent to the next hop, nor is SendFilePath.
-const PropSourceModTime = "petrel.source-mtime"
+// not sent to the next hop, nor is SendFilePath, nor the peer that handed
+// the file to this node (filetransfer.PropHandedBy).
+const PropSourceModTime = filetransfer.PropSourceModTime
 
 // maxCorruptRetries is how many times a file that failed the next hop's
 // checksum is sent again from the start before it is given up.
@@ -177,9 +186,15 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		s.files.mu.Unlock()
 	}()
 	log := s.log.With(slog.String("file", m.File.Filename), slog.Uint64("msg_id", m.ID))
+	path, err := s.files.cfg.Source(m)
+	if err != nil {
+		log.Warn("file message refused: its path is not one this node gave it", slog.Any("error", err))
+		s.settleFile(d, m, errPermanent{err})
+		return
+	}
 	attempt, corrupt := 0, 0
 	for {
-		err := s.sendFile(ctx, m, run)
+		err := s.sendFile(ctx, m, path, run)
 		if err == nil {
 			s.settleFile(d, m, nil)
 			return
@@ -240,13 +255,14 @@ func announcement(m *message.Message) ([]byte, error) {
 	a.File.SendFilePath = ""
 	a.Properties = append(message.Properties(nil), m.Properties...)
 	a.Properties.Delete(PropSourceModTime)
+	a.Properties.Delete(filetransfer.PropHandedBy)
 	return a.MarshalBinary()
 }
 
 // sendFile runs one file session: announce, learn where the next hop
-// stands, send the rest and wait for the final ack. nil means the next
-// hop took custody.
-func (s *Sender) sendFile(ctx context.Context, m *message.Message, run *fileRun) error {
+// stands, send the rest (read from path) and wait for the final ack. nil
+// means the next hop took custody.
+func (s *Sender) sendFile(ctx context.Context, m *message.Message, path string, run *fileRun) error {
 	hop, ok := s.hop(s.dest)
 	if !ok {
 		return fmt.Errorf("no route to node %q", s.dest)
@@ -281,7 +297,7 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, run *fileRun)
 	if at == size {
 		return nil // the next hop had it already
 	}
-	src, err := s.openSource(m)
+	src, err := openSource(m, path)
 	if err == nil {
 		err = s.sendChunks(ctx, conn, sess, src, at, run)
 		src.Close()
@@ -302,18 +318,18 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, run *fileRun)
 	return err
 }
 
-// openSource opens m's file, checked against what was announced.
-func (s *Sender) openSource(m *message.Message) (*filetransfer.Source, error) {
-	if m.File.SendFilePath == "" {
+// openSource opens m's file at path, checked against what was announced.
+func openSource(m *message.Message, path string) (*filetransfer.Source, error) {
+	if path == "" {
 		return nil, errors.New("the file message names no file to send (sendFilePath is empty)")
 	}
 	info := filetransfer.InfoFromProps(m.File)
 	if v, ok := m.Properties.Get(PropSourceModTime); ok {
 		info.ModTime = time.Unix(0, v.Int64())
-	} else if fi, err := os.Stat(m.File.SendFilePath); err == nil {
+	} else if fi, err := os.Stat(path); err == nil {
 		info.ModTime = fi.ModTime() // no record: size and checksum still hold it
 	}
-	return filetransfer.OpenSource(m.File.SendFilePath, info)
+	return filetransfer.OpenSource(path, info)
 }
 
 // sendChunks sends the content from offset at, keeping at most Window
