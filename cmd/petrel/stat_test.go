@@ -52,8 +52,16 @@ addresses:
 	if !names["orders@b"] || !names["local"] {
 		t.Fatalf("queues %+v", st.Queues)
 	}
-	r := runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"))
-	r.wantCode(t, 0)
+	// The link goes between "connecting" and "backing off" at every try:
+	// read the text until it shows the wait.
+	var r result
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r = runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"))
+		r.wantCode(t, 0)
+		if strings.Contains(r.stdout, "backing off") || time.Now().After(deadline) {
+			break
+		}
+	}
 	for _, want := range []string{"links", "orders@b", "backing off", "queues", "local", "receiver"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("stat output lacks %q:\n%s", want, r.stdout)
