@@ -10,21 +10,23 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
 // outboxPair is a (with the outbox folders) → b, which receives "files"
 // and refuses anything else.
 func outboxPair(t *testing.T, outboxes func(b *petrel.Node) []petrel.OutboxConfig) (a, b *petrel.Node, cfg petrel.Config) {
 	t.Helper()
-	b = openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+	b = nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.NoAutoCreate = true
 		c.Addresses = []petrel.AddressConfig{{Name: "files", Role: address.RoleReceive}}
-	})
-	a = openNode(t, "a", "", func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	}))
+	a = nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
 		c.Outboxes = outboxes(b)
 		cfg = *c
-	})
+	}))
 	return a, b, cfg
 }
 
@@ -38,7 +40,7 @@ func TestOutboxSendsFilesFromStartupAndMovesThem(t *testing.T) {
 	if d.File.Filename != "early.bin" || fileSum(t, d.File.ReceivedFilePath) != sum {
 		t.Fatalf("received %+v", d.File)
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "early.bin moved to sent/", func() bool {
 		_, err := os.Stat(filepath.Join(out, "sent", "early.bin"))
 		return err == nil
 	}, func() string { return "early.bin not moved to sent/" })
@@ -99,7 +101,7 @@ func TestOutboxFailedFileMovesToFailedWithReason(t *testing.T) {
 		return []petrel.OutboxConfig{{Dir: out, To: "nowhere@b", Quiet: 100 * time.Millisecond}}
 	})
 	reason := filepath.Join(out, "failed", "nobody.bin.reason")
-	waitFor(t, 30*time.Second, func() bool {
+	petreltest.Eventually(t, "failed/nobody.bin.reason", func() bool {
 		_, err := os.Stat(reason)
 		return err == nil
 	}, func() string { return "no failed/nobody.bin.reason" })
@@ -128,7 +130,7 @@ func TestOutboxAddedLive(t *testing.T) {
 	if fileSum(t, d.File.ReceivedFilePath) != sum {
 		t.Fatal("content differs")
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "later.bin deleted after sending", func() bool {
 		_, err := os.Stat(filepath.Join(out, "later.bin"))
 		return os.IsNotExist(err)
 	}, func() string { return "later.bin not deleted after sending" })

@@ -26,28 +26,25 @@ const (
 // t.Fatalf.
 func Eventually(t testing.TB, what string, cond func() bool, state ...func() string) {
 	t.Helper()
-	if err := poll(Patience, cond); err != nil {
+	if !Holds(Patience, cond) {
 		t.Fatalf("not within %v: %s%s", Patience, what, describe(state))
 	}
 }
 
-// errTimeout is returned by poll when its bound passed.
-type errTimeout struct{}
-
-func (errTimeout) Error() string { return "timed out" }
-
-// poll calls cond until it holds or within passes.
-func poll(within time.Duration, cond func() bool) error {
+// Holds polls cond until it holds or within passes, and reports whether
+// it held. It is for checks that report a failure in their own words, such
+// as the invariant checks of nodes; tests wait with Eventually.
+func Holds(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	wait := firstPoll
 	for !cond() {
 		if time.Now().After(deadline) {
-			return errTimeout{}
+			return false
 		}
 		time.Sleep(wait)
 		wait = min(2*wait, maxPoll)
 	}
-	return nil
+	return true
 }
 
 // describe renders the optional state funcs of Eventually.
