@@ -2,6 +2,7 @@ package petrel_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,12 +75,15 @@ func TestOutboxWaitsForSlowWriter(t *testing.T) {
 		}
 	}
 	f.Close()
-	// And the .part convention: sent once renamed, never as .part.
+	// And the .part convention: sent once renamed, never as .part. That a
+	// .part file is never offered however long it waits is decided by the
+	// quiet timer, and tested on a fake clock in filetransfer
+	// (TestOutboxPartWaitsForItsRename); here the node sends the renamed
+	// file, and nothing of the .part file ends in failed/.
 	part := filepath.Join(out, "quick.csv.part")
 	if err := os.WriteFile(part, []byte("a,b\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
 	if err := os.Rename(part, filepath.Join(out, "quick.csv")); err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +94,13 @@ func TestOutboxWaitsForSlowWriter(t *testing.T) {
 	}
 	if got["slow.log"] != 8*10001 || got["quick.csv"] != 4 {
 		t.Fatalf("received %v", got)
+	}
+	petreltest.Eventually(t, "slow.log and quick.csv moved to sent/", func() bool {
+		names, _ := os.ReadDir(filepath.Join(out, "sent"))
+		return len(names) == 2
+	}, func() string { return fmt.Sprint(os.ReadDir(filepath.Join(out, "sent"))) })
+	if failed, _ := os.ReadDir(filepath.Join(out, "failed")); len(failed) != 0 {
+		t.Fatalf("failed/ holds %v", failed)
 	}
 }
 
@@ -134,13 +145,25 @@ func TestOutboxAddedLive(t *testing.T) {
 		_, err := os.Stat(filepath.Join(out, "later.bin"))
 		return os.IsNotExist(err)
 	}, func() string { return "later.bin not deleted after sending" })
-	// Removed again: a new file stays where it is.
-	cfg.Outboxes = nil
+	// Removed again: a new file stays where it is. Reconfigure returns once
+	// the removed outbox stopped watching. The same Reconfigure adds
+	// another outbox with the same quiet period, whose file, dropped after
+	// stays.bin, is sent and deleted: the positive event that shows the
+	// node's outboxes ran for longer than stays.bin would have taken.
+	other := t.TempDir()
+	cfg.Outboxes = []petrel.OutboxConfig{{Dir: other, To: "files@b", After: "delete", Quiet: 100 * time.Millisecond}}
 	if _, err := a.Reconfigure(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	writeRandom(t, out, "stays.bin", 10)
-	time.Sleep(500 * time.Millisecond)
+	writeRandom(t, other, "marker.bin", 10)
+	if d := receiveFile(t, b, "files", 30*time.Second); d.File.Filename != "marker.bin" {
+		t.Fatalf("received %q, want marker.bin: a removed outbox still sent its file", d.File.Filename)
+	}
+	petreltest.Eventually(t, "marker.bin deleted after sending", func() bool {
+		_, err := os.Stat(filepath.Join(other, "marker.bin"))
+		return os.IsNotExist(err)
+	})
 	if _, err := os.Stat(filepath.Join(out, "stays.bin")); err != nil {
 		t.Fatal("a removed outbox still sent its file")
 	}
