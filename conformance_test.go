@@ -10,6 +10,7 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
@@ -226,21 +227,19 @@ func conformPollReceive(t *testing.T, k endpointKind) {
 	if err := p.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d, err := c.Poll()
-		if err == nil {
-			if string(d.Body) != "polled" {
-				t.Fatalf("polled %q", d.Body)
-			}
-			d.Ack()
-			break
-		}
-		if !errors.Is(err, petrel.ErrNoMessage) || time.Now().After(deadline) {
+	var d *petrel.Delivery
+	petreltest.Eventually(t, "a message to poll", func() bool {
+		var err error
+		d, err = c.Poll()
+		if err != nil && !errors.Is(err, petrel.ErrNoMessage) {
 			t.Fatalf("poll: %v", err)
 		}
-		time.Sleep(time.Millisecond)
+		return err == nil
+	})
+	if string(d.Body) != "polled" {
+		t.Fatalf("polled %q", d.Body)
 	}
+	d.Ack()
 }
 
 func conformListen(t *testing.T, k endpointKind) {
