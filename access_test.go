@@ -10,6 +10,7 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
 // deadLetter waits for the next message in addr on n and returns it.
@@ -30,16 +31,16 @@ func deadLetter(t *testing.T, n *petrel.Node, addr string) *petrel.Delivery {
 }
 
 func TestAccessDeniedMessageIsDeadLettered(t *testing.T) {
-	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.Admin.Listen = "127.0.0.1:0"
 		c.Access = []petrel.AccessRule{
 			{Identity: "a", Send: []string{"orders.*"}},
 			{Identity: "*", Send: []string{"public"}},
 		}
-	})
-	a := openNode(t, "a", "", func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
-	})
+	}))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
 	sendOne(t, a, "orders@b", "denied")
 	sendOne(t, a, "orders.eu@b", "allowed")
 	sendOne(t, a, "public@b", "anyone")
@@ -71,19 +72,19 @@ func TestAccessDeniedMessageIsDeadLettered(t *testing.T) {
 // that allows it by Reconfigure: the next message passes, with no restart
 // and without dropping the link.
 func TestAccessRelayDeniedThenAllowedLive(t *testing.T) {
-	b := openNode(t, "b", "127.0.0.1:0", nil)
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"))
 	var cfgC petrel.Config
-	c := openNode(t, "c", "127.0.0.1:0", func(cfg *petrel.Config) {
-		cfg.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	c := nodes.Open(t, nodes.Name("c"), nodes.Listen("127.0.0.1:0"), nodes.With(func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
 		cfg.Addresses = []petrel.AddressConfig{{Name: "orders", Role: address.RoleRelay}}
 		// a may send here, but not relay.
 		cfg.Access = []petrel.AccessRule{{Identity: "a", Send: []string{"*"}}}
 		cfgC = *cfg
-	})
-	a := openNode(t, "a", "", func(cfg *petrel.Config) {
-		cfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: tcp(c)}}
+	}))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: nodes.TCP(c)}}
 		cfg.Routes = []petrel.RouteConfig{{Node: "b", Via: "c"}}
-	})
+	}))
 	sendOne(t, a, "orders@b", "first")
 	d := deadLetter(t, a, "orders.dlq")
 	if string(d.Body) != "first" || !strings.Contains(d.Reason, `peer "a" may not relay "orders@b"`) {
@@ -113,13 +114,13 @@ func TestAccessRelayDeniedThenAllowedLive(t *testing.T) {
 }
 
 func TestAuthorize(t *testing.T) {
-	n := open(t, func(c *petrel.Config) {
+	n := nodes.Open(t, nodes.With(func(c *petrel.Config) {
 		c.Access = []petrel.AccessRule{
 			{Identity: "plant-9", Send: []string{"orders", "orders.*"}, Consume: []string{"replies"}},
 			{Identity: "hub-1", Relay: []string{"*"}},
 			{Identity: "*", Send: []string{"public.*"}},
 		}
-	})
+	}))
 	tests := []struct {
 		who    string
 		action petrel.Action
@@ -148,7 +149,7 @@ func TestAuthorize(t *testing.T) {
 		}
 	}
 	// No rules: everything is allowed, and nothing is counted.
-	free := open(t, nil)
+	free := nodes.Open(t)
 	if err := free.Authorize("anyone", petrel.ActionRelay, "x@y"); err != nil {
 		t.Errorf("no rules: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/queue"
 )
 
@@ -58,7 +59,7 @@ func mustAPI(t *testing.T, n *petrel.Node, method, path string, body, out any) {
 }
 
 func TestAdminAPISendRecv(t *testing.T) {
-	n := open(t, withAdmin)
+	n := nodes.Open(t, nodes.With(withAdmin))
 	prio := uint8(7)
 	text := "hello"
 	var sent petrel.SendResponse
@@ -118,10 +119,10 @@ func TestAdminAPISendRecv(t *testing.T) {
 }
 
 func TestAdminAPIDeadLetters(t *testing.T) {
-	n := open(t, func(c *petrel.Config) {
+	n := nodes.Open(t, nodes.With(func(c *petrel.Config) {
 		withAdmin(c)
 		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive, Queue: queue.Policy{MaxDeliveries: 1}}}
-	})
+	}))
 	var dl petrel.DeadLettersResponse
 	mustAPI(t, n, "GET", "/api/dlq/jobs", nil, &dl)
 	if dl.Queue != "" || len(dl.Messages) != 0 {
@@ -164,12 +165,12 @@ func TestAdminAPIDeadLetters(t *testing.T) {
 }
 
 func TestAdminAPIErrors(t *testing.T) {
-	n := open(t, func(c *petrel.Config) {
+	n := nodes.Open(t, nodes.With(func(c *petrel.Config) {
 		withAdmin(c)
 		c.NoAutoCreate = true
 		c.Addresses = []petrel.AddressConfig{{Name: "jobs"}, {Name: "out", Role: address.RoleSend, Node: "b"}}
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://127.0.0.1:1"}}
-	})
+	}))
 	for _, tc := range []struct {
 		method, path string
 		body         any

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
 // adminClient makes no keep-alive connections, so that none outlives a
@@ -61,7 +63,7 @@ func scrape(t *testing.T, n *petrel.Node) map[string]float64 {
 func withAdmin(c *petrel.Config) { c.Admin.Listen = "127.0.0.1:0" }
 
 func TestAdminEndpoints(t *testing.T) {
-	n := open(t, withAdmin)
+	n := nodes.Open(t, nodes.With(withAdmin))
 	if n.AdminAddr() == "" {
 		t.Fatal("no admin address")
 	}
@@ -85,7 +87,7 @@ func TestAdminEndpoints(t *testing.T) {
 }
 
 func TestAdminOffByDefault(t *testing.T) {
-	n := open(t, nil)
+	n := nodes.Open(t)
 	if addr := n.AdminAddr(); addr != "" {
 		t.Fatalf("admin listens on %s without Admin.Listen", addr)
 	}
@@ -102,7 +104,7 @@ func TestAdminListenIsValidated(t *testing.T) {
 // TestAdminSocketServesEndpoints checks that the unix socket in the data
 // directory serves the same endpoints, with the TCP listener off.
 func TestAdminSocketServesEndpoints(t *testing.T) {
-	n := open(t, nil)
+	n := nodes.Open(t)
 	path := filepath.Join(n.DataDir(), petrel.AdminSocket)
 	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
@@ -122,7 +124,7 @@ func TestAdminSocketServesEndpoints(t *testing.T) {
 }
 
 func TestMetricsMoveWithTraffic(t *testing.T) {
-	n := open(t, withAdmin)
+	n := nodes.Open(t, nodes.With(withAdmin))
 	before := scrape(t, n)
 	ctx := context.Background()
 	p := n.Producer()
@@ -178,11 +180,11 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 // TestMetricsOfTwoNodesWithALink runs two nodes in one process, each with
 // its own registry, and checks the link and receiver metrics.
 func TestMetricsOfTwoNodesWithALink(t *testing.T) {
-	b := openNode(t, "b", "127.0.0.1:0", withAdmin)
-	a := openNode(t, "a", "", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(withAdmin))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		withAdmin(c)
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
-	})
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
 	p := a.Producer()
 	const total = 10
 	for i := range total {
@@ -192,7 +194,7 @@ func TestMetricsOfTwoNodesWithALink(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, fmt.Sprintf("the link connected with all %d acked", total), func() bool {
 		l := a.Links()
 		return len(l) == 1 && l[0].Acked == total && l[0].State == "connected"
 	}, func() string { return fmt.Sprintf("links %+v", a.Links()) })
@@ -224,11 +226,11 @@ func TestMetricsOfTwoNodesWithALink(t *testing.T) {
 }
 
 func TestMetricsOfAFileTransfer(t *testing.T) {
-	b := openNode(t, "b", "127.0.0.1:0", withAdmin)
-	a := openNode(t, "a", "", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(withAdmin))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		withAdmin(c)
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
-	})
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
 	before := scrape(t, b)
 	if before[`petrel_file_bytes_total{direction="received"}`] != 0 || before[`petrel_files_total{event="taken"}`] != 0 {
 		t.Fatalf("file counters not zero before traffic: %v", before)
@@ -241,7 +243,7 @@ func TestMetricsOfAFileTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	receiveFile(t, b, "files", 30*time.Second)
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "a counted the file handed over", func() bool {
 		return scrape(t, a)[`petrel_files_total{event="handed_over"}`] == 1
 	}, func() string { return "a never counted the file handed over" })
 	ma, mb := scrape(t, a), scrape(t, b)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -38,7 +40,7 @@ func (k endpointKind) open(t *testing.T, mod func(*petrel.Config)) (*petrel.Node
 	if k.tls {
 		ca = newCA(t, "ca")
 	}
-	n := openNode(t, "plant-7", "127.0.0.1:0", func(c *petrel.Config) {
+	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.Store = queue.Config{SweepInterval: 20 * time.Millisecond}
 		if k.tls {
 			c.TLS = ca.nodeTLS(t, "plant-7", ca, petrel.ClientAuthRequireAndVerify)
@@ -46,7 +48,7 @@ func (k endpointKind) open(t *testing.T, mod func(*petrel.Config)) (*petrel.Node
 		if mod != nil {
 			mod(c)
 		}
-	})
+	}))
 	if !k.remote {
 		return n, n
 	}
@@ -58,30 +60,7 @@ func (k endpointKind) open(t *testing.T, mod func(*petrel.Config)) (*petrel.Node
 		}
 		opts.TLS = cfg
 	}
-	return n, dial(t, n, opts)
-}
-
-// dial connects a client named app-1 (unless opts names it) to n, closed
-// when the test ends, before n.
-func dial(t *testing.T, n *petrel.Node, opts petrel.DialOptions) *petrel.Client {
-	t.Helper()
-	if opts.Name == "" {
-		opts.Name = "app-1"
-	}
-	opts.Logger = quiet
-	opts.ReconnectMin, opts.ReconnectMax = 10*time.Millisecond, 100*time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	scheme := "tcp://"
-	if opts.TLS != nil {
-		scheme = "tls://"
-	}
-	c, err := petrel.Dial(ctx, scheme+n.ListenAddr(), opts)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return n, nodes.Dial(t, n, opts)
 }
 
 func consumer(t *testing.T, ep petrel.Endpoint, addr string) *petrel.Consumer {
@@ -248,21 +227,19 @@ func conformPollReceive(t *testing.T, k endpointKind) {
 	if err := p.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d, err := c.Poll()
-		if err == nil {
-			if string(d.Body) != "polled" {
-				t.Fatalf("polled %q", d.Body)
-			}
-			d.Ack()
-			break
-		}
-		if !errors.Is(err, petrel.ErrNoMessage) || time.Now().After(deadline) {
+	var d *petrel.Delivery
+	petreltest.Eventually(t, "a message to poll", func() bool {
+		var err error
+		d, err = c.Poll()
+		if err != nil && !errors.Is(err, petrel.ErrNoMessage) {
 			t.Fatalf("poll: %v", err)
 		}
-		time.Sleep(time.Millisecond)
+		return err == nil
+	})
+	if string(d.Body) != "polled" {
+		t.Fatalf("polled %q", d.Body)
 	}
+	d.Ack()
 }
 
 func conformListen(t *testing.T, k endpointKind) {
@@ -324,6 +301,9 @@ func conformListen(t *testing.T, k endpointKind) {
 	d := receive(t, consumer(t, ep, "jobs.dlq"))
 	if string(d.Body) != "poison" || d.Reason == "" {
 		t.Fatalf("dead letter %q reason %q", d.Body, d.Reason)
+	}
+	if err := d.Ack(); err != nil {
+		t.Fatal(err)
 	}
 }
 

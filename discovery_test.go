@@ -9,6 +9,8 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
 // freeUDPPort returns a UDP port that nothing listens on now.
@@ -35,8 +37,8 @@ func TestDiscoveredNodeIsReachable(t *testing.T) {
 	if err != nil {
 		t.Skipf("discovery by broadcast is not available here: %v", err)
 	}
-	a := openNode(t, "a", "", func(c *petrel.Config) { c.Discovery = disc })
-	waitFor(t, 10*time.Second, func() bool {
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) { c.Discovery = disc }))
+	petreltest.Eventually(t, "b discovered by a", func() bool {
 		for _, e := range a.Directory() {
 			if e.Name == "b" && e.Source == address.SourceDiscovered {
 				return true
@@ -51,14 +53,14 @@ func TestDiscoveredNodeIsReachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	drainBodies(t, b, "orders", 1, 20*time.Second)
-	waitFor(t, 10*time.Second, func() bool { return a.Links()[0].Acked == 1 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
+	petreltest.Eventually(t, "the message to b acked", func() bool { return a.Links()[0].Acked == 1 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
 
 	b.Close()
-	waitFor(t, 10*time.Second, func() bool { return len(a.Directory()) == 0 }, func() string { return fmt.Sprintf("%+v", a.Directory()) })
+	petreltest.Eventually(t, "b forgotten once it stopped", func() bool { return len(a.Directory()) == 0 }, func() string { return fmt.Sprintf("%+v", a.Directory()) })
 	if err := p.Send(context.Background(), p.CreateDataMessage("orders@b")); err != nil {
 		t.Fatalf("send to a node that went away: %v", err)
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "the link to b backing off with the message queued", func() bool {
 		l := a.Links()
 		return len(l) == 1 && l[0].Depth == 1 && l[0].State == "backing off"
 	}, func() string { return fmt.Sprintf("%+v", a.Links()) })

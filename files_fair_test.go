@@ -11,16 +11,17 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
 // TestFilesAndMessagesShareALink moves one large file, many small ones
 // and ordinary messages over one link at the same time: everything
 // arrives, once, whole.
 func TestFilesAndMessagesShareALink(t *testing.T) {
-	b := openNode(t, "b", "127.0.0.1:0", nil)
-	a := openNode(t, "a", "", func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
-	})
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
 	p := a.Producer()
 	dir := t.TempDir()
 	sums := map[string]string{}
@@ -84,11 +85,11 @@ func BenchmarkPriorityLatencyDuringFileTransfer(b *testing.B) {
 		files.Window = v
 	}
 	for range b.N {
-		recv := openNode(b, "b", "127.0.0.1:0", func(c *petrel.Config) { c.Files = files })
-		send := openNode(b, "a", "", func(c *petrel.Config) {
+		recv := nodes.Open(b, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) { c.Files = files }))
+		send := nodes.Open(b, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 			c.Files = files
-			c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(recv)}}
-		})
+			c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(recv)}}
+		}))
 		path, _ := writeRandom(b, b.TempDir(), "big.bin", mib<<20)
 		p := send.Producer()
 		m := p.CreateFileMessage("files@b")

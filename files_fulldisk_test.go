@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/internal/tmpfs"
 )
 
@@ -19,13 +21,13 @@ import (
 // grows.
 func TestFileFullSpoolPausesThenResumes(t *testing.T) {
 	spool := tmpfs.Mount(t, "2m")
-	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.Files = petrel.FilesConfig{Spool: filepath.Join(spool, "spool"), Received: filepath.Join(spool, "in"),
 			ChunkSize: 64 << 10, SyncBytes: 256 << 10}
-	})
-	a := openNode(t, "a", "", func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
-	})
+	}))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
 	src, sum := writeRandom(t, t.TempDir(), "big.bin", 6<<20)
 	m := a.Producer().CreateFileMessage("files@b")
 	m.File.SendFilePath = src
@@ -33,7 +35,7 @@ func TestFileFullSpoolPausesThenResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var paused petrel.TransferStatus
-	waitFor(t, 30*time.Second, func() bool {
+	petreltest.Eventually(t, "a transfer paused on a full spool", func() bool {
 		for _, tr := range b.Transfers() {
 			if tr.State == "paused" && strings.Contains(tr.Error, "spool full") {
 				paused = tr

@@ -17,6 +17,8 @@ import (
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/message"
 )
 
@@ -47,21 +49,21 @@ func fileSum(t *testing.T, path string) string {
 // relayTrio is a → c (relay) → b, relaying "files" to b.
 func relayTrio(t *testing.T, mod func(*petrel.Config)) (a, c, b *petrel.Node) {
 	t.Helper()
-	b = openNode(t, "b", "127.0.0.1:0", mod)
-	c = openNode(t, "c", "127.0.0.1:0", func(cfg *petrel.Config) {
-		cfg.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	b = nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(mod))
+	c = nodes.Open(t, nodes.Name("c"), nodes.Listen("127.0.0.1:0"), nodes.With(func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
 		cfg.Addresses = []petrel.AddressConfig{{Name: "files", Role: address.RoleRelay}}
 		if mod != nil {
 			mod(cfg)
 		}
-	})
-	a = openNode(t, "a", "", func(cfg *petrel.Config) {
-		cfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: tcp(c)}}
+	}))
+	a = nodes.Open(t, nodes.Name("a"), nodes.With(func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: nodes.TCP(c)}}
 		cfg.Routes = []petrel.RouteConfig{{Node: "b", Via: "c"}}
 		if mod != nil {
 			mod(cfg)
 		}
-	})
+	}))
 	return a, c, b
 }
 
@@ -114,7 +116,7 @@ func TestFileThroughRelay(t *testing.T) {
 		t.Fatal("the origin's private property reached the destination")
 	}
 	// The relay frees what it held, and the spools are empty.
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "the relay freeing the file it held", func() bool {
 		held, _ := os.ReadDir(filepath.Join(c.DataDir(), "spool", "held"))
 		return len(held) == 0
 	}, func() string { return "relay still holds the file" })
@@ -143,7 +145,7 @@ func TestFileSourceMissingFails(t *testing.T) {
 }
 
 func TestFileLocalDelivery(t *testing.T) {
-	a := openNode(t, "a", "", nil)
+	a := nodes.Open(t, nodes.Name("a"))
 	src, sum := writeRandom(t, t.TempDir(), "local.dat", 100000)
 	m := a.Producer().CreateFileMessage("inbox")
 	m.File.SendFilePath = src
@@ -169,11 +171,11 @@ func freeAddr(t *testing.T) string {
 }
 
 func TestFileNotices(t *testing.T) {
-	a := openNode(t, "a", "127.0.0.1:0", nil)
+	a := nodes.Open(t, nodes.Name("a"), nodes.Listen("127.0.0.1:0"))
 	bAddr := freeAddr(t)
 	p := a.Producer()
 	if _, err := a.Reconfigure(context.Background(), petrel.Config{
-		Name: "a", DataDir: a.DataDir(), Listen: a.ListenAddr(), Logger: quiet, Link: fastLinks,
+		Name: "a", DataDir: a.DataDir(), Listen: a.ListenAddr(), Logger: quiet, Link: nodes.FastLinks,
 		Nodes: []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + bAddr}},
 	}); err != nil {
 		t.Fatal(err)
@@ -193,9 +195,9 @@ func TestFileNotices(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("something else entirely"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := openNode(t, "b", bAddr, func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "a", Connector: tcp(a)}}
-	})
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(bAddr), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "a", Connector: nodes.TCP(a)}}
+	}))
 	d := receiveFile(t, b, "files", 30*time.Second)
 	if d.File.Filename != "good.bin" || fileSum(t, d.File.ReceivedFilePath) != sum {
 		t.Fatalf("received %+v", d.File)
@@ -230,8 +232,7 @@ func TestFileNotices(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(b.DataDir(), "received", "files")); len(ents) != 1 {
 		t.Fatalf("b received %d files", len(ents))
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(spoolEntries(b)) == 0 },
-		func() string { return fmt.Sprintf("b's spool keeps %v", spoolEntries(b)) })
+	petreltest.Eventually(t, "b's spool empty", func() bool { return len(spoolEntries(b)) == 0 }, func() string { return fmt.Sprintf("b's spool keeps %v", spoolEntries(b)) })
 }
 
 // spoolEntries lists n's spool, the relay's held folder left out.
@@ -252,14 +253,14 @@ func spoolEntries(n *petrel.Node) []string {
 // nothing.
 func TestFileCorruptedAtRelayIsNeverDelivered(t *testing.T) {
 	bAddr := freeAddr(t)
-	c := openNode(t, "c", "127.0.0.1:0", func(cfg *petrel.Config) {
+	c := nodes.Open(t, nodes.Name("c"), nodes.Listen("127.0.0.1:0"), nodes.With(func(cfg *petrel.Config) {
 		cfg.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + bAddr}}
 		cfg.Addresses = []petrel.AddressConfig{{Name: "files", Role: address.RoleRelay}}
-	})
-	a := openNode(t, "a", "", func(cfg *petrel.Config) {
-		cfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: tcp(c)}}
+	}))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: nodes.TCP(c)}}
 		cfg.Routes = []petrel.RouteConfig{{Node: "b", Via: "c"}}
-	})
+	}))
 	src, _ := writeRandom(t, t.TempDir(), "fragile.bin", 1<<20)
 	m := a.Producer().CreateFileMessage("files@b")
 	m.File.SendFilePath = src
@@ -268,7 +269,7 @@ func TestFileCorruptedAtRelayIsNeverDelivered(t *testing.T) {
 	}
 	// b is down: the relay holds the whole file.
 	var held string
-	waitFor(t, 30*time.Second, func() bool {
+	petreltest.Eventually(t, "the relay holding the whole file while b is down", func() bool {
 		matches, _ := filepath.Glob(filepath.Join(c.DataDir(), "spool", "held", "*", "fragile.bin"))
 		if len(matches) == 1 {
 			held = matches[0]
@@ -283,7 +284,7 @@ func TestFileCorruptedAtRelayIsNeverDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	b := openNode(t, "b", bAddr, nil)
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(bAddr))
 	dl := receiveFile(t, c, "files.dlq", 60*time.Second)
 	if !strings.Contains(dl.Reason, "checksum") {
 		t.Fatalf("dead letter reason %q", dl.Reason)
@@ -306,11 +307,11 @@ func TestFileResumesAfterCutLink(t *testing.T) {
 	mod := func(c *petrel.Config) {
 		c.Files = petrel.FilesConfig{ChunkSize: 64 << 10, Window: 32, SyncBytes: 1 << 20}
 	}
-	b := openNode(t, "b", "127.0.0.1:0", mod)
-	a := openNode(t, "a", "", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(mod))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		mod(c)
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
-	})
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
 	const size = 64 << 20
 	src, sum := writeRandom(t, t.TempDir(), "big.bin", size)
 	m := a.Producer().CreateFileMessage("files@b")
@@ -319,7 +320,7 @@ func TestFileResumesAfterCutLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	var atCut int64
-	waitFor(t, 60*time.Second, func() bool {
+	petreltest.Eventually(t, "half the file at b", func() bool {
 		for _, tr := range b.Transfers() {
 			if tr.Offset >= size/2 {
 				atCut = tr.Offset

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
 // flapProxy forwards TCP connections to target and, on cut, drops every
@@ -111,13 +112,13 @@ func TestLinkFlap(t *testing.T) {
 	}
 	fdsBefore := openFDs(t)
 	func() {
-		b := openNode(t, "b", "127.0.0.1:0", nil)
+		b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"))
 		proxy := newFlapProxy(t, b.ListenAddr())
-		a := openNode(t, "a", "", func(c *petrel.Config) {
+		a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 			c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + proxy.ln.Addr().String()}}
 			c.Link.ReconnectMin = 5 * time.Millisecond
 			c.Link.ReconnectMax = 50 * time.Millisecond
-		})
+		}))
 		p := a.Producer()
 		ctx, cancel := context.WithTimeout(context.Background(), run)
 		defer cancel()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/queue"
 )
 
@@ -13,9 +14,9 @@ import (
 // sends each message back to its own destination.
 func TestReplayRoutesByDestination(t *testing.T) {
 	policy := queue.Policy{MaxDeliveries: 1, DeadLetter: "errors"}
-	n := open(t, func(c *petrel.Config) {
+	n := nodes.Open(t, nodes.With(func(c *petrel.Config) {
 		c.Addresses = []petrel.AddressConfig{{Name: "a", Queue: policy}, {Name: "b", Queue: policy}}
-	})
+	}))
 	ctx := context.Background()
 	p := n.Producer()
 	for _, to := range []string{"a", "b", "a"} {

@@ -2,6 +2,7 @@ package petrel_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,21 +11,23 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
 // outboxPair is a (with the outbox folders) → b, which receives "files"
 // and refuses anything else.
 func outboxPair(t *testing.T, outboxes func(b *petrel.Node) []petrel.OutboxConfig) (a, b *petrel.Node, cfg petrel.Config) {
 	t.Helper()
-	b = openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+	b = nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.NoAutoCreate = true
 		c.Addresses = []petrel.AddressConfig{{Name: "files", Role: address.RoleReceive}}
-	})
-	a = openNode(t, "a", "", func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
+	}))
+	a = nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
 		c.Outboxes = outboxes(b)
 		cfg = *c
-	})
+	}))
 	return a, b, cfg
 }
 
@@ -38,7 +41,7 @@ func TestOutboxSendsFilesFromStartupAndMovesThem(t *testing.T) {
 	if d.File.Filename != "early.bin" || fileSum(t, d.File.ReceivedFilePath) != sum {
 		t.Fatalf("received %+v", d.File)
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "early.bin moved to sent/", func() bool {
 		_, err := os.Stat(filepath.Join(out, "sent", "early.bin"))
 		return err == nil
 	}, func() string { return "early.bin not moved to sent/" })
@@ -72,12 +75,15 @@ func TestOutboxWaitsForSlowWriter(t *testing.T) {
 		}
 	}
 	f.Close()
-	// And the .part convention: sent once renamed, never as .part.
+	// And the .part convention: sent once renamed, never as .part. That a
+	// .part file is never offered however long it waits is decided by the
+	// quiet timer, and tested on a fake clock in filetransfer
+	// (TestOutboxPartWaitsForItsRename); here the node sends the renamed
+	// file, and nothing of the .part file ends in failed/.
 	part := filepath.Join(out, "quick.csv.part")
 	if err := os.WriteFile(part, []byte("a,b\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
 	if err := os.Rename(part, filepath.Join(out, "quick.csv")); err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +95,13 @@ func TestOutboxWaitsForSlowWriter(t *testing.T) {
 	if got["slow.log"] != 8*10001 || got["quick.csv"] != 4 {
 		t.Fatalf("received %v", got)
 	}
+	petreltest.Eventually(t, "slow.log and quick.csv moved to sent/", func() bool {
+		names, _ := os.ReadDir(filepath.Join(out, "sent"))
+		return len(names) == 2
+	}, func() string { return fmt.Sprint(os.ReadDir(filepath.Join(out, "sent"))) })
+	if failed, _ := os.ReadDir(filepath.Join(out, "failed")); len(failed) != 0 {
+		t.Fatalf("failed/ holds %v", failed)
+	}
 }
 
 func TestOutboxFailedFileMovesToFailedWithReason(t *testing.T) {
@@ -99,7 +112,7 @@ func TestOutboxFailedFileMovesToFailedWithReason(t *testing.T) {
 		return []petrel.OutboxConfig{{Dir: out, To: "nowhere@b", Quiet: 100 * time.Millisecond}}
 	})
 	reason := filepath.Join(out, "failed", "nobody.bin.reason")
-	waitFor(t, 30*time.Second, func() bool {
+	petreltest.Eventually(t, "failed/nobody.bin.reason", func() bool {
 		_, err := os.Stat(reason)
 		return err == nil
 	}, func() string { return "no failed/nobody.bin.reason" })
@@ -128,17 +141,29 @@ func TestOutboxAddedLive(t *testing.T) {
 	if fileSum(t, d.File.ReceivedFilePath) != sum {
 		t.Fatal("content differs")
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "later.bin deleted after sending", func() bool {
 		_, err := os.Stat(filepath.Join(out, "later.bin"))
 		return os.IsNotExist(err)
 	}, func() string { return "later.bin not deleted after sending" })
-	// Removed again: a new file stays where it is.
-	cfg.Outboxes = nil
+	// Removed again: a new file stays where it is. Reconfigure returns once
+	// the removed outbox stopped watching. The same Reconfigure adds
+	// another outbox with the same quiet period, whose file, dropped after
+	// stays.bin, is sent and deleted: the positive event that shows the
+	// node's outboxes ran for longer than stays.bin would have taken.
+	other := t.TempDir()
+	cfg.Outboxes = []petrel.OutboxConfig{{Dir: other, To: "files@b", After: "delete", Quiet: 100 * time.Millisecond}}
 	if _, err := a.Reconfigure(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	writeRandom(t, out, "stays.bin", 10)
-	time.Sleep(500 * time.Millisecond)
+	writeRandom(t, other, "marker.bin", 10)
+	if d := receiveFile(t, b, "files", 30*time.Second); d.File.Filename != "marker.bin" {
+		t.Fatalf("received %q, want marker.bin: a removed outbox still sent its file", d.File.Filename)
+	}
+	petreltest.Eventually(t, "marker.bin deleted after sending", func() bool {
+		_, err := os.Stat(filepath.Join(other, "marker.bin"))
+		return os.IsNotExist(err)
+	})
 	if _, err := os.Stat(filepath.Join(out, "stays.bin")); err != nil {
 		t.Fatal("a removed outbox still sent its file")
 	}

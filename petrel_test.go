@@ -3,8 +3,6 @@ package petrel_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/message"
 	"go.uber.org/fx"
 	"go.uber.org/goleak"
@@ -21,21 +20,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func open(t *testing.T, mod func(*petrel.Config)) *petrel.Node {
-	t.Helper()
-	cfg := petrel.Config{Name: "plant-7", DataDir: t.TempDir(), Logger: quiet}
-	if mod != nil {
-		mod(&cfg)
-	}
-	n, err := petrel.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
-}
+var quiet = nodes.Quiet
 
 func receive(t *testing.T, c *petrel.Consumer) *petrel.Delivery {
 	t.Helper()
@@ -55,7 +40,7 @@ func TestFxGraphIsValid(t *testing.T) {
 }
 
 func TestSendReceiveAllKinds(t *testing.T) {
-	n := open(t, nil)
+	n := nodes.Open(t)
 	p := n.Producer()
 	ctx := context.Background()
 
@@ -101,10 +86,10 @@ func TestSendReceiveAllKinds(t *testing.T) {
 }
 
 func TestSendErrors(t *testing.T) {
-	n := open(t, func(c *petrel.Config) {
+	n := nodes.Open(t, nodes.With(func(c *petrel.Config) {
 		c.NoAutoCreate = true
 		c.Addresses = []petrel.AddressConfig{{Name: "orders", Role: address.RoleReceive}}
-	})
+	}))
 	p := n.Producer()
 	ctx := context.Background()
 	cases := []struct {

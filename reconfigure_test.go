@@ -11,6 +11,8 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
 // TestReconfigureRouteAndRelayWhileTrafficFlows starts with A sending
@@ -18,10 +20,10 @@ import (
 // reach B through C instead. Every message arrives once, and the link
 // moves to C.
 func TestReconfigureRouteAndRelayWhileTrafficFlows(t *testing.T) {
-	b := openNode(t, "b", "127.0.0.1:0", nil)
-	c := openNode(t, "c", "127.0.0.1:0", nil)
-	aCfg := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet, Link: fastLinks,
-		Nodes: []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}, {Name: "c", Connector: tcp(c)}}}
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"))
+	c := nodes.Open(t, nodes.Name("c"), nodes.Listen("127.0.0.1:0"))
+	aCfg := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet, Link: nodes.FastLinks,
+		Nodes: []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}, {Name: "c", Connector: nodes.TCP(c)}}}
 	a, err := petrel.Open(context.Background(), aCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -41,19 +43,19 @@ func TestReconfigureRouteAndRelayWhileTrafficFlows(t *testing.T) {
 			}
 		}
 	})
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "over 100 messages acked", func() bool {
 		l := a.Links()
 		return len(l) == 1 && l[0].Acked > 100
 	}, func() string { return fmt.Sprintf("%+v", a.Links()) })
 
-	cCfg := petrel.Config{Name: "c", Listen: c.ListenAddr(), Logger: quiet, Link: fastLinks,
-		Nodes:     []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}},
+	cCfg := petrel.Config{Name: "c", Listen: c.ListenAddr(), Logger: quiet, Link: nodes.FastLinks,
+		Nodes:     []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}},
 		Addresses: []petrel.AddressConfig{{Name: "orders", Role: address.RoleRelay}}}
 	cCfg.DataDir = c.DataDir()
 	if r, err := c.Reconfigure(context.Background(), cCfg); err != nil || !slices.Contains(r.Applied, "addresses") {
 		t.Fatalf("reconfigure c: %+v %v", r, err)
 	}
-	aCfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: tcp(c)}}
+	aCfg.Nodes = []petrel.NodeConfig{{Name: "c", Connector: nodes.TCP(c)}}
 	aCfg.Routes = []petrel.RouteConfig{{Node: "b", Via: "c"}}
 	r, err := a.Reconfigure(context.Background(), aCfg)
 	if err != nil || !slices.Contains(r.Applied, "routes") || len(r.Restart) != 0 {
@@ -109,7 +111,7 @@ func TestReconfigureRefusesBadConfigAndReportsRestart(t *testing.T) {
 func TestReconfigureTurnsOnDiscovery(t *testing.T) {
 	disc := petrel.DiscoveryConfig{Enabled: true, Group: fmt.Sprintf("127.255.255.255:%d", freeUDPPort(t)),
 		Period: 50 * time.Millisecond, Timeout: 500 * time.Millisecond}
-	a := openNode(t, "a", "", func(c *petrel.Config) { c.Discovery = disc })
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) { c.Discovery = disc }))
 	bCfg := petrel.Config{Name: "b", DataDir: t.TempDir(), Logger: quiet, Listen: "127.0.0.1:0"}
 	b, err := petrel.Open(context.Background(), bCfg)
 	if err != nil {
@@ -122,7 +124,7 @@ func TestReconfigureTurnsOnDiscovery(t *testing.T) {
 	if err != nil || !slices.Contains(r.Applied, "discovery") {
 		t.Fatalf("reconfigure: %+v %v", r, err)
 	}
-	waitFor(t, 10*time.Second, func() bool { return a.Reachable("b") }, func() string { return fmt.Sprintf("%+v", a.Directory()) })
+	petreltest.Eventually(t, "b reachable through discovery", func() bool { return a.Reachable("b") }, func() string { return fmt.Sprintf("%+v", a.Directory()) })
 	if st := b.Status(); !st.Discovery.Enabled || st.Discovery.Sent == 0 {
 		t.Fatalf("b's discovery stats: %+v", st.Discovery)
 	}
@@ -131,10 +133,10 @@ func TestReconfigureTurnsOnDiscovery(t *testing.T) {
 // TestReconfigureLeavesUntouchedLinksUp: a reload that adds an address and
 // a neighbour does not reset the link that is already up.
 func TestReconfigureLeavesUntouchedLinksUp(t *testing.T) {
-	b := openNode(t, "b", "127.0.0.1:0", nil)
-	c := openNode(t, "c", "127.0.0.1:0", nil)
-	cfg := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet, Link: fastLinks,
-		Nodes: []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}}
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"))
+	c := nodes.Open(t, nodes.Name("c"), nodes.Listen("127.0.0.1:0"))
+	cfg := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet, Link: nodes.FastLinks,
+		Nodes: []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}}
 	a, err := petrel.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -144,8 +146,8 @@ func TestReconfigureLeavesUntouchedLinksUp(t *testing.T) {
 	if err := p.Send(context.Background(), p.CreateDataMessage("orders@b")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() bool { l := a.Links(); return len(l) == 1 && l[0].Acked == 1 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
-	cfg.Nodes = append(cfg.Nodes, petrel.NodeConfig{Name: "c", Connector: tcp(c)})
+	petreltest.Eventually(t, "the message acked over the new link", func() bool { l := a.Links(); return len(l) == 1 && l[0].Acked == 1 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
+	cfg.Nodes = append(cfg.Nodes, petrel.NodeConfig{Name: "c", Connector: nodes.TCP(c)})
 	cfg.Addresses = []petrel.AddressConfig{{Name: "extra"}}
 	if _, err := a.Reconfigure(context.Background(), cfg); err != nil {
 		t.Fatal(err)
@@ -153,7 +155,7 @@ func TestReconfigureLeavesUntouchedLinksUp(t *testing.T) {
 	if err := p.Send(context.Background(), p.CreateDataMessage("orders@b")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() bool { return a.Links()[0].Acked == 2 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
+	petreltest.Eventually(t, "the second message acked", func() bool { return a.Links()[0].Acked == 2 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
 	if l := a.Links()[0]; l.Reconnects != 0 || l.State != "connected" || b.ReceiverStats().Connections != 1 {
 		t.Fatalf("the link to b was reset by an unrelated change: %+v, b saw %d connections", l, b.ReceiverStats().Connections)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
 // TestGracefulShutdownAcksWhatItCommitted stops a receiving node while a
@@ -19,14 +21,14 @@ import (
 func TestGracefulShutdownAcksWhatItCommitted(t *testing.T) {
 	listen := freeAddr(t)
 	bDir := t.TempDir()
-	bCfg := petrel.Config{Name: "b", DataDir: bDir, Logger: quiet, Listen: listen, Link: fastLinks}
+	bCfg := petrel.Config{Name: "b", DataDir: bDir, Logger: quiet, Listen: listen, Link: nodes.FastLinks}
 	b, err := petrel.Open(context.Background(), bCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := openNode(t, "a", "", func(c *petrel.Config) {
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + listen}}
-	})
+	}))
 	p := a.Producer()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -40,7 +42,7 @@ func TestGracefulShutdownAcksWhatItCommitted(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "over 2000 messages stored at b", func() bool {
 		st, _ := b.QueueStat("orders")
 		return st.Enqueued > 2000
 	}, func() string { return fmt.Sprintf("links %+v", a.Links()) })
@@ -49,7 +51,7 @@ func TestGracefulShutdownAcksWhatItCommitted(t *testing.T) {
 	}
 	cancel()
 	// a's link is down now; what it has acked is final.
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "a's link down with nothing in flight", func() bool {
 		l := a.Links()
 		return len(l) == 1 && l[0].State != "connected" && l[0].InFlight == 0
 	}, func() string { return fmt.Sprintf("links %+v", a.Links()) })

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/session"
 )
 
@@ -125,21 +127,21 @@ func sendOne(t *testing.T, n *petrel.Node, addr, body string) {
 
 func TestTLSLinkCarriesMessages(t *testing.T) {
 	ca := newCA(t, "ca")
-	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.TLS = ca.nodeTLS(t, "b", ca, petrel.ClientAuthRequireAndVerify)
 		c.Secret = "both"
-	})
-	a := openNode(t, "a", "", func(c *petrel.Config) {
+	}))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		c.TLS = ca.nodeTLS(t, "a", ca, "")
 		c.Secret = "both"
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tlsURL(b)}}
-	})
+	}))
 	const total = 200
 	for i := range total {
 		sendOne(t, a, "orders@b", fmt.Sprint(i))
 	}
 	drainBodies(t, b, "orders", total, 20*time.Second)
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, fmt.Sprintf("the TLS link connected with all %d acked", total), func() bool {
 		l := a.Links()
 		return len(l) == 1 && l[0].Acked == total && l[0].State == "connected"
 	}, func() string { return fmt.Sprintf("links %+v", a.Links()) })
@@ -150,9 +152,9 @@ func TestTLSLinkCarriesMessages(t *testing.T) {
 
 func TestMutualTLSRefusesUntrustedClients(t *testing.T) {
 	ca, other := newCA(t, "ca"), newCA(t, "other")
-	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.TLS = ca.nodeTLS(t, "b", ca, petrel.ClientAuthRequireAndVerify)
-	})
+	}))
 	clients := []struct {
 		name string
 		tls  petrel.TLSConfig
@@ -172,12 +174,12 @@ func TestMutualTLSRefusesUntrustedClients(t *testing.T) {
 	for i, cl := range clients {
 		t.Run(cl.name, func(t *testing.T) {
 			before := b.ReceiverStats()
-			a := openNode(t, cl.name, "", func(c *petrel.Config) {
+			a := nodes.Open(t, nodes.Name(cl.name), nodes.With(func(c *petrel.Config) {
 				c.TLS = cl.tls
 				c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tlsURL(b)}}
-			})
+			}))
 			sendOne(t, a, "orders@b", "refused")
-			waitFor(t, 10*time.Second, func() bool {
+			petreltest.Eventually(t, "the refused handshake seen on both sides", func() bool {
 				l := a.Links()
 				return b.ReceiverStats().HandshakeFailed > before.HandshakeFailed &&
 					len(l) == 1 && strings.Contains(l[0].LastError, cl.want)
@@ -212,8 +214,7 @@ func TestMutualTLSRefusesUntrustedClients(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown certificate authority") {
 		t.Fatalf("client with another CA's certificate: %v", err)
 	}
-	waitFor(t, 5*time.Second, func() bool { return b.ReceiverStats().TLSFailed > before.TLSFailed },
-		func() string { return fmt.Sprintf("%+v", b.ReceiverStats()) })
+	petreltest.Eventually(t, "b counting the TLS failure", func() bool { return b.ReceiverStats().TLSFailed > before.TLSFailed }, func() string { return fmt.Sprintf("%+v", b.ReceiverStats()) })
 	if qs := b.QueueStats(); len(qs) != 0 {
 		t.Fatalf("a queue was touched by an untrusted client: %+v", qs)
 	}
@@ -221,15 +222,15 @@ func TestMutualTLSRefusesUntrustedClients(t *testing.T) {
 
 func TestTLSDialerRefusesUntrustedServer(t *testing.T) {
 	ca, other := newCA(t, "ca"), newCA(t, "other")
-	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.TLS = other.nodeTLS(t, "b", other, "")
-	})
-	a := openNode(t, "a", "", func(c *petrel.Config) {
+	}))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		c.TLS = petrel.TLSConfig{CA: ca.path}
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tlsURL(b)}}
-	})
+	}))
 	sendOne(t, a, "orders@b", "kept")
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "the link backing off on an unknown authority", func() bool {
 		l := a.Links()
 		return len(l) == 1 && l[0].State == "backing off" && strings.Contains(l[0].LastError, "certificate signed by unknown authority")
 	}, func() string { return fmt.Sprintf("links %+v", a.Links()) })
@@ -240,25 +241,25 @@ func TestTLSDialerRefusesUntrustedServer(t *testing.T) {
 
 func TestTLSServerNameMustMatch(t *testing.T) {
 	ca := newCA(t, "ca")
-	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.TLS = ca.nodeTLS(t, "b", ca, "")
-	})
+	}))
 	// The certificate is for 127.0.0.1 and localhost, not hub-1.
-	a := openNode(t, "a", "", func(c *petrel.Config) {
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		c.TLS = petrel.TLSConfig{CA: ca.path, ServerName: "hub-1.example.com"}
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tlsURL(b)}}
-	})
+	}))
 	sendOne(t, a, "orders@b", "x")
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "the link failing on the name hub-1.example.com", func() bool {
 		l := a.Links()
 		return len(l) == 1 && strings.Contains(l[0].LastError, "hub-1.example.com")
 	}, func() string { return fmt.Sprintf("links %+v", a.Links()) })
 	// The connector's own server_name wins over the node's.
 	_, port, _ := net.SplitHostPort(b.ListenAddr())
-	c := openNode(t, "c", "", func(c *petrel.Config) {
+	c := nodes.Open(t, nodes.Name("c"), nodes.With(func(c *petrel.Config) {
 		c.TLS = petrel.TLSConfig{CA: ca.path, ServerName: "hub-1.example.com"}
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tls://127.0.0.1:" + port + "?server_name=localhost"}}
-	})
+	}))
 	sendOne(t, c, "orders@b", "y")
 	drainBodies(t, b, "orders", 1, 10*time.Second)
 }
@@ -268,10 +269,10 @@ func TestTLSServerNameMustMatch(t *testing.T) {
 // is dropped after the handshake timeout.
 func TestTLSListenerDropsSilentAndPlainPeers(t *testing.T) {
 	ca := newCA(t, "ca")
-	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.TLS = ca.nodeTLS(t, "b", ca, "")
 		c.Link.HandshakeTimeout = 300 * time.Millisecond
-	})
+	}))
 	silent, err := net.Dial("tcp", b.ListenAddr())
 	if err != nil {
 		t.Fatal(err)
@@ -283,12 +284,12 @@ func TestTLSListenerDropsSilentAndPlainPeers(t *testing.T) {
 	}
 	// A plain node: the listener never says Hello, so its handshake times
 	// out, with a hint.
-	a := openNode(t, "a", "", func(c *petrel.Config) {
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		c.Link.HandshakeTimeout = 300 * time.Millisecond
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tcp(b)}}
-	})
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
 	sendOne(t, a, "orders@b", "plain")
-	waitFor(t, 10*time.Second, func() bool {
+	petreltest.Eventually(t, "the link failing with a hint to use tls://", func() bool {
 		l := a.Links()
 		return len(l) == 1 && strings.Contains(l[0].LastError, "tls://")
 	}, func() string { return fmt.Sprintf("links %+v", a.Links()) })
@@ -342,9 +343,9 @@ func TestTLSFilesAreCheckedAtOpen(t *testing.T) {
 // it.
 func TestTLSClientConfigDialsANode(t *testing.T) {
 	ca := newCA(t, "ca")
-	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.TLS = ca.nodeTLS(t, "b", ca, petrel.ClientAuthRequireAndVerify)
-	})
+	}))
 	cfg, err := ca.nodeTLS(t, "client-1", ca, "").ClientConfig()
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/petreltest"
 	"go.uber.org/goleak"
 )
 
@@ -23,10 +24,7 @@ import (
 // so a second reload of the first save would show up as a third reload.
 // The debounce itself is tested on a fake clock in watch_loop_test.go.
 
-const (
-	testDebounce = 150 * time.Millisecond
-	waitLimit    = 10 * time.Second
-)
+const testDebounce = 150 * time.Millisecond
 
 // configDoc is a valid file that differs from another by its window.
 func configDoc(window int) string {
@@ -65,28 +63,16 @@ func (r *recorder) snapshot() ([]recordedChange, []error) {
 
 func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }
 
-// waitFor polls cond until it holds, and fails the test at the deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, waitLimit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func (r *recorder) waitChanges(t *testing.T, n int) []recordedChange {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d OnChange calls", n), func() bool { c, _ := r.snapshot(); return len(c) >= n })
+	petreltest.Eventually(t, fmt.Sprintf("%d OnChange calls", n), func() bool { c, _ := r.snapshot(); return len(c) >= n })
 	c, _ := r.snapshot()
 	return c
 }
 
 func (r *recorder) waitErrors(t *testing.T, n int) []error {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d OnError calls", n), func() bool { _, e := r.snapshot(); return len(e) >= n })
+	petreltest.Eventually(t, fmt.Sprintf("%d OnError calls", n), func() bool { _, e := r.snapshot(); return len(e) >= n })
 	_, e := r.snapshot()
 	return e
 }

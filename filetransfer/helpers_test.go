@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/petrelmq/petrel/internal/tmpfs"
 	"go.uber.org/goleak"
@@ -93,19 +92,6 @@ func dirNames(t testing.TB, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
-}
-
-// waitFor polls cond until it holds, failing the test after timeout. The
-// timeout is a bound, not a sleep: the test goes on as soon as cond holds.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: still waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // mountTmpfs mounts a tmpfs of the given size on a new directory and

@@ -130,7 +130,7 @@ func WatchOutbox(cfg OutboxConfig, ready func(path string)) (*Outbox, error) {
 	}
 	o.log.Info("watching outbox", slog.Duration("quiet", o.quiet), slog.Int("waiting", len(o.pending)))
 	o.wg.Add(1)
-	go o.watchLoop()
+	go o.watchLoop(fsw.Events, fsw.Errors)
 	return o, nil
 }
 
@@ -181,8 +181,10 @@ func (o *Outbox) Close() error {
 	return o.closeErr
 }
 
-// watchLoop turns events into offers until Close.
-func (o *Outbox) watchLoop() {
+// watchLoop turns events into offers until Close. It takes the event
+// channels rather than reading o.fsw, so that tests can feed it inside a
+// testing/synctest bubble, where the quiet timer runs on a fake clock.
+func (o *Outbox) watchLoop(events <-chan fsnotify.Event, errs <-chan error) {
 	defer o.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -191,12 +193,12 @@ func (o *Outbox) watchLoop() {
 		select {
 		case <-o.stop:
 			return
-		case ev, ok := <-o.fsw.Events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
 			o.event(ev, time.Now())
-		case err, ok := <-o.fsw.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				return
 			}

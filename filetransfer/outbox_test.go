@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // offers records what an Outbox offers: the name, when, and the size of
@@ -95,7 +96,7 @@ func TestOutboxWaitsForASlowWriter(t *testing.T) {
 	}
 	f.Close()
 	finished := time.Now()
-	waitFor(t, 10*time.Second, "the slow file", func() bool { return got.count("slow.csv") == 1 })
+	petreltest.Eventually(t, "the slow file", func() bool { return got.count("slow.csv") == 1 })
 	at, size := got.get("slow.csv")
 	if at.Before(finished) || size != pieces*4096 {
 		t.Fatalf("offered at %v with %d bytes; the writer finished at %v with %d", at, size, finished, pieces*4096)
@@ -112,7 +113,7 @@ func TestOutboxPartRenameIsReadyAtOnce(t *testing.T) {
 	if err := os.Rename(part, filepath.Join(dir, "data.json")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the renamed file", func() bool { return got.count("data.json") == 1 })
+	petreltest.Eventually(t, "the renamed file", func() bool { return got.count("data.json") == 1 })
 	if all := got.all(); !slices.Equal(all, []string{"data.json"}) {
 		t.Fatalf("offered %v", all)
 	}
@@ -129,7 +130,7 @@ func TestOutboxOffersFilesPresentAtStart(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, "subdir"), 0o755)
 	os.Symlink(filepath.Join(dir, "a.txt"), filepath.Join(dir, "link"))
 	_, got := watch(t, dir, 100*time.Millisecond)
-	waitFor(t, 10*time.Second, "the files present at start", func() bool {
+	petreltest.Eventually(t, "the files present at start", func() bool {
 		return got.count("a.txt") == 1 && got.count("b.bin") == 1
 	})
 	if all := got.all(); !slices.Equal(all, []string{"a.txt", "b.bin"}) {
@@ -149,12 +150,12 @@ func TestOutboxOffersOnce(t *testing.T) {
 	dir := t.TempDir()
 	o, got := watch(t, dir, 100*time.Millisecond)
 	path := writeFile(t, dir, "a.txt", []byte("one"))
-	waitFor(t, 10*time.Second, "a.txt", func() bool { return got.count("a.txt") == 1 })
+	petreltest.Eventually(t, "a.txt", func() bool { return got.count("a.txt") == 1 })
 	os.WriteFile(path, []byte("one, rewritten"), 0o644)
 	// b.txt is offered only after the same quiet period as a.txt's rewrite
 	// would have been: once it is, a.txt would have been offered too.
 	writeFile(t, dir, "b.txt", []byte("two"))
-	waitFor(t, 10*time.Second, "b.txt", func() bool { return got.count("b.txt") == 1 })
+	petreltest.Eventually(t, "b.txt", func() bool { return got.count("b.txt") == 1 })
 	if n := got.count("a.txt"); n != 1 {
 		t.Fatalf("a.txt offered %d times during its transfer", n)
 	}
@@ -162,13 +163,13 @@ func TestOutboxOffersOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, dir, "a.txt", []byte("a new a.txt"))
-	waitFor(t, 10*time.Second, "the new a.txt", func() bool { return got.count("a.txt") == 2 })
+	petreltest.Eventually(t, "the new a.txt", func() bool { return got.count("a.txt") == 2 })
 	// Taken away by hand instead of by Done: the next a.txt is new too.
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, dir, "a.txt", []byte("a third a.txt"))
-	waitFor(t, 10*time.Second, "the third a.txt", func() bool { return got.count("a.txt") == 3 })
+	petreltest.Eventually(t, "the third a.txt", func() bool { return got.count("a.txt") == 3 })
 }
 
 func TestOutboxDone(t *testing.T) {
@@ -178,7 +179,7 @@ func TestOutboxDone(t *testing.T) {
 		writeFile(t, dir, n, []byte(n))
 	}
 	os.WriteFile(filepath.Join(dir, SentDir, "sent.txt"), []byte("an older one"), 0o644)
-	waitFor(t, 10*time.Second, "the three files", func() bool { return len(got.all()) == 3 })
+	petreltest.Eventually(t, "the three files", func() bool { return len(got.all()) == 3 })
 
 	if err := o.Done(filepath.Join(dir, "sent.txt"), nil, AfterSent); err != nil {
 		t.Fatal(err)

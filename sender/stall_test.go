@@ -2,6 +2,7 @@ package sender
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -86,18 +88,10 @@ func TestStalledWindowIsReported(t *testing.T) {
 		func(node string) (string, bool) { return node, node == "b" })
 	defer m.Stop()
 	m.Ensure(q, "b")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s := m.Statuses()[0]
-		if s.Stalled {
-			if s.State != StateConnected || s.InFlight != 4 || s.Acked != 0 {
-				t.Fatalf("stalled link: %+v", s)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never reported stalled: %+v", s)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var s Status
+	petreltest.Eventually(t, "the link reported stalled", func() bool { s = m.Statuses()[0]; return s.Stalled },
+		func() string { return fmt.Sprintf("%+v", m.Statuses()[0]) })
+	if s.State != StateConnected || s.InFlight != 4 || s.Acked != 0 {
+		t.Fatalf("stalled link: %+v", s)
 	}
 }

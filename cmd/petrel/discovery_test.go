@@ -11,6 +11,7 @@ import (
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // TestDiscoveryAcrossProcesses: B is a `petrel node` that announces itself
@@ -88,21 +89,15 @@ func TestDiscoveryAcrossProcesses(t *testing.T) {
 	}
 
 	b.stop(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var nodes []petrel.DirectoryEntry
+	petreltest.Eventually(t, "b forgotten after it stopped", func() bool {
 		r = runPetrel(t, 10*time.Second, "nodes", "--data-dir", filepath.Join(dir, "a"), "--json")
 		r.wantCode(t, 0)
-		var nodes []petrel.DirectoryEntry
+		nodes = nil
 		if err := json.Unmarshal([]byte(r.stdout), &nodes); err != nil {
 			t.Fatal(err)
 		}
-		if len(nodes) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("b not forgotten after it stopped: %+v", nodes)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(nodes) == 0
+	}, func() string { return fmt.Sprintf("directory %+v", nodes) })
 	stdin.Close()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // TestNodeReloadsItsConfigFile edits the file of a running `petrel node`
@@ -32,17 +34,10 @@ func TestNodeReloadsItsConfigFile(t *testing.T) {
 	}
 	waitStat := func(what string, cond func(petrel.Status) bool) petrel.Status {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			st := statOf()
-			if cond(st) {
-				return st
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: config status %+v, queues %+v", what, st.Config, st.Queues)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var st petrel.Status
+		petreltest.Eventually(t, what, func() bool { st = statOf(); return cond(st) },
+			func() string { return fmt.Sprintf("config status %+v, queues %+v", st.Config, st.Queues) })
+		return st
 	}
 	hasQueue := func(st petrel.Status, name string) bool {
 		return slices.ContainsFunc(st.Queues, func(q petrel.QueueStats) bool { return q.Name == name })

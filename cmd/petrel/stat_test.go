@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // TestStatAgainstRunningNode runs `petrel node` with a send address toward
@@ -27,21 +29,15 @@ addresses:
 	p.ready(t)
 
 	var st petrel.Status
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	petreltest.Eventually(t, "the link reported backing off", func() bool {
 		r := runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"), "--json")
 		r.wantCode(t, 0)
+		st = petrel.Status{}
 		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 			t.Fatalf("stat --json is not one JSON object: %v\n%s", err, r.stdout)
 		}
-		if len(st.Links) == 1 && st.Links[0].Reconnects > 0 && st.Links[0].LastError != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("link never reported backing off: %+v", st.Links)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(st.Links) == 1 && st.Links[0].Reconnects > 0 && st.Links[0].LastError != ""
+	}, func() string { return fmt.Sprintf("links %+v", st.Links) })
 	if st.Node != "a" || st.Links[0].Queue != "orders@b" || st.Links[0].NextHop != "b" {
 		t.Fatalf("status %+v", st)
 	}
