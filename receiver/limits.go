@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/petrelmq/petrel/session"
 )
 
 // Defaults of the connection bounds in Config.
@@ -226,3 +228,8 @@ func (s *Server) handshakeFailed(msg, remote string, err error) {
 		s.log.Warn(msg, slog.String(logPeer, remote), slog.Any(logError, err), slog.Int64("suppressed", suppressed))
 	}
 }
+
+// BufferStats returns the bytes of Data the server's connections hold
+// for their sessions, and how often their read loops paused at
+// Session.MaxConnBuffer.
+func (s *Server) BufferStats() *session.BufferStats { return s.cfg.Session.BufferStats }

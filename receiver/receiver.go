@@ -128,6 +128,9 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 	if cfg.Session.Logger == nil {
 		cfg.Session.Logger = cfg.Logger
 	}
+	if cfg.Session.BufferStats == nil {
+		cfg.Session.BufferStats = &session.BufferStats{}
+	}
 	return &Server{
 		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret,
 		log:    cfg.Logger.With(slog.String(logComponent, "receiver")),
