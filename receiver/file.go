@@ -150,7 +150,7 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 		return s.waitClose(ctx, sess)
 	}
 	id := TransferID(m.Origin, m.ID)
-	in, err := s.cfg.Spool.Begin(id, filetransfer.InfoFromProps(m.File))
+	in, err := s.beginSpool(peer.Name, id, filetransfer.InfoFromProps(m.File))
 	if err != nil {
 		s.transfers.failed(id, m, peer.Name, err)
 		return fmt.Errorf("file %q from %s: %w", m.File.Filename, peer.Name, err)
@@ -198,6 +198,9 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 		// announcement, which a checksum refusal of seq 0 would look like.
 		return nil, FileTarget{}, fmt.Sprintf("bad file announcement: %q is empty, but its checksum is not the SHA-256 of nothing: %v",
 			m.File.Filename, filetransfer.ErrCorrupt), nil
+	}
+	if r := s.quotaRefusal(peer, m.File.Filesize); r != "" {
+		return nil, FileTarget{}, r, nil
 	}
 	t, err := fr.InboundFile(ctx, peer, m)
 	if errors.Is(err, ErrRefused) {
