@@ -7,6 +7,7 @@ import (
 	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults of the node's resource bounds; see the README's "Bounded
@@ -66,4 +67,64 @@ func (n *Node) autoCreateRoom(name string) error {
 	n.autoRefused.Add(1)
 	return fmt.Errorf("%w: %w: address %q is not declared on node %s, which holds %d undeclared queues already (max_auto_queues); declare it or raise the limit",
 		receiver.ErrRefused, ErrTooManyQueues, name, n.cfg.Name, count)
+}
+
+// The bounds' metrics; nodeCollector describes and collects them.
+var (
+	descConnsRejected = prometheus.NewDesc("petrel_connections_rejected_total",
+		"Inbound connections closed at accept by a bound, by reason: handshakes (link.max_handshakes), handshakes_per_ip (link.max_handshakes_per_ip), connections (link.max_connections).",
+		[]string{"reason"}, nil)
+	descConnsOpen = prometheus.NewDesc("petrel_connections_open",
+		"Inbound connections open now, by state: handshaking or authenticated.", []string{"state"}, nil)
+	descConnBuffered = prometheus.NewDesc("petrel_receiver_buffered_bytes",
+		"Bytes of messages received and not yet taken for storing, all inbound connections together (each bounded by link.max_conn_buffer_bytes).", nil, nil)
+	descReadPauses = prometheus.NewDesc("petrel_receiver_read_pauses_total",
+		"Times an inbound connection stopped reading because it held link.max_conn_buffer_bytes.", nil, nil)
+	descSpoolUsed = prometheus.NewDesc("petrel_spool_used_bytes",
+		"Spool space the files being received take, each at its announced size.", nil, nil)
+	descSpoolQuota = prometheus.NewDesc("petrel_spool_quota_bytes",
+		"The spool quota: files.max_spool_bytes (scope total) and files.max_spool_bytes_per_peer (scope peer).", []string{"scope"}, nil)
+	descSpoolQuotaEvents = prometheus.NewDesc("petrel_spool_quota_total",
+		"Files the spool quota held back, by outcome: paused (waits for room, the sender tries again) or refused (larger than the quota).",
+		[]string{"outcome"}, nil)
+	descAutoRefused = prometheus.NewDesc("petrel_auto_create_refused_total",
+		"Undeclared addresses not created because max_auto_queues undeclared queues exist.", nil, nil)
+	descDiscoveryNodes = prometheus.NewDesc("petrel_discovery_nodes",
+		"Nodes discovery keeps in the directory now (at most discovery.max_nodes).", nil, nil)
+	descDiscoveryFull = prometheus.NewDesc("petrel_discovery_dropped_full_total",
+		"Announcements of new nodes dropped because the directory held discovery.max_nodes.", nil, nil)
+)
+
+var boundDescs = []*prometheus.Desc{
+	descConnsRejected, descConnsOpen, descConnBuffered, descReadPauses,
+	descSpoolUsed, descSpoolQuota, descSpoolQuotaEvents, descAutoRefused,
+	descDiscoveryNodes, descDiscoveryFull,
+}
+
+// collectBounds sends the bounds' figures.
+func collectBounds(ch chan<- prometheus.Metric, n *Node) {
+	if n.srv != nil {
+		cc := n.srv.ConnCounts()
+		for reason, v := range cc.Rejected {
+			ch <- counter(descConnsRejected, v, reason)
+		}
+		ch <- gauge(descConnsOpen, int64(cc.Handshaking), "handshaking")
+		ch <- gauge(descConnsOpen, int64(cc.Open-cc.Handshaking), "authenticated")
+		bs := n.srv.BufferStats()
+		ch <- gauge(descConnBuffered, bs.Buffered.Load())
+		ch <- counter(descReadPauses, int64(bs.Pauses.Load()))
+	}
+	if n.spool != nil {
+		qs := n.spool.QuotaStats()
+		ch <- gauge(descSpoolUsed, qs.Used)
+		ch <- gauge(descSpoolQuota, qs.Max, "total")
+		ch <- gauge(descSpoolQuota, qs.PerPeer, "peer")
+		ch <- counter(descSpoolQuotaEvents, qs.Paused, "paused")
+		ch <- counter(descSpoolQuotaEvents, qs.Refused, "refused")
+	}
+	ch <- counter(descAutoRefused, n.autoRefused.Load())
+	if n.dir != nil {
+		ch <- gauge(descDiscoveryNodes, int64(n.dir.Discovered()))
+		ch <- counter(descDiscoveryFull, int64(n.dir.Full()))
+	}
 }
