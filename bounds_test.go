@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 func TestAutoCreateCap(t *testing.T) {
 	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
 		c.MaxAutoQueues = 2
+		withAdmin(c)
 		c.Addresses = []petrel.AddressConfig{{Name: "declared", Role: address.RoleReceive}}
 	})
 	a := openNode(t, "a", "", func(c *petrel.Config) {
@@ -57,6 +59,9 @@ func TestAutoCreateCap(t *testing.T) {
 	}
 	if _, ok := b.QueueStat("q3"); ok {
 		t.Fatal("b created q3 past the cap")
+	}
+	if got := scrape(t, b)["petrel_auto_create_refused_total"]; got < 1 {
+		t.Errorf("petrel_auto_create_refused_total = %v after a refusal", got)
 	}
 	// Declared addresses and existing queues still take messages.
 	send("declared@b")
@@ -113,6 +118,7 @@ func TestSpoolQuotaPausesThenResumes(t *testing.T) {
 
 	b := openNode(t, "b", addrB, func(c *petrel.Config) {
 		c.Files = petrel.FilesConfig{Spool: spoolDir, MaxSpoolBytes: size + size/2, MaxSpoolBytesPerPeer: size + size/2}
+		withAdmin(c)
 	})
 	if err := a.Producer().Send(t.Context(), m2); err != nil {
 		t.Fatal(err)
@@ -140,5 +146,50 @@ func TestSpoolQuotaPausesThenResumes(t *testing.T) {
 	}
 	if tr := b.Transfers(); len(tr) != 0 {
 		t.Fatalf("transfers left: %+v", tr)
+	}
+	m := scrape(t, b)
+	if m[`petrel_spool_quota_total{outcome="paused"}`] < 1 || m["petrel_spool_used_bytes"] != 0 ||
+		m[`petrel_spool_quota_bytes{scope="total"}`] != size+size/2 {
+		t.Errorf("spool metrics: paused %v, used %v, quota %v", m[`petrel_spool_quota_total{outcome="paused"}`],
+			m["petrel_spool_used_bytes"], m[`petrel_spool_quota_bytes{scope="total"}`])
+	}
+}
+
+// TestConnectionBoundsMetrics: a connection past the per-IP handshake
+// bound is closed at once, and the metrics count it.
+func TestConnectionBoundsMetrics(t *testing.T) {
+	b := openNode(t, "b", "127.0.0.1:0", func(c *petrel.Config) {
+		c.Link.MaxHandshakesPerIP = 1
+		withAdmin(c)
+	})
+	var conns []net.Conn
+	for range 2 {
+		nc, err := net.Dial("tcp", b.ListenAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		conns = append(conns, nc)
+	}
+	// The first gets the node's Hello; the second is closed unread.
+	conns[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conns[0].Read(make([]byte, 1)); err != nil {
+		t.Fatalf("first connection: %v", err)
+	}
+	conns[1].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := conns[1].Read(make([]byte, 1)); err == nil || n != 0 {
+		t.Fatalf("second connection from one IP read %d bytes, %v; want it closed", n, err)
+	}
+	m := scrape(t, b)
+	if got := m[`petrel_connections_rejected_total{reason="handshakes_per_ip"}`]; got != 1 {
+		t.Errorf("rejected per IP = %v, want 1", got)
+	}
+	if got := m[`petrel_connections_open{state="handshaking"}`]; got != 1 {
+		t.Errorf("handshaking = %v, want 1", got)
+	}
+	for _, series := range []string{"petrel_receiver_buffered_bytes", "petrel_receiver_read_pauses_total", "petrel_discovery_nodes"} {
+		if _, ok := m[series]; !ok {
+			t.Errorf("no %s", series)
+		}
 	}
 }
