@@ -144,14 +144,16 @@ func TestSpoolQuotaPausesThenResumes(t *testing.T) {
 	if got["one.bin"] != sum1 || got["two.bin"] != sum2 {
 		t.Fatalf("received %v, want one.bin %s and two.bin %s", got, sum1, sum2)
 	}
-	if tr := b.Transfers(); len(tr) != 0 {
-		t.Fatalf("transfers left: %+v", tr)
-	}
-	m := scrape(t, b)
-	if m[`petrel_spool_quota_total{outcome="paused"}`] < 1 || m["petrel_spool_used_bytes"] != 0 ||
-		m[`petrel_spool_quota_bytes{scope="total"}`] != size+size/2 {
-		t.Errorf("spool metrics: paused %v, used %v, quota %v", m[`petrel_spool_quota_total{outcome="paused"}`],
-			m["petrel_spool_used_bytes"], m[`petrel_spool_quota_bytes{scope="total"}`])
+	// The notice commits just before the transfer leaves the spool.
+	var m map[string]float64
+	waitFor(t, 10*time.Second, func() bool {
+		m = scrape(t, b)
+		return len(b.Transfers()) == 0 && m["petrel_spool_used_bytes"] == 0
+	}, func() string {
+		return fmt.Sprintf("transfers left: %+v; spool used %v", b.Transfers(), m["petrel_spool_used_bytes"])
+	})
+	if m[`petrel_spool_quota_total{outcome="paused"}`] < 1 || m[`petrel_spool_quota_bytes{scope="total"}`] != size+size/2 {
+		t.Errorf("spool metrics: paused %v, quota %v", m[`petrel_spool_quota_total{outcome="paused"}`], m[`petrel_spool_quota_bytes{scope="total"}`])
 	}
 }
 
