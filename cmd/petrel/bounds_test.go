@@ -38,24 +38,25 @@ func TestIdleConnectionsBounded(t *testing.T) {
 	raiseFileLimit(t, idleConns+1000)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "b.yaml"),
-		"node: {name: b, data_dir: b}\nlisten: 127.0.0.1:0\nstore: {sync: normal}\naddresses: [{name: orders}]\nlog: {level: info}\n")
+		"node: {name: b, data_dir: b}\nlisten: 127.0.0.1:0\nstore: {sync: normal}\naddresses: [{name: orders}]\nlog: {level: info}\n"+
+			"link: {handshake_timeout: 2s}\n")
 	b := startNode(t, dir, "-c", filepath.Join(dir, "b.yaml"))
 	listen := b.ready(t)["listen"]
 	pid := b.cmd.Process.Pid
 	before := procStatus(t, pid, "VmRSS")
 
-	admitted := 0
+	var admitted []net.Conn
 	for i := range idleConns {
 		nc := idleDial(t, listen, fmt.Sprintf("127.0.0.%d", 2+i%idleSource))
 		if nc != nil {
-			admitted++
+			admitted = append(admitted, nc)
 		}
 	}
 	held, peak := procStatus(t, pid, "VmRSS"), procStatus(t, pid, "VmHWM")
 	t.Logf("node RSS: %d MiB before, %d MiB with %d idle connections held (%d in their handshake, the rest closed at accept); peak %d MiB",
-		before>>20, held>>20, idleConns, admitted, peak>>20)
-	if want := idleSource * 16; admitted != want {
-		t.Errorf("%d connections admitted to their handshake, want %d (16 per address)", admitted, want)
+		before>>20, held>>20, idleConns, len(admitted), peak>>20)
+	if want := idleSource * 16; len(admitted) != want {
+		t.Errorf("%d connections admitted to their handshake, want %d (16 per address)", len(admitted), want)
 	}
 
 	a, err := petrel.Open(context.Background(), petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
@@ -76,11 +77,22 @@ func TestIdleConnectionsBounded(t *testing.T) {
 		t.Errorf("node RSS %d MiB with %d idle connections, want under %d MiB", max(held, after)>>20, idleConns, rssCeiling>>20)
 	}
 
+	// The idle connections in their handshake time out, and are closed.
+	for _, nc := range admitted {
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, nc); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("an idle connection was not closed at the handshake timeout: %v", err)
+		}
+	}
+
 	b.stop(t)
-	rejected := strings.Count(b.stderr.String(), "connection rejected")
-	t.Logf("%d log lines for %d rejected connections", rejected, idleConns-admitted)
-	if rejected < 1 || rejected > 3 {
-		t.Errorf("%d log lines about rejected connections, want 1 to 3 (at most one every 10s)\n%s", rejected, b.stderr)
+	stderr := b.stderr.String()
+	rejected, timedOut := strings.Count(stderr, "connection rejected"), strings.Count(stderr, "link refused at handshake")
+	t.Logf("%d log lines for %d connections rejected at accept, %d for %d handshakes timed out",
+		rejected, idleConns-len(admitted), timedOut, len(admitted))
+	if rejected < 1 || rejected > 3 || timedOut < 1 || timedOut > 3 {
+		t.Errorf("%d log lines about rejected connections and %d about failed handshakes, want 1 to 3 each (at most one every 10s)\n%s",
+			rejected, timedOut, stderr)
 	}
 }
 
