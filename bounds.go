@@ -28,7 +28,7 @@ var ErrTooManyQueues = errors.New("too many auto-created queues")
 
 // spoolQuota is the files configuration's quota, with its defaults.
 func (n *Node) spoolQuota() filetransfer.Quota {
-	q := filetransfer.Quota{Max: n.cfg.Files.MaxSpoolBytes, PerPeer: n.cfg.Files.MaxSpoolBytesPerPeer}
+	q := filetransfer.Quota{Max: n.cfg.Files.MaxSpoolBytes, PerPeer: n.cfg.Files.MaxSpoolBytesPerPeer, Held: n.heldRoot()}
 	if q.Max <= 0 {
 		q.Max = DefaultMaxSpoolBytes
 	}
@@ -82,6 +82,8 @@ var (
 		"Times an inbound connection stopped reading because it held link.max_conn_buffer_bytes.", nil, nil)
 	descSpoolUsed = prometheus.NewDesc("petrel_spool_used_bytes",
 		"Spool space the files being received take, each at its announced size.", nil, nil)
+	descSpoolHeld = prometheus.NewDesc("petrel_spool_held_bytes",
+		"Spool space of the files a relay holds until it has forwarded them, as last read; it counts against files.max_spool_bytes.", nil, nil)
 	descSpoolQuota = prometheus.NewDesc("petrel_spool_quota_bytes",
 		"The spool quota: files.max_spool_bytes (scope total) and files.max_spool_bytes_per_peer (scope peer).", []string{"scope"}, nil)
 	descSpoolQuotaEvents = prometheus.NewDesc("petrel_spool_quota_total",
@@ -97,7 +99,7 @@ var (
 
 var boundDescs = []*prometheus.Desc{
 	descConnsRejected, descConnsOpen, descConnBuffered, descReadPauses,
-	descSpoolUsed, descSpoolQuota, descSpoolQuotaEvents, descAutoRefused,
+	descSpoolUsed, descSpoolHeld, descSpoolQuota, descSpoolQuotaEvents, descAutoRefused,
 	descDiscoveryNodes, descDiscoveryFull,
 }
 
@@ -117,6 +119,7 @@ func collectBounds(ch chan<- prometheus.Metric, n *Node) {
 	if n.spool != nil {
 		qs := n.spool.QuotaStats()
 		ch <- gauge(descSpoolUsed, qs.Used)
+		ch <- gauge(descSpoolHeld, qs.Held)
 		ch <- gauge(descSpoolQuota, qs.Max, "total")
 		ch <- gauge(descSpoolQuota, qs.PerPeer, "peer")
 		ch <- counter(descSpoolQuotaEvents, qs.Paused, "paused")

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 var (
@@ -33,12 +35,17 @@ type Quota struct {
 	// handing the file over) may take, so that one peer cannot take the
 	// whole spool from the others.
 	PerPeer int64
+	// Held, when set, is a folder whose files count against Max too: the
+	// copies a relay received whole and holds until it has forwarded them.
+	// Its size is read at most once a second, when a transfer begins.
+	Held string
 }
 
 // QuotaStats are the spool's figures against its quota.
 type QuotaStats struct {
 	Quota
 	Used    int64 // bytes the transfers in the spool take, counted at their announced size
+	Held    int64 // bytes in the Held folder, as last read
 	Paused  int64 // transfers refused for a while (ErrSpoolQuota) since the spool opened
 	Refused int64 // files refused for good (ErrOverQuota)
 }
@@ -57,7 +64,41 @@ type quota struct {
 	perPeer map[string]int64
 	held    map[string]hold // by transfer id
 
+	heldBytes int64     // size of limits.Held, read at heldRead
+	heldRead  time.Time // zero: never read
+
 	paused, refused atomic.Int64
+}
+
+// heldSize returns the size of the Held folder, read again if the last
+// reading is a second old; q.mu is held.
+func (q *quota) heldSize() int64 {
+	if q.limits.Held == "" {
+		return 0
+	}
+	if now := time.Now(); q.heldRead.IsZero() || now.Sub(q.heldRead) >= time.Second {
+		q.heldBytes, q.heldRead = dirSize(q.limits.Held), now
+	}
+	return q.heldBytes
+}
+
+// dirSize adds up the sizes of the regular files under dir. What cannot be
+// read counts as nothing: the quota is a bound on what the node makes, not
+// an audit of the disk.
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // SetQuota sets the spool's quota, and counts the transfers that are in
@@ -120,7 +161,7 @@ func (s *Spool) BeginFor(peer, id string, info Info) (*Incoming, error) {
 func (s *Spool) QuotaStats() QuotaStats {
 	s.quota.mu.Lock()
 	defer s.quota.mu.Unlock()
-	return QuotaStats{Quota: s.quota.limits, Used: s.quota.used,
+	return QuotaStats{Quota: s.quota.limits, Used: s.quota.used, Held: s.quota.heldBytes,
 		Paused: s.quota.paused.Load(), Refused: s.quota.refused.Load()}
 }
 
@@ -151,14 +192,14 @@ func (q *quota) reserve(id string, h hold) error {
 		q.take(id, h)
 		return nil
 	}
-	used, peerUsed := q.used-old.size, q.perPeer[h.peer]
+	used, peerUsed := q.used-old.size+q.heldSize(), q.perPeer[h.peer]
 	if old.peer == h.peer {
 		peerUsed -= old.size
 	}
 	var err error
 	switch {
 	case q.limits.Max > 0 && used+h.size > q.limits.Max:
-		err = fmt.Errorf("a file of %d bytes from %s: the spool's transfers take %d of %d bytes (files.max_spool_bytes); it waits for room: %w",
+		err = fmt.Errorf("a file of %d bytes from %s: the spool's transfers and held files take %d of %d bytes (files.max_spool_bytes); it waits for room: %w",
 			h.size, h.peer, used, q.limits.Max, ErrSpoolQuota)
 	case q.limits.PerPeer > 0 && peerUsed+h.size > q.limits.PerPeer:
 		err = fmt.Errorf("a file of %d bytes from %s: its transfers take %d of its %d-byte share (files.max_spool_bytes_per_peer); it waits for room: %w",

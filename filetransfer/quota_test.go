@@ -2,6 +2,8 @@ package filetransfer
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -66,5 +68,31 @@ func TestQuotaTotalAndPerPeer(t *testing.T) {
 	}
 	if st := s2.QuotaStats(); st.Used != 20 {
 		t.Fatalf("after a restart: %d used, want 20", st.Used)
+	}
+}
+
+// TestQuotaCountsHeldFiles: the files a relay holds count against the
+// total.
+func TestQuotaCountsHeldFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := mustSpool(t, dir)
+	held := filepath.Join(dir, "held", "x")
+	if err := os.MkdirAll(held, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, held, "f", make([]byte, 40))
+	if err := s.SetQuota(Quota{Max: 100, Held: filepath.Join(dir, "held")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BeginFor("a", "t1", infoOf("one", randomBytes(t, 70))); !errors.Is(err, ErrSpoolQuota) {
+		t.Fatalf("70 bytes beside 40 held, quota 100: %v, want ErrSpoolQuota", err)
+	}
+	in, err := s.BeginFor("a", "t2", infoOf("two", randomBytes(t, 60)))
+	if err != nil {
+		t.Fatalf("60 bytes beside 40 held, quota 100: %v", err)
+	}
+	in.Close()
+	if st := s.QuotaStats(); st.Held != 40 || st.Used != 60 {
+		t.Fatalf("stats %+v, want 40 held and 60 used", st)
 	}
 }
