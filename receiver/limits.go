@@ -160,8 +160,9 @@ func (s *Server) admit(nc net.Conn) (*connSlot, bool) {
 	if slot != nil {
 		return slot, true
 	}
-	_ = nc.Close()
+	// Counted before the close, which the peer sees.
 	s.limits.rejected[reason].Add(1)
+	_ = nc.Close()
 	if suppressed, ok := s.limits.log.allow(rejectReasons[reason]); ok {
 		s.log.Warn("connection rejected: too many connections; raise the link limits if this is legitimate load",
 			slog.String("reason", rejectReasons[reason]), slog.String(logPeer, ip.String()),

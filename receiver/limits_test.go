@@ -122,8 +122,13 @@ func TestConnectionsBoundCountsAuthenticated(t *testing.T) {
 		}
 		t.Cleanup(func() { c.Close() })
 	}
-	if cc := srv.ConnCounts(); cc.Open != 2 || cc.Handshaking != 0 {
-		t.Fatalf("counts %+v, want 2 open, none handshaking", cc)
+	// The server ends its handshake just after the client's.
+	deadline := time.Now().Add(5 * time.Second)
+	for cc := srv.ConnCounts(); cc.Open != 2 || cc.Handshaking != 0; cc = srv.ConnCounts() {
+		if time.Now().After(deadline) {
+			t.Fatalf("counts %+v, want 2 open, none handshaking", cc)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if admitted(t, rawDial(t, srv, "127.0.0.2")) {
 		t.Fatal("a 3rd connection admitted, bound 2")
