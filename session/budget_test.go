@@ -105,10 +105,10 @@ func TestBudgetFreedByClose(t *testing.T) {
 	ctx := context.Background()
 	stuckSnd, stuck := openPair(t, client, server, "stuck", 1000, 1000)
 	snd, rcv := openPair(t, client, server, "live", 1000, 1000)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after stop: the streams end with their context
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	wg.Go(func() { stream(sctx, stuckSnd, 200, size) })
 	waitPaused(t, server)
 	wg.Go(func() { stream(sctx, snd, 3, size) })
