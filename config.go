@@ -27,6 +27,12 @@ type Config struct {
 	// addresses that are not declared. By default they are created as
 	// receive addresses on first use.
 	NoAutoCreate bool
+	// MaxAutoQueues bounds the receive queues that exist without a
+	// declaration: those auto-creation made, for peers, clients and this
+	// node's own producers and consumers alike (default 10000). Past it, a
+	// message from a peer to a new undeclared address is refused for good
+	// with the reason, and a local Send or Consumer gets ErrTooManyQueues.
+	MaxAutoQueues int
 	// Listen is the TCP address ("host:port") this node accepts links on.
 	// Empty: the node accepts no links, but can still open them.
 	Listen string
@@ -143,6 +149,10 @@ type DiscoveryConfig struct {
 	// means tcp:// and the address the node listens on, which must then be
 	// a specific host, not 0.0.0.0.
 	Advertise string
+	// MaxNodes bounds the nodes discovery keeps in the directory (default
+	// 1024). Announcements from further new nodes are dropped and
+	// counted; the nodes already known go on refreshing.
+	MaxNodes int
 }
 
 // AdminConfig configures the admin HTTP endpoint (see Node.AdminAddr).
@@ -185,6 +195,17 @@ type LinkConfig struct {
 	// MainProbe is how often a link running on a failover backup checks
 	// whether the main connector is back (default 5s).
 	MainProbe time.Duration
+	// MaxHandshakes bounds the inbound connections still in their TLS or
+	// session handshake (default 256), MaxHandshakesPerIP those from one
+	// remote IP (default 16), and MaxConnections every inbound connection
+	// open at once, in its handshake or authenticated (default 1024).
+	// A connection past a bound is closed as soon as it is accepted.
+	MaxHandshakes, MaxHandshakesPerIP, MaxConnections int
+	// MaxConnBuffer bounds the bytes of received messages an inbound
+	// connection holds before they are stored (default 64 MiB, at least
+	// twice MaxFrame). Past it the node stops reading that connection, so
+	// a slow disk slows the peer instead of growing memory.
+	MaxConnBuffer int64
 }
 
 // AddressConfig declares one address on this node.
@@ -232,6 +253,13 @@ type FilesConfig struct {
 	// good (default 7 days). A sender that comes back later starts it
 	// again from the beginning.
 	AbandonAfter time.Duration
+	// MaxSpoolBytes bounds the space the files being received take in
+	// the spool, each counted at its announced size (default 64 GiB).
+	// MaxSpoolBytesPerPeer bounds those handed over by one peer (default
+	// half of MaxSpoolBytes). A file that does not fit now waits, paused,
+	// and its sender tries again; one that could never fit is refused
+	// for good with the reason.
+	MaxSpoolBytes, MaxSpoolBytesPerPeer int64
 }
 
 // OutboxConfig is a folder whose files are sent to one address.

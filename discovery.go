@@ -16,7 +16,7 @@ func (n *Node) startDiscovery(d DiscoveryConfig, secret string) error {
 	}
 	dc := address.DiscoveryConfig{
 		Group: d.Group, Interface: d.Interface, Period: d.Period, Timeout: d.Timeout,
-		Now: n.cfg.Store.Now, Logger: n.cfg.Logger,
+		MaxNodes: d.MaxNodes, Now: n.cfg.Store.Now, Logger: n.cfg.Logger,
 	}
 	if secret != "" {
 		dc.Secret = []byte(secret)

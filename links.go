@@ -51,7 +51,7 @@ func linkConfigs(n *Node, t nodeTLS) (linkOut, error) {
 	sc := session.Config{
 		Name: c.Name, ID: n.id, MaxFrame: uint32(c.Link.MaxFrame),
 		HandshakeTimeout: c.Link.HandshakeTimeout, WriteTimeout: c.Link.WriteTimeout,
-		IdleTimeout: c.Link.IdleTimeout, Logger: c.Logger,
+		IdleTimeout: c.Link.IdleTimeout, MaxConnBuffer: c.Link.MaxConnBuffer, Logger: c.Logger,
 	}
 	if c.Secret != "" {
 		sc.Secret = []byte(c.Secret)
@@ -76,6 +76,7 @@ func linkConfigs(n *Node, t nodeTLS) (linkOut, error) {
 		Receiver: receiver.Config{
 			Listen: c.Listen, Session: listen, Window: uint32(window), Limits: c.Limits, Logger: c.Logger,
 			Spool: n.spool, FileSyncBytes: n.files.SyncBytes, TLS: t.server,
+			MaxHandshakes: c.Link.MaxHandshakes, MaxHandshakesPerIP: c.Link.MaxHandshakesPerIP, MaxConnections: c.Link.MaxConnections,
 		},
 	}, nil
 }

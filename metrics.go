@@ -142,6 +142,9 @@ func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	for _, d := range boundDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -181,6 +184,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ws := c.n.store.WriterStats()
 	ch <- counter(descStoreCommits, ws.Commits)
 	ch <- counter(descStoreRequests, ws.Requests)
+	collectBounds(ch, c.n)
 }
 
 func collectQueue(ch chan<- prometheus.Metric, q queue.Stats) {

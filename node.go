@@ -40,8 +40,12 @@ type Node struct {
 	routes            atomic.Pointer[address.Routes]
 	// noAutoCreate mirrors cfg.NoAutoCreate, which a reload may change.
 	noAutoCreate atomic.Bool
-	mgr          *sender.Manager
-	srv          *receiver.Server
+	// autoMu serialises the creation of undeclared queues, so that
+	// MaxAutoQueues holds; autoRefused counts the creations it refused.
+	autoMu      sync.Mutex
+	autoRefused atomic.Int64
+	mgr         *sender.Manager
+	srv         *receiver.Server
 	// files is cfg.Files with its defaults; spool holds files being
 	// received and those a relay holds.
 	files    FilesConfig
@@ -225,6 +229,9 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics)
 	if err := n.openSpool(); err != nil {
 		return nil, err
 	}
+	if err := n.spool.SetQuota(n.spoolQuota()); err != nil {
+		return nil, err
+	}
 	dir, routes := buildRouting(cfg)
 	n.dir = dir
 	n.routes.Store(routes)
@@ -382,6 +389,16 @@ func (n *Node) receiveQueue(ctx context.Context, name string) (*queue.Queue, err
 	}
 	if !declared && n.noAutoCreate.Load() && !queue.IsDeadLetter(name) {
 		return nil, fmt.Errorf("address %q: %w (declare it, or allow auto_create)", name, ErrUnknownAddress)
+	}
+	if !declared {
+		n.autoMu.Lock()
+		defer n.autoMu.Unlock()
+		if q, ok := n.store.Lookup(name); ok {
+			return q, nil
+		}
+		if err := n.autoCreateRoom(name); err != nil {
+			return nil, err
+		}
 	}
 	q, err := n.store.Queue(ctx, name, queue.KindReceive)
 	if err != nil {

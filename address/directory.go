@@ -60,6 +60,10 @@ func (e Entry) clone() Entry {
 // without being heard, unless SetTimeout says otherwise.
 const DefaultTimeout = 10 * time.Second
 
+// DefaultMaxNodes is the default bound on the discovered entries of a
+// directory; see SetMaxDiscovered.
+const DefaultMaxNodes = 1024
+
 // Directory is the node directory: every other node this node knows how to
 // reach. Static entries come from the configuration, one per name.
 // Discovered entries come from announcements (Heard), one per unique id, and
@@ -72,6 +76,8 @@ const DefaultTimeout = 10 * time.Second
 type Directory struct {
 	mu         sync.Mutex
 	timeout    time.Duration
+	maxNodes   int    // bound on discovered entries
+	full       uint64 // announcements of new nodes dropped at maxNodes
 	static     map[string]Entry
 	discovered map[message.NodeID]Entry
 	changed    chan struct{} // closed and replaced at each change
@@ -81,6 +87,7 @@ type Directory struct {
 func NewDirectory() *Directory {
 	return &Directory{
 		timeout:    DefaultTimeout,
+		maxNodes:   DefaultMaxNodes,
 		static:     make(map[string]Entry),
 		discovered: make(map[message.NodeID]Entry),
 		changed:    make(chan struct{}),
@@ -96,6 +103,35 @@ func (d *Directory) SetTimeout(timeout time.Duration) {
 	d.mu.Lock()
 	d.timeout = timeout
 	d.mu.Unlock()
+}
+
+// SetMaxDiscovered bounds the discovered entries; 0 or less means
+// DefaultMaxNodes. An announcement from a new node past the bound is
+// dropped (Heard reports false, and Full counts it), while the nodes
+// already known go on refreshing; room returns as they expire. Entries
+// held past a lowered bound stay until they expire.
+func (d *Directory) SetMaxDiscovered(n int) {
+	if n <= 0 {
+		n = DefaultMaxNodes
+	}
+	d.mu.Lock()
+	d.maxNodes = n
+	d.mu.Unlock()
+}
+
+// Full returns how many announcements of new nodes were dropped because
+// the directory held its most discovered entries.
+func (d *Directory) Full() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.full
+}
+
+// Discovered returns how many discovered entries the directory holds.
+func (d *Directory) Discovered() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.discovered)
 }
 
 // Changed returns a channel that is closed at the next change of what
@@ -138,22 +174,34 @@ func (d *Directory) SetStatic(entries []Entry) {
 // Heard adds or refreshes the discovered entry of node e.ID, heard at now:
 // its Source becomes SourceDiscovered and its LastSeen now. It reports
 // whether the node is new to the directory. An entry without a name or with
-// the zero id is ignored. A static entry of the same name still wins in
+// the zero id is ignored, and so is a new node while the directory holds
+// its most discovered entries (see SetMaxDiscovered). A static entry of the same name still wins in
 // Lookup; the discovered one is kept beside it (All lists both).
 func (d *Directory) Heard(e Entry, now time.Time) (added bool) {
+	added, _ = d.heard(e, now)
+	return added
+}
+
+// heard is Heard, and reports also whether a new node was dropped because
+// the directory is full.
+func (d *Directory) heard(e Entry, now time.Time) (added, dropped bool) {
 	if e.Name == "" || e.ID.IsZero() {
-		return false
+		return false, false
 	}
 	e = e.clone()
 	e.Source, e.LastSeen = SourceDiscovered, now
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old, known := d.discovered[e.ID]
+	if !known && len(d.discovered) >= d.maxNodes {
+		d.full++
+		return false, true
+	}
 	d.discovered[e.ID] = e
 	if !known || old.Name != e.Name || old.Connectors.String() != e.Connectors.String() {
 		d.notify()
 	}
-	return !known
+	return !known, false
 }
 
 // Expire removes the discovered entries last heard a timeout or more

@@ -257,3 +257,29 @@ func TestDirectorySetTimeoutDefault(t *testing.T) {
 		t.Fatal("not expired at the default timeout")
 	}
 }
+
+// TestDirectoryMaxDiscovered: past the bound, new nodes are dropped and
+// counted, known ones keep refreshing, and room returns as they expire.
+func TestDirectoryMaxDiscovered(t *testing.T) {
+	t0 := time.Date(2025, 11, 29, 13, 0, 0, 0, time.UTC)
+	cs := mustConnectors(t, "tcp://10.0.0.1:7400")
+	d := NewDirectory()
+	d.SetTimeout(5 * time.Second)
+	d.SetMaxDiscovered(2)
+	for i := byte(1); i <= 2; i++ {
+		if !d.Heard(Entry{Name: "n", ID: message.NodeID{i}, Connectors: cs}, t0) {
+			t.Fatalf("node %d under the bound not added", i)
+		}
+	}
+	if d.Heard(Entry{Name: "n3", ID: message.NodeID{3}, Connectors: cs}, t0) || d.Full() != 1 || d.Discovered() != 2 {
+		t.Fatalf("a third node past a bound of 2: full %d, %d held", d.Full(), d.Discovered())
+	}
+	// Node 1 refreshes; node 2 goes silent and expires.
+	d.Heard(Entry{Name: "n", ID: message.NodeID{1}, Connectors: cs}, t0.Add(3*time.Second))
+	if gone := d.Expire(t0.Add(5 * time.Second)); len(gone) != 1 || gone[0].ID != (message.NodeID{2}) {
+		t.Fatalf("expired %v, want node 2 only", gone)
+	}
+	if !d.Heard(Entry{Name: "n3", ID: message.NodeID{3}, Connectors: cs}, t0.Add(5*time.Second)) {
+		t.Fatal("a new node not added once room returned")
+	}
+}

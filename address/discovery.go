@@ -81,6 +81,10 @@ type DiscoveryConfig struct {
 	// Secret, when not empty, signs announcements with HMAC-SHA256; a
 	// listener with a secret drops announcements not signed with it.
 	Secret []byte
+	// MaxNodes bounds the discovered nodes the directory keeps;
+	// announcements from further new nodes are dropped and counted
+	// (ListenerStats.Full). 0 means DefaultMaxNodes.
+	MaxNodes int
 	// Now returns the time (LastSeen, expiry). nil means time.Now.
 	Now func() time.Time
 	// Logger gets lifecycle events and nodes coming and going. nil means
@@ -115,6 +119,9 @@ func (c DiscoveryConfig) resolve() (discovery, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.MaxNodes <= 0 {
+		c.MaxNodes = DefaultMaxNodes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

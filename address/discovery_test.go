@@ -267,6 +267,35 @@ func TestListenerDrops(t *testing.T) {
 	})
 }
 
+// TestListenerFull: a listener whose directory holds MaxNodes drops the
+// announcements of new nodes and counts them; the known node refreshes.
+func TestListenerFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, dir := &fakeNet{}, NewDirectory()
+		cfg := testConfig()
+		cfg.MaxNodes = 1
+		l := startListener(t, n, cfg, dir)
+		out := n.conn()
+		cs := mustConnectors(t, "tcp://10.0.0.7:7400")
+		for i := byte(1); i <= 3; i++ {
+			b, err := AnnouncementFor("plant", message.NodeID{0x70, i}, cs).AppendBinary(nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := out.WriteTo(b, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if st := l.Stats(); st.Full != 2 || st.Accepted != 3 || dir.Discovered() != 1 {
+			t.Fatalf("Stats = %+v with %d held, want 2 dropped of 3 and 1 held", st, dir.Discovered())
+		}
+		if e, _ := dir.Lookup("plant"); e.ID != (message.NodeID{0x70, 1}) {
+			t.Fatalf("held %v, want the first node", e.ID)
+		}
+	})
+}
+
 // TestAnnouncerUpdate: new connectors go out at once, not at the next
 // period.
 func TestAnnouncerUpdate(t *testing.T) {

@@ -27,6 +27,9 @@
 //   - A discovery packet, whatever its bytes, never panics the decoder and
 //     never changes the directory unless it is a valid announcement, signed
 //     with the secret when there is one (FuzzDecodeAnnouncement).
+//   - The directory keeps at most MaxNodes discovered entries; an
+//     announcement from a new id past it is dropped and counted, so a flood
+//     of invented ids costs no memory.
 //   - Parsers never panic, whatever their input (FuzzParseConnectors). Each
 //     error wraps this package's sentinel for what was parsed (ErrRole,
 //     ErrConnector), in a message that names the input and what is wrong.

@@ -32,7 +32,8 @@ type Listener struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	received, accepted, malformed, badMAC, own, unusable atomic.Uint64
+	received, accepted, malformed, badMAC, own, unusable, full atomic.Uint64
+	fullLog                                                    time.Time // when a dropped new node was last logged
 }
 
 // ListenerStats count a Listener's packets since it was made. Received is
@@ -44,6 +45,9 @@ type ListenerStats struct {
 	BadMAC    uint64 // not signed with this node's secret (ErrAnnouncementMAC)
 	Own       uint64 // this node's own announcements
 	Unusable  uint64 // valid, but no connector this node can dial
+	// Full counts the accepted announcements of new nodes that the
+	// directory dropped because it held MaxNodes discovered nodes.
+	Full uint64
 }
 
 // NewListener returns a listener that feeds dir, for the node whose unique
@@ -55,6 +59,7 @@ func NewListener(cfg DiscoveryConfig, self message.NodeID, dir *Directory) (*Lis
 		return nil, err
 	}
 	dir.SetTimeout(d.Timeout)
+	dir.SetMaxDiscovered(d.MaxNodes)
 	return &Listener{
 		d: d, self: self, dir: dir,
 		log: d.Logger.With(slog.String(logComponent, "discovery"), slog.String(logGroup, d.group.String())),
@@ -112,6 +117,7 @@ func (l *Listener) Stats() ListenerStats {
 		BadMAC:    l.badMAC.Load(),
 		Own:       l.own.Load(),
 		Unusable:  l.unusable.Load(),
+		Full:      l.full.Load(),
 	}
 }
 
@@ -170,10 +176,28 @@ func (l *Listener) handle(p []byte, from net.Addr) {
 		return
 	}
 	l.accepted.Add(1)
-	if l.dir.Heard(Entry{Name: a.Name, ID: a.ID, Connectors: cs}, l.d.Now()) {
+	added, dropped := l.dir.heard(Entry{Name: a.Name, ID: a.ID, Connectors: cs}, l.d.Now())
+	if added {
 		l.log.Info("node discovered", slog.String(logNode, a.Name), slog.String(logNodeID, a.ID.String()),
 			slog.String("connectors", cs.String()), slog.Any(logFrom, from))
+	} else if dropped {
+		l.dropFull(a, from)
 	}
+}
+
+// dropFull counts an announcement of a new node the full directory
+// dropped, and logs it at most once a minute: a flood of invented ids must
+// not flood the log.
+func (l *Listener) dropFull(a Announcement, from net.Addr) {
+	l.full.Add(1)
+	now := l.d.Now()
+	if now.Sub(l.fullLog) < time.Minute {
+		return
+	}
+	l.fullLog = now
+	l.log.Warn("node directory full: announcements of new nodes are dropped; raise discovery.max_nodes if the network is this large",
+		slog.String(logNode, a.Name), slog.String(logNodeID, a.ID.String()), slog.Any(logFrom, from),
+		slog.Int("max_nodes", l.d.MaxNodes), slog.Uint64("dropped", l.full.Load()))
 }
 
 // expireLoop removes silent nodes every Period/2, so a node leaves the

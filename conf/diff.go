@@ -100,8 +100,11 @@ var reloadRules = map[string]string{
 	"link":        needsRestart,
 	"limits":      needsRestart,
 	"auto_create": SectionAutoCreate,
-	"addresses":   SectionAddresses,
-	"outboxes":    SectionOutboxes,
+	// The bound is read when a queue is about to be made; the node takes
+	// it at start, like link's bounds.
+	"max_auto_queues": needsRestart,
+	"addresses":       SectionAddresses,
+	"outboxes":        SectionOutboxes,
 	// The spool and chunk settings are read by the receiver and the
 	// senders when they are built, like link.
 	"files":     needsRestart,

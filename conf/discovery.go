@@ -16,11 +16,14 @@ type DiscoverySection struct {
 	Period    Duration `yaml:"period"`
 	Timeout   Duration `yaml:"timeout"`
 	Advertise string   `yaml:"advertise"`
+	// MaxNodes bounds the nodes kept from announcements. Default 1024.
+	MaxNodes int `yaml:"max_nodes"`
 }
 
 func (s *DiscoverySection) check(c *checker, path string) {
 	c.positive(join(path, "period"), s.Period)
 	c.positive(join(path, "timeout"), s.Timeout)
+	c.atLeast(join(path, "max_nodes"), int64(s.MaxNodes), 1)
 	if s.Period > 0 && s.Timeout > 0 && s.Timeout <= s.Period {
 		c.fail(join(path, "timeout"), reasonf(nil, "%s is not longer than period %s: nodes would expire between announcements", s.Timeout, s.Period))
 	}
@@ -41,5 +44,6 @@ func (s *DiscoverySection) discoveryConfig() petrel.DiscoveryConfig {
 	return petrel.DiscoveryConfig{
 		Enabled: s.Enabled, Group: s.Group, Interface: s.Interface,
 		Period: time.Duration(s.Period), Timeout: time.Duration(s.Timeout), Advertise: s.Advertise,
+		MaxNodes: s.MaxNodes,
 	}
 }

@@ -76,7 +76,9 @@
 //	node.data_dir    where the store and the unique id are
 //	listen           the listener, bound at start
 //	store.*          every key of store: sync, caps, dedupe, prefetch
-//	link.*           window, frame size, timeouts and backoff
+//	link.*           window, frame size, timeouts, backoff and the bounds on
+//	                 inbound connections
+//	max_auto_queues  the bound on undeclared queues
 //	limits.*         bounds on the messages the node accepts
 //	log.format       the log handler shared by every component
 //	admin.listen     the admin HTTP listener, bound at start
@@ -192,6 +194,22 @@
 //	  reconnect_min: 100ms
 //	  # Longest wait before a sender reconnects (duration). Default: 1s.
 //	  reconnect_max: 1s
+//	  # Inbound connections still in their TLS or session handshake, from every
+//	  # address together (integer, at least 1). A connection past it is closed
+//	  # as soon as it is accepted, counted and logged at most once every 10s.
+//	  # Default: 256.
+//	  max_handshakes: 256
+//	  # The same, from one remote IP address (integer, at least 1), so that one
+//	  # host cannot take every handshake slot. Default: 16.
+//	  max_handshakes_per_ip: 16
+//	  # Inbound connections open at once, in their handshake or authenticated
+//	  # (integer, at least 1). Default: 1024.
+//	  max_connections: 1024
+//	  # Bytes of received messages one inbound connection holds before they are
+//	  # stored (size, at least twice max_frame). Past it the node stops reading
+//	  # that connection until it has stored some, so a slow disk slows the peer
+//	  # instead of growing memory. Default: 64MiB.
+//	  max_conn_buffer_bytes: 64MiB
 //
 //	discovery:
 //	  # Find other nodes by UDP announcements, and be found (bool). A discovered
@@ -215,6 +233,10 @@
 //	  # nodes). Default: tcp:// and the listen address, which must then name a
 //	  # host, not every interface.
 //	  advertise: tcp://127.0.0.1:7400
+//	  # Most discovered nodes kept (integer, at least 1). Announcements from
+//	  # further new nodes are dropped and counted; known nodes keep refreshing.
+//	  # Default: 1024.
+//	  max_nodes: 1024
 //
 //	store:
 //	  # When a commit reaches the disk (full | normal). full fsyncs every commit:
@@ -261,6 +283,11 @@
 //	# Whether a send or consumer on an undeclared local address creates it as a
 //	# receive address (bool). false refuses it. Default: true.
 //	auto_create: true
+//	# Most undeclared receive queues, made by auto_create for peers, clients and
+//	# this node's own producers and consumers (integer, at least 1). Past it, a
+//	# message from a peer to a new undeclared address is refused for good, with
+//	# the reason; declared addresses never count. Default: 10000.
+//	max_auto_queues: 10000
 //
 //	# The addresses of this node (list). Names are unique, 1 to 128 letters,
 //	# digits, '.', '_' or '-'. The policy keys below max_deliveries apply to
@@ -326,6 +353,15 @@
 //	  # How long a partly received file may go without progress before the spool
 //	  # drops it, its sender presumed gone (duration). Default: 168h (7 days).
 //	  abandon_after: 168h
+//	  # Most spool space the files being received take, each counted at its
+//	  # announced size from its first byte until it leaves the spool (size). A
+//	  # file that does not fit now is paused, and its sender tries again until
+//	  # there is room; one larger than the quota is refused for good, with the
+//	  # reason. Default: 64GiB.
+//	  max_spool_bytes: 64GiB
+//	  # Most of it the files from one peer take (size, at most max_spool_bytes).
+//	  # Default: half of max_spool_bytes.
+//	  max_spool_bytes_per_peer: 32GiB
 //
 //	outboxes:
 //	  - # Folder watched (path, required). A file dropped in is sent once it is

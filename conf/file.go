@@ -39,14 +39,17 @@ type File struct {
 	Limits     LimitsSection      `yaml:"limits"`
 	// AutoCreate, when true, creates an undeclared local address as a
 	// receive address on first use. Default true.
-	AutoCreate *bool            `yaml:"auto_create"`
-	Addresses  []AddressSection `yaml:"addresses"`
-	Files      FilesSection     `yaml:"files"`
-	Outboxes   []OutboxSection  `yaml:"outboxes"`
-	Log        LogSection       `yaml:"log"`
-	Admin      AdminSection     `yaml:"admin"`
-	TLS        TLSSection       `yaml:"tls"`
-	Access     []AccessSection  `yaml:"access"`
+	AutoCreate *bool `yaml:"auto_create"`
+	// MaxAutoQueues bounds the undeclared queues auto_create makes.
+	// Default 10000.
+	MaxAutoQueues int              `yaml:"max_auto_queues"`
+	Addresses     []AddressSection `yaml:"addresses"`
+	Files         FilesSection     `yaml:"files"`
+	Outboxes      []OutboxSection  `yaml:"outboxes"`
+	Log           LogSection       `yaml:"log"`
+	Admin         AdminSection     `yaml:"admin"`
+	TLS           TLSSection       `yaml:"tls"`
+	Access        []AccessSection  `yaml:"access"`
 	// Peers are the identities that may connect, each with its own
 	// credentials; none: the shared secret mode.
 	Peers []PeerSection `yaml:"peers"`
@@ -79,6 +82,7 @@ func (f *File) sections() []keyedSection {
 		{"discovery", &f.Discovery},
 		{"store", &f.Store},
 		{"limits", &f.Limits},
+		{"", boundKeys{f}},
 		{"addresses", addressList(f.Addresses)},
 		{"files", &f.Files},
 		{"outboxes", outboxList(f.Outboxes)},
@@ -223,23 +227,24 @@ func (f *File) fill() {
 // hand, zero values pass through as package defaults and nothing is checked.
 func (f *File) NodeConfig() petrel.Config {
 	cfg := petrel.Config{
-		Name:         f.Node.Name,
-		DataDir:      f.Node.DataDir,
-		Store:        f.Store.queueConfig(),
-		Limits:       f.Limits.messageLimits(),
-		NoAutoCreate: f.AutoCreate != nil && !*f.AutoCreate,
-		Listen:       f.Listen,
-		Secret:       string(f.Secret),
-		Nodes:        f.nodeConfigs(),
-		Routes:       f.routeConfigs(),
-		Link:         f.Link.linkConfig(),
-		Discovery:    f.Discovery.discoveryConfig(),
-		Admin:        f.Admin.adminConfig(),
-		Files:        f.Files.filesConfig(),
-		Outboxes:     f.outboxConfigs(),
-		TLS:          f.TLS.tlsConfig(),
-		Access:       f.accessRules(),
-		Peers:        f.peerConfigs(),
+		Name:          f.Node.Name,
+		DataDir:       f.Node.DataDir,
+		Store:         f.Store.queueConfig(),
+		Limits:        f.Limits.messageLimits(),
+		NoAutoCreate:  f.AutoCreate != nil && !*f.AutoCreate,
+		MaxAutoQueues: f.MaxAutoQueues,
+		Listen:        f.Listen,
+		Secret:        string(f.Secret),
+		Nodes:         f.nodeConfigs(),
+		Routes:        f.routeConfigs(),
+		Link:          f.Link.linkConfig(),
+		Discovery:     f.Discovery.discoveryConfig(),
+		Admin:         f.Admin.adminConfig(),
+		Files:         f.Files.filesConfig(),
+		Outboxes:      f.outboxConfigs(),
+		TLS:           f.TLS.tlsConfig(),
+		Access:        f.accessRules(),
+		Peers:         f.peerConfigs(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

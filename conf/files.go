@@ -31,6 +31,12 @@ type FilesSection struct {
 	// AbandonAfter is how long a partly received file may go without
 	// progress before the spool drops it. Default 168h (7 days).
 	AbandonAfter Duration `yaml:"abandon_after"`
+	// MaxSpoolBytes bounds the space the files being received take in
+	// the spool, each at its announced size. Default 64GiB.
+	MaxSpoolBytes Size `yaml:"max_spool_bytes"`
+	// MaxSpoolBytesPerPeer bounds those handed over by one peer. Default
+	// half of max_spool_bytes.
+	MaxSpoolBytesPerPeer Size `yaml:"max_spool_bytes_per_peer"`
 }
 
 func (s *FilesSection) check(c *checker, path string) {
@@ -44,13 +50,19 @@ func (s *FilesSection) check(c *checker, path string) {
 	c.atLeast(join(path, "concurrency"), int64(s.Concurrency), 1)
 	c.fitsInt(join(path, "sync_bytes"), s.SyncBytes)
 	c.positive(join(path, "abandon_after"), s.AbandonAfter)
+	c.atLeast(join(path, "max_spool_bytes"), int64(s.MaxSpoolBytes), 1)
+	c.atLeast(join(path, "max_spool_bytes_per_peer"), int64(s.MaxSpoolBytesPerPeer), 1)
+	if s.MaxSpoolBytes > 0 && s.MaxSpoolBytesPerPeer > s.MaxSpoolBytes {
+		c.fail(join(path, "max_spool_bytes_per_peer"), reasonf(nil, "%s is more than max_spool_bytes %s", s.MaxSpoolBytesPerPeer, s.MaxSpoolBytes))
+	}
 }
 
 func (s *FilesSection) filesConfig() petrel.FilesConfig {
 	return petrel.FilesConfig{
 		Spool: s.Spool, Received: s.Received, ChunkSize: int(s.ChunkSize),
 		Window: s.Window, Concurrency: s.Concurrency, SyncBytes: int64(s.SyncBytes),
-		AbandonAfter: time.Duration(s.AbandonAfter),
+		AbandonAfter:  time.Duration(s.AbandonAfter),
+		MaxSpoolBytes: int64(s.MaxSpoolBytes), MaxSpoolBytesPerPeer: int64(s.MaxSpoolBytesPerPeer),
 	}
 }
 

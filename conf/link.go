@@ -20,7 +20,17 @@ type LinkSection struct {
 	IdleTimeout      Duration `yaml:"idle_timeout"`
 	ReconnectMin     Duration `yaml:"reconnect_min"`
 	ReconnectMax     Duration `yaml:"reconnect_max"`
+	// The bounds on inbound connections and their buffers; see the
+	// README's "Bounded resources".
+	MaxHandshakes      int  `yaml:"max_handshakes"`
+	MaxHandshakesPerIP int  `yaml:"max_handshakes_per_ip"`
+	MaxConnections     int  `yaml:"max_connections"`
+	MaxConnBuffer      Size `yaml:"max_conn_buffer_bytes"`
 }
+
+// defaultMaxFrame is the session package's default frame bound, which
+// max_conn_buffer_bytes is checked against when max_frame is left out.
+const defaultMaxFrame = 16 << 20
 
 func (s *LinkSection) check(c *checker, path string) {
 	c.atLeast(join(path, "window"), int64(s.Window), 1)
@@ -39,6 +49,17 @@ func (s *LinkSection) check(c *checker, path string) {
 	if s.ReconnectMin > 0 && s.ReconnectMax > 0 && s.ReconnectMin > s.ReconnectMax {
 		c.fail(join(path, "reconnect_min"), reasonf(nil, "%s is more than reconnect_max %s", s.ReconnectMin, s.ReconnectMax))
 	}
+	c.atLeast(join(path, "max_handshakes"), int64(s.MaxHandshakes), 1)
+	c.atLeast(join(path, "max_handshakes_per_ip"), int64(s.MaxHandshakesPerIP), 1)
+	c.atLeast(join(path, "max_connections"), int64(s.MaxConnections), 1)
+	buf := join(path, "max_conn_buffer_bytes")
+	limit := Size(defaultMaxFrame)
+	if s.MaxFrame > 0 {
+		limit = s.MaxFrame
+	}
+	if c.has(buf) && s.MaxConnBuffer < 2*limit {
+		c.fail(buf, reasonf(nil, "must be at least twice max_frame (%s), so that a connection can hold two whole frames; got %s", 2*limit, s.MaxConnBuffer))
+	}
 }
 
 func (s *LinkSection) linkConfig() petrel.LinkConfig {
@@ -50,5 +71,7 @@ func (s *LinkSection) linkConfig() petrel.LinkConfig {
 		IdleTimeout:      time.Duration(s.IdleTimeout),
 		ReconnectMin:     time.Duration(s.ReconnectMin),
 		ReconnectMax:     time.Duration(s.ReconnectMax),
+		MaxHandshakes:    s.MaxHandshakes, MaxHandshakesPerIP: s.MaxHandshakesPerIP,
+		MaxConnections: s.MaxConnections, MaxConnBuffer: int64(s.MaxConnBuffer),
 	}
 }

@@ -59,6 +59,10 @@
 //     the durable offset stays, and the transfer goes on from it once there
 //     is room again. Spool space is freed when a transfer completes, fails
 //     its checksum or is aborted.
+//   - With a Quota (SetQuota, BeginFor), a transfer counts for its whole
+//     announced size from Begin until it leaves the spool, so transfers
+//     admitted together can all complete; one that would go past the
+//     quota, or its peer's share, is not begun (ErrSpoolQuota).
 //   - Names from the network are checked before they touch a path
 //     (CheckName, CheckID): nothing is written outside the spool and the
 //     destination folder.

@@ -66,6 +66,8 @@ type Spool struct {
 
 	mu   sync.Mutex
 	open map[string]bool // ids with a live Incoming
+
+	quota quota // see SetQuota
 }
 
 // PendingTransfer is a transfer found in the spool: one a restart left
@@ -322,6 +324,7 @@ func (s *Spool) release(id string) {
 	s.mu.Lock()
 	delete(s.open, id)
 	s.mu.Unlock()
+	s.settle(id)
 }
 
 // readState reads a state file. Any content that is not a complete state

@@ -12,8 +12,9 @@ import (
 
 // serveConn runs one inbound connection: the handshake, then one goroutine
 // per session until the connection dies or the server stops.
-func (s *Server) serveConn(nc net.Conn) {
+func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 	defer s.wg.Done()
+	defer slot.release()
 	remote := nc.RemoteAddr().String()
 	cfg := s.sessionConfig()
 	// A connection still in its handshakes has nothing to drain: Stop
@@ -26,7 +27,7 @@ func (s *Server) serveConn(nc net.Conn) {
 			s.stats.HandshakeFailed.Add(1)
 			s.stats.TLSFailed.Add(1)
 			if !s.draining() {
-				s.log.Warn("link refused at TLS handshake", slog.String(logPeer, remote), slog.Any(logError, err))
+				s.handshakeFailed("link refused at TLS handshake", remote, err)
 			}
 			return
 		}
@@ -34,13 +35,14 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	cfg.CheckPeer = s.checkPeer(cfg.CheckPeer)
 	c, err := session.Server(hctx, nc, cfg)
+	slot.handshakeDone()
 	if err != nil {
 		s.stats.HandshakeFailed.Add(1)
 		if errors.Is(err, session.ErrAuth) {
 			s.stats.AuthFailed.Add(1)
 		}
 		if !s.draining() {
-			s.log.Warn("link refused at handshake", slog.String(logPeer, remote), slog.Any(logError, err))
+			s.handshakeFailed("link refused at handshake", remote, err)
 		}
 		return
 	}

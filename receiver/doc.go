@@ -24,6 +24,12 @@
 //     and holds at most four windows of leases; when it ends, every lease
 //     it holds goes back to its queue, after the settles that arrived
 //     before the end are applied.
+//   - Connections in their handshake (in total and per remote IP) and
+//     connections open are bounded (limits.go); one past a bound is closed
+//     by the accept loop before any goroutine starts, and counted; the logs
+//     about them are rate-limited.
+//   - A file that does not fit in the spool quota pauses, as on a full disk;
+//     one larger than the quota is refused for good (quota.go).
 //   - With Config.TLS the listener speaks only TLS. The TLS handshake is
 //     bounded by the handshake timeout like the session handshake, and a
 //     client whose certificate was verified must claim its Common Name as

@@ -193,7 +193,7 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 // (see holders), waiting at most the handshake timeout.
 func (s *Server) beginFile(ctx context.Context, id string, m *message.Message, peer session.Peer) (*filetransfer.Incoming, error) {
 	info := filetransfer.InfoFromProps(m.File)
-	in, err := s.cfg.Spool.Begin(id, info)
+	in, err := s.beginSpool(peer.Name, id, info)
 	if !errors.Is(err, filetransfer.ErrBusy) {
 		return in, err
 	}
@@ -202,7 +202,7 @@ func (s *Server) beginFile(ctx context.Context, id string, m *message.Message, p
 	if !s.holders.takeOver(wctx, id, peer.Name) {
 		return nil, err
 	}
-	return s.cfg.Spool.Begin(id, info)
+	return s.beginSpool(peer.Name, id, info)
 }
 
 // announced checks the announcement and routes it. A refusal for good is
@@ -231,6 +231,9 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 		// announcement, which a checksum refusal of seq 0 would look like.
 		return nil, FileTarget{}, fmt.Sprintf("bad file announcement: %q is empty, but its checksum is not the SHA-256 of nothing: %v",
 			m.File.Filename, filetransfer.ErrCorrupt), nil
+	}
+	if r := s.quotaRefusal(peer, m.File.Filesize); r != "" {
+		return nil, FileTarget{}, r, nil
 	}
 	t, err := fr.InboundFile(ctx, peer, m)
 	if errors.Is(err, ErrRefused) {

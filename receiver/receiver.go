@@ -53,7 +53,14 @@ type Config struct {
 	// syncs and acks, at most (default DefaultFileSyncBytes). Half the
 	// sender's window in chunks is the other bound.
 	FileSyncBytes int64
-	Logger        *slog.Logger
+	// MaxHandshakes bounds the connections in their TLS or session
+	// handshake at once (default DefaultMaxHandshakes); MaxHandshakesPerIP
+	// bounds them per remote IP (default DefaultMaxHandshakesPerIP);
+	// MaxConnections bounds every connection open at once, in its
+	// handshake or authenticated (default DefaultMaxConnections). A
+	// connection past a bound is closed as soon as it is accepted.
+	MaxHandshakes, MaxHandshakesPerIP, MaxConnections int
+	Logger                                            *slog.Logger
 }
 
 // Server is the listener side of links.
@@ -80,6 +87,7 @@ type Server struct {
 	transfers transfers
 	holders   holders
 	forged    originLog // rate-limits the log of forged origins
+	limits    *connLimits
 }
 
 // Stats count what the server saw since it started.
@@ -127,10 +135,14 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 	if cfg.Session.Logger == nil {
 		cfg.Session.Logger = cfg.Logger
 	}
+	if cfg.Session.BufferStats == nil {
+		cfg.Session.BufferStats = &session.BufferStats{}
+	}
 	return &Server{
 		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret,
-		log:   cfg.Logger.With(slog.String(logComponent, "receiver")),
-		conns: map[*session.Conn]struct{}{},
+		log:    cfg.Logger.With(slog.String(logComponent, "receiver")),
+		conns:  map[*session.Conn]struct{}{},
+		limits: newConnLimits(cfg),
 	}
 }
 
@@ -274,7 +286,11 @@ func (s *Server) acceptLoop() {
 		}
 		delay = 0
 		s.stats.Connections.Add(1)
+		slot, ok := s.admit(nc)
+		if !ok {
+			continue
+		}
 		s.wg.Add(1)
-		go s.serveConn(nc)
+		go s.serveConn(nc, slot)
 	}
 }

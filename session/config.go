@@ -92,6 +92,17 @@ type Config struct {
 	// connection; a SessionCreate past it is refused. Default 1024.
 	MaxSessions int
 
+	// MaxConnBuffer bounds the bytes of Data a server connection holds
+	// for its sessions' Recv, all sessions together; default
+	// DefaultMaxConnBuffer (64 MiB), and never less than twice MaxFrame.
+	// When a connection reaches it, its read loop stops reading the
+	// socket until Recv takes frames: a slow receiver slows its peer
+	// (TCP backpressure) instead of growing memory.
+	MaxConnBuffer int64
+	// BufferStats, when set, is fed by every connection made with this
+	// Config: buffered bytes and read pauses (see MaxConnBuffer).
+	BufferStats *BufferStats
+
 	// Logger receives lifecycle logs at Debug level; slog.Default() when
 	// nil. Errors are returned (Conn.Err, Session.Err), not logged.
 	Logger *slog.Logger
@@ -121,6 +132,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.WriteTimeout = orDefault(cfg.WriteTimeout, DefaultWriteTimeout)
 	cfg.IdleTimeout = orDefault(cfg.IdleTimeout, DefaultIdleTimeout)
 	cfg.PingInterval = orDefault(cfg.PingInterval, cfg.IdleTimeout/3)
+	if cfg.MaxConnBuffer <= 0 {
+		cfg.MaxConnBuffer = DefaultMaxConnBuffer
+	}
+	cfg.MaxConnBuffer = max(cfg.MaxConnBuffer, 2*int64(cfg.MaxFrame))
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
@@ -201,6 +216,12 @@ type ConnStats struct {
 	FramesIn, FramesOut uint64
 	BytesIn, BytesOut   uint64
 	Sessions            int // open or waiting for Accept
+	// Buffered is the bytes of Data received and not yet taken by Recv
+	// (server side); BufferedPeak the most it ever was, at most
+	// MaxConnBuffer unless one frame alone was larger; ReadPauses how
+	// often the read loop stopped reading for want of room.
+	Buffered, BufferedPeak int64
+	ReadPauses             uint64
 }
 
 // Attribute keys of the logs.

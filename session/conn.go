@@ -24,6 +24,7 @@ type Conn struct {
 
 	out     *outbox
 	tab     *table
+	budget  *budget       // server: bytes of Data waiting for Recv
 	accepts chan *Session // server: sessions waiting for Accept
 
 	running atomic.Int32  // loops still running
@@ -50,6 +51,7 @@ func start(nc net.Conn, cfg Config, peer Peer, client bool) *Conn {
 		peer:   peer,
 		out:    newOutbox(nc, cfg),
 		tab:    newTable(cfg.MaxSessions),
+		budget: newBudget(cfg),
 		done:   make(chan struct{}),
 		br:     bufio.NewReaderSize(idleReader{nc: nc, idle: cfg.IdleTimeout}, readBufferSize),
 	}
@@ -103,12 +105,14 @@ func (c *Conn) Close() error {
 
 // Stats returns the connection's counters.
 func (c *Conn) Stats() ConnStats {
+	used, peak, pauses := c.budget.figures()
 	return ConnStats{
 		FramesIn:  c.framesIn.Load(),
 		BytesIn:   c.bytesIn.Load(),
 		FramesOut: c.out.framesOut.Load(),
 		BytesOut:  c.out.bytesOut.Load(),
 		Sessions:  c.tab.len(),
+		Buffered:  used, BufferedPeak: peak, ReadPauses: pauses,
 	}
 }
 
@@ -229,6 +233,7 @@ func (c *Conn) newSession(id uint32, address string) *Session {
 	}
 	if !c.client {
 		s.acks = make(chan Ack) // never sent to; closed when the session ends
+		s.buf.budget = c.budget
 	}
 	return s
 }

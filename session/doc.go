@@ -91,6 +91,10 @@
 //   - Memory is bounded: per session by Window × MaxFrame of Data (or, on
 //     a subscribe session's client side, Deliver) waiting to be taken, per
 //     connection by MaxSessions, the write queue bounds and the read buffer.
+//     A server connection holds at most MaxConnBuffer bytes of Data for its
+//     sessions' Recv, all together (budget.go): past it the read loop stops
+//     reading the socket until Recv takes frames, and a session that ends
+//     or begins to close gives its bytes back at once.
 //   - A peer silent for IdleTimeout is dropped (ErrIdle); a write that
 //     makes no progress for WriteTimeout fails the connection. Each side
 //     sends a Ping after PingInterval without writing, so a healthy idle

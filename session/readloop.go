@@ -33,6 +33,15 @@ func (c *Conn) readFrames() (notify bool, err error) {
 		if err := c.checkHeader(h); err != nil {
 			return true, err
 		}
+		held := int64(0)
+		if h.Type == TypeData && !c.client {
+			// Wait for room before reading the payload: while the
+			// connection holds MaxConnBuffer, the socket is not read.
+			held = int64(h.Length)
+			if !c.budget.acquire(held, c.out.quit) {
+				return false, c.out.Err()
+			}
+		}
 		buf := c.rbuf
 		if h.Type == TypeData || h.Type == TypeDeliver {
 			buf = nil // Recv's caller owns the payload: read it into its own slice
@@ -42,6 +51,7 @@ func (c *Conn) readFrames() (notify bool, err error) {
 		}
 		p, err := readPayload(c.br, h, buf)
 		if err != nil {
+			c.budget.release(held)
 			return false, c.readErr(err)
 		}
 		c.framesIn.Add(1)
@@ -269,16 +279,22 @@ func (c *Conn) closeStray(id uint32, r SessionCreateResponse) error {
 	return c.out.control(Header{Type: TypeSessionClose, Session: id}, SessionClose{Reason: "open abandoned: no response in time"})
 }
 
+// onData queues a Data frame for its session's Recv. The frame's bytes
+// were taken from the budget (readFrames); they go back here unless the
+// session queued the frame.
 func (c *Conn) onData(id uint32, p []byte) error {
 	d, err := DecodeData(p)
 	if err != nil {
+		c.budget.release(int64(len(p)))
 		return err
 	}
 	s := c.tab.get(id)
 	if s == nil {
+		c.budget.release(int64(len(p)))
 		return c.notOpen(id, TypeData)
 	}
 	if s.sub != nil {
+		c.budget.release(int64(len(p)))
 		return fmt.Errorf("Data on subscribe session %d, which carries Deliver packets: %w", id, ErrProtocol)
 	}
 	return s.deliver(d)
@@ -360,22 +376,28 @@ func (c *Conn) onSessionError(id uint32, p []byte) error {
 	return nil
 }
 
-// deliver queues d for Recv. A full queue means the sender exceeded the
-// window: fatal.
+// deliver queues d for Recv, its bytes counted in the session's share of
+// the budget. A full queue means the sender exceeded the window: fatal.
+// A frame not queued gives its bytes back.
 func (s *Session) deliver(d Data) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := dataSize(d)
 	switch s.state {
 	case stateOpen:
 		select {
 		case s.inbound <- d:
+			s.buf.queued += n
 			return nil
 		default:
+			s.buf.budget.release(n)
 			return fmt.Errorf("session %d: more than %d Data packets not yet received, the window: %w", s.id, s.window, ErrWindow)
 		}
 	case stateClosing, stateEnded:
+		s.buf.budget.release(n)
 		return nil // sent before the peer saw this side close
 	}
+	s.buf.budget.release(n)
 	return fmt.Errorf("Data on session %d before it was accepted: %w", s.id, ErrProtocol)
 }
 

@@ -45,6 +45,7 @@ type Session struct {
 	err       error         // why it ended
 	eof       bool          // ended by the peer's SessionClose
 	done      chan struct{}
+	buf       sessionBuffer // server: the bytes of inbound, in the connection's budget
 }
 
 type state uint8
@@ -215,6 +216,7 @@ func (s *Session) Recv(ctx context.Context) (Data, error) {
 	select {
 	case d, ok := <-in:
 		if ok {
+			s.took(d)
 			return d, nil
 		}
 	case <-ctx.Done():
@@ -243,6 +245,9 @@ func (s *Session) TryRecv() (d Data, ok bool) {
 	}
 	select {
 	case d, ok := <-in:
+		if ok {
+			s.took(d)
+		}
 		return d, ok
 	default:
 		return Data{}, false
@@ -289,6 +294,7 @@ func (s *Session) Close(ctx context.Context, reason string) error {
 		return s.Refuse(reason)
 	case stateOpen:
 		s.state = stateClosing
+		s.releaseBuffered()
 		s.mu.Unlock()
 		if err := s.send(TypeSessionClose, 0, SessionClose{Reason: reason}); err != nil {
 			s.tab.remove(s.id, s)
@@ -346,6 +352,7 @@ func (s *Session) end(err error, eof bool) bool {
 		return false
 	}
 	s.state, s.err, s.eof = stateEnded, err, eof
+	s.releaseBuffered()
 	if s.inbound != nil {
 		close(s.inbound)
 	}

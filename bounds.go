@@ -1,0 +1,133 @@
+package petrel
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/receiver"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of the node's resource bounds; see the README's "Bounded
+// resources" for the full table.
+const (
+	// DefaultMaxAutoQueues is the default of Config.MaxAutoQueues.
+	DefaultMaxAutoQueues = 10000
+	// DefaultMaxSpoolBytes is the default of FilesConfig.MaxSpoolBytes;
+	// a peer's share defaults to half of it.
+	DefaultMaxSpoolBytes = 64 << 30
+)
+
+// ErrTooManyQueues is returned when creating an undeclared address would
+// take the node past Config.MaxAutoQueues. A peer's message gets it as a
+// refusal for good (it wraps receiver.ErrRefused too); declare the
+// address, or raise max_auto_queues.
+var ErrTooManyQueues = errors.New("too many auto-created queues")
+
+// spoolQuota is the files configuration's quota, with its defaults.
+func (n *Node) spoolQuota() filetransfer.Quota {
+	q := filetransfer.Quota{Max: n.cfg.Files.MaxSpoolBytes, PerPeer: n.cfg.Files.MaxSpoolBytesPerPeer, Held: n.heldRoot()}
+	if q.Max <= 0 {
+		q.Max = DefaultMaxSpoolBytes
+	}
+	if q.PerPeer <= 0 {
+		q.PerPeer = q.Max / 2
+	}
+	return q
+}
+
+// maxAutoQueues is Config.MaxAutoQueues with its default.
+func (n *Node) maxAutoQueues() int {
+	if m := n.cfg.MaxAutoQueues; m > 0 {
+		return m
+	}
+	return DefaultMaxAutoQueues
+}
+
+// autoCreateRoom returns nil when one more undeclared receive queue, name,
+// may be created; n.autoMu is held. Undeclared queues are counted from the
+// store, so a queue removed or declared since gives its room back. This
+// runs only when a queue is about to be created, never per message to a
+// queue that exists.
+func (n *Node) autoCreateRoom(name string) error {
+	limit := n.maxAutoQueues()
+	n.mu.Lock()
+	count := 0
+	for _, q := range n.store.Queues() {
+		if _, declared := n.addresses[q.Name()]; !declared && q.Kind() == queue.KindReceive {
+			count++
+		}
+	}
+	n.mu.Unlock()
+	if count < limit {
+		return nil
+	}
+	n.autoRefused.Add(1)
+	return fmt.Errorf("%w: %w: address %q is not declared on node %s, which holds %d undeclared queues already (max_auto_queues); declare it or raise the limit",
+		receiver.ErrRefused, ErrTooManyQueues, name, n.cfg.Name, count)
+}
+
+// The bounds' metrics; nodeCollector describes and collects them.
+var (
+	descConnsRejected = prometheus.NewDesc("petrel_connections_rejected_total",
+		"Inbound connections closed at accept by a bound, by reason: handshakes (link.max_handshakes), handshakes_per_ip (link.max_handshakes_per_ip), connections (link.max_connections).",
+		[]string{"reason"}, nil)
+	descConnsOpen = prometheus.NewDesc("petrel_connections_open",
+		"Inbound connections open now, by state: handshaking or authenticated.", []string{"state"}, nil)
+	descConnBuffered = prometheus.NewDesc("petrel_receiver_buffered_bytes",
+		"Bytes of messages received and not yet taken for storing, all inbound connections together (each bounded by link.max_conn_buffer_bytes).", nil, nil)
+	descReadPauses = prometheus.NewDesc("petrel_receiver_read_pauses_total",
+		"Times an inbound connection stopped reading because it held link.max_conn_buffer_bytes.", nil, nil)
+	descSpoolUsed = prometheus.NewDesc("petrel_spool_used_bytes",
+		"Spool space the files being received take, each at its announced size.", nil, nil)
+	descSpoolHeld = prometheus.NewDesc("petrel_spool_held_bytes",
+		"Spool space of the files a relay holds until it has forwarded them, as last read; it counts against files.max_spool_bytes.", nil, nil)
+	descSpoolQuota = prometheus.NewDesc("petrel_spool_quota_bytes",
+		"The spool quota: files.max_spool_bytes (scope total) and files.max_spool_bytes_per_peer (scope peer).", []string{"scope"}, nil)
+	descSpoolQuotaEvents = prometheus.NewDesc("petrel_spool_quota_total",
+		"Files the spool quota held back, by outcome: paused (waits for room, the sender tries again) or refused (larger than the quota).",
+		[]string{"outcome"}, nil)
+	descAutoRefused = prometheus.NewDesc("petrel_auto_create_refused_total",
+		"Undeclared addresses not created because max_auto_queues undeclared queues exist.", nil, nil)
+	descDiscoveryNodes = prometheus.NewDesc("petrel_discovery_nodes",
+		"Nodes discovery keeps in the directory now (at most discovery.max_nodes).", nil, nil)
+	descDiscoveryFull = prometheus.NewDesc("petrel_discovery_dropped_full_total",
+		"Announcements of new nodes dropped because the directory held discovery.max_nodes.", nil, nil)
+)
+
+var boundDescs = []*prometheus.Desc{
+	descConnsRejected, descConnsOpen, descConnBuffered, descReadPauses,
+	descSpoolUsed, descSpoolHeld, descSpoolQuota, descSpoolQuotaEvents, descAutoRefused,
+	descDiscoveryNodes, descDiscoveryFull,
+}
+
+// collectBounds sends the bounds' figures.
+func collectBounds(ch chan<- prometheus.Metric, n *Node) {
+	if n.srv != nil {
+		cc := n.srv.ConnCounts()
+		for reason, v := range cc.Rejected {
+			ch <- counter(descConnsRejected, v, reason)
+		}
+		ch <- gauge(descConnsOpen, int64(cc.Handshaking), "handshaking")
+		ch <- gauge(descConnsOpen, int64(cc.Open-cc.Handshaking), "authenticated")
+		bs := n.srv.BufferStats()
+		ch <- gauge(descConnBuffered, bs.Buffered.Load())
+		ch <- counter(descReadPauses, int64(bs.Pauses.Load()))
+	}
+	if n.spool != nil {
+		qs := n.spool.QuotaStats()
+		ch <- gauge(descSpoolUsed, qs.Used)
+		ch <- gauge(descSpoolHeld, qs.Held)
+		ch <- gauge(descSpoolQuota, qs.Max, "total")
+		ch <- gauge(descSpoolQuota, qs.PerPeer, "peer")
+		ch <- counter(descSpoolQuotaEvents, qs.Paused, "paused")
+		ch <- counter(descSpoolQuotaEvents, qs.Refused, "refused")
+	}
+	ch <- counter(descAutoRefused, n.autoRefused.Load())
+	if n.dir != nil {
+		ch <- gauge(descDiscoveryNodes, int64(n.dir.Discovered()))
+		ch <- counter(descDiscoveryFull, int64(n.dir.Full()))
+	}
+}
