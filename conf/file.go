@@ -134,6 +134,7 @@ func Parse(filename string, data []byte) (*File, error) {
 			s.s.check(c, s.key)
 		}
 		f.readSecret(c)
+		f.Admin.readToken(c, "admin")
 		if err := c.first(); err != nil {
 			return nil, err
 		}
