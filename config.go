@@ -101,9 +101,11 @@ type AdminConfig struct {
 	// Listen is the TCP address ("host:port") the admin endpoint serves
 	// /healthz, /readyz, /metrics and /api/status on; port 0 takes a free
 	// port. Empty: no admin listener (the unix socket petrel.sock in the
-	// data directory still serves the same endpoints). A Listen that is
-	// not a loopback address needs a Token. See admin_guard.go for what the
-	// listener requires of each request.
+	// data directory still serves the same endpoints). Every request must
+	// name the listener (or a loopback name, or one of Hosts) in its Host
+	// header and, if it has one, its Origin, and POSTs must be
+	// application/json. A Listen that is not a loopback address needs a
+	// Token: Open refuses it without one (ErrAdminExposed).
 	Listen string
 	// Token, when set, is the bearer token every request to the TCP
 	// listener must carry ("Authorization: Bearer <token>"), except
