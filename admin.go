@@ -22,8 +22,9 @@ import (
 //	GET /api/status  Status as JSON (also at /status, which ReadStatus uses)
 //	POST /api/files  send a file (see adminFiles); GET /api/files/{id} its progress
 //
-// They have no authentication: the TCP listener binds to what is
-// configured, which should be loopback unless the network is trusted.
+// Over TCP every request passes adminGuard (admin_guard.go): Host, Origin,
+// the bearer token and the Content-Type of POSTs. The unix socket checks
+// only the Content-Type; reaching it takes the node's user.
 
 // adminServer is one HTTP server of the admin endpoints, and its goroutine.
 type adminServer struct {
@@ -32,8 +33,16 @@ type adminServer struct {
 	done chan struct{}
 }
 
+// adminScope is what a request may reach, by the server it came to.
+type adminScope struct {
+	// tcp is set on the TCP listener; fileRoots are then the only
+	// directories POST /api/files may read.
+	tcp       bool
+	fileRoots []string
+}
+
 // adminHandler routes the admin endpoints.
-func (n *Node) adminHandler() http.Handler {
+func (n *Node) adminHandler(scope adminScope) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -52,17 +61,16 @@ func (n *Node) adminHandler() http.Handler {
 	}
 	mux.HandleFunc("GET /api/status", status)
 	mux.HandleFunc("GET /status", status)
-	n.adminFiles(mux)
+	n.adminFiles(mux, scope)
 	n.adminAPI(mux)
 	return mux
 }
 
-// serveAdmin serves the admin endpoints on ln until stop; what names the
-// server in logs.
-func (n *Node) serveAdmin(ln net.Listener, what string) *adminServer {
+// serveAdmin serves h on ln until stop; what names the server in logs.
+func (n *Node) serveAdmin(ln net.Listener, h http.Handler, what string) *adminServer {
 	a := &adminServer{
 		ln:   ln,
-		srv:  &http.Server{Handler: n.adminHandler(), ReadHeaderTimeout: 5 * time.Second},
+		srv:  &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second},
 		done: make(chan struct{}),
 	}
 	go func() {
@@ -92,8 +100,11 @@ func (n *Node) startAdminHTTP(context.Context) error {
 		if err != nil {
 			return fmt.Errorf("admin listen on %s: %w", addr, err)
 		}
-		n.adminHTTP = n.serveAdmin(ln, "admin endpoint")
-		n.log.Info("admin endpoint listening", slog.String("addr", ln.Addr().String()))
+		adm := n.cfg.Admin
+		h := n.adminHandler(adminScope{tcp: true, fileRoots: adm.FileRoots})
+		n.adminHTTP = n.serveAdmin(ln, newAdminGuard(h, adm, ln.Addr(), n.adminRefused), "admin endpoint")
+		n.log.Info("admin endpoint listening", slog.String("addr", ln.Addr().String()),
+			slog.Bool("token", adm.Token != ""), slog.Int("file_roots", len(adm.FileRoots)))
 	}
 	n.ready.Store(true)
 	return nil

@@ -29,9 +29,8 @@ import (
 // address that cannot do what was asked (not a receive address, no
 // route), 503 while the node closes or when its store is full.
 //
-// Like the rest of the admin endpoints they have no authentication, and
-// they send, take and delete messages: bind admin.listen to loopback or a
-// trusted network only.
+// They send, take and delete messages: over TCP they pass adminGuard
+// (admin_guard.go), the bearer token included when one is configured.
 func (n *Node) adminAPI(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/send", n.handleSend)
 	mux.HandleFunc("POST /api/recv", n.handleRecv)

@@ -34,6 +34,7 @@ func apiCall(t *testing.T, n *petrel.Node, method, path string, body, out any) (
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := adminClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)

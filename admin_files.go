@@ -3,8 +3,11 @@ package petrel
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,7 +126,12 @@ type SendFileResponse struct {
 //
 //	POST /api/files       SendFileRequest → SendFileResponse, once durable
 //	GET  /api/files/{id}  FileProgress of a file sent from this node
-func (n *Node) adminFiles(mux *http.ServeMux) {
+//
+// Over the unix socket POST /api/files sends any file the node's user can
+// read: whoever reaches the socket is that user. Over TCP it sends only
+// files under scope.fileRoots (admin.file_roots), and none when there are
+// none: 403 (see fileUnderRoots).
+func (n *Node) adminFiles(mux *http.ServeMux, scope adminScope) {
 	mux.HandleFunc("POST /api/files", func(w http.ResponseWriter, r *http.Request) {
 		var req SendFileRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
@@ -133,6 +141,17 @@ func (n *Node) adminFiles(mux *http.ServeMux) {
 		if req.Path == "" || req.To == "" {
 			writeJSONError(w, http.StatusBadRequest, "path and to are required")
 			return
+		}
+		if scope.tcp {
+			path, code, err := fileUnderRoots(req.Path, scope.fileRoots)
+			if err != nil {
+				if code == http.StatusForbidden {
+					n.adminRefused.WithLabelValues(refusedFileRoot).Inc()
+				}
+				writeJSONError(w, code, err.Error())
+				return
+			}
+			req.Path = path
 		}
 		p := n.Producer()
 		m := p.CreateFileMessage(req.To)
@@ -162,6 +181,54 @@ func (n *Node) adminFiles(mux *http.ServeMux) {
 		}
 		writeJSON(w, n.FileProgress(id))
 	})
+}
+
+// fileUnderRoots returns path with its symbolic links resolved if it is
+// a file under one of roots, also resolved; else the status and reason of
+// the refusal. The cleaned path is checked before the disk is touched, so
+// that a refusal says nothing of what exists outside the roots; the
+// resolved one after, so that a link cannot lead out of them. A root
+// that users other than the node's may write to can still swap a link
+// between the check and the read: roots are meant for the node's own.
+func fileUnderRoots(path string, roots []string) (string, int, error) {
+	if len(roots) == 0 {
+		return "", http.StatusForbidden, errors.New("this admin listener sends no files from the node's disk: " +
+			"list the directories it may read in admin.file_roots, or use the node's unix socket")
+	}
+	if !filepath.IsAbs(path) {
+		return "", http.StatusBadRequest, fmt.Errorf("path %q is not absolute", path)
+	}
+	outside := fmt.Errorf("%s is outside admin.file_roots: this admin listener sends only files under them", path)
+	path = filepath.Clean(path)
+	if !underAny(path, roots, filepath.Clean) {
+		return "", http.StatusForbidden, outside
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", http.StatusBadRequest, fmt.Errorf("resolve the path: %w", err)
+	}
+	resolve := func(root string) string {
+		if r, err := filepath.EvalSymlinks(root); err == nil {
+			return r
+		}
+		return filepath.Clean(root)
+	}
+	if !underAny(real, roots, resolve) {
+		return "", http.StatusForbidden, outside
+	}
+	return real, 0, nil
+}
+
+// underAny reports whether path is in one of roots (or is one), each
+// root passed through norm first.
+func underAny(path string, roots []string, norm func(string) string) bool {
+	for _, root := range roots {
+		rel, err := filepath.Rel(norm(root), path)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

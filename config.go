@@ -160,10 +160,29 @@ type AdminConfig struct {
 	// Listen is the TCP address ("host:port") the admin endpoint serves
 	// /healthz, /readyz, /metrics and /api/status on; port 0 takes a free
 	// port. Empty: no admin listener (the unix socket petrel.sock in the
-	// data directory still serves the same endpoints). The endpoint has no
-	// authentication: bind it to loopback (127.0.0.1) unless you mean to
-	// expose it.
+	// data directory still serves the same endpoints). Every request must
+	// name the listener (or a loopback name, or one of Hosts) in its Host
+	// header and, if it has one, its Origin, and POSTs must be
+	// application/json. A Listen that is not a loopback address needs a
+	// Token: Open refuses it without one (ErrAdminExposed).
 	Listen string
+	// Token, when set, is the bearer token every request to the TCP
+	// listener must carry ("Authorization: Bearer <token>"), except
+	// /healthz, /readyz and, unless MetricsAuth, /metrics. At least 16
+	// printable ASCII characters, no spaces. The unix socket needs none:
+	// whoever reaches it is the node's user.
+	Token string
+	// MetricsAuth, when true, asks the token of /metrics too.
+	MetricsAuth bool
+	// Hosts are more names the listener answers to in the Host header
+	// ("petrel.example.com", or "name:port" for that port only), beside
+	// its own address and, on loopback, localhost. Any other Host is
+	// refused, which defeats DNS rebinding.
+	Hosts []string
+	// FileRoots are the directories whose files POST /api/files may send
+	// when it comes over TCP; none: it may send none. Over the unix socket
+	// it sends any file the node's user can read.
+	FileRoots []string
 }
 
 // RouteConfig says that traffic for Node goes through the neighbour Via.

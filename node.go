@@ -74,6 +74,8 @@ type Node struct {
 	admin     *adminServer
 	adminHTTP *adminServer
 	registry  *prometheus.Registry
+	// adminRefused counts admin requests refused, by reason.
+	adminRefused *prometheus.CounterVec
 	// ready is set once every component started, cleared when stopping.
 	ready atomic.Bool
 
@@ -162,8 +164,8 @@ func storeConfig(cfg Config, cm *commitMetrics, _ nodeTLS) (queue.Config, error)
 	if err := cfg.Validate(); err != nil {
 		return queue.Config{}, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return queue.Config{}, fmt.Errorf("make data directory: %w", err)
+	if err := privateDir(cfg.DataDir); err != nil {
+		return queue.Config{}, err
 	}
 	sc := cfg.Store
 	if sc.Path == "" {
@@ -174,6 +176,26 @@ func storeConfig(cfg Config, cm *commitMetrics, _ nodeTLS) (queue.Config, error)
 	}
 	sc.OnCommit = cm.hook(sc.OnCommit)
 	return sc, nil
+}
+
+// privateDir makes the data directory dir, or takes the one there, and
+// sets its mode to 0700 at every start, not only when it is made: it holds
+// the database, the identity, the spool and the admin socket, which no
+// other user may read or reach. A directory that cannot be changed (not
+// the node's user's own) is accepted if it is already closed to others.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("make data directory: %w", err)
+	}
+	err := os.Chmod(dir, 0o700)
+	if err == nil {
+		return nil
+	}
+	if fi, serr := os.Stat(dir); serr == nil && fi.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	return fmt.Errorf("data directory %s is open to other users, and its mode cannot be set to 0700 (%w): "+
+		"make the node's user its owner, or run chmod 700 %s", dir, err, dir)
 }
 
 // Open starts a node: it opens (or creates) its data directory and store,
@@ -238,6 +260,8 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics)
 	n.noAutoCreate.Store(cfg.NoAutoCreate)
 	n.access.set(cfg.Access)
 	n.registry = newRegistry(n, cm)
+	n.adminRefused = newAdminRefused()
+	n.registry.MustRegister(n.adminRefused)
 	lc.Append(fx.Hook{OnStart: n.start, OnStop: n.stop})
 	return n, nil
 }

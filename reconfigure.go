@@ -112,7 +112,7 @@ func restartNeeded(old, cfg Config) []string {
 	st.Logger, cst.Logger, st.Now, cst.Now = nil, nil, nil, nil
 	st.OnCommit, cst.OnCommit = nil, nil // funcs never compare equal
 	add(!reflect.DeepEqual(st, cst), "store")
-	add(old.Admin != cfg.Admin, "admin.listen")
+	add(!reflect.DeepEqual(old.Admin, cfg.Admin), "admin")
 	add(old.Limits != cfg.Limits, "limits")
 	add(old.Link != cfg.Link, "link")
 	add(old.Files != cfg.Files, "files")

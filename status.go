@@ -103,8 +103,9 @@ func (n *Node) Status() Status {
 const AdminSocket = "petrel.sock"
 
 // startAdmin serves the admin endpoints (see adminHandler) over a unix
-// socket in the node's data directory: only local users with access to the
-// directory reach it.
+// socket in the node's data directory. The directory is 0700 and the
+// socket 0600, so only the node's user (and root) reach it; it asks no
+// token, and its POST /api/files reads any file that user can read.
 func (n *Node) startAdmin() error {
 	path := filepath.Join(n.cfg.DataDir, AdminSocket)
 	// A socket left by a crashed process would make Listen fail.
@@ -115,7 +116,14 @@ func (n *Node) startAdmin() error {
 	if err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
-	n.admin = n.serveAdmin(ln, "admin socket")
+	// The directory already keeps others out; the mode says the same of
+	// the socket itself, whatever the umask.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	h := requireJSON(n.adminHandler(adminScope{}), n.adminRefused)
+	n.admin = n.serveAdmin(ln, h, "admin socket")
 	return nil
 }
 

@@ -4,8 +4,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 )
 
@@ -171,6 +173,9 @@ func (c TLSConfig) keyPair() (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, err
 	}
+	if err := checkSecretMode("tls.key", c.Key); err != nil {
+		return tls.Certificate{}, err
+	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return tls.Certificate{}, cfgErr("tls.key", fmt.Sprintf("%s with %s: %v", c.Key, c.Cert, err), err)
@@ -208,6 +213,29 @@ func readPEM(field, path, want string) ([]byte, error) {
 			return data, nil
 		}
 	}
+}
+
+// ErrSecretReadable is returned, in a *ConfigError, when a file that
+// holds a secret (a TLS private key; in conf, secret_file and
+// admin.token_file too) can be read by its group or by others.
+var ErrSecretReadable = errors.New("secret file readable by other users")
+
+// checkSecretMode refuses the secret file at path, the value of field,
+// if its group or others may read or write it. The check follows links,
+// since what matters is the file the key is read from. Windows has no
+// such modes: there it passes.
+func checkSecretMode(field, path string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return cfgErr(field, err.Error(), err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return cfgErr(field, fmt.Sprintf("%s has mode %04o: users other than its owner may read or change it; run chmod 600 %s", path, perm, path), ErrSecretReadable)
+	}
+	return nil
 }
 
 // nodeTLS is the node's TLS, read once at Open. fx builds it before the

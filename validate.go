@@ -55,6 +55,9 @@ func (c Config) Validate() error {
 			return cfgErr("admin.listen", fmt.Sprintf("%q is not host:port: %v", c.Admin.Listen, err), nil)
 		}
 	}
+	if err := c.Admin.validate(); err != nil {
+		return err
+	}
 	neighbours, err := c.validateNodes()
 	if err != nil {
 		return err

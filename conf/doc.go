@@ -81,7 +81,8 @@
 //	max_auto_queues  the bound on undeclared queues
 //	limits.*         bounds on the messages the node accepts
 //	log.format       the log handler shared by every component
-//	admin.listen     the admin HTTP listener, bound at start
+//	admin.*          the admin HTTP listener, bound at start, its token (the
+//	                 file is read at start) and its checks
 //	tls.*            certificates and keys, read at start, and the listener's
 //	                 TLS mode
 //
@@ -387,12 +388,37 @@
 //
 //	admin:
 //	  # Host and port of the admin HTTP endpoint (string, host:port): /healthz,
-//	  # /readyz, /metrics (Prometheus) and /api/status (the JSON of petrel stat).
-//	  # It has no authentication: bind it to loopback unless you mean to expose
-//	  # it. Port 0 takes a free port. A change takes a restart. Default: none; no
-//	  # admin listener (petrel stat still works, through the unix socket
-//	  # petrel.sock in the data directory).
+//	  # /readyz, /metrics (Prometheus), /api/status (the JSON of petrel stat)
+//	  # and the admin API of petrel send, recv, queues, purge, dlq and sendfile.
+//	  # Every request must name this address (or localhost, on loopback, or one
+//	  # of hosts) in its Host header, and POSTs must be application/json. A host
+//	  # other than loopback needs token_file: the node refuses to start without
+//	  # it. Port 0 takes a free port. A change takes a restart. Default: none;
+//	  # no admin listener (petrel stat still works, through the unix socket
+//	  # petrel.sock in the data directory, which asks no token: reaching it
+//	  # takes the node's user).
 //	  listen: 127.0.0.1:7480
+//	  # Path of a file holding the bearer token that every request must carry
+//	  # (Authorization: Bearer <token>), except /healthz, /readyz and /metrics
+//	  # (string). Read at start without its trailing newline; at least 16
+//	  # printable characters (openssl rand -hex 32). The file must be closed to
+//	  # group and others (chmod 600), or the node refuses to start. The CLI
+//	  # reads it from --token-file or PETREL_ADMIN_TOKEN. Default: none; no
+//	  # token asked, allowed on loopback only.
+//	  # token_file: /etc/petrel/admin.token
+//	  # Whether /metrics asks for the token too (bool). Default: false.
+//	  metrics_auth: false
+//	  # More names the Host header may carry (list of host or host:port), for
+//	  # a listener reached by a DNS name or through a proxy. A name without a
+//	  # port is allowed on any port. Default: none; only the listen address
+//	  # (every interface address for 0.0.0.0) and, on loopback, localhost.
+//	  hosts: []
+//	  # Directories whose files POST /api/files (petrel sendfile --server) may
+//	  # send when it comes over TCP (list of absolute paths); links are
+//	  # resolved, and a file outside them is refused (403). Default: none; the
+//	  # TCP listener sends no files. The unix socket sends any file the node's
+//	  # user can read.
+//	  file_roots: []
 //
 //	# TLS for links (mapping). The files are read when the node starts, relative
 //	# to the working directory; a change takes a restart. A shared secret, if

@@ -143,6 +143,7 @@ func Parse(filename string, data []byte) (*File, error) {
 		}
 		f.readSecret(c)
 		f.readItemSecrets(c)
+		f.Admin.readToken(c, "admin")
 		if err := c.first(); err != nil {
 			return nil, err
 		}

@@ -6,8 +6,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+
+	petrel "github.com/petrelmq/petrel"
 )
 
 // Secret is the links' shared secret. Its String and GoString hide it, so
@@ -29,13 +32,19 @@ func (s Secret) GoString() string { return strconv.Quote(s.String()) }
 // wrong path (a log, a disk image) should cost nothing to refuse.
 const maxSecretFile = 64 << 10
 
-// readSecretFile reads the file that secret_file names; tests replace it.
+// readSecretFile reads a file that holds a secret (secret_file,
+// admin.token_file); tests replace it. A file that users other than its
+// owner may read or change is refused with petrel.ErrSecretReadable: the
+// secret would be theirs too.
 var readSecretFile = func(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if err := privateFile(f, path); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
 	if err != nil {
 		return nil, err
@@ -44,6 +53,23 @@ var readSecretFile = func(path string) ([]byte, error) {
 		return nil, fmt.Errorf("more than %d bytes: is it the right file?", maxSecretFile)
 	}
 	return data, nil
+}
+
+// privateFile refuses the open file f at path if its group or others have
+// any access to it. Windows has no such modes.
+func privateFile(f *os.File, path string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("%s has mode %04o: users other than its owner may read or change it; run chmod 600 %s: %w",
+			path, perm, path, petrel.ErrSecretReadable)
+	}
+	return nil
 }
 
 // linkKeys are the top-level keys that say how this node meets others:
@@ -97,19 +123,32 @@ func (f *File) readSecret(c *checker) {
 	if f.SecretFile == "" || c.has("secret") {
 		return // none, or refused already
 	}
-	data, err := readSecretFile(f.SecretFile)
+	if secret, ok := readSecretValue(c, "secret_file", f.SecretFile, "the secret"); ok {
+		f.Secret = Secret(secret)
+	}
+}
+
+// readSecretValue reads the secret in the file at path, which the key
+// names (what says what it holds), and reports a problem to c.
+func readSecretValue(c *checker, key, path, what string) (string, bool) {
+	data, err := readSecretFile(path)
+	if errors.Is(err, petrel.ErrSecretReadable) {
+		// The reason says the mode and the fix; the sentinel stays in Err.
+		c.fail(key, reasonf(err, "%s", strings.TrimSuffix(err.Error(), ": "+petrel.ErrSecretReadable.Error())))
+		return "", false
+	}
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is in the reason already
 		}
-		c.fail("secret_file", reasonf(err, "cannot read %s: %v", short(f.SecretFile), err))
-		return
+		c.fail(key, reasonf(err, "cannot read %s: %v", short(path), err))
+		return "", false
 	}
 	secret := strings.TrimRight(string(data), "\r\n")
 	if secret == "" {
-		c.fail("secret_file", reasonf(nil, "%s is empty: put the secret in it, or leave secret_file out", short(f.SecretFile)))
-		return
+		c.fail(key, reasonf(nil, "%s is empty: put %s in it, or leave %s out", short(path), what, key))
+		return "", false
 	}
-	f.Secret = Secret(secret)
+	return secret, true
 }

@@ -33,7 +33,7 @@ import (
 // linked as above. The temp name starts with a dot, so it is not taken for
 // a received file, and it is recognised the same way after a crash.
 func deliver(partPath, destDir, name, id string) (string, error) {
-	if err := os.MkdirAll(destDir, 0o755); err != nil {
+	if err := os.MkdirAll(destDir, 0o750); err != nil {
 		return "", err
 	}
 	if p := findPlaced(partPath, destDir, name); p != "" {
@@ -129,7 +129,7 @@ func writeFileAtomic(path string, data []byte) error {
 // path: path then holds the old or the new content, whole, never a mix.
 func replaceFile(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func copyFile(src, dst string) (err error) {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
 		return err
 	}

@@ -162,7 +162,7 @@ func newOutbox(cfg OutboxConfig, ready func(path string)) (*Outbox, error) {
 	}
 	o.log = o.log.With(slog.String(logComponent, "filetransfer"), slog.String(logOutbox, dir))
 	for _, sub := range []string{o.sent, o.failed} {
-		if err := os.MkdirAll(sub, 0o755); err != nil {
+		if err := os.MkdirAll(sub, 0o750); err != nil {
 			return nil, fmt.Errorf("watch outbox %s: %w", dir, err)
 		}
 	}

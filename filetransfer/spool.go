@@ -98,7 +98,7 @@ const (
 // a crash can leave and nothing needs: a state temp file, and a partial
 // file without a state (a transfer whose end was under way).
 func OpenSpool(dir string, opts ...SpoolOption) (*Spool, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", dir, err)
 	}
 	s := &Spool{dir: dir, log: slog.Default(), open: map[string]bool{}}
@@ -235,7 +235,7 @@ func (s *Spool) fresh(id string, info Info) (*Incoming, error) {
 	if err := writeState(s.statePath(id), info, 0, hs); err != nil {
 		return nil, ioError("begin transfer "+id, err)
 	}
-	f, err := os.OpenFile(s.partPath(id), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	f, err := os.OpenFile(s.partPath(id), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
 		os.Remove(s.statePath(id))
 		return nil, ioError("begin transfer "+id, err)

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/spf13/cobra"
 )
 
 // adminClient talks to a running node's admin endpoints: through the unix
@@ -19,13 +21,42 @@ type adminClient struct {
 	http  *http.Client
 	base  string
 	where string // for error messages
+	// token is the bearer token sent over TCP; "" sends none. The socket
+	// needs none.
+	token string
+}
+
+// tokenEnv names the environment variable that holds the admin token when
+// --token-file is not given.
+const tokenEnv = "PETREL_ADMIN_TOKEN"
+
+// addTokenFlag declares --token-file on a command that talks to a node.
+func addTokenFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "token-file", "", "`file` holding the bearer token of the node's admin listener (admin.token_file), for --server; default: $"+tokenEnv)
+}
+
+// adminToken returns the token in tokenFile, its first line, else that of
+// $PETREL_ADMIN_TOKEN, else "".
+func adminToken(tokenFile string) (string, error) {
+	if tokenFile == "" {
+		return strings.TrimSpace(os.Getenv(tokenEnv)), nil
+	}
+	data, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("read the admin token: %w", err)
+	}
+	token := strings.TrimRight(string(data), "\r\n")
+	if token == "" {
+		return "", fmt.Errorf("read the admin token: %s is empty", tokenFile)
+	}
+	return token, nil
 }
 
 // newAdminClient reaches the node at server ("host:port" or
 // "http://host:port" of its admin listener) or, when server is empty,
 // through the socket of the node whose configuration file is cfgPath or
 // whose data directory is dataDir (the default data directory if neither).
-func newAdminClient(server, cfgPath, dataDir string) (*adminClient, error) {
+func newAdminClient(server, cfgPath, dataDir, tokenFile string) (*adminClient, error) {
 	set := 0
 	for _, s := range []string{server, cfgPath, dataDir} {
 		if s != "" {
@@ -40,7 +71,11 @@ func newAdminClient(server, cfgPath, dataDir string) (*adminClient, error) {
 		if !strings.Contains(base, "://") {
 			base = "http://" + base
 		}
-		return &adminClient{http: &http.Client{}, base: strings.TrimSuffix(base, "/"), where: base}, nil
+		token, err := adminToken(tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		return &adminClient{http: &http.Client{}, base: strings.TrimSuffix(base, "/"), where: base, token: token}, nil
 	}
 	dir := dataDir
 	if dir == "" {
@@ -73,6 +108,9 @@ func (c *adminClient) do(ctx context.Context, method, path string, in, out any) 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("no node answers at %s (is it running?): %w", c.where, err)
@@ -83,6 +121,9 @@ func (c *adminClient) do(ctx context.Context, method, path string, in, out any) 
 			Error string `json:"error"`
 		}
 		if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error != "" {
+			if resp.StatusCode == http.StatusUnauthorized && c.token == "" {
+				return fmt.Errorf("node: %s (give the token with --token-file or $%s)", e.Error, tokenEnv)
+			}
 			return fmt.Errorf("node: %s", e.Error)
 		}
 		return fmt.Errorf("node answered %s", resp.Status)

@@ -10,7 +10,7 @@ import (
 )
 
 func newNodesCmd() *cobra.Command {
-	var server, cfgPath, dataDir string
+	var server, cfgPath, dataDir, tokenFile string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "nodes [-c file | --data-dir dir]",
@@ -24,7 +24,7 @@ directory: give the node's configuration with -c, or the directory with
 --data-dir.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := readNodeStatus(cmd.Context(), server, cfgPath, dataDir)
+			st, err := readNodeStatus(cmd.Context(), server, cfgPath, dataDir, tokenFile)
 			if err != nil {
 				return err
 			}
@@ -51,6 +51,7 @@ directory: give the node's configuration with -c, or the directory with
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the node's data `directory`")
 	cmd.Flags().StringVar(&server, "server", "", "the node's admin `address` (host:port or http://host:port)")
+	addTokenFlag(cmd, &tokenFile)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the directory as one JSON array")
 	return cmd
 }

@@ -16,8 +16,8 @@ import (
 
 // nodeFlags say which node a command talks to, and how it prints.
 type nodeFlags struct {
-	server, cfgPath, dataDir string
-	asJSON                   bool
+	server, cfgPath, dataDir, tokenFile string
+	asJSON                              bool
 }
 
 // add declares the flags on cmd; jsonHelp says what --json prints.
@@ -26,12 +26,13 @@ func (f *nodeFlags) add(cmd *cobra.Command, jsonHelp string) {
 	fs.StringVar(&f.server, "server", "", "the node's admin `address` (host:port or http://host:port); default: the local node's socket")
 	fs.StringVarP(&f.cfgPath, "config", "c", "", "the local node's YAML configuration `file`")
 	fs.StringVar(&f.dataDir, "data-dir", "", "the local node's data `directory`")
+	addTokenFlag(cmd, &f.tokenFile)
 	fs.BoolVar(&f.asJSON, "json", false, jsonHelp)
 }
 
 // call makes one request to the node, giving up after timeout.
 func (f *nodeFlags) call(ctx context.Context, timeout time.Duration, method, path string, in, out any) error {
-	c, err := newAdminClient(f.server, f.cfgPath, f.dataDir)
+	c, err := newAdminClient(f.server, f.cfgPath, f.dataDir, f.tokenFile)
 	if err != nil {
 		return err
 	}
@@ -50,7 +51,8 @@ The command talks to the node's admin API: by default through the admin
 socket (petrel.sock) in the local node's data directory, found with -c (the
 node's configuration file) or --data-dir, else the default petrel-data; or,
 with --server host:port, over TCP to the node's admin listener (admin.listen
-in its configuration).
+in its configuration), sending the bearer token of --token-file or
+$PETREL_ADMIN_TOKEN when the listener asks for one (admin.token_file).
 
 Exit status: 0 on success; 1 when the node cannot be reached or refuses the
 request (the error says why); 2 for a bad command line.`

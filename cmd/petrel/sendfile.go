@@ -17,7 +17,7 @@ import (
 )
 
 func newSendfileCmd() *cobra.Command {
-	var server, cfgPath, dataDir, notify, name string
+	var server, cfgPath, dataDir, tokenFile, notify, name string
 	var priority int
 	var ttl time.Duration
 	var asJSON, noWait bool
@@ -33,7 +33,11 @@ time left. It ends when the next hop holds the file (a relay, or the
 destination itself), and prints the SHA-256.
 
 Exit status 1 if the transfer fails for good (the file changed, the
-destination refused it); interrupting sendfile does not stop the transfer.`,
+destination refused it); interrupting sendfile does not stop the transfer.
+
+With --server host:port the file goes through the node's TCP admin listener,
+which sends only files under its admin.file_roots, and asks for the token of
+--token-file or $PETREL_ADMIN_TOKEN if it has admin.token_file.`,
 		Example: `  petrel sendfile ./report.csv reports@plant-7 -c /etc/petrel/petrel.yaml
   petrel sendfile /data/dump.bin backups@site-b --notify notices --json`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -58,7 +62,7 @@ destination refused it); interrupting sendfile does not stop the transfer.`,
 			} else if !fi.Mode().IsRegular() {
 				return fmt.Errorf("sendfile: %s is not a regular file", path)
 			}
-			c, err := newAdminClient(server, cfgPath, dataDir)
+			c, err := newAdminClient(server, cfgPath, dataDir, tokenFile)
 			if err != nil {
 				return err
 			}
@@ -115,6 +119,7 @@ destination refused it); interrupting sendfile does not stop the transfer.`,
 	f.DurationVar(&ttl, "ttl", 0, "time to live of the transfer (default: none)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a progress bar")
 	f.BoolVar(&noWait, "no-wait", false, "return once the node stored the file message")
+	addTokenFlag(cmd, &tokenFile)
 	return cmd
 }
 

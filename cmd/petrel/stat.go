@@ -14,7 +14,7 @@ import (
 )
 
 func newStatCmd() *cobra.Command {
-	var server, cfgPath, dataDir string
+	var server, cfgPath, dataDir, tokenFile string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "stat [-c file | --data-dir dir | --server host:port]",
@@ -27,13 +27,14 @@ petrel stat reads the node through the admin socket (petrel.sock) in the
 node's data directory, so it needs the same data directory: give the node's
 configuration file with -c, or the directory with --data-dir. With neither,
 it uses the default data directory, petrel-data. With --server host:port it
-reads a node's admin listener (admin.listen) over TCP instead.`,
+reads a node's admin listener (admin.listen) over TCP instead, with the
+bearer token of --token-file or $PETREL_ADMIN_TOKEN if it asks for one.`,
 		Example: `  petrel stat -c /etc/petrel/petrel.yaml
   petrel stat --data-dir /var/lib/petrel --json
   petrel stat --server 127.0.0.1:9090`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := readNodeStatus(cmd.Context(), server, cfgPath, dataDir)
+			st, err := readNodeStatus(cmd.Context(), server, cfgPath, dataDir, tokenFile)
 			if err != nil {
 				return err
 			}
@@ -49,6 +50,7 @@ reads a node's admin listener (admin.listen) over TCP instead.`,
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the node's data `directory`")
 	cmd.Flags().StringVar(&server, "server", "", "the node's admin `address` (host:port or http://host:port)")
+	addTokenFlag(cmd, &tokenFile)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
 	return cmd
 }
@@ -56,9 +58,9 @@ reads a node's admin listener (admin.listen) over TCP instead.`,
 // readNodeStatus reads the status of the running node at the admin
 // address server, or else of the one whose data directory is dataDir, or
 // that of the configuration file cfgPath, or the default.
-func readNodeStatus(ctx context.Context, server, cfgPath, dataDir string) (petrel.Status, error) {
+func readNodeStatus(ctx context.Context, server, cfgPath, dataDir, tokenFile string) (petrel.Status, error) {
 	// newAdminClient refuses more than one with a usage error (exit 2).
-	c, err := newAdminClient(server, cfgPath, dataDir)
+	c, err := newAdminClient(server, cfgPath, dataDir, tokenFile)
 	if err != nil {
 		return petrel.Status{}, err
 	}
