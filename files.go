@@ -209,11 +209,11 @@ func modTimeOf(m *message.Message) time.Time {
 	return time.Time{}
 }
 
-// InboundFile implements receiver.FileRouter: a file for an address this
-// node receives is placed in its received folder; one it relays is held
-// in the spool until forwarded.
-func (n *Node) InboundFile(ctx context.Context, peer session.Peer, m *message.Message) (receiver.FileTarget, error) {
-	q, err := n.Inbound(ctx, peer, m)
+// inboundFile is where the router places a file: a file for an address
+// this node receives is placed in its received folder; one it relays is
+// held in the spool until forwarded.
+func (n *Node) inboundFile(ctx context.Context, peer session.Peer, m *message.Message) (receiver.FileTarget, error) {
+	q, err := n.inbound(ctx, peer, m)
 	if err != nil {
 		return receiver.FileTarget{}, err
 	}
@@ -227,9 +227,9 @@ func (n *Node) InboundFile(ctx context.Context, peer session.Peer, m *message.Me
 	return receiver.FileTarget{Queue: q, Dir: n.receivedDir(q.Name())}, nil
 }
 
-// FileTaken implements receiver.FileRouter: at the destination, the
-// completion notice.
-func (n *Node) FileTaken(m *message.Message, t receiver.FileTarget) {
+// fileTaken is what the router does once a file is taken: at the
+// destination, the completion notice.
+func (n *Node) fileTaken(m *message.Message, t receiver.FileTarget) {
 	if !t.Relay {
 		n.notifyFile(m, nil)
 	}
