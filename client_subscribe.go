@@ -334,12 +334,12 @@ func (s *subscription) flushAcks() {
 	s.mu.Unlock()
 }
 
-// close is Consumer.Close for a remote consumer: shutdown, bounded by the
-// handshake timeout.
+// close is Consumer.Close for a remote consumer: shutdown, with the close
+// bounded by the session's handshake timeout.
 func (s *subscription) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.HandshakeTimeout)
-	defer cancel()
-	s.shutdown(ctx)
+	if sess := s.stop(); sess != nil {
+		_ = sess.CloseWithin("consumer closed", 0)
+	}
 }
 
 // host is the Client, which stops the consumer's listeners when it closes.
@@ -349,10 +349,16 @@ func (s *subscription) host() listenerHost { return s.c }
 // session is closed, and the node gives back the leases of what it pushed
 // and the application did not settle.
 func (s *subscription) shutdown(ctx context.Context) {
-	s.flushAcks()
-	if sess := s.fail(fmt.Errorf("consumer of %q closed: %w", s.addr, ErrClosed)); sess != nil {
+	if sess := s.stop(); sess != nil {
 		_ = sess.Close(ctx, "consumer closed")
 	}
+}
+
+// stop sends the acks queued and ends the subscription, returning its
+// session, if any, for the caller to close.
+func (s *subscription) stop() *session.Session {
+	s.flushAcks()
+	return s.fail(fmt.Errorf("consumer of %q closed: %w", s.addr, ErrClosed))
 }
 
 // wakeFlush has the flushLoop send queued acks.

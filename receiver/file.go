@@ -112,9 +112,7 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 		s.stats.ProtocolErrors.Add(1)
 	}
 	s.log.Warn("file session ended", slog.String(logPeer, sess.Peer().Name), slog.Any(logError, err))
-	closeCtx, cc := context.WithTimeout(context.Background(), s.handshakeTimeout())
-	defer cc()
-	sess.Close(closeCtx, err.Error())
+	sess.CloseWithin(err.Error(), 0)
 }
 
 func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer session.Peer) (err error) {

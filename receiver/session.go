@@ -70,9 +70,7 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 		s.stats.ProtocolErrors.Add(1)
 	}
 	s.log.Warn("session ended", slog.String(logPeer, peer.Name), slog.String(logAddress, sess.Address()), slog.Any(logError, err))
-	closeCtx, cc := context.WithTimeout(context.Background(), s.handshakeTimeout())
-	defer cc()
-	sess.Close(closeCtx, err.Error())
+	sess.CloseWithin(err.Error(), 0)
 }
 
 // errDrained ends a session that stopped because the server is stopping.

@@ -276,11 +276,7 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, path string, 
 	if err != nil {
 		return fmt.Errorf("open file session to %s: %w", hop, err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		sess.Close(cctx, "transfer over")
-		cancel()
-	}()
+	defer sess.CloseWithin("transfer over", closeWait)
 	ann, err := announcement(m)
 	if err != nil {
 		return errPermanent{err}

@@ -12,6 +12,11 @@ import (
 	"github.com/petrelmq/petrel/session"
 )
 
+// closeWait bounds a sender's orderly close of a session: what the close
+// would settle is already settled or released, so the sender does not wait
+// the whole handshake timeout for a next hop that does not answer.
+const closeWait = time.Second
+
 // flight is the window of one session: deliveries sent and not yet acked,
 // in sequence order. Sequences are consecutive, so seq maps to an index.
 type flight struct {
@@ -78,9 +83,7 @@ func (s *Sender) stream(ctx context.Context, conn *session.Conn, sess *session.S
 	err := s.sendLoop(sctx, sess, fl, slots)
 	cancel(err)
 	// The ack loop ends when the session does; make sure it does.
-	closeCtx, cc := context.WithTimeout(context.Background(), time.Second)
-	sess.Close(closeCtx, "sender stopping or link reset")
-	cc()
+	sess.CloseWithin("sender stopping or link reset", closeWait)
 	wg.Wait()
 	released := 0
 	for _, d := range fl.upTo(^uint64(0)) {

@@ -293,3 +293,34 @@ func TestCloseTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseWithin: a zero or too long bound waits the handshake timeout,
+// never less (a zero once cut the close short); a shorter one is kept.
+func TestCloseWithin(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "no response within 10s"},
+		{time.Hour, "no response within 10s"},
+		{time.Second, context.DeadlineExceeded.Error()},
+	} {
+		t.Run(tc.d.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, release := muteServer(t, true)
+				defer release()
+				snd, err := c.Open(context.Background(), "q", 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = snd.CloseWithin("bye", tc.d)
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("CloseWithin(%v): %v, want %q", tc.d, err, tc.want)
+				}
+				if !errors.Is(snd.Err(), ErrClosed) {
+					t.Fatalf("CloseWithin(%v): session %v, want it freed", tc.d, snd.Err())
+				}
+			})
+		})
+	}
+}
