@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/session"
 )
@@ -105,7 +106,7 @@ func (s *subscription) resubscribe(conn *session.Conn) {
 	sess, err := conn.OpenSubscribe(ctx, s.addr, s.window)
 	if err != nil {
 		if conn.Err() == nil && s.c.ctx.Err() == nil {
-			s.c.log.Warn("consumer refused on reconnect", slog.String(logAddress, s.addr), slog.Any(logError, err))
+			s.c.log.Warn("consumer refused on reconnect", slog.String(logkey.Address, s.addr), slog.Any(logkey.Error, err))
 			s.fail(fmt.Errorf("consumer of %q ended: the node refused it on reconnect: %w: %w", s.addr, remoteErr(err), ErrClosed))
 		}
 		return
@@ -261,7 +262,7 @@ func (s *subscription) take(sess *session.Session, gen uint64, d session.Deliver
 	}
 	m, err := message.Decode(d.Message, s.c.opts.Limits)
 	if err != nil {
-		s.c.log.Error("dead-letter undecodable message", slog.String(logAddress, s.addr), slog.Any(logError, err))
+		s.c.log.Error("dead-letter undecodable message", slog.String(logkey.Address, s.addr), slog.Any(logkey.Error, err))
 		_ = sess.Settle(session.SettleReject, []uint64{d.Tag}, err.Error())
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
@@ -116,7 +117,7 @@ func (n *Node) startSenders(ctx context.Context) error {
 		}
 		_, node, err := message.ParseDestination(q.Name())
 		if err != nil || node == "" {
-			n.log.Warn("send queue with an unexpected name; not forwarding it", "queue", q.Name())
+			n.log.Warn("send queue with an unexpected name; not forwarding it", logkey.Queue, q.Name())
 			continue
 		}
 		n.mgr.Ensure(q, node)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -111,7 +112,7 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 	case isProtocol(err):
 		s.stats.ProtocolErrors.Add(1)
 	}
-	s.log.Warn("file session ended", slog.String(logPeer, sess.Peer().Name), slog.Any(logError, err))
+	s.log.Warn("file session ended", slog.String(logkey.Peer, sess.Peer().Name), slog.Any(logkey.Error, err))
 	sess.CloseWithin(err.Error(), 0)
 }
 
@@ -135,7 +136,7 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 	}
 	if refusal != "" {
 		s.stats.FilesRefused.Add(1)
-		s.log.Warn("file refused", slog.String(logPeer, peer.Name), slog.String("reason", refusal))
+		s.log.Warn("file refused", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Reason, refusal))
 		if err := sess.RefuseSeq(0, refusal); err != nil {
 			return err
 		}

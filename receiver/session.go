@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -69,7 +70,7 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	case isProtocol(err):
 		s.stats.ProtocolErrors.Add(1)
 	}
-	s.log.Warn("session ended", slog.String(logPeer, peer.Name), slog.String(logAddress, sess.Address()), slog.Any(logError, err))
+	s.log.Warn("session ended", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Address, sess.Address()), slog.Any(logkey.Error, err))
 	sess.CloseWithin(err.Error(), 0)
 }
 

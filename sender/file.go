@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -185,10 +186,10 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		delete(s.files.active, run)
 		s.files.mu.Unlock()
 	}()
-	log := s.log.With(slog.String("file", m.File.Filename), slog.Uint64("msg_id", m.ID))
+	log := s.log.With(slog.String(logkey.File, m.File.Filename), slog.Uint64("msg_id", m.ID))
 	path, err := s.files.cfg.Source(m)
 	if err != nil {
-		log.Warn("file message refused: its path is not one this node gave it", slog.Any("error", err))
+		log.Warn("file message refused: its path is not one this node gave it", slog.Any(logkey.Error, err))
 		s.settleFile(d, m, errPermanent{err})
 		return
 	}
@@ -205,19 +206,19 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		}
 		if errors.Is(err, filetransfer.ErrCorrupt) && corrupt < maxCorruptRetries {
 			corrupt++
-			log.Warn("the next hop found the file corrupt; sending it again from the start", slog.Any("error", err))
+			log.Warn("the next hop found the file corrupt; sending it again from the start", slog.Any(logkey.Error, err))
 			continue
 		}
 		var perm errPermanent
 		if errors.As(err, &perm) || errors.Is(err, filetransfer.ErrCorrupt) {
-			log.Warn("file transfer failed", slog.Any("error", err))
+			log.Warn("file transfer failed", slog.Any(logkey.Error, err))
 			s.settleFile(d, m, err)
 			return
 		}
 		attempt++
 		wait := s.backoff(attempt)
 		run.set(func(st *FileStatus) { st.State, st.Error = "backing off", err.Error() })
-		log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any("error", err))
+		log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
 		select {
 		case <-ctx.Done():
 			d.Release()
@@ -237,14 +238,14 @@ func (s *Sender) settleFile(d *queue.Delivery, m *message.Message, err error) {
 	if err == nil {
 		s.files.done.Add(1)
 		if aerr := d.Ack(); aerr != nil && !errors.Is(aerr, queue.ErrClosed) {
-			s.log.Warn("ack of a forwarded file failed", slog.Any("error", aerr))
+			s.log.Warn("ack of a forwarded file failed", slog.Any(logkey.Error, aerr))
 		}
 		return
 	}
 	s.files.failed.Add(1)
 	s.st.refused.Add(1)
 	if derr := d.DeadLetter("file transfer failed: " + err.Error()); derr != nil {
-		s.log.Warn("dead-letter of a failed file failed", slog.Any("error", derr))
+		s.log.Warn("dead-letter of a failed file failed", slog.Any(logkey.Error, derr))
 	}
 }
 
@@ -308,7 +309,7 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, path string, 
 			reason = reason[:4096]
 		}
 		if aerr := sess.SendData(ctx, session.FileAbortSeq, []byte(reason)); aerr != nil {
-			s.log.Debug("could not tell the next hop the file was given up", slog.Any("error", aerr))
+			s.log.Debug("could not tell the next hop the file was given up", slog.Any(logkey.Error, aerr))
 		}
 	}
 	return err

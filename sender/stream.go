@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -168,7 +169,7 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 				s.st.inFlight.Add(-1)
 				<-slots
 				if err := d.DeadLetter("refused by the next hop: " + a.Reason); err != nil {
-					s.log.Warn("dead-letter refused message failed", "error", err)
+					s.log.Warn("dead-letter refused message failed", logkey.Error, err)
 				}
 			}
 			continue
@@ -186,7 +187,7 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 		s.st.acked.Add(int64(len(settled)))
 		// One store request for everything this ack covers.
 		if err := s.q.AckAll(settled); err != nil && !errors.Is(err, queue.ErrClosed) {
-			s.log.Warn("ack of forwarded messages failed", "error", err)
+			s.log.Warn("ack of forwarded messages failed", logkey.Error, err)
 		}
 		s.st.ackedAt(now)
 	}

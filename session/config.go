@@ -202,13 +202,3 @@ type ConnStats struct {
 	BytesIn, BytesOut   uint64
 	Sessions            int // open or waiting for Accept
 }
-
-// Attribute keys of the logs.
-const (
-	logComponent = "component"
-	logPeer      = "peer"
-	logAddr      = "addr"
-	logSession   = "session"
-	logAddress   = "address"
-	logError     = "error"
-)
