@@ -82,13 +82,16 @@ func (e errPermanent) Unwrap() error { return e.error }
 
 // FileStatus is one file a sender is moving.
 type FileStatus struct {
-	ID       uint64    `json:"id"` // the file message's id
-	Filename string    `json:"filename"`
-	Size     int64     `json:"size"`
-	Acked    int64     `json:"acked"` // bytes the next hop holds durably
-	State    string    `json:"state"` // waiting, sending, backing off
-	Error    string    `json:"error,omitempty"`
-	Since    time.Time `json:"since"`
+	ID       uint64 `json:"id"` // the file message's id
+	Filename string `json:"filename"`
+	Size     int64  `json:"size"`
+	Acked    int64  `json:"acked"` // bytes the next hop holds durably
+	// State is one of filetransfer's sending states: StateSending or
+	// StateBackingOff. It stays a string until the node's FileProgress,
+	// which copies it, takes the typed filetransfer.State.
+	State string    `json:"state"`
+	Error string    `json:"error,omitempty"`
+	Since time.Time `json:"since"`
 }
 
 // files runs a sender's file transfers: Concurrency workers take leased
@@ -177,7 +180,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		s.settleFile(d, nil, errPermanent{err})
 		return
 	}
-	run := &fileRun{st: FileStatus{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: "sending", Since: time.Now()}}
+	run := &fileRun{st: FileStatus{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: string(filetransfer.StateSending), Since: time.Now()}}
 	s.files.mu.Lock()
 	s.files.active[run] = struct{}{}
 	s.files.mu.Unlock()
@@ -217,7 +220,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		}
 		attempt++
 		wait := s.backoff(attempt)
-		run.set(func(st *FileStatus) { st.State, st.Error = "backing off", err.Error() })
+		run.set(func(st *FileStatus) { st.State, st.Error = string(filetransfer.StateBackingOff), err.Error() })
 		log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
 		select {
 		case <-ctx.Done():
@@ -225,7 +228,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 			return
 		case <-time.After(wait):
 		}
-		run.set(func(st *FileStatus) { st.State = "sending" })
+		run.set(func(st *FileStatus) { st.State = string(filetransfer.StateSending) })
 	}
 }
 
