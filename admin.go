@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // The admin endpoints, served on Config.Admin.Listen and on the unix
@@ -76,7 +78,7 @@ func (n *Node) serveAdmin(ln net.Listener, h http.Handler, what string) *adminSe
 	go func() {
 		defer close(a.done)
 		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.log.Warn(what+" stopped", slog.Any(logError, err))
+			n.log.Warn(what+" stopped", slog.Any(logkey.Error, err))
 		}
 	}()
 	return a

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -125,7 +126,7 @@ func decodeOrDeadLetter(log *slog.Logger, qd *queue.Delivery) *message.Message {
 		return m
 	}
 	if derr := qd.DeadLetter(err.Error()); derr != nil && !errors.Is(derr, ErrClosed) {
-		log.Error("dead-letter undecodable message", slog.String(logAddress, qd.Queue().Name()), slog.Any(logError, derr))
+		log.Error("dead-letter undecodable message", slog.String(logkey.Address, qd.Queue().Name()), slog.Any(logkey.Error, derr))
 	}
 	return nil
 }

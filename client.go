@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/session"
 )
@@ -171,7 +172,7 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*Client, error) {
 			Name: opts.Name, ID: opts.ID, HandshakeTimeout: opts.HandshakeTimeout, IdleTimeout: opts.IdleTimeout,
 			Logger: opts.Logger,
 		},
-		log:       opts.Logger.With(slog.String("component", "client"), slog.String("client", opts.Name)),
+		log:       opts.Logger.With(slog.String(logkey.Component, "client"), slog.String("client", opts.Name)),
 		flush:     make(chan struct{}, 1),
 		subs:      map[*subscription]struct{}{},
 		listeners: map[*Listener]struct{}{},
@@ -315,12 +316,12 @@ func (c *Client) connLoop(conn *session.Conn) {
 			return
 		}
 		c.detach(conn)
-		c.log.Warn("connection to the node lost; reconnecting", slog.String("node", conn.Peer().Name), slog.Any("error", conn.Err()))
+		c.log.Warn("connection to the node lost; reconnecting", slog.String(logkey.Node, conn.Peer().Name), slog.Any(logkey.Error, conn.Err()))
 		var ok bool
 		if conn, ok = c.reconnect(); !ok {
 			return
 		}
-		c.log.Info("reconnected to the node", slog.String("node", conn.Peer().Name))
+		c.log.Info("reconnected to the node", slog.String(logkey.Node, conn.Peer().Name))
 	}
 }
 
@@ -363,7 +364,7 @@ func (c *Client) reconnect() (*session.Conn, bool) {
 		if c.ctx.Err() != nil {
 			return nil, false
 		}
-		c.log.Warn("reconnect failed", slog.Any("error", err), slog.Duration("retry_in", delay))
+		c.log.Warn("reconnect failed", slog.Any(logkey.Error, err), slog.Duration("retry_in", delay))
 		delay = min(2*delay, c.opts.ReconnectMax)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/session"
 )
@@ -105,7 +106,7 @@ func (s *subscription) resubscribe(conn *session.Conn) {
 	sess, err := conn.OpenSubscribe(ctx, s.addr, s.window)
 	if err != nil {
 		if conn.Err() == nil && s.c.ctx.Err() == nil {
-			s.c.log.Warn("consumer refused on reconnect", slog.String(logAddress, s.addr), slog.Any(logError, err))
+			s.c.log.Warn("consumer refused on reconnect", slog.String(logkey.Address, s.addr), slog.Any(logkey.Error, err))
 			s.fail(fmt.Errorf("consumer of %q ended: the node refused it on reconnect: %w: %w", s.addr, remoteErr(err), ErrClosed))
 		}
 		return
@@ -261,7 +262,7 @@ func (s *subscription) take(sess *session.Session, gen uint64, d session.Deliver
 	}
 	m, err := message.Decode(d.Message, s.c.opts.Limits)
 	if err != nil {
-		s.c.log.Error("dead-letter undecodable message", slog.String(logAddress, s.addr), slog.Any(logError, err))
+		s.c.log.Error("dead-letter undecodable message", slog.String(logkey.Address, s.addr), slog.Any(logkey.Error, err))
 		_ = sess.Settle(session.SettleReject, []uint64{d.Tag}, err.Error())
 		return nil
 	}
@@ -334,12 +335,12 @@ func (s *subscription) flushAcks() {
 	s.mu.Unlock()
 }
 
-// close is Consumer.Close for a remote consumer: shutdown, bounded by the
-// handshake timeout.
+// close is Consumer.Close for a remote consumer: shutdown, with the close
+// bounded by the session's handshake timeout.
 func (s *subscription) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.HandshakeTimeout)
-	defer cancel()
-	s.shutdown(ctx)
+	if sess := s.stop(); sess != nil {
+		_ = sess.CloseWithin("consumer closed", 0)
+	}
 }
 
 // host is the Client, which stops the consumer's listeners when it closes.
@@ -349,10 +350,16 @@ func (s *subscription) host() listenerHost { return s.c }
 // session is closed, and the node gives back the leases of what it pushed
 // and the application did not settle.
 func (s *subscription) shutdown(ctx context.Context) {
-	s.flushAcks()
-	if sess := s.fail(fmt.Errorf("consumer of %q closed: %w", s.addr, ErrClosed)); sess != nil {
+	if sess := s.stop(); sess != nil {
 		_ = sess.Close(ctx, "consumer closed")
 	}
+}
+
+// stop sends the acks queued and ends the subscription, returning its
+// session, if any, for the caller to close.
+func (s *subscription) stop() *session.Session {
+	s.flushAcks()
+	return s.fail(fmt.Errorf("consumer of %q closed: %w", s.addr, ErrClosed))
 }
 
 // wakeFlush has the flushLoop send queued acks.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
@@ -52,7 +53,7 @@ func (c FilesConfig) withDefaults(dataDir string) FilesConfig {
 func (n *Node) dropAbandoned() {
 	pending, err := n.spool.Pending()
 	if err != nil {
-		n.log.Warn("list the spool", slog.Any(logError, err))
+		n.log.Warn("list the spool", slog.Any(logkey.Error, err))
 		return
 	}
 	for _, p := range pending {
@@ -61,12 +62,12 @@ func (n *Node) dropAbandoned() {
 		}
 		if err := n.spool.Discard(p.ID); err != nil {
 			if !errors.Is(err, filetransfer.ErrBusy) {
-				n.log.Warn("drop an abandoned transfer", slog.String("id", p.ID), slog.Any(logError, err))
+				n.log.Warn("drop an abandoned transfer", slog.String(logkey.ID, p.ID), slog.Any(logkey.Error, err))
 			}
 			continue
 		}
-		n.log.Info("dropped a transfer that made no progress", slog.String("id", p.ID), slog.String("file", p.Info.Filename),
-			slog.Int64("offset", p.Offset), slog.Duration("abandon_after", n.files.AbandonAfter))
+		n.log.Info("dropped a transfer that made no progress", slog.String(logkey.ID, p.ID), slog.String(logkey.File, p.Info.Filename),
+			slog.Int64(logkey.Offset, p.Offset), slog.Duration("abandon_after", n.files.AbandonAfter))
 	}
 }
 
@@ -209,11 +210,11 @@ func modTimeOf(m *message.Message) time.Time {
 	return time.Time{}
 }
 
-// InboundFile implements receiver.FileRouter: a file for an address this
-// node receives is placed in its received folder; one it relays is held
-// in the spool until forwarded.
-func (n *Node) InboundFile(ctx context.Context, peer session.Peer, m *message.Message) (receiver.FileTarget, error) {
-	q, err := n.Inbound(ctx, peer, m)
+// inboundFile is where the router places a file: a file for an address
+// this node receives is placed in its received folder; one it relays is
+// held in the spool until forwarded.
+func (n *Node) inboundFile(ctx context.Context, peer session.Peer, m *message.Message) (receiver.FileTarget, error) {
+	q, err := n.inbound(ctx, peer, m)
 	if err != nil {
 		return receiver.FileTarget{}, err
 	}
@@ -227,9 +228,9 @@ func (n *Node) InboundFile(ctx context.Context, peer session.Peer, m *message.Me
 	return receiver.FileTarget{Queue: q, Dir: n.receivedDir(q.Name())}, nil
 }
 
-// FileTaken implements receiver.FileRouter: at the destination, the
-// completion notice.
-func (n *Node) FileTaken(m *message.Message, t receiver.FileTarget) {
+// fileTaken is what the router does once a file is taken: at the
+// destination, the completion notice.
+func (n *Node) fileTaken(m *message.Message, t receiver.FileTarget) {
 	if !t.Relay {
 		n.notifyFile(m, nil)
 	}
@@ -240,7 +241,7 @@ func (n *Node) FileTaken(m *message.Message, t receiver.FileTarget) {
 // for it: a relay's copy, an outbox's file, each found from the node's own
 // records, never from a path the message names; and a failure is noticed.
 func (n *Node) fileDone(m *message.Message, err error) {
-	n.recordOutcome(m, "handed over", err)
+	n.recordOutcome(m, string(filetransfer.StateHandedOver), err)
 	n.dropHeld(m)
 	n.outboxDone(m, err)
 	if err != nil {
@@ -277,7 +278,7 @@ func (n *Node) notifyFile(m *message.Message, failure error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Send(ctx, notice); err != nil {
-		n.log.Warn("file notice not sent", slog.String("to", v.Str()), slog.String("file", m.File.Filename), slog.Any(logError, err))
+		n.log.Warn("file notice not sent", slog.String(logkey.To, v.Str()), slog.String(logkey.File, m.File.Filename), slog.Any(logkey.Error, err))
 	}
 }
 
@@ -305,6 +306,6 @@ func (n *Node) authorizeNotice(m *message.Message, to string) error {
 		level = slog.LevelWarn
 	}
 	n.log.Log(context.Background(), level, "file notice not sent: the peer that handed the file over may not send there",
-		slog.String("peer", by.Str()), slog.String("to", to), slog.String("file", m.File.Filename), slog.Any(logError, err))
+		slog.String(logkey.Peer, by.Str()), slog.String(logkey.To, to), slog.String(logkey.File, m.File.Filename), slog.Any(logkey.Error, err))
 	return err
 }

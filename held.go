@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/receiver"
 )
@@ -65,10 +66,10 @@ func (n *Node) dropHeld(m *message.Message) {
 	dir, err := n.heldDir(m.Origin, m.ID)
 	if err != nil {
 		n.access.pathsRefused.Add(1)
-		n.log.Warn("held copy not removed: its folder would not be inside the held folder", slog.Any(logError, err))
+		n.log.Warn("held copy not removed: its folder would not be inside the held folder", slog.Any(logkey.Error, err))
 		return
 	}
 	if err := os.RemoveAll(dir); err != nil {
-		n.log.Warn("remove a forwarded file", slog.String("path", dir), slog.Any(logError, err))
+		n.log.Warn("remove a forwarded file", slog.String(logkey.Path, dir), slog.Any(logkey.Error, err))
 	}
 }

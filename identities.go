@@ -185,10 +185,6 @@ func (ids *identities) save(name string, id message.NodeID) error {
 	return nil
 }
 
-// BindPeer implements receiver.PeerBinder: it holds an identity that
-// proved its credentials to its node id (see identities).
-func (n *Node) BindPeer(peer session.Peer) error { return n.idents.bind(peer) }
-
 // applyIdentities installs cfg's peers and neighbours' secrets, and says
 // so in r. Listing the first peers, or removing the last, switches the
 // listener between the shared secret and per-identity credentials: that

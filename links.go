@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
@@ -108,10 +109,6 @@ func newManager(n *Node, sc session.Config, c sender.Config) *sender.Manager {
 	return n.mgr
 }
 
-// newRouter hands the receiver the node as its Router. It takes the
-// manager so that the manager is built, and stops, before the receiver.
-func newRouter(n *Node, _ *sender.Manager) receiver.Router { return n }
-
 // startSenders starts a sender for every send queue that survived a
 // restart, so a backlog flows again without waiting for a new send.
 func (n *Node) startSenders(ctx context.Context) error {
@@ -121,7 +118,7 @@ func (n *Node) startSenders(ctx context.Context) error {
 		}
 		_, node, err := message.ParseDestination(q.Name())
 		if err != nil || node == "" {
-			n.log.Warn("send queue with an unexpected name; not forwarding it", "queue", q.Name())
+			n.log.Warn("send queue with an unexpected name; not forwarding it", logkey.Queue, q.Name())
 			continue
 		}
 		n.mgr.Ensure(q, node)
@@ -158,12 +155,12 @@ func (n *Node) sendQueue(ctx context.Context, name, node string) (*queue.Queue, 
 	return q, nil
 }
 
-// AcceptSession implements receiver.Router. Any well-formed address may
-// open a session: whether this node takes its messages is decided per
-// message, so that a refusal reaches the sender as a permanent refusal of
-// each message (which it dead-letters) rather than as a link that never
-// comes up.
-func (n *Node) AcceptSession(peer session.Peer, addr string) error {
+// acceptSession decides for the router whether a session opens. Any
+// well-formed address may open one: whether this node takes its messages
+// is decided per message, so that a refusal reaches the sender as a
+// permanent refusal of each message (which it dead-letters) rather than
+// as a link that never comes up.
+func (n *Node) acceptSession(peer session.Peer, addr string) error {
 	if _, _, err := message.ParseDestination(addr); err != nil {
 		return fmt.Errorf("session address: %w", err)
 	}
@@ -192,12 +189,12 @@ func (n *Node) accepts(name, node string) error {
 	return nil
 }
 
-// Inbound implements receiver.Router: the queue an arriving message goes
+// inbound is the router's choice of the queue an arriving message goes
 // to, by its destination. The access rules decide first: a message for a
 // local address needs the peer to be allowed to send to it, one for
 // another node to relay it; a denial is a refusal for good, which the
 // sender dead-letters with the reason.
-func (n *Node) Inbound(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, error) {
+func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, error) {
 	name, node, err := message.ParseDestination(m.Destination)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", receiver.ErrRefused, err)

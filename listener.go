@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // Handler handles one delivered message. Returning nil acks it; an error
@@ -85,7 +87,7 @@ func (l *Listener) messagePump(ctx context.Context) {
 			if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 				return
 			}
-			l.host.logger().Warn("listener receive failed", slog.String(logAddress, l.c.addr), slog.Any(logError, err))
+			l.host.logger().Warn("listener receive failed", slog.String(logkey.Address, l.c.addr), slog.Any(logkey.Error, err))
 			select {
 			case <-ctx.Done():
 				return
@@ -108,7 +110,7 @@ func (l *Listener) handle(ctx context.Context, d *Delivery) {
 		settle = d.Nack(err.Error())
 	}
 	if settle != nil && !errors.Is(settle, ErrClosed) {
-		l.host.logger().Warn("listener settle failed", slog.String(logAddress, l.c.addr), slog.Any(logError, settle))
+		l.host.logger().Warn("listener settle failed", slog.String(logkey.Address, l.c.addr), slog.Any(logkey.Error, settle))
 	}
 }
 
@@ -118,7 +120,7 @@ func (l *Listener) call(ctx context.Context, d *Delivery) (err error) {
 		if r := recover(); r != nil {
 			l.panics.Add(1)
 			err = fmt.Errorf("handler panic: %v", r)
-			l.host.logger().Error("handler panicked", slog.String(logAddress, l.c.addr), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			l.host.logger().Error("handler panicked", slog.String(logkey.Address, l.c.addr), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 		}
 	}()
 	return l.h(ctx, d)

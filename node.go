@@ -13,19 +13,25 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/dig"
+	"go.uber.org/fx"
+
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
 	"github.com/petrelmq/petrel/sender"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/dig"
-	"go.uber.org/fx"
 )
 
 // Node is one running Petrel node. Its methods are safe for concurrent use.
 type Node struct {
+	// cfg is the configuration the node opened with, defaults applied.
+	// Reconfigure does not change it: what a reload changes is in current
+	// and in the fields that hold it live (routes, noAutoCreate, access,
+	// idents, addresses, outboxes, discovery), so once the node started,
+	// a setting that a reload may change is read from those, not from cfg.
 	cfg   Config
 	log   *slog.Logger
 	store *queue.Store
@@ -34,7 +40,8 @@ type Node struct {
 	app   *fx.App
 
 	dir *address.Directory
-	// discovery's listener and announcer; nil when it is off.
+	// discovery's listener and announcer; nil when it is off. reconfMu
+	// guards them: a reload restarts discovery.
 	discoveryListener *address.Listener
 	announcer         *address.Announcer
 	routes            atomic.Pointer[address.Routes]
@@ -63,8 +70,12 @@ type Node struct {
 	started   time.Time
 	closeOnce sync.Once
 
-	// reconfMu serializes Reconfigure; current is the configuration in
-	// force, as far as it could be applied.
+	// reconfMu serializes Reconfigure, and the starts and stops of
+	// discovery with it (Module's hook, and discoveryStats reading it).
+	// current, which it guards, is the configuration in force: the last
+	// one applied, with the settings only a restart applies kept as the
+	// node opened with them, so that the next reload still finds them
+	// pending.
 	reconfMu   sync.Mutex
 	current    Config
 	confStatus ConfigStatus // guarded by mu
@@ -79,6 +90,7 @@ type Node struct {
 	// ready is set once every component started, cleared when stopping.
 	ready atomic.Bool
 
+	// mu guards addresses, listeners, closed and confStatus.
 	mu        sync.Mutex
 	addresses map[string]AddressConfig
 	listeners map[*Listener]struct{}
@@ -87,13 +99,13 @@ type Node struct {
 
 const (
 	metaIDFloor = "id_floor"
-	logAddress  = "address"
-	logError    = "error"
 )
 
 // Module assembles a Node from a Config: the store, the node, its senders
-// and its receiver. Start runs them in that order; stop runs backwards, so
-// the receiver stops accepting first and the store closes last.
+// and its receiver, then discovery and the admin HTTP endpoint. Start runs
+// them in that order; stop runs backwards, so the admin endpoint reports
+// the node not ready and discovery stops announcing it before the
+// receiver stops accepting, and the store closes last.
 var Module = fx.Module("petrel",
 	fx.Provide(newCommitMetrics, loadTLS, storeConfig, newNode, linkConfigs, newManager, newRouter),
 	queue.Module,
@@ -266,7 +278,10 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics)
 	return n, nil
 }
 
-// start runs once the store is started: identity, id generator, queues.
+// start runs once the store is started (the identity was loaded before,
+// in newNode): the id generator, the receive queues with their policies,
+// the senders of the send queues, the spool's janitor, the outboxes and
+// the admin socket.
 func (n *Node) start(ctx context.Context) error {
 	if err := n.loadIDFloor(ctx); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 )
 
@@ -83,7 +84,7 @@ func (n *Node) startOutbox(c OutboxConfig) error {
 	}
 	n.outboxes.run[dir] = r
 	n.outboxes.mu.Unlock()
-	n.log.Info("outbox watched", slog.String("dir", dir), slog.String("to", c.To))
+	n.log.Info("outbox watched", slog.String("dir", dir), slog.String(logkey.To, c.To))
 	return nil
 }
 
@@ -154,7 +155,7 @@ func (n *Node) sendOutboxFile(r *outboxRun, path string) {
 		err = n.store.SetMeta(r.ctx, outboxSentKey(id), []byte(path))
 	}
 	if err != nil {
-		n.log.Warn("outbox file not sent", slog.String("path", path), slog.Any(logError, err))
+		n.log.Warn("outbox file not sent", slog.String(logkey.Path, path), slog.Any(logkey.Error, err))
 		return
 	}
 	m := n.Producer().CreateFileMessage(r.cfg.To)
@@ -196,11 +197,11 @@ func (n *Node) outboxID(ctx context.Context, key string, fi os.FileInfo) (uint64
 // ways.
 func (r *outboxRun) finish(n *Node, path string, id uint64, err error) {
 	if derr := r.ob.Done(path, err, r.cfg.After); derr != nil {
-		n.log.Warn("outbox: cannot move the file", slog.String("path", path), slog.Any(logError, derr))
+		n.log.Warn("outbox: cannot move the file", slog.String(logkey.Path, path), slog.Any(logkey.Error, derr))
 	}
 	for _, key := range []string{outboxKey(path), outboxSentKey(id)} {
 		if serr := n.store.SetMeta(context.Background(), key, nil); serr != nil {
-			n.log.Warn("outbox: cannot forget the file's id", slog.String("path", path), slog.Any(logError, serr))
+			n.log.Warn("outbox: cannot forget the file's id", slog.String(logkey.Path, path), slog.Any(logkey.Error, serr))
 		}
 	}
 }
@@ -215,7 +216,7 @@ func (n *Node) outboxDone(m *message.Message, err error) {
 	}
 	rec, merr := n.store.Meta(context.Background(), outboxSentKey(m.ID))
 	if merr != nil {
-		n.log.Warn("outbox: cannot read which file a message was sent for", slog.Uint64("msg_id", m.ID), slog.Any(logError, merr))
+		n.log.Warn("outbox: cannot read which file a message was sent for", slog.Uint64("msg_id", m.ID), slog.Any(logkey.Error, merr))
 		return
 	}
 	if rec == nil {

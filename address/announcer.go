@@ -7,16 +7,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
-)
 
-// Log attribute keys of discovery.
-const (
-	logComponent = "component"
-	logGroup     = "group"
-	logNode      = "node"
-	logNodeID    = "node_id"
-	logFrom      = "from"
-	logError     = "error"
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // Announcer sends this node's announcement to the discovery group every
@@ -56,7 +48,7 @@ func NewAnnouncer(cfg DiscoveryConfig, a Announcement) (*Announcer, error) {
 	}
 	an := &Announcer{
 		d:    d,
-		log:  d.Logger.With(slog.String(logComponent, "announcer"), slog.String(logGroup, d.group.String())),
+		log:  d.Logger.With(slog.String(logkey.Component, "announcer"), slog.String(logkey.Group, d.group.String())),
 		kick: make(chan struct{}, 1),
 	}
 	if err := an.Update(a); err != nil {
@@ -141,7 +133,7 @@ func (an *Announcer) announceLoop(ctx context.Context) {
 			}
 		case !failing:
 			// Logged once per outage, not per period.
-			an.log.Warn("announcement not sent; retrying every period", slog.Any(logError, err))
+			an.log.Warn("announcement not sent; retrying every period", slog.Any(logkey.Error, err))
 		}
 		if err != nil {
 			an.failed.Add(1)

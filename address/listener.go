@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 )
 
@@ -62,7 +63,7 @@ func NewListener(cfg DiscoveryConfig, self message.NodeID, dir *Directory) (*Lis
 	dir.SetMaxDiscovered(d.MaxNodes)
 	return &Listener{
 		d: d, self: self, dir: dir,
-		log: d.Logger.With(slog.String(logComponent, "discovery"), slog.String(logGroup, d.group.String())),
+		log: d.Logger.With(slog.String(logkey.Component, "discovery"), slog.String(logkey.Group, d.group.String())),
 	}, nil
 }
 
@@ -84,7 +85,7 @@ func (l *Listener) start(conn packetConn) {
 	l.wg.Add(2)
 	go l.readLoop(ctx)
 	go l.expireLoop(ctx)
-	l.log.Info("discovery listening", slog.String("addr", conn.LocalAddr().String()), slog.Duration("timeout", l.d.Timeout))
+	l.log.Info("discovery listening", slog.String(logkey.Addr, conn.LocalAddr().String()), slog.Duration("timeout", l.d.Timeout))
 }
 
 // Stop closes the socket and waits for the loops to end. The directory
@@ -141,7 +142,7 @@ func (l *Listener) readLoop(ctx context.Context) {
 		// A read error on an unconnected UDP socket is rare and passing
 		// (memory pressure): back off, keep listening.
 		delay = min(max(2*delay, 10*time.Millisecond), time.Second)
-		l.log.Warn("discovery read failed", slog.Any(logError, err), slog.Duration("retry_in", delay))
+		l.log.Warn("discovery read failed", slog.Any(logkey.Error, err), slog.Duration("retry_in", delay))
 		select {
 		case <-ctx.Done():
 			return
@@ -159,11 +160,11 @@ func (l *Listener) handle(p []byte, from net.Addr) {
 	switch {
 	case errors.Is(err, ErrAnnouncementMAC):
 		l.badMAC.Add(1)
-		l.log.Debug("announcement dropped", slog.Any(logFrom, from), slog.Any(logError, err))
+		l.log.Debug("announcement dropped", slog.Any(logkey.From, from), slog.Any(logkey.Error, err))
 		return
 	case err != nil:
 		l.malformed.Add(1)
-		l.log.Debug("announcement dropped", slog.Any(logFrom, from), slog.Any(logError, err))
+		l.log.Debug("announcement dropped", slog.Any(logkey.From, from), slog.Any(logkey.Error, err))
 		return
 	case a.ID == l.self:
 		l.own.Add(1)
@@ -172,14 +173,14 @@ func (l *Listener) handle(p []byte, from net.Addr) {
 	cs, err := a.Connectors()
 	if err != nil {
 		l.unusable.Add(1)
-		l.log.Debug("announcement dropped", slog.Any(logFrom, from), slog.Any(logError, err))
+		l.log.Debug("announcement dropped", slog.Any(logkey.From, from), slog.Any(logkey.Error, err))
 		return
 	}
 	l.accepted.Add(1)
 	added, dropped := l.dir.heard(Entry{Name: a.Name, ID: a.ID, Connectors: cs}, l.d.Now())
 	if added {
-		l.log.Info("node discovered", slog.String(logNode, a.Name), slog.String(logNodeID, a.ID.String()),
-			slog.String("connectors", cs.String()), slog.Any(logFrom, from))
+		l.log.Info("node discovered", slog.String(logkey.Node, a.Name), slog.String(logkey.NodeID, a.ID.String()),
+			slog.String("connectors", cs.String()), slog.Any(logkey.From, from))
 	} else if dropped {
 		l.dropFull(a, from)
 	}
@@ -196,7 +197,7 @@ func (l *Listener) dropFull(a Announcement, from net.Addr) {
 	}
 	l.fullLog = now
 	l.log.Warn("node directory full: announcements of new nodes are dropped; raise discovery.max_nodes if the network is this large",
-		slog.String(logNode, a.Name), slog.String(logNodeID, a.ID.String()), slog.Any(logFrom, from),
+		slog.String(logkey.Node, a.Name), slog.String(logkey.NodeID, a.ID.String()), slog.Any(logkey.From, from),
 		slog.Int("max_nodes", l.d.MaxNodes), slog.Uint64("dropped", l.full.Load()))
 }
 
@@ -213,7 +214,7 @@ func (l *Listener) expireLoop(ctx context.Context) {
 		case <-ticker.C:
 		}
 		for _, e := range l.dir.Expire(l.d.Now()) {
-			l.log.Info("node expired", slog.String(logNode, e.Name), slog.String(logNodeID, e.ID.String()),
+			l.log.Info("node expired", slog.String(logkey.Node, e.Name), slog.String(logkey.NodeID, e.ID.String()),
 				slog.Time("last_seen", e.LastSeen))
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // DefaultDebounce is how long a Watcher waits after the last event on the
@@ -105,16 +106,6 @@ type eventSource struct {
 	close  func() error
 }
 
-// Log attribute keys.
-const (
-	logComponent = "component"
-	logPath      = "path"
-	logVersion   = "version"
-	logChanged   = "changed"
-	logRestart   = "restart"
-	logError     = "error"
-)
-
 // Watch loads the file at path and watches it for changes. The first load
 // must succeed: its error (an *Error for a bad file; one that wraps
 // fs.ErrNotExist for a missing one) is returned, and nothing is started.
@@ -160,7 +151,7 @@ func newWatcher(path, abs string, opts WatchOptions, src eventSource) *Watcher {
 	if w.log == nil {
 		w.log = slog.Default()
 	}
-	w.log = w.log.With(slog.String(logComponent, "conf"), slog.String(logPath, path))
+	w.log = w.log.With(slog.String(logkey.Component, "conf"), slog.String(logkey.Path, path))
 	return w
 }
 
@@ -290,11 +281,11 @@ func (w *Watcher) relevant(ev fsnotify.Event) bool {
 // change, so an overflow reloads; the rest are logged and watching goes on.
 func (w *Watcher) sourceError(err error, debounce *time.Timer) {
 	if errors.Is(err, fsnotify.ErrEventOverflow) {
-		w.log.Warn("config watch lost events; reloading to catch up", slog.Any(logError, err))
+		w.log.Warn("config watch lost events; reloading to catch up", slog.Any(logkey.Error, err))
 		debounce.Reset(w.debounce)
 		return
 	}
-	w.log.Error("config watch", slog.Any(logError, err))
+	w.log.Error("config watch", slog.Any(logkey.Error, err))
 }
 
 // reload reads the file again, after the debounce, and reports the outcome.
@@ -320,9 +311,9 @@ func (w *Watcher) reload() {
 	version := w.version
 	w.mu.Unlock()
 
-	w.log.Info("config reloaded", slog.Int(logVersion, version), slog.Any(logChanged, diff.Changed))
+	w.log.Info("config reloaded", slog.Int(logkey.Version, version), slog.Any(logkey.Changed, diff.Changed))
 	if diff.NeedsRestart() {
-		w.log.Warn("config changes need a restart; not applied", slog.Any(logRestart, diff.Restart))
+		w.log.Warn("config changes need a restart; not applied", slog.Any(logkey.Restart, diff.Restart))
 	}
 	if w.onChange != nil {
 		w.onChange(old, next, diff)
@@ -334,7 +325,7 @@ func (w *Watcher) refuse(err error) {
 	w.mu.Lock()
 	w.lastError = err
 	w.mu.Unlock()
-	w.log.Warn("config refused; keeping the running one", slog.Any(logError, err))
+	w.log.Warn("config refused; keeping the running one", slog.Any(logkey.Error, err))
 	if w.onError != nil {
 		w.onError(err)
 	}

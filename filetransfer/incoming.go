@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // Incoming is one file being received into the spool. Chunks are appended
@@ -212,7 +214,7 @@ func (in *Incoming) Deliver(destDir string) (string, error) {
 	}
 	in.bg.wait()
 	if sum := hex.EncodeToString(in.h.Sum(nil)); sum != in.info.SHA256 {
-		in.log.Warn("transfer corrupt; partial file removed", slog.String(logFile, in.info.Filename))
+		in.log.Warn("transfer corrupt; partial file removed", slog.String(logkey.File, in.info.Filename))
 		rerr := in.finish()
 		return "", fmt.Errorf("transfer %s of %q: received SHA-256 %s, announced %s; the partial file was removed, send it again: %w%s",
 			in.id, in.info.Filename, sum, in.info.SHA256, ErrCorrupt, suffixErr(rerr))
@@ -240,9 +242,9 @@ func (in *Incoming) Finish() {
 		return
 	}
 	if err := in.finish(); err != nil {
-		in.log.Warn("file delivered, spool cleanup failed", slog.String(logPath, in.delivered), slog.Any(logError, err))
+		in.log.Warn("file delivered, spool cleanup failed", slog.String(logkey.Path, in.delivered), slog.Any(logkey.Error, err))
 	}
-	in.log.Info("file delivered", slog.String(logPath, in.delivered), slog.Int64("size", in.info.Size))
+	in.log.Info("file delivered", slog.String(logkey.Path, in.delivered), slog.Int64(logkey.Size, in.info.Size))
 }
 
 // Abort drops the transfer: the partial file and the state are removed,
@@ -253,8 +255,8 @@ func (in *Incoming) Abort(reason string) error {
 	if in.closed {
 		return fmt.Errorf("transfer %s: %w", in.id, ErrClosed)
 	}
-	in.log.Info("transfer aborted", slog.String(logFile, in.info.Filename),
-		slog.Int64(logOffset, in.end), slog.String(logReason, reason))
+	in.log.Info("transfer aborted", slog.String(logkey.File, in.info.Filename),
+		slog.Int64(logkey.Offset, in.end), slog.String(logkey.Reason, reason))
 	if err := in.finish(); err != nil {
 		return fmt.Errorf("abort transfer %s: %w", in.id, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // DefaultQuiet is how long a file must go without a write before the
@@ -160,7 +161,7 @@ func newOutbox(cfg OutboxConfig, ready func(path string)) (*Outbox, error) {
 	if o.log == nil {
 		o.log = slog.Default()
 	}
-	o.log = o.log.With(slog.String(logComponent, "filetransfer"), slog.String(logOutbox, dir))
+	o.log = o.log.With(slog.String(logkey.Component, "filetransfer"), slog.String(logkey.Outbox, dir))
 	for _, sub := range []string{o.sent, o.failed} {
 		if err := os.MkdirAll(sub, 0o750); err != nil {
 			return nil, fmt.Errorf("watch outbox %s: %w", dir, err)
@@ -310,7 +311,7 @@ func (o *Outbox) offer(names []string) {
 	}
 	o.mu.Unlock()
 	for _, n := range names {
-		o.log.Debug("file ready", slog.String(logFile, n))
+		o.log.Debug("file ready", slog.String(logkey.File, n))
 		o.ready(filepath.Join(o.dir, n))
 	}
 }
@@ -346,13 +347,13 @@ func (o *Outbox) rescan(now time.Time) error {
 // watching goes on.
 func (o *Outbox) watchError(err error) {
 	if errors.Is(err, fsnotify.ErrEventOverflow) {
-		o.log.Warn("outbox watch lost events; rescanning the folder", slog.Any(logError, err))
+		o.log.Warn("outbox watch lost events; rescanning the folder", slog.Any(logkey.Error, err))
 		if err := o.rescan(time.Now()); err != nil {
-			o.log.Error("outbox rescan", slog.Any(logError, err))
+			o.log.Error("outbox rescan", slog.Any(logkey.Error, err))
 		}
 		return
 	}
-	o.log.Error("outbox watch", slog.Any(logError, err))
+	o.log.Error("outbox watch", slog.Any(logkey.Error, err))
 }
 
 // ignored reports whether a name in the folder is never a file to offer.
@@ -407,7 +408,7 @@ func (o *Outbox) moveFailed(src, name string, reason error) error {
 	if err != nil {
 		return err
 	}
-	o.log.Warn("file failed", slog.String(logFile, name), slog.String(logPath, dst), slog.Any(logReason, reason))
+	o.log.Warn("file failed", slog.String(logkey.File, name), slog.String(logkey.Path, dst), slog.Any(logkey.Reason, reason))
 	return writeFileAtomic(dst+".reason", []byte(reason.Error()+"\n"))
 }
 

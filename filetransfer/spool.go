@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // Spool file suffixes. A transfer with id X is X.part (the bytes received
@@ -81,19 +83,6 @@ type PendingTransfer struct {
 	Touched time.Time
 }
 
-// Log attribute keys.
-const (
-	logComponent = "component"
-	logSpool     = "spool"
-	logOutbox    = "outbox"
-	logID        = "id"
-	logFile      = "file"
-	logPath      = "path"
-	logOffset    = "offset"
-	logReason    = "reason"
-	logError     = "error"
-)
-
 // OpenSpool opens the spool in dir, creating it if needed. It removes what
 // a crash can leave and nothing needs: a state temp file, and a partial
 // file without a state (a transfer whose end was under way).
@@ -105,7 +94,7 @@ func OpenSpool(dir string, opts ...SpoolOption) (*Spool, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	s.log = s.log.With(slog.String(logComponent, "filetransfer"), slog.String(logSpool, dir))
+	s.log = s.log.With(slog.String(logkey.Component, "filetransfer"), slog.String(logkey.Spool, dir))
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", dir, err)
@@ -155,7 +144,7 @@ func (s *Spool) Begin(id string, info Info) (*Incoming, error) {
 	in, why, err := s.resume(id, info)
 	if err == nil && in == nil {
 		if why != "" {
-			s.log.Warn("transfer starts again from 0", slog.String(logID, id), slog.String(logReason, why))
+			s.log.Warn("transfer starts again from 0", slog.String(logkey.ID, id), slog.String(logkey.Reason, why))
 		}
 		in, err = s.fresh(id, info)
 	}
@@ -245,7 +234,7 @@ func (s *Spool) fresh(id string, info Info) (*Incoming, error) {
 
 func (s *Spool) newIncoming(id string, info Info, f *os.File, h hash.Hash, hs []byte, offset int64) *Incoming {
 	return &Incoming{
-		id: id, info: info, dir: s.dir, log: s.log.With(slog.String(logID, id)),
+		id: id, info: info, dir: s.dir, log: s.log.With(slog.String(logkey.ID, id)),
 		partPath: s.partPath(id), statePath: s.statePath(id),
 		f: f, h: h, end: offset, durable: offset, durableHash: hs, kicked: offset, bg: startHash(h),
 		release: func() { s.release(id) },

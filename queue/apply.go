@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // batch collects what one transaction did, to publish after its commit.
@@ -153,7 +155,7 @@ func (w *writer) flushAcks(b *batch) error {
 		}
 		// A lease makes each ack unique, so this is a bug elsewhere;
 		// keep the counters true rather than guess.
-		w.s.log.Warn("acked messages were already gone", slog.String(logQueue, q.name), slog.Int("acked", n), slog.Int64("deleted", changed))
+		w.s.log.Warn("acked messages were already gone", slog.String(logkey.Queue, q.name), slog.Int("acked", n), slog.Int64("deleted", changed))
 		if err := w.resync(q, d); err != nil {
 			return err
 		}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // checkpointInterval is how often the checkpointer copies the WAL into the
@@ -38,12 +40,12 @@ func (s *Store) checkpointLoop(ctx context.Context, conn *rawConn) {
 		case <-t.C:
 		}
 		if err := conn.queryRow(`PRAGMA wal_checkpoint(PASSIVE)`, nil, dest); err != nil && !errors.Is(err, errNoRows) {
-			s.log.Warn("checkpoint failed", slog.Any(logError, err))
+			s.log.Warn("checkpoint failed", slog.Any(logkey.Error, err))
 			continue
 		}
 		if frames, _ := dest[1].(int64); frames > walRestartFrames {
 			if err := conn.queryRow(`PRAGMA wal_checkpoint(RESTART)`, nil, dest); err != nil && !errors.Is(err, errNoRows) {
-				s.log.Warn("checkpoint failed", slog.Any(logError, err))
+				s.log.Warn("checkpoint failed", slog.Any(logkey.Error, err))
 			}
 		}
 	}

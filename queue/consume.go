@@ -10,6 +10,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 )
 
@@ -361,7 +362,7 @@ func (q *Queue) expire(rowid, size int64) {
 		err = q.s.w.submit(&request{kind: reqExpire, q: q, rowid: rowid, size: size})
 	}
 	if err != nil && !errors.Is(err, ErrClosed) {
-		q.s.log.Warn("expire failed", slog.String(logQueue, q.name), slog.Int64("rowid", rowid), slog.Any(logError, err))
+		q.s.log.Warn("expire failed", slog.String(logkey.Queue, q.name), slog.Int64("rowid", rowid), slog.Any(logkey.Error, err))
 	}
 }
 

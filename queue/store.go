@@ -11,6 +11,7 @@ import (
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // the only importer of the driver
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // Kind is the role of a queue in the store.
@@ -140,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	cfg = cfg.withDefaults()
 	s := &Store{
 		cfg:     cfg,
-		log:     cfg.Logger.With(slog.String(logComponent, "queue")),
+		log:     cfg.Logger.With(slog.String(logkey.Component, "queue")),
 		now:     cfg.Now,
 		queues:  make(map[int64]*Queue),
 		byName:  make(map[string]*Queue),
@@ -179,16 +180,9 @@ func (s *Store) Start() {
 		go func() { defer s.wg.Done(); s.w.loop() }()
 		go func() { defer s.wg.Done(); s.sweepLoop(s.ctx) }()
 		go func() { defer s.wg.Done(); s.checkpointLoop(s.ctx, s.ckpt) }()
-		s.log.Info("store started", slog.String(logPath, s.cfg.Path), slog.String("sync", s.cfg.Sync.String()), slog.Int("queues", len(s.queues)))
+		s.log.Info("store started", slog.String(logkey.Path, s.cfg.Path), slog.String("sync", s.cfg.Sync.String()), slog.Int("queues", len(s.queues)))
 	})
 }
-
-const (
-	logComponent = "component"
-	logPath      = "path"
-	logQueue     = "queue"
-	logError     = "error"
-)
 
 func (s *Store) openDBs(ctx context.Context) error {
 	wdb, err := sql.Open("sqlite3", dsn(s.cfg.Path, s.cfg.Sync, false))
@@ -295,7 +289,7 @@ func (s *Store) Close() error {
 	err := s.w.closeConn()
 	s.closeReaders()
 	s.closeDBs()
-	s.log.Info("store closed", slog.String(logPath, s.cfg.Path))
+	s.log.Info("store closed", slog.String(logkey.Path, s.cfg.Path))
 	return err
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // sweepLoop runs Sweep every SweepInterval until ctx is done.
@@ -21,7 +23,7 @@ func (s *Store) sweepLoop(ctx context.Context) {
 		// Dedupe pruning scans the window, in the writer: every 60th sweep
 		// (a minute by default) is soon enough to forget what is past it.
 		if err := s.Sweep(ctx, n%60 == 59); err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
-			s.log.Warn("sweep failed", slog.Any(logError, err))
+			s.log.Warn("sweep failed", slog.Any(logkey.Error, err))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // writer owns the one write connection. It gathers the requests that are
@@ -154,7 +155,7 @@ func (w *writer) run(batch []*request) {
 		w.fail(batch[0], err)
 		return
 	}
-	w.s.log.Warn("group commit failed; retrying requests one by one", slog.Int("requests", len(batch)), slog.Any(logError, err))
+	w.s.log.Warn("group commit failed; retrying requests one by one", slog.Int("requests", len(batch)), slog.Any(logkey.Error, err))
 	for _, r := range batch {
 		b := newBatch()
 		if err := w.exec([]*request{r}, b); err != nil {
@@ -172,7 +173,7 @@ func (w *writer) fail(r *request, err error) {
 	}
 	if r.op == nil {
 		// A fire-and-forget request (an ack, a nack): nobody to tell.
-		w.s.log.Error("store write failed", slog.Int("request", int(r.kind)), slog.Any(logError, err))
+		w.s.log.Error("store write failed", slog.Int("request", int(r.kind)), slog.Any(logkey.Error, err))
 		return
 	}
 	r.op.finish(err)
@@ -213,7 +214,7 @@ func (w *writer) exec(batch []*request, b *batch) error {
 	}
 	if err != nil {
 		if _, rerr := w.conn.exec(`ROLLBACK`); rerr != nil {
-			w.s.log.Error("rollback failed", slog.Any(logError, rerr))
+			w.s.log.Error("rollback failed", slog.Any(logkey.Error, rerr))
 		}
 		b.unfreeze()
 		return err

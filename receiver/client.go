@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -55,7 +56,7 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 	}
 	if err != nil {
 		s.stats.SessionsRefused.Add(1)
-		s.log.Warn("client session refused", slog.String(logPeer, peer.Name), slog.String(logAddress, sess.Address()), slog.Any(logError, err))
+		s.log.Warn("client session refused", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Address, sess.Address()), slog.Any(logkey.Error, err))
 		if errors.Is(err, ErrDenied) {
 			s.stats.Denied.Add(1)
 			sess.Deny(err.Error())

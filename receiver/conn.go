@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/session"
 )
 
@@ -52,7 +53,7 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 	}
 	defer s.untrack(c)
 	peer := c.Peer()
-	s.log.Info("link up", slog.String(logPeer, peer.Name), slog.String("addr", remote))
+	s.log.Info("link up", slog.String(logkey.Peer, peer.Name), slog.String("addr", remote))
 	var sessions sync.WaitGroup
 	defer sessions.Wait()
 	// No session opens once Stop began; the connection closes after its
@@ -71,7 +72,7 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 				if isProtocol(err) {
 					s.stats.ProtocolErrors.Add(1)
 				}
-				s.log.Warn("link down", slog.String(logPeer, peer.Name), slog.Any(logError, err))
+				s.log.Warn("link down", slog.String(logkey.Peer, peer.Name), slog.Any(logkey.Error, err))
 			}
 			c.Close()
 			return
@@ -79,7 +80,7 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 		if err := sessionAllowed(peer, sess); err != nil {
 			s.stats.SessionsRefused.Add(1)
 			s.stats.KindRefused.Add(1)
-			s.log.Warn("session refused", slog.String(logPeer, peer.Name), slog.String(logAddress, sess.Address()), slog.Any(logError, err))
+			s.log.Warn("session refused", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Address, sess.Address()), slog.Any(logkey.Error, err))
 			sess.Refuse(err.Error())
 			continue
 		}
@@ -89,7 +90,7 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 		}
 		if err := s.router.AcceptSession(peer, sess.Address()); err != nil {
 			s.stats.SessionsRefused.Add(1)
-			s.log.Warn("session refused", slog.String(logPeer, peer.Name), slog.String(logAddress, sess.Address()), slog.Any(logError, err))
+			s.log.Warn("session refused", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Address, sess.Address()), slog.Any(logkey.Error, err))
 			sess.Refuse(err.Error())
 			continue
 		}

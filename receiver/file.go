@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -111,10 +112,8 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 	case isProtocol(err):
 		s.stats.ProtocolErrors.Add(1)
 	}
-	s.log.Warn("file session ended", slog.String(logPeer, sess.Peer().Name), slog.Any(logError, err))
-	closeCtx, cc := context.WithTimeout(context.Background(), s.handshakeTimeout())
-	defer cc()
-	sess.Close(closeCtx, err.Error())
+	s.log.Warn("file session ended", slog.String(logkey.Peer, sess.Peer().Name), slog.Any(logkey.Error, err))
+	sess.CloseWithin(err.Error(), 0)
 }
 
 func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer session.Peer) (err error) {
@@ -137,7 +136,7 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 	}
 	if refusal != "" {
 		s.stats.FilesRefused.Add(1)
-		s.log.Warn("file refused", slog.String(logPeer, peer.Name), slog.String("reason", refusal))
+		s.log.Warn("file refused", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Reason, refusal))
 		if err := sess.RefuseSeq(0, refusal); err != nil {
 			return err
 		}
@@ -240,117 +239,6 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 		return nil, FileTarget{}, err.Error(), nil
 	}
 	return m, t, "", err
-}
-
-// receiveChunks appends chunks until the file is whole. It acks what it
-// received every half window of chunks, so that the sender never waits
-// for a disk, and checkpoints (makes the bytes durable, which is where a
-// later session resumes) every FileSyncBytes and whenever the sender
-// pauses. The final ack, of the whole size, comes only after takeFile.
-func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *filetransfer.Incoming, tr *transfer) error {
-	size := in.Info().Size
-	syncBytes := s.cfg.FileSyncBytes
-	if syncBytes <= 0 {
-		syncBytes = DefaultFileSyncBytes
-	}
-	half := max(int(sess.Window())/2, 1)
-	var unsynced int64
-	var unacked int
-	ack := func() error {
-		// Never the whole size: that ack means custody, and only
-		// takeFile sends it.
-		if unacked == 0 || in.Written() >= size {
-			return nil
-		}
-		unacked = 0
-		tr.received(in.Written())
-		return sess.Ack(uint64(in.Written()))
-	}
-	checkpoint := func() error {
-		if err := in.Sync(); err != nil {
-			return err
-		}
-		unsynced = 0
-		tr.progress(in.Offset())
-		return nil
-	}
-	rctx, rcancel := s.readCtx(ctx)
-	defer rcancel()
-	for in.Written() < size {
-		d, ok := sess.TryRecv()
-		if !ok && s.draining() && ctx.Err() == nil {
-			// Shutting down: keep what arrived for the resume.
-			if err := checkpoint(); err != nil {
-				return err
-			}
-			return errDrained
-		}
-		if !ok {
-			if err := ack(); err != nil {
-				return err
-			}
-			var err error
-			if unsynced > 0 {
-				// The sender paused: if nothing comes for a moment, make
-				// what arrived durable.
-				d, err = recvWithin(rctx, sess, fileIdleSync)
-				if errors.Is(err, context.DeadlineExceeded) {
-					if err := checkpoint(); err != nil {
-						return err
-					}
-					continue
-				}
-			} else {
-				d, err = sess.Recv(rctx)
-			}
-			if err != nil && s.draining() && ctx.Err() == nil {
-				continue // the check at the top checkpoints and ends
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if d.Seq == session.FileAbortSeq {
-			reason := string(d.Message)
-			if err := in.Abort("the sender gave it up: " + reason); err != nil {
-				return err
-			}
-			s.stats.FilesAborted.Add(1)
-			return fmt.Errorf("%w: %s", errAborted, reason)
-		}
-		at := in.Written()
-		if len(d.Message) == 0 || d.Seq != uint64(at)+uint64(len(d.Message)) {
-			return fmt.Errorf("%w: chunk of %d bytes ending at %d; the file stands at %d", session.ErrProtocol, len(d.Message), d.Seq, at)
-		}
-		if err := in.Write(at, d.Message); err != nil {
-			return err
-		}
-		s.stats.FileBytes.Add(int64(len(d.Message)))
-		unsynced += int64(len(d.Message))
-		unacked++
-		if unsynced >= syncBytes {
-			if err := checkpoint(); err != nil {
-				return err
-			}
-		}
-		if unacked >= half {
-			if err := ack(); err != nil {
-				return err
-			}
-		}
-	}
-	// The last bytes are synced by Deliver, before the file gets its name.
-	return nil
-}
-
-func recvWithin(ctx context.Context, sess *session.Session, d time.Duration) (session.Data, error) {
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	data, err := sess.Recv(wctx)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return data, context.DeadlineExceeded
-	}
-	return data, err
 }
 
 // takeFile verifies and places the whole file, commits its file message

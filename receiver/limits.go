@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/session"
 )
 
@@ -165,7 +166,7 @@ func (s *Server) admit(nc net.Conn) (*connSlot, bool) {
 	_ = nc.Close()
 	if suppressed, ok := s.limits.log.allow(rejectReasons[reason]); ok {
 		s.log.Warn("connection rejected: too many connections; raise the link limits if this is legitimate load",
-			slog.String("reason", rejectReasons[reason]), slog.String(logPeer, ip.String()),
+			slog.String("reason", rejectReasons[reason]), slog.String(logkey.Peer, ip.String()),
 			slog.Int("max_handshakes", s.limits.maxHandshakes), slog.Int("max_handshakes_per_ip", s.limits.maxPerIP),
 			slog.Int("max_connections", s.limits.maxConns), slog.Int64("suppressed", suppressed))
 	}
@@ -226,7 +227,7 @@ func (r *rateLog) allow(key string) (int64, bool) {
 // The counters (Stats) count every one.
 func (s *Server) handshakeFailed(msg, remote string, err error) {
 	if suppressed, ok := s.limits.log.allow(msg); ok {
-		s.log.Warn(msg, slog.String(logPeer, remote), slog.Any(logError, err), slog.Int64("suppressed", suppressed))
+		s.log.Warn(msg, slog.String(logkey.Peer, remote), slog.Any(logkey.Error, err), slog.Int64("suppressed", suppressed))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/session"
 )
@@ -76,8 +77,8 @@ func (s *Server) checkOrigin(peer session.Peer, m *message.Message, publish bool
 	s.stats.ForgedOrigins.Add(1)
 	if s.forged.due(peer.Name, time.Now()) {
 		s.log.Warn("messages with forged origins refused (logged once a minute per peer)",
-			slog.String(logPeer, peer.Name), slog.String("peer_id", peer.ID.String()),
-			slog.String("origin", m.Origin.String()))
+			slog.String(logkey.Peer, peer.Name), slog.String("peer_id", peer.ID.String()),
+			slog.String(logkey.Origin, m.Origin.String()))
 	}
 	if publish {
 		return fmt.Sprintf("origin %s is not this client's id %s: a client publishes only messages of its own origin", m.Origin, peer.ID)

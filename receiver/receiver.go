@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -117,13 +118,6 @@ type Stats struct {
 	FilesOutsideSession atomic.Int64
 }
 
-const (
-	logComponent = "component"
-	logPeer      = "peer"
-	logAddress   = "address"
-	logError     = "error"
-)
-
 // New makes a server; Start opens its listener.
 func New(cfg Config, store *queue.Store, router Router) *Server {
 	if cfg.Window == 0 {
@@ -140,7 +134,7 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 	}
 	return &Server{
 		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret,
-		log:    cfg.Logger.With(slog.String(logComponent, "receiver")),
+		log:    cfg.Logger.With(slog.String(logkey.Component, "receiver")),
 		conns:  map[*session.Conn]struct{}{},
 		limits: newConnLimits(cfg),
 	}
@@ -276,7 +270,7 @@ func (s *Server) acceptLoop() {
 			}
 			// Out of file descriptors and the like: back off, keep serving.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept failed", slog.Any(logError, err))
+			s.log.Warn("accept failed", slog.Any(logkey.Error, err))
 			select {
 			case <-time.After(delay):
 			case <-s.drain.Done():

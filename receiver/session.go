@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -69,10 +70,8 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	case isProtocol(err):
 		s.stats.ProtocolErrors.Add(1)
 	}
-	s.log.Warn("session ended", slog.String(logPeer, peer.Name), slog.String(logAddress, sess.Address()), slog.Any(logError, err))
-	closeCtx, cc := context.WithTimeout(context.Background(), s.handshakeTimeout())
-	defer cc()
-	sess.Close(closeCtx, err.Error())
+	s.log.Warn("session ended", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Address, sess.Address()), slog.Any(logkey.Error, err))
+	sess.CloseWithin(err.Error(), 0)
 }
 
 // errDrained ends a session that stopped because the server is stopping.

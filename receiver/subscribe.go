@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -51,7 +52,7 @@ func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.
 	defer cancel()
 	sub := &subscription{
 		s: s, sess: sess, q: q, maxHeld: 4 * int(sess.Window()),
-		log:  s.log.With(slog.String(logPeer, c.Peer().Name), slog.String(logAddress, q.Name())),
+		log:  s.log.With(slog.String(logkey.Peer, c.Peer().Name), slog.String(logkey.Address, q.Name())),
 		held: map[uint64]held{}, room: make(chan struct{}, 1),
 	}
 	// pushLoop blocks in the queue, which knows nothing of the session:
@@ -77,7 +78,7 @@ func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.
 	if err != nil && sess.Err() == nil && ctx.Err() == nil {
 		// The queue failed (the store is closing): end the session, which
 		// ends settleLoop once it took what the client settled.
-		sub.log.Warn("subscription ended", slog.Any(logError, err))
+		sub.log.Warn("subscription ended", slog.Any(logkey.Error, err))
 		closeCtx, cc := context.WithTimeout(ctx, s.handshakeTimeout())
 		sess.Close(closeCtx, err.Error())
 		cc()
@@ -274,7 +275,7 @@ func (sub *subscription) settle(st session.Settle, ds []*queue.Delivery) []*queu
 // timed out (the message was delivered again) or a store closing.
 func (sub *subscription) check(op session.SettleOp, err error) {
 	if err != nil && !errors.Is(err, queue.ErrLeaseLost) && !errors.Is(err, queue.ErrClosed) {
-		sub.log.Warn("settle failed", slog.String("op", op.String()), slog.Any(logError, err))
+		sub.log.Warn("settle failed", slog.String("op", op.String()), slog.Any(logkey.Error, err))
 	}
 }
 

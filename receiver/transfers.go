@@ -5,22 +5,23 @@ import (
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
 )
 
 // TransferStatus is one file this node is receiving, or whose last
 // attempt failed and waits for the sender to come back.
 type TransferStatus struct {
-	ID       string    `json:"id"`
-	Filename string    `json:"filename"`
-	From     string    `json:"from"` // the peer sending it
-	Dest     string    `json:"destination"`
-	Size     int64     `json:"size"`
-	Offset   int64     `json:"offset"`   // bytes durable here: where a resume starts
-	Received int64     `json:"received"` // bytes arrived, durable or not
-	State    string    `json:"state"`    // receiving, paused
-	Error    string    `json:"error,omitempty"`
-	Since    time.Time `json:"since"`
+	ID       string             `json:"id"`
+	Filename string             `json:"filename"`
+	From     string             `json:"from"` // the peer sending it
+	Dest     string             `json:"destination"`
+	Size     int64              `json:"size"`
+	Offset   int64              `json:"offset"`   // bytes durable here: where a resume starts
+	Received int64              `json:"received"` // bytes arrived, durable or not
+	State    filetransfer.State `json:"state"`    // receiving, paused
+	Error    string             `json:"error,omitempty"`
+	Since    time.Time          `json:"since"`
 }
 
 // transfer is the live record of one file being received.
@@ -45,7 +46,7 @@ func (r *transfers) begin(id string, m *message.Message, peer string, offset int
 	}
 	t := &transfer{reg: r, st: TransferStatus{
 		ID: id, Filename: m.File.Filename, From: peer, Dest: m.Destination,
-		Size: m.File.Filesize, Offset: offset, Received: offset, State: "receiving", Since: time.Now(),
+		Size: m.File.Filesize, Offset: offset, Received: offset, State: filetransfer.StateReceiving, Since: time.Now(),
 	}}
 	r.m[id] = t
 	return t
@@ -68,7 +69,7 @@ func (t *transfer) received(n int64) {
 // sender comes back.
 func (r *transfers) paused(t *transfer, err error) {
 	r.mu.Lock()
-	t.st.State, t.st.Error = "paused", err.Error()
+	t.st.State, t.st.Error = filetransfer.StatePaused, err.Error()
 	r.mu.Unlock()
 }
 
@@ -82,7 +83,7 @@ func (r *transfers) failed(id string, m *message.Message, peer string, err error
 func (r *transfers) end(t *transfer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if t.st.State != "paused" && r.m[t.st.ID] == t {
+	if t.st.State != filetransfer.StatePaused && r.m[t.st.ID] == t {
 		delete(r.m, t.st.ID)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -81,13 +82,16 @@ func (e errPermanent) Unwrap() error { return e.error }
 
 // FileStatus is one file a sender is moving.
 type FileStatus struct {
-	ID       uint64    `json:"id"` // the file message's id
-	Filename string    `json:"filename"`
-	Size     int64     `json:"size"`
-	Acked    int64     `json:"acked"` // bytes the next hop holds durably
-	State    string    `json:"state"` // waiting, sending, backing off
-	Error    string    `json:"error,omitempty"`
-	Since    time.Time `json:"since"`
+	ID       uint64 `json:"id"` // the file message's id
+	Filename string `json:"filename"`
+	Size     int64  `json:"size"`
+	Acked    int64  `json:"acked"` // bytes the next hop holds durably
+	// State is one of filetransfer's sending states: StateSending or
+	// StateBackingOff. It stays a string until the node's FileProgress,
+	// which copies it, takes the typed filetransfer.State.
+	State string    `json:"state"`
+	Error string    `json:"error,omitempty"`
+	Since time.Time `json:"since"`
 }
 
 // files runs a sender's file transfers: Concurrency workers take leased
@@ -176,7 +180,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		s.settleFile(d, nil, errPermanent{err})
 		return
 	}
-	run := &fileRun{st: FileStatus{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: "sending", Since: time.Now()}}
+	run := &fileRun{st: FileStatus{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: string(filetransfer.StateSending), Since: time.Now()}}
 	s.files.mu.Lock()
 	s.files.active[run] = struct{}{}
 	s.files.mu.Unlock()
@@ -185,10 +189,10 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		delete(s.files.active, run)
 		s.files.mu.Unlock()
 	}()
-	log := s.log.With(slog.String("file", m.File.Filename), slog.Uint64("msg_id", m.ID))
+	log := s.log.With(slog.String(logkey.File, m.File.Filename), slog.Uint64("msg_id", m.ID))
 	path, err := s.files.cfg.Source(m)
 	if err != nil {
-		log.Warn("file message refused: its path is not one this node gave it", slog.Any("error", err))
+		log.Warn("file message refused: its path is not one this node gave it", slog.Any(logkey.Error, err))
 		s.settleFile(d, m, errPermanent{err})
 		return
 	}
@@ -205,26 +209,26 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		}
 		if errors.Is(err, filetransfer.ErrCorrupt) && corrupt < maxCorruptRetries {
 			corrupt++
-			log.Warn("the next hop found the file corrupt; sending it again from the start", slog.Any("error", err))
+			log.Warn("the next hop found the file corrupt; sending it again from the start", slog.Any(logkey.Error, err))
 			continue
 		}
 		var perm errPermanent
 		if errors.As(err, &perm) || errors.Is(err, filetransfer.ErrCorrupt) {
-			log.Warn("file transfer failed", slog.Any("error", err))
+			log.Warn("file transfer failed", slog.Any(logkey.Error, err))
 			s.settleFile(d, m, err)
 			return
 		}
 		attempt++
 		wait := s.backoff(attempt)
-		run.set(func(st *FileStatus) { st.State, st.Error = "backing off", err.Error() })
-		log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any("error", err))
+		run.set(func(st *FileStatus) { st.State, st.Error = string(filetransfer.StateBackingOff), err.Error() })
+		log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
 		select {
 		case <-ctx.Done():
 			d.Release()
 			return
 		case <-time.After(wait):
 		}
-		run.set(func(st *FileStatus) { st.State = "sending" })
+		run.set(func(st *FileStatus) { st.State = string(filetransfer.StateSending) })
 	}
 }
 
@@ -237,14 +241,14 @@ func (s *Sender) settleFile(d *queue.Delivery, m *message.Message, err error) {
 	if err == nil {
 		s.files.done.Add(1)
 		if aerr := d.Ack(); aerr != nil && !errors.Is(aerr, queue.ErrClosed) {
-			s.log.Warn("ack of a forwarded file failed", slog.Any("error", aerr))
+			s.log.Warn("ack of a forwarded file failed", slog.Any(logkey.Error, aerr))
 		}
 		return
 	}
 	s.files.failed.Add(1)
 	s.st.refused.Add(1)
 	if derr := d.DeadLetter("file transfer failed: " + err.Error()); derr != nil {
-		s.log.Warn("dead-letter of a failed file failed", slog.Any("error", derr))
+		s.log.Warn("dead-letter of a failed file failed", slog.Any(logkey.Error, derr))
 	}
 }
 
@@ -276,11 +280,7 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, path string, 
 	if err != nil {
 		return fmt.Errorf("open file session to %s: %w", hop, err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		sess.Close(cctx, "transfer over")
-		cancel()
-	}()
+	defer sess.CloseWithin("transfer over", closeWait)
 	ann, err := announcement(m)
 	if err != nil {
 		return errPermanent{err}
@@ -312,7 +312,7 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, path string, 
 			reason = reason[:4096]
 		}
 		if aerr := sess.SendData(ctx, session.FileAbortSeq, []byte(reason)); aerr != nil {
-			s.log.Debug("could not tell the next hop the file was given up", slog.Any("error", aerr))
+			s.log.Debug("could not tell the next hop the file was given up", slog.Any(logkey.Error, aerr))
 		}
 	}
 	return err

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
 	"go.uber.org/fx"
@@ -29,7 +30,7 @@ func NewManager(cfg Config, sc session.Config, dir *address.Directory, hop NextH
 	cfg = cfg.withDefaults()
 	return &Manager{
 		cfg:     cfg,
-		pool:    NewPool(sc, dir, cfg.Logger.With(slog.String("component", "pool"))).withTLS(cfg.TLS),
+		pool:    NewPool(sc, dir, cfg.Logger.With(slog.String(logkey.Component, "pool"))).withTLS(cfg.TLS),
 		hop:     hop,
 		senders: map[*queue.Queue]*Sender{},
 	}

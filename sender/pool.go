@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/session"
 )
 
@@ -218,7 +219,7 @@ func (p *Pool) TryMain(ctx context.Context, node string) bool {
 	if old != nil && old.c != nil {
 		old.c.Close()
 	}
-	p.log.Info("failover: back on main connector", slog.String("node", node), slog.String("addr", pc.addr))
+	p.log.Info("failover: back on main connector", slog.String(logkey.Node, node), slog.String(logkey.Addr, pc.addr))
 	return true
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -95,7 +96,7 @@ func New(cfg Config, q *queue.Queue, dest string, hop NextHop, pool *Pool) *Send
 	cfg = cfg.withDefaults()
 	return &Sender{
 		cfg: cfg, q: q, dest: dest, hop: hop, pool: pool,
-		log: cfg.Logger.With(slog.String("component", "sender"), slog.String("queue", q.Name())),
+		log: cfg.Logger.With(slog.String(logkey.Component, "sender"), slog.String(logkey.Queue, q.Name())),
 	}
 }
 
@@ -141,7 +142,7 @@ func (s *Sender) linkLoop(ctx context.Context) {
 		wait := s.backoff(attempt)
 		s.st.set(StateBackingOff, err, "")
 		s.st.reconnects.Add(1)
-		s.log.Warn("link failed; backing off", slog.Duration("wait", wait), slog.Any("error", err))
+		s.log.Warn("link failed; backing off", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
@@ -181,7 +182,7 @@ func (s *Sender) connectAndStream(ctx context.Context) error {
 	}
 	s.st.set(StateConnected, nil, hop)
 	s.st.addr.Store(s.pool.Addr(hop))
-	s.log.Info("link up", slog.String("hop", hop))
+	s.log.Info("link up", slog.String(logkey.Hop, hop))
 	sctx, reset := context.WithCancel(ctx)
 	s.mu.Lock()
 	s.resetStream = reset

@@ -7,10 +7,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
 )
+
+// closeWait bounds a sender's orderly close of a session: what the close
+// would settle is already settled or released, so the sender does not wait
+// the whole handshake timeout for a next hop that does not answer.
+const closeWait = time.Second
 
 // flight is the window of one session: deliveries sent and not yet acked,
 // in sequence order. Sequences are consecutive, so seq maps to an index.
@@ -78,9 +84,7 @@ func (s *Sender) stream(ctx context.Context, conn *session.Conn, sess *session.S
 	err := s.sendLoop(sctx, sess, fl, slots)
 	cancel(err)
 	// The ack loop ends when the session does; make sure it does.
-	closeCtx, cc := context.WithTimeout(context.Background(), time.Second)
-	sess.Close(closeCtx, "sender stopping or link reset")
-	cc()
+	sess.CloseWithin("sender stopping or link reset", closeWait)
 	wg.Wait()
 	released := 0
 	for _, d := range fl.upTo(^uint64(0)) {
@@ -165,7 +169,7 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 				s.st.inFlight.Add(-1)
 				<-slots
 				if err := d.DeadLetter("refused by the next hop: " + a.Reason); err != nil {
-					s.log.Warn("dead-letter refused message failed", "error", err)
+					s.log.Warn("dead-letter refused message failed", logkey.Error, err)
 				}
 			}
 			continue
@@ -183,7 +187,7 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 		s.st.acked.Add(int64(len(settled)))
 		// One store request for everything this ack covers.
 		if err := s.q.AckAll(settled); err != nil && !errors.Is(err, queue.ErrClosed) {
-			s.log.Warn("ack of forwarded messages failed", "error", err)
+			s.log.Warn("ack of forwarded messages failed", logkey.Error, err)
 		}
 		s.st.ackedAt(now)
 	}

@@ -223,13 +223,3 @@ type ConnStats struct {
 	Buffered, BufferedPeak int64
 	ReadPauses             uint64
 }
-
-// Attribute keys of the logs.
-const (
-	logComponent = "component"
-	logPeer      = "peer"
-	logAddr      = "addr"
-	logSession   = "session"
-	logAddress   = "address"
-	logError     = "error"
-)

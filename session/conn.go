@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // Conn is one authenticated connection between two nodes, carrying many
@@ -62,8 +64,8 @@ func start(nc net.Conn, cfg Config, peer Peer, client bool) *Conn {
 	} else {
 		c.accepts = make(chan *Session, cfg.MaxSessions)
 	}
-	c.log = cfg.Logger.With(slog.String(logComponent, "session"), slog.String("side", side),
-		slog.String(logPeer, peer.Name), slog.String(logAddr, peer.Addr))
+	c.log = cfg.Logger.With(slog.String(logkey.Component, "session"), slog.String("side", side),
+		slog.String(logkey.Peer, peer.Name), slog.String(logkey.Addr, peer.Addr))
 	c.running.Store(2)
 	go c.readLoop()
 	go c.writeLoop()
@@ -73,7 +75,7 @@ func start(nc net.Conn, cfg Config, peer Peer, client bool) *Conn {
 
 func (c *Conn) loopDone() {
 	if c.running.Add(-1) == 0 {
-		c.log.Debug("connection down", slog.Any(logError, c.out.Err()))
+		c.log.Debug("connection down", slog.Any(logkey.Error, c.out.Err()))
 		close(c.done)
 	}
 }
@@ -163,7 +165,7 @@ func (c *Conn) open(ctx context.Context, address string, window uint32, flags ui
 	defer timer.Stop()
 	select {
 	case <-s.created:
-		c.log.Debug("session opened", slog.Uint64(logSession, uint64(id)), slog.String(logAddress, address))
+		c.log.Debug("session opened", slog.Uint64(logkey.Session, uint64(id)), slog.String(logkey.Address, address))
 		return s, nil
 	case <-s.done:
 		return nil, fmt.Errorf("open session for %q with %s: %w", address, c.peer.Name, s.Err())

@@ -323,6 +323,21 @@ func (s *Session) Close(ctx context.Context, reason string) error {
 	return err
 }
 
+// CloseWithin closes the session in order (see Close) for a caller that
+// has no context to bound it with: a session's goroutine ending, a
+// deferred cleanup. It waits at most d for the peer's answer, and never
+// longer than the session's HandshakeTimeout, which is also the wait when
+// d is zero or less: a zero must not cut the close short, or the last
+// acks the close would have carried are lost.
+func (s *Session) CloseWithin(reason string, d time.Duration) error {
+	if d <= 0 || d > s.timeout {
+		return s.Close(context.Background(), reason)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return s.Close(ctx, reason)
+}
+
 // send queues a control frame on this session.
 func (s *Session) send(t Type, flags uint8, p appender) error {
 	return s.out.control(Header{Type: t, Flags: flags, Session: s.id}, p)

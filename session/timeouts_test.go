@@ -274,22 +274,39 @@ func TestOpenContextCancelled(t *testing.T) {
 	})
 }
 
-// TestCloseTimeout: Close frees the session after HandshakeTimeout when the
-// peer never answers.
+// TestCloseTimeout: a close frees the session when the peer never
+// answers: Close after HandshakeTimeout; CloseWithin after its bound, or
+// after HandshakeTimeout when the bound is zero or longer (a zero once cut
+// the close short).
 func TestCloseTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c, release := muteServer(t, true)
-		defer release()
-		snd, err := c.Open(context.Background(), "q", 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = snd.Close(context.Background(), "bye")
-		if err == nil || !strings.Contains(err.Error(), "no response within 10s") {
-			t.Fatalf("Close: %v", err)
-		}
-		if !errors.Is(snd.Err(), ErrClosed) || c.Stats().Sessions != 0 {
-			t.Fatalf("session %v, %d held", snd.Err(), c.Stats().Sessions)
-		}
-	})
+	within := func(d time.Duration) func(*Session) error {
+		return func(s *Session) error { return s.CloseWithin("bye", d) }
+	}
+	for _, tc := range []struct {
+		name  string
+		close func(*Session) error
+		want  string
+	}{
+		{"Close", func(s *Session) error { return s.Close(context.Background(), "bye") }, "no response within 10s"},
+		{"CloseWithin zero", within(0), "no response within 10s"},
+		{"CloseWithin longer", within(time.Hour), "no response within 10s"},
+		{"CloseWithin shorter", within(time.Second), context.DeadlineExceeded.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, release := muteServer(t, true)
+				defer release()
+				snd, err := c.Open(context.Background(), "q", 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tc.close(snd); err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("close: %v, want %q", err, tc.want)
+				}
+				if !errors.Is(snd.Err(), ErrClosed) || c.Stats().Sessions != 0 {
+					t.Fatalf("session %v, %d held", snd.Err(), c.Stats().Sessions)
+				}
+			})
+		})
+	}
 }

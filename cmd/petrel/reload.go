@@ -8,6 +8,7 @@ import (
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/conf"
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // watchConfig reloads the configuration file when it changes and applies
@@ -27,7 +28,7 @@ func watchConfig(ctx context.Context, path string, node *petrel.Node, log *slog.
 				level.Set(next.Log.Level)
 			}
 			if err != nil {
-				log.Error("configuration reload not applied", slog.Any("error", err))
+				log.Error("configuration reload not applied", slog.Any(logkey.Error, err))
 				state.LastError = err.Error()
 				node.SetConfigStatus(state)
 				return

@@ -10,17 +10,24 @@ import (
 	"strconv"
 	"time"
 
-	petrel "github.com/petrelmq/petrel"
-	"github.com/petrelmq/petrel/message"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+
+	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/message"
 )
 
+// sendfileCmd is `petrel sendfile`: its flags, and the steps of a run.
+type sendfileCmd struct {
+	server, cfgPath, dataDir, tokenFile, notify, name string
+	priority                                          int
+	ttl                                               time.Duration
+	asJSON, noWait                                    bool
+}
+
 func newSendfileCmd() *cobra.Command {
-	var server, cfgPath, dataDir, tokenFile, notify, name string
-	var priority int
-	var ttl time.Duration
-	var asJSON, noWait bool
+	sc := &sendfileCmd{}
 	cmd := &cobra.Command{
 		Use:   "sendfile <path> <address@node>",
 		Short: "Send a file through a running node, with a progress bar",
@@ -40,87 +47,118 @@ which sends only files under its admin.file_roots, and asks for the token of
 --token-file or $PETREL_ADMIN_TOKEN if it has admin.token_file.`,
 		Example: `  petrel sendfile ./report.csv reports@plant-7 -c /etc/petrel/petrel.yaml
   petrel sendfile /data/dump.bin backups@site-b --notify notices --json`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 2 {
-				return usageErrorf("want <path> and <address@node>, got %d arguments", len(args))
-			}
-			if _, _, err := message.ParseDestination(args[1]); err != nil {
-				return usageErrorf("destination %q: %v", args[1], err)
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if priority < -1 || priority > 9 {
-				return usageErrorf("--priority %d: want 0 to 9", priority)
-			}
-			path, err := filepath.Abs(args[0])
-			if err != nil {
-				return err
-			}
-			if fi, err := os.Stat(path); err != nil {
-				return fmt.Errorf("sendfile: %w", err)
-			} else if !fi.Mode().IsRegular() {
-				return fmt.Errorf("sendfile: %s is not a regular file", path)
-			}
-			c, err := newAdminClient(server, cfgPath, dataDir, tokenFile)
-			if err != nil {
-				return err
-			}
-			defer c.close()
-			req := petrel.SendFileRequest{Path: path, To: args[1], Filename: name, Notify: notify, TTL: ttl}
-			if priority >= 0 {
-				p := uint8(priority)
-				req.Priority = &p
-			}
-			ctx := cmd.Context()
-			var sent petrel.SendFileResponse
-			if err := c.do(ctx, "POST", "/api/files", req, &sent); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if !asJSON {
-				fmt.Fprintf(out, "stored %s (%d bytes) as message %d for %s\n", sent.Filename, sent.Size, sent.ID, sent.Destination)
-			}
-			var final petrel.FileProgress
-			if !noWait {
-				if final, err = followFile(ctx, c, sent, out, !asJSON); err != nil {
-					return err
-				}
-			}
-			if asJSON {
-				enc := json.NewEncoder(out)
-				return enc.Encode(struct {
-					petrel.SendFileResponse
-					State string `json:"state,omitempty"`
-					Error string `json:"error,omitempty"`
-				}{sent, final.State, final.Error})
-			}
-			if final.State == "failed" {
-				return fmt.Errorf("transfer of %s failed: %s", sent.Filename, final.Error)
-			}
-			fmt.Fprintf(out, "sha256 %s  %s\n", sent.SHA256, sent.Filename)
-			if final.State != "" {
-				fmt.Fprintf(out, "%s", final.State)
-				if final.NextHop != "" {
-					fmt.Fprintf(out, " to %s", final.NextHop)
-				}
-				fmt.Fprintln(out)
-			}
-			return nil
-		},
+		Args: sendfileArgs,
+		RunE: sc.run,
 	}
-	f := cmd.Flags()
-	f.StringVar(&server, "server", "", "the node's admin `address` (host:port); default: the local node's socket")
-	f.StringVarP(&cfgPath, "config", "c", "", "the local node's YAML configuration `file`")
-	f.StringVar(&dataDir, "data-dir", "", "the local node's data `directory`")
-	f.StringVar(&notify, "notify", "", "`address` that gets a notice when the transfer completes or fails")
-	f.StringVar(&name, "name", "", "file `name` at the destination (default: the file's own)")
-	f.IntVar(&priority, "priority", -1, "message priority, 0 to 9 (default 4)")
-	f.DurationVar(&ttl, "ttl", 0, "time to live of the transfer (default: none)")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a progress bar")
-	f.BoolVar(&noWait, "no-wait", false, "return once the node stored the file message")
-	addTokenFlag(cmd, &tokenFile)
+	sc.flags(cmd)
 	return cmd
+}
+
+func (sc *sendfileCmd) flags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&sc.server, "server", "", "the node's admin `address` (host:port); default: the local node's socket")
+	f.StringVarP(&sc.cfgPath, "config", "c", "", "the local node's YAML configuration `file`")
+	f.StringVar(&sc.dataDir, "data-dir", "", "the local node's data `directory`")
+	f.StringVar(&sc.notify, "notify", "", "`address` that gets a notice when the transfer completes or fails")
+	f.StringVar(&sc.name, "name", "", "file `name` at the destination (default: the file's own)")
+	f.IntVar(&sc.priority, "priority", -1, "message priority, 0 to 9 (default 4)")
+	f.DurationVar(&sc.ttl, "ttl", 0, "time to live of the transfer (default: none)")
+	f.BoolVar(&sc.asJSON, "json", false, "print one JSON object instead of a progress bar")
+	f.BoolVar(&sc.noWait, "no-wait", false, "return once the node stored the file message")
+	addTokenFlag(cmd, &sc.tokenFile)
+}
+
+func sendfileArgs(_ *cobra.Command, args []string) error {
+	if len(args) != 2 {
+		return usageErrorf("want <path> and <address@node>, got %d arguments", len(args))
+	}
+	if _, _, err := message.ParseDestination(args[1]); err != nil {
+		return usageErrorf("destination %q: %v", args[1], err)
+	}
+	return nil
+}
+
+// run has the node store the file message, follows the transfer unless
+// --no-wait, and reports how it ended.
+func (sc *sendfileCmd) run(cmd *cobra.Command, args []string) error {
+	req, err := sc.request(args[0], args[1])
+	if err != nil {
+		return err
+	}
+	c, err := newAdminClient(sc.server, sc.cfgPath, sc.dataDir, sc.tokenFile)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ctx := cmd.Context()
+	var sent petrel.SendFileResponse
+	if err := c.do(ctx, "POST", "/api/files", req, &sent); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if !sc.asJSON {
+		fmt.Fprintf(out, "stored %s (%d bytes) as message %d for %s\n", sent.Filename, sent.Size, sent.ID, sent.Destination)
+	}
+	var final petrel.FileProgress
+	if !sc.noWait {
+		if final, err = followFile(ctx, c, sent, out, !sc.asJSON); err != nil {
+			return err
+		}
+	}
+	if sc.asJSON {
+		return printSentJSON(out, sent, final)
+	}
+	return printSent(out, sent, final)
+}
+
+// request checks the flags and the file, and builds the node's request:
+// the node reads the file at its absolute path.
+func (sc *sendfileCmd) request(file, to string) (petrel.SendFileRequest, error) {
+	if sc.priority < -1 || sc.priority > 9 {
+		return petrel.SendFileRequest{}, usageErrorf("--priority %d: want 0 to 9", sc.priority)
+	}
+	path, err := filepath.Abs(file)
+	if err != nil {
+		return petrel.SendFileRequest{}, err
+	}
+	if fi, err := os.Stat(path); err != nil {
+		return petrel.SendFileRequest{}, fmt.Errorf("sendfile: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return petrel.SendFileRequest{}, fmt.Errorf("sendfile: %s is not a regular file", path)
+	}
+	req := petrel.SendFileRequest{Path: path, To: to, Filename: sc.name, Notify: sc.notify, TTL: sc.ttl}
+	if sc.priority >= 0 {
+		p := uint8(sc.priority)
+		req.Priority = &p
+	}
+	return req, nil
+}
+
+// printSentJSON prints the stored file message and, when followed, how
+// its transfer ended, as one JSON object.
+func printSentJSON(out io.Writer, sent petrel.SendFileResponse, final petrel.FileProgress) error {
+	return json.NewEncoder(out).Encode(struct {
+		petrel.SendFileResponse
+		State string `json:"state,omitempty"`
+		Error string `json:"error,omitempty"`
+	}{sent, final.State, final.Error})
+}
+
+// printSent prints the file's SHA-256 and how its transfer ended; a
+// transfer that failed is the command's error.
+func printSent(out io.Writer, sent petrel.SendFileResponse, final petrel.FileProgress) error {
+	if final.State == string(filetransfer.StateFailed) {
+		return fmt.Errorf("transfer of %s failed: %s", sent.Filename, final.Error)
+	}
+	fmt.Fprintf(out, "sha256 %s  %s\n", sent.SHA256, sent.Filename)
+	if final.State != "" {
+		fmt.Fprintf(out, "%s", final.State)
+		if final.NextHop != "" {
+			fmt.Fprintf(out, " to %s", final.NextHop)
+		}
+		fmt.Fprintln(out)
+	}
+	return nil
 }
 
 // followFile polls the node for the file's progress until the next hop
@@ -151,12 +189,12 @@ func followFile(ctx context.Context, c *adminClient, sent petrel.SendFileRespons
 			pb.Set64(p.Acked)
 		}
 		switch p.State {
-		case "handed over", "delivered":
+		case string(filetransfer.StateHandedOver), string(filetransfer.StateDelivered):
 			if pb != nil {
 				pb.Finish()
 			}
 			return p, nil
-		case "failed":
+		case string(filetransfer.StateFailed):
 			if pb != nil {
 				fmt.Fprintln(out)
 			}

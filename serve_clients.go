@@ -15,13 +15,13 @@ import (
 // receiver hands it the messages clients publish and the addresses they
 // subscribe to.
 
-// ClientPublish implements receiver.ClientRouter. A message a client
-// publishes goes where the node's own Producer would send it, once the
+// clientPublish routes a client's publish for the router. A message a
+// client publishes goes where the node's own Producer would send it, once the
 // access rules let the client do so: send, for an address of this node;
 // relay, for an address on another node, which this node forwards on the
 // client's behalf. A file message is refused: its file is on the client's
 // machine, and the node must never read a path a client names.
-func (n *Node) ClientPublish(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, string, error) {
+func (n *Node) clientPublish(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, string, error) {
 	action, err := n.actionFor(m.Destination)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", receiver.ErrRefused, err)
@@ -39,10 +39,10 @@ func (n *Node) ClientPublish(ctx context.Context, peer session.Peer, m *message.
 	return q, dest, nil
 }
 
-// ClientSubscribe implements receiver.ClientRouter: the receive queue of
-// addr, as Node.Consumer finds it, once the access rules let the client
-// consume from it.
-func (n *Node) ClientSubscribe(ctx context.Context, peer session.Peer, addr string) (*queue.Queue, error) {
+// clientSubscribe finds for the router the receive queue of addr, as
+// Node.Consumer finds it, once the access rules let the client consume
+// from it.
+func (n *Node) clientSubscribe(ctx context.Context, peer session.Peer, addr string) (*queue.Queue, error) {
 	if err := n.Authorize(peer.Name, ActionConsume, addr); err != nil {
 		return nil, fmt.Errorf("%w: %w", receiver.ErrDenied, err)
 	}

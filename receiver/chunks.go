@@ -1,0 +1,169 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/session"
+)
+
+// receiveChunks appends chunks until the file is whole. It acks what it
+// received every half window of chunks, so that the sender never waits
+// for a disk, and checkpoints (makes the bytes durable, which is where a
+// later session resumes) every FileSyncBytes and whenever the sender
+// pauses. The final ack, of the whole size, comes only after takeFile.
+func (s *Server) receiveChunks(ctx context.Context, sess *session.Session, in *filetransfer.Incoming, tr *transfer) error {
+	syncBytes := s.cfg.FileSyncBytes
+	if syncBytes <= 0 {
+		syncBytes = DefaultFileSyncBytes
+	}
+	r := &chunkReader{
+		s: s, sess: sess, in: in, tr: tr,
+		size: in.Info().Size, syncBytes: syncBytes, half: max(int(sess.Window())/2, 1),
+	}
+	return r.run(ctx)
+}
+
+// chunkReader is one file session's reading of chunks into its spooled
+// file: what was written since the last ack and the last checkpoint.
+type chunkReader struct {
+	s    *Server
+	sess *session.Session
+	in   *filetransfer.Incoming
+	tr   *transfer
+
+	size      int64 // the file's size: the reader ends there
+	syncBytes int64 // checkpoint once this many bytes are unsynced
+	half      int   // ack once this many chunks are unacked
+
+	unsynced int64 // bytes written since the last checkpoint
+	unacked  int   // chunks written since the last ack
+}
+
+// run takes chunks until the file is whole, and stops short, with what
+// arrived checkpointed, when the server drains.
+func (r *chunkReader) run(ctx context.Context) error {
+	rctx, rcancel := r.s.readCtx(ctx)
+	defer rcancel()
+	for r.in.Written() < r.size {
+		d, ok := r.sess.TryRecv()
+		if !ok && r.s.draining() && ctx.Err() == nil {
+			// Shutting down: keep what arrived for the resume.
+			if err := r.checkpoint(); err != nil {
+				return err
+			}
+			return errDrained
+		}
+		if !ok {
+			var err error
+			if d, ok, err = r.wait(ctx, rctx); err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+		}
+		if err := r.take(d); err != nil {
+			return err
+		}
+	}
+	// The last bytes are synced by Deliver, before the file gets its name.
+	return nil
+}
+
+// wait is called when no chunk is buffered: it acks what arrived, then
+// waits for the next chunk (bounded by rctx, the idle read deadline). ok
+// false with no error means there is nothing to take yet: the sender
+// paused and what arrived was checkpointed, or the server is draining,
+// which run's next round handles.
+func (r *chunkReader) wait(ctx, rctx context.Context) (d session.Data, ok bool, err error) {
+	if err := r.ack(); err != nil {
+		return d, false, err
+	}
+	if r.unsynced > 0 {
+		// The sender paused: if nothing comes for a moment, make what
+		// arrived durable.
+		d, err = recvWithin(rctx, r.sess, fileIdleSync)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return d, false, r.checkpoint()
+		}
+	} else {
+		d, err = r.sess.Recv(rctx)
+	}
+	if err != nil && r.s.draining() && ctx.Err() == nil {
+		return d, false, nil
+	}
+	return d, err == nil, err
+}
+
+// take appends one chunk, or ends the transfer if the sender gave it up,
+// then checkpoints and acks when their thresholds are reached.
+func (r *chunkReader) take(d session.Data) error {
+	if d.Seq == session.FileAbortSeq {
+		return r.abort(string(d.Message))
+	}
+	at := r.in.Written()
+	if len(d.Message) == 0 || d.Seq != uint64(at)+uint64(len(d.Message)) {
+		return fmt.Errorf("%w: chunk of %d bytes ending at %d; the file stands at %d", session.ErrProtocol, len(d.Message), d.Seq, at)
+	}
+	if err := r.in.Write(at, d.Message); err != nil {
+		return err
+	}
+	r.s.stats.FileBytes.Add(int64(len(d.Message)))
+	r.unsynced += int64(len(d.Message))
+	r.unacked++
+	if r.unsynced >= r.syncBytes {
+		if err := r.checkpoint(); err != nil {
+			return err
+		}
+	}
+	if r.unacked >= r.half {
+		return r.ack()
+	}
+	return nil
+}
+
+// abort drops the partial file the sender gave up.
+func (r *chunkReader) abort(reason string) error {
+	if err := r.in.Abort("the sender gave it up: " + reason); err != nil {
+		return err
+	}
+	r.s.stats.FilesAborted.Add(1)
+	return fmt.Errorf("%w: %s", errAborted, reason)
+}
+
+// ack tells the sender how far the file arrived, if anything arrived
+// since the last ack.
+func (r *chunkReader) ack() error {
+	// Never the whole size: that ack means custody, and only takeFile
+	// sends it.
+	if r.unacked == 0 || r.in.Written() >= r.size {
+		return nil
+	}
+	r.unacked = 0
+	r.tr.received(r.in.Written())
+	return r.sess.Ack(uint64(r.in.Written()))
+}
+
+// checkpoint makes what arrived durable: a later session resumes there.
+func (r *chunkReader) checkpoint() error {
+	if err := r.in.Sync(); err != nil {
+		return err
+	}
+	r.unsynced = 0
+	r.tr.progress(r.in.Offset())
+	return nil
+}
+
+func recvWithin(ctx context.Context, sess *session.Session, d time.Duration) (session.Data, error) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	data, err := sess.Recv(wctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return data, context.DeadlineExceeded
+	}
+	return data, err
+}
