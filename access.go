@@ -3,10 +3,10 @@ package petrel
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -161,9 +161,9 @@ type accessControl struct {
 	denied [len(actions)]atomic.Int64
 	// noticesDenied counts the file notices not sent because the peer
 	// that handed the file over may not send where they were going;
-	// noticeLogged holds the peers already logged for it.
+	// noticeLog lets one warning per peer a minute through.
 	noticesDenied atomic.Int64
-	noticeLogged  sync.Map
+	noticeLog     ratelog.Limiter
 	// pathsRefused counts file messages refused, and cleanups not done,
 	// because a path was not one the node derives from its own records.
 	pathsRefused atomic.Int64
