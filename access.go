@@ -3,10 +3,10 @@ package petrel
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -40,10 +40,12 @@ var actions = [...]Action{ActionSend, ActionConsume, ActionRelay}
 // subject to them.
 //
 // A dead-letter address (a name ending in ".dlq", or one an address names
-// as its dead_letter) is matched only by a pattern that names it exactly:
-// "orders.*" and "*" do not reach "orders.dlq". Dead letters hold what
-// failed, often with the reason; reading or filling them is granted on
-// purpose, never by a wildcard written for the live addresses.
+// as its dead_letter) and an expiry address (one an address names as its
+// expiry_address) are matched only by a pattern that names them exactly:
+// "orders.*" and "*" do not reach "orders.dlq" or "orders.expired". They
+// hold what failed or expired, often with the reason; reading or filling
+// them is granted on purpose, never by a wildcard written for the live
+// addresses.
 type AccessRule struct {
 	// Identity is the authenticated name of a peer, or "*" for any peer.
 	// A node's name is the one it proved with the shared secret; when the
@@ -54,8 +56,8 @@ type AccessRule struct {
 	// Send, Consume and Relay are address patterns for each action: an
 	// exact address name ("orders"), a prefix ending in "*" ("orders.*"
 	// matches orders.eu and orders.us, not orders), or "*" for every
-	// address but the dead-letter ones, which only their exact name
-	// matches ("orders.dlq"). They match the name of the address, without "@node": a
+	// address but the dead-letter and expiry ones, which only their exact
+	// name matches ("orders.dlq"). They match the name of the address, without "@node": a
 	// relay rule for "telemetry" lets the peer relay telemetry to any node
 	// this one routes to.
 	Send, Consume, Relay []string
@@ -77,7 +79,7 @@ func (r AccessRule) patterns(action Action) []string {
 // How a rule matches an address.
 const (
 	matchNone  = iota
-	matchWild  // by a pattern with "*": not enough for a dead-letter address
+	matchWild  // by a pattern with "*": not enough for a dead-letter or expiry address
 	matchExact // by a pattern that is the name itself
 )
 
@@ -159,9 +161,9 @@ type accessControl struct {
 	denied [len(actions)]atomic.Int64
 	// noticesDenied counts the file notices not sent because the peer
 	// that handed the file over may not send where they were going;
-	// noticeLogged holds the peers already logged for it.
+	// noticeLog lets one warning per peer a minute through.
 	noticesDenied atomic.Int64
-	noticeLogged  sync.Map
+	noticeLog     ratelog.Limiter
 	// pathsRefused counts file messages refused, and cleanups not done,
 	// because a path was not one the node derives from its own records.
 	pathsRefused atomic.Int64
@@ -203,8 +205,9 @@ func (n *Node) Authorize(identity string, action Action, addr string) error {
 			wild = true
 		}
 	}
-	// Only a pattern naming a dead-letter address reaches it.
-	if wild && !n.isDeadLetter(name) {
+	// Only a pattern naming a dead-letter or expiry address reaches it.
+	held := n.heldAddress(name)
+	if wild && held == "" {
 		return nil
 	}
 	for i, a := range actions {
@@ -213,27 +216,34 @@ func (n *Node) Authorize(identity string, action Action, addr string) error {
 		}
 	}
 	if wild {
-		return fmt.Errorf("node %s: peer %q may not %s (%q is a dead-letter address, which only a %s pattern naming it exactly reaches): %w",
-			n.cfg.Name, identity, doing(action, addr), name, action, ErrDenied)
+		return fmt.Errorf("node %s: peer %q may not %s (%q is %s address, which only a %s pattern naming it exactly reaches): %w",
+			n.cfg.Name, identity, doing(action, addr), name, held, action, ErrDenied)
 	}
 	return fmt.Errorf("node %s: peer %q may not %s (no access rule for %q or \"*\" lists a %s pattern that matches %q): %w",
 		n.cfg.Name, identity, doing(action, addr), identity, action, name, ErrDenied)
 }
 
-// isDeadLetter reports whether the address name holds dead letters: its
-// name ends in ".dlq", or an address names it as its dead_letter.
-func (n *Node) isDeadLetter(name string) bool {
+// heldAddress says what the address name holds, if wildcards may not
+// reach it: "a dead-letter" (its name ends in ".dlq", or an address names
+// it as its dead_letter), "an expiry" (an address names it as its
+// expiry_address), or "" for a live address.
+func (n *Node) heldAddress(name string) string {
 	if queue.IsDeadLetter(name) {
-		return true
+		return "a dead-letter"
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	expiry := false
 	for _, a := range n.addresses {
 		if a.Queue.DeadLetter == name {
-			return true
+			return "a dead-letter"
 		}
+		expiry = expiry || a.Queue.ExpiryAddress == name
 	}
-	return false
+	if expiry {
+		return "an expiry"
+	}
+	return ""
 }
 
 // actionFor is the action that sending to dest takes: ActionSend for an

@@ -251,7 +251,7 @@ func (c *Client) dialOne(ctx context.Context, cn address.Connector) (*session.Co
 	conn, err := session.Client(ctx, nc, c.sc)
 	if err != nil {
 		if errors.Is(err, session.ErrAuth) {
-			err = fmt.Errorf("%w (check DialOptions.Secret against the node's secret)", err)
+			err = fmt.Errorf("%w (if the secret was refused, DialOptions.Secret must be the secret of this client's own entry under the node's peers:, or the node's shared secret if it lists no peers)", err)
 		}
 		return nil, err
 	}

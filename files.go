@@ -286,8 +286,8 @@ func (n *Node) notifyFile(m *message.Message, failure error) {
 // that handed m to this node would be judged sending it: the node sends it
 // on that peer's behalf, so that peer's rights are the most it may have.
 // A file this node created is its own, and not judged. A denial is
-// counted, and logged once per peer; it is returned for the caller to
-// drop the notice.
+// counted, and logged at most once a minute per peer (a bounded
+// ratelog.Limiter); it is returned for the caller to drop the notice.
 func (n *Node) authorizeNotice(m *message.Message, to string) error {
 	by, ok := m.Properties.Get(filetransfer.PropHandedBy)
 	if !ok {
@@ -301,11 +301,12 @@ func (n *Node) authorizeNotice(m *message.Message, to string) error {
 		return nil
 	}
 	n.access.noticesDenied.Add(1)
-	level := slog.LevelDebug
-	if _, logged := n.access.noticeLogged.LoadOrStore(by.Str(), true); !logged {
-		level = slog.LevelWarn
+	level, held := slog.LevelDebug, int64(0)
+	if h, ok := n.access.noticeLog.Allow(by.Str()); ok {
+		level, held = slog.LevelWarn, h
 	}
-	n.log.Log(context.Background(), level, "file notice not sent: the peer that handed the file over may not send there",
-		slog.String(logkey.Peer, by.Str()), slog.String(logkey.To, to), slog.String(logkey.File, m.File.Filename), slog.Any(logkey.Error, err))
+	n.log.Log(context.Background(), level, "file notice not sent: the peer that handed the file over may not send there (logged once a minute per peer)",
+		slog.String(logkey.Peer, by.Str()), slog.String(logkey.To, to), slog.String(logkey.File, m.File.Filename),
+		slog.Any(logkey.Error, err), slog.Int64("suppressed", held))
 	return err
 }

@@ -380,12 +380,16 @@ func TestHostileNoticeToForbiddenAddressIsNotSent(t *testing.T) {
 
 // "orders.*" and "*" do not reach a dead-letter address; only a pattern
 // naming it does.
-func TestHostileWildcardDoesNotReachDeadLetters(t *testing.T) {
+func TestHostileWildcardDoesNotReachDeadLettersOrExpiry(t *testing.T) {
 	n := openNode(t, "plant-7", "127.0.0.1:0", func(c *petrel.Config) {
-		c.Addresses = []petrel.AddressConfig{{Name: "payments", Role: address.RoleReceive, Queue: queue.Policy{DeadLetter: "payments-failed"}}}
+		c.Addresses = []petrel.AddressConfig{
+			{Name: "payments", Role: address.RoleReceive, Queue: queue.Policy{DeadLetter: "payments-failed"}},
+			{Name: "orders", Role: address.RoleReceive, Queue: queue.Policy{ExpiryAddress: "orders.expired"}},
+			{Name: "refunds", Role: address.RoleReceive, Queue: queue.Policy{ExpiryAddress: "late-refunds"}},
+		}
 		c.Access = []petrel.AccessRule{
-			{Identity: "app", Send: []string{"*"}, Consume: []string{"orders.*", "payments*"}},
-			{Identity: "ops", Consume: []string{"orders.dlq", "payments-failed"}},
+			{Identity: "app", Send: []string{"*"}, Consume: []string{"orders.*", "payments*", "late-*"}},
+			{Identity: "ops", Consume: []string{"orders.dlq", "payments-failed", "orders.expired", "late-refunds"}},
 		}
 	})
 	tests := []struct {
@@ -404,6 +408,14 @@ func TestHostileWildcardDoesNotReachDeadLetters(t *testing.T) {
 		{"ops", petrel.ActionConsume, "orders.dlq", true},
 		{"ops", petrel.ActionConsume, "payments-failed", true},
 		{"ops", petrel.ActionConsume, "orders.eu.dlq", false},
+		// Expiry addresses, likewise.
+		{"app", petrel.ActionConsume, "orders.expired", false},
+		{"app", petrel.ActionSend, "orders.expired@plant-7", false},
+		{"app", petrel.ActionConsume, "late-refunds", false},
+		{"app", petrel.ActionConsume, "late-orders", true}, // no address expires into it
+		{"ops", petrel.ActionConsume, "orders.expired", true},
+		{"ops", petrel.ActionConsume, "late-refunds", true},
+		{"ops", petrel.ActionSend, "orders.expired", false},
 	}
 	for _, tt := range tests {
 		err := n.Authorize(tt.who, tt.action, tt.addr)
@@ -412,6 +424,9 @@ func TestHostileWildcardDoesNotReachDeadLetters(t *testing.T) {
 		}
 	}
 	if err := n.Authorize("app", petrel.ActionConsume, "orders.dlq"); err == nil || !strings.Contains(err.Error(), "dead-letter") {
+		t.Errorf("the denial does not say why: %v", err)
+	}
+	if err := n.Authorize("app", petrel.ActionConsume, "orders.expired"); err == nil || !strings.Contains(err.Error(), `"orders.expired" is an expiry address`) {
 		t.Errorf("the denial does not say why: %v", err)
 	}
 	app := dial(t, n, petrel.DialOptions{Name: "app"})

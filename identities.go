@@ -1,14 +1,16 @@
 package petrel
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/session"
@@ -25,8 +27,9 @@ import (
 // the old bindings or the new ones. An identity that proves another id than
 // its own, or an id bound to another identity (or this node's own), is
 // refused at the handshake: no identity can take over another's origin.
-// A client identity without a pin is not bound, as a client makes a new id
-// at every Dial; it still cannot prove an id bound to another identity.
+// A client identity without a pin makes a new id at every Dial: each id it
+// proves is bound to it for a dedupe window after its last handshake (see
+// clientBindings, identities_clients.go).
 
 // bindingsFile holds the ids bound to identities, in the data directory.
 const bindingsFile = "peer-ids.json"
@@ -35,32 +38,46 @@ const bindingsFile = "peer-ids.json"
 type identities struct {
 	self message.NodeID
 	path string
+	now  func() time.Time
+	log  *slog.Logger
 
-	mu    sync.Mutex
-	peers map[string]PeerConfig
-	dial  map[string]string         // neighbours' secrets, by name
-	bound map[string]message.NodeID // persisted; see bindingsFile
+	mu      sync.Mutex
+	peers   map[string]PeerConfig
+	dial    map[string]string         // neighbours' secrets, by name
+	bound   map[string]message.NodeID // node bindings, persisted; see bindingsFile
+	clients *clientBindings           // persisted with them, in batches
+	// Writing bindingsFile: each snapshot is numbered (gen) under mu, and
+	// written under writeMu only if no later one was (written), so that a
+	// batch of client bindings never overwrites a newer node binding.
+	gen        uint64
+	dirty      bool        // client bindings changed since the last snapshot
+	flushTimer *time.Timer // a write of client bindings is due
+	flushing   sync.WaitGroup
+	closed     bool
+	writeMu    sync.Mutex
+	written    uint64
 }
 
 // newIdentities loads the bindings kept in dataDir.
 func newIdentities(cfg Config, self message.NodeID) (*identities, error) {
-	ids := &identities{self: self, path: filepath.Join(cfg.DataDir, bindingsFile), bound: map[string]message.NodeID{}}
+	ids := &identities{
+		self: self, path: filepath.Join(cfg.DataDir, bindingsFile), now: cfg.Store.Now, log: cfg.Logger,
+		bound: map[string]message.NodeID{}, clients: newClientBindings(clientBindingTTL(cfg), maxClientBindings),
+	}
+	if ids.now == nil {
+		ids.now = time.Now
+	}
+	if ids.log == nil {
+		ids.log = slog.Default()
+	}
 	raw, err := os.ReadFile(ids.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return nil, fmt.Errorf("read identity bindings: %w", err)
 	default:
-		var m map[string]string
-		if err := json.Unmarshal(raw, &m); err != nil {
+		if ids.bound, err = parseBindings(raw, ids.clients, ids.now()); err != nil {
 			return nil, fmt.Errorf("read identity bindings from %s: %w (fix or remove the file; every identity is then bound again at its next connection)", ids.path, err)
-		}
-		for name, hex := range m {
-			id, err := message.ParseNodeID(hex)
-			if err != nil {
-				return nil, fmt.Errorf("read identity bindings from %s: identity %q: %w", ids.path, name, err)
-			}
-			ids.bound[name] = id
 		}
 	}
 	ids.set(cfg)
@@ -127,13 +144,18 @@ func (ids *identities) bind(peer session.Peer) error {
 	}
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
-	if owner, ok := ids.ownerOf(peer.ID, peer.Name); ok {
+	now := ids.now()
+	if owner, ok := ids.ownerOf(peer.ID, peer.Name, now); ok {
 		return fmt.Errorf("%w: identity %q claims id %s, which is bound to identity %q", session.ErrAuth, peer.Name, peer.ID, owner)
 	}
 	pin := ids.peers[peer.Name].ID
 	if !pin.IsZero() && pin != peer.ID {
 		return fmt.Errorf("%w: identity %q proved id %s, but its peers entry pins id %s; if that node was rebuilt, set its id: to the new id",
 			session.ErrAuth, peer.Name, peer.ID, pin)
+	}
+	if pin.IsZero() && peer.Kind == session.PeerClient {
+		ids.bindClient(peer.Name, peer.ID, now) // a client makes a new id at every Dial
+		return nil
 	}
 	old, bound := ids.bound[peer.Name]
 	switch {
@@ -142,15 +164,14 @@ func (ids *identities) bind(peer session.Peer) error {
 	case bound && pin.IsZero():
 		return fmt.Errorf("%w: identity %q proved id %s, but it is bound to id %s since its first connection; if that node was rebuilt, pin the new id (id: in its peers entry) or remove %q from %s while this node is stopped",
 			session.ErrAuth, peer.Name, peer.ID, old, peer.Name, ids.path)
-	case pin.IsZero() && peer.Kind == session.PeerClient:
-		return nil // a client makes a new id at every Dial
 	}
 	return ids.save(peer.Name, peer.ID)
 }
 
 // ownerOf returns the identity other than name that id is bound or
-// pinned to. ids.mu is held.
-func (ids *identities) ownerOf(id message.NodeID, name string) (string, bool) {
+// pinned to at now. A pin of name's own takes precedence over a client
+// binding. ids.mu is held.
+func (ids *identities) ownerOf(id message.NodeID, name string, now time.Time) (string, bool) {
 	for n, p := range ids.peers {
 		if n != name && p.ID == id {
 			return n, true
@@ -164,21 +185,23 @@ func (ids *identities) ownerOf(id message.NodeID, name string) (string, bool) {
 			}
 		}
 	}
+	if owner, ok := ids.clients.owner(id, now); ok && owner != name && ids.peers[name].ID != id {
+		return owner, true
+	}
 	return "", false
 }
 
-// save binds name to id and writes the bindings. ids.mu is held.
+// save binds name to id and writes the bindings, the client bindings
+// with them. ids.mu is held.
 func (ids *identities) save(name string, id message.NodeID) error {
-	m := make(map[string]string, len(ids.bound)+1)
-	for n, b := range ids.bound {
-		m[n] = b.String()
+	nodes := maps.Clone(ids.bound)
+	nodes[name] = id
+	data, gen, err := ids.snapshot(nodes)
+	if err == nil {
+		err = ids.write(data, gen)
 	}
-	m[name] = id.String()
-	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return err
-	}
-	if err := writeFileAtomic(ids.path, append(data, '\n')); err != nil {
+		ids.dirty = true
 		return fmt.Errorf("bind identity %q to id %s: %w", name, id, err)
 	}
 	ids.bound[name] = id

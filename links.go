@@ -41,14 +41,18 @@ type linkOut struct {
 }
 
 // linkConfigs derives the link packages' configurations from the node's,
-// and loads the identities the links authenticate with.
-func linkConfigs(n *Node, t nodeTLS) (linkOut, error) {
+// and loads the identities the links authenticate with, written again
+// when the node stops.
+func linkConfigs(lc fx.Lifecycle, n *Node, t nodeTLS) (linkOut, error) {
 	c := n.cfg
 	idents, err := newIdentities(c, n.id)
 	if err != nil {
 		return linkOut{}, err
 	}
 	n.idents = idents
+	// Appended before the receiver's hook, so it runs after the receiver
+	// stopped: no handshake binds an id once the bindings are written.
+	lc.Append(fx.Hook{OnStop: func(context.Context) error { return idents.close() }})
 	sc := session.Config{
 		Name: c.Name, ID: n.id, MaxFrame: uint32(c.Link.MaxFrame),
 		HandshakeTimeout: c.Link.HandshakeTimeout, WriteTimeout: c.Link.WriteTimeout,

@@ -49,6 +49,7 @@ func newRegistry(n *Node, cm *commitMetrics) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		nodeCollector{n},
+		identityCollector{n},
 		cm.batch, cm.latency,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

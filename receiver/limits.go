@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/session"
 )
 
@@ -51,7 +52,7 @@ type connLimits struct {
 	perIP       map[netip.Addr]int // handshaking connections per remote IP
 
 	rejected [3]atomic.Int64 // by reason, in the order of rejectReasons
-	log      rateLog
+	log      ratelog.Limiter
 }
 
 var rejectReasons = [3]string{RejectHandshakes, RejectHandshakesPerIP, RejectConnections}
@@ -62,7 +63,7 @@ func newConnLimits(cfg Config) *connLimits {
 		maxPerIP:      orDefaultInt(cfg.MaxHandshakesPerIP, DefaultMaxHandshakesPerIP),
 		maxConns:      orDefaultInt(cfg.MaxConnections, DefaultMaxConnections),
 		perIP:         map[netip.Addr]int{},
-		log:           rateLog{every: rejectLogEvery, now: time.Now},
+		log:           ratelog.Limiter{Every: rejectLogEvery},
 	}
 }
 
@@ -164,7 +165,7 @@ func (s *Server) admit(nc net.Conn) (*connSlot, bool) {
 	// Counted before the close, which the peer sees.
 	s.limits.rejected[reason].Add(1)
 	_ = nc.Close()
-	if suppressed, ok := s.limits.log.allow(rejectReasons[reason]); ok {
+	if suppressed, ok := s.limits.log.Allow(rejectReasons[reason]); ok {
 		s.log.Warn("connection rejected: too many connections; raise the link limits if this is legitimate load",
 			slog.String("reason", rejectReasons[reason]), slog.String(logkey.Peer, ip.String()),
 			slog.Int("max_handshakes", s.limits.maxHandshakes), slog.Int("max_handshakes_per_ip", s.limits.maxPerIP),
@@ -192,41 +193,12 @@ func (s *Server) ConnCounts() ConnCounts {
 	return cc
 }
 
-// rateLog lets one log line per key through every period, and counts the
-// ones it held back.
-type rateLog struct {
-	every time.Duration
-	now   func() time.Time
-
-	mu         sync.Mutex
-	last       map[string]time.Time
-	suppressed map[string]int64
-}
-
-// allow reports whether a line for key may be logged now, and how many
-// were held back since the last one.
-func (r *rateLog) allow(key string) (int64, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.last == nil {
-		r.last, r.suppressed = map[string]time.Time{}, map[string]int64{}
-	}
-	now := r.now()
-	if last, ok := r.last[key]; ok && now.Sub(last) < r.every {
-		r.suppressed[key]++
-		return 0, false
-	}
-	n := r.suppressed[key]
-	r.last[key], r.suppressed[key] = now, 0
-	return n, true
-}
-
 // handshakeFailed logs a connection that failed its TLS or session
 // handshake, at most once per kind every rejectLogEvery: a flood of
 // connections that never finish their handshake must not flood the log.
 // The counters (Stats) count every one.
 func (s *Server) handshakeFailed(msg, remote string, err error) {
-	if suppressed, ok := s.limits.log.allow(msg); ok {
+	if suppressed, ok := s.limits.log.Allow(msg); ok {
 		s.log.Warn(msg, slog.String(logkey.Peer, remote), slog.Any(logkey.Error, err), slog.Int64("suppressed", suppressed))
 	}
 }

@@ -137,23 +137,3 @@ func TestConnectionsBoundCountsAuthenticated(t *testing.T) {
 		t.Fatalf("rejected for connections: %d, want 1", got)
 	}
 }
-
-func TestRateLogHoldsBackAndCounts(t *testing.T) {
-	now := time.Unix(1000, 0)
-	r := rateLog{every: 10 * time.Second, now: func() time.Time { return now }}
-	if n, ok := r.allow("x"); !ok || n != 0 {
-		t.Fatalf("first line: %d %v", n, ok)
-	}
-	for range 5 {
-		if _, ok := r.allow("x"); ok {
-			t.Fatal("a second line within the period")
-		}
-	}
-	if _, ok := r.allow("y"); !ok {
-		t.Fatal("another key was held back")
-	}
-	now = now.Add(10 * time.Second)
-	if n, ok := r.allow("x"); !ok || n != 5 {
-		t.Fatalf("after the period: %d %v, want 5 held back", n, ok)
-	}
-}

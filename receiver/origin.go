@@ -3,7 +3,6 @@ package receiver
 import (
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/petrelmq/petrel/internal/logkey"
@@ -38,35 +37,6 @@ type PeerBinder interface {
 // forgedLogEvery is how often a peer's forged origins are logged at most.
 const forgedLogEvery = time.Minute
 
-// originLog rate-limits the log of forged origins: one line per peer per
-// forgedLogEvery, whatever the peer sends.
-type originLog struct {
-	mu   sync.Mutex
-	last map[string]time.Time // by peer name
-}
-
-// due reports whether peer's forged origins may be logged now, and
-// records that they were.
-func (l *originLog) due(peer string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.last == nil {
-		l.last = map[string]time.Time{}
-	}
-	if t, ok := l.last[peer]; ok && now.Sub(t) < forgedLogEvery {
-		return false
-	}
-	// Forget the quiet peers, so that the map does not grow with every
-	// name ever refused.
-	for p, t := range l.last {
-		if now.Sub(t) >= forgedLogEvery {
-			delete(l.last, p)
-		}
-	}
-	l.last[peer] = now
-	return true
-}
-
 // checkOrigin returns why m may not come from peer, or "" if it may. A
 // refusal is counted, and logged at most once per peer per minute.
 // publish says m came on a client's publish session.
@@ -75,10 +45,10 @@ func (s *Server) checkOrigin(peer session.Peer, m *message.Message, publish bool
 		return ""
 	}
 	s.stats.ForgedOrigins.Add(1)
-	if s.forged.due(peer.Name, time.Now()) {
+	if held, ok := s.forged.Allow(peer.Name); ok {
 		s.log.Warn("messages with forged origins refused (logged once a minute per peer)",
 			slog.String(logkey.Peer, peer.Name), slog.String("peer_id", peer.ID.String()),
-			slog.String(logkey.Origin, m.Origin.String()))
+			slog.String(logkey.Origin, m.Origin.String()), slog.Int64("suppressed", held))
 	}
 	if publish {
 		return fmt.Sprintf("origin %s is not this client's id %s: a client publishes only messages of its own origin", m.Origin, peer.ID)

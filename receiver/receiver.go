@@ -13,6 +13,7 @@ import (
 
 	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -87,7 +88,7 @@ type Server struct {
 	stats     Stats
 	transfers transfers
 	holders   holders
-	forged    originLog // rate-limits the log of forged origins
+	forged    *ratelog.Limiter // rate-limits the log of forged origins, per peer
 	limits    *connLimits
 }
 
@@ -137,6 +138,7 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 		log:    cfg.Logger.With(slog.String(logkey.Component, "receiver")),
 		conns:  map[*session.Conn]struct{}{},
 		limits: newConnLimits(cfg),
+		forged: &ratelog.Limiter{Every: forgedLogEvery},
 	}
 }
 

@@ -1,0 +1,89 @@
+// Package ratelog holds back repeated log lines: one line per key (a
+// peer, a reason) per period gets through, and the lines held back are
+// counted, so that a peer that repeats a fault cannot flood the log.
+//
+// Memory is bounded: once more than pruneAbove keys are held, the keys
+// whose period has ended are forgotten; only keys that logged within the
+// last period stay. It imports nothing of Petrel.
+package ratelog
+
+import (
+	"sync"
+	"time"
+)
+
+// DefaultEvery is the period of a Limiter whose Every is zero.
+const DefaultEvery = time.Minute
+
+// pruneAbove is how many keys a Limiter holds before it forgets those
+// whose period ended. Below it nothing is forgotten, so that a few
+// recurring keys keep their count of lines held back.
+const pruneAbove = 256
+
+// Limiter lets one line per key through every period. The zero Limiter
+// lets one through per key per DefaultEvery, on the wall clock. It is safe
+// for concurrent use; its fields must not change once it is used.
+type Limiter struct {
+	// Every is the period (DefaultEvery when zero).
+	Every time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	mu   sync.Mutex
+	keys map[string]*state
+}
+
+type state struct {
+	last time.Time // when the last line got through
+	held int64     // lines held back since
+}
+
+// Allow reports whether a line for key may be logged now and, if so, how
+// many were held back since the last one.
+func (l *Limiter) Allow(key string) (held int64, ok bool) {
+	every, now := l.Every, time.Now
+	if every <= 0 {
+		every = DefaultEvery
+	}
+	if l.Now != nil {
+		now = l.Now
+	}
+	t := now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.keys == nil {
+		l.keys = map[string]*state{}
+	}
+	s, seen := l.keys[key]
+	if seen && t.Sub(s.last) < every {
+		s.held++
+		return 0, false
+	}
+	if !seen {
+		l.prune(t, every)
+		s = &state{}
+		l.keys[key] = s
+	}
+	held, s.last, s.held = s.held, t, 0
+	return held, true
+}
+
+// prune forgets the keys whose period ended, once there are too many.
+// l.mu is held.
+func (l *Limiter) prune(t time.Time, every time.Duration) {
+	if len(l.keys) < pruneAbove {
+		return
+	}
+	for k, s := range l.keys {
+		if t.Sub(s.last) >= every {
+			delete(l.keys, k)
+		}
+	}
+}
+
+// Len returns how many keys the Limiter holds.
+func (l *Limiter) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys)
+}
