@@ -4,10 +4,11 @@
 //
 // Invariants:
 //   - conf imports only what it configures (the root package, queue,
-//     address, message) and fsnotify to watch the file, and must not be
-//     imported by any of them: each exports its own Config, so it can be
-//     embedded and tested without YAML. Only conf and filetransfer import
-//     fsnotify.
+//     address, message), the table of live and restart-only settings that
+//     it shares with the node (internal/reload), and fsnotify to watch the
+//     file, and must not be imported by any of them: each exports its own
+//     Config, so it can be embedded and tested without YAML. Only conf and
+//     filetransfer import fsnotify.
 //   - Every problem in a file is an *Error that names the file, line, column,
 //     field path and reason, and wraps ErrInvalid (and, where a package owns
 //     the rule, that package's sentinel, such as address.ErrRole or
@@ -38,7 +39,8 @@
 //
 // To add a section, add a field with its yaml tag to File and a type with a
 // check method in a file of its own, list it in File.sections, and decide in
-// reloadRules (diff.go) whether it changes live. Decoding needs no change.
+// the table of internal/reload whether it changes live. Decoding needs no
+// change.
 //
 // # Live reload
 //
