@@ -1,6 +1,7 @@
 package petrel
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,11 +91,17 @@ func (s *adminServer) handleQueues(w http.ResponseWriter, _ *http.Request) {
 func (s *adminServer) handlePurge(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue(adminapi.ParamQueue)
 	count, err := s.node.Purge(r.Context(), name)
+	writeCount(w, name, count, err)
+}
+
+// writeCount answers a purge or a replay: how many messages of queue it
+// deleted or moved, or its error.
+func writeCount(w http.ResponseWriter, queue string, count int, err error) {
 	if err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	writeJSON(w, adminapi.CountResponse{Queue: name, Count: count})
+	writeJSON(w, adminapi.CountResponse{Queue: queue, Count: count})
 }
 
 func (s *adminServer) handleDeadLetters(w http.ResponseWriter, r *http.Request) {
@@ -125,7 +132,6 @@ func (s *adminServer) handleDeadLetters(w http.ResponseWriter, r *http.Request) 
 }
 
 func (s *adminServer) handleReplay(w http.ResponseWriter, r *http.Request) {
-	addr := r.PathValue(adminapi.ParamAddr)
 	var req adminapi.ReplayRequest
 	if err := decodeBody(w, r, 1<<20, &req); err != nil {
 		writeAPIError(w, err)
@@ -135,30 +141,24 @@ func (s *adminServer) handleReplay(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("count %d: want a count, 0 for all", req.Count))
 		return
 	}
-	name, err := s.node.DeadLetterQueue(addr)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	count, err := s.node.Replay(r.Context(), addr, req.Count)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	writeJSON(w, adminapi.CountResponse{Queue: name, Count: count})
+	s.onDeadLetters(w, r, func(ctx context.Context, addr string) (int, error) {
+		return s.node.Replay(ctx, addr, req.Count)
+	})
 }
 
 func (s *adminServer) handlePurgeDeadLetters(w http.ResponseWriter, r *http.Request) {
+	s.onDeadLetters(w, r, s.node.PurgeDeadLetters)
+}
+
+// onDeadLetters runs op on the dead letters of the request's address and
+// answers how many it deleted or moved.
+func (s *adminServer) onDeadLetters(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, addr string) (int, error)) {
 	addr := r.PathValue(adminapi.ParamAddr)
 	name, err := s.node.DeadLetterQueue(addr)
 	if err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	count, err := s.node.PurgeDeadLetters(r.Context(), addr)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	writeJSON(w, adminapi.CountResponse{Queue: name, Count: count})
+	count, err := op(r.Context(), addr)
+	writeCount(w, name, count, err)
 }
