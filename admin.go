@@ -8,34 +8,84 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
 )
 
-// The admin endpoints, served on Config.Admin.Listen and on the unix
-// socket in the data directory:
-//
-//	GET /healthz     200 "ok" while the process serves
-//	GET /readyz      200 "ready" once the node started; 503 before and while stopping
-//	GET /metrics     Prometheus text, from the node's own registry
-//	GET /api/status  Status as JSON (also at /status, which ReadStatus uses)
-//	POST /api/files  send a file (see adminFiles); GET /api/files/{id} its progress
-//
-// Over TCP every request passes adminGuard (admin_guard.go): Host, Origin,
-// the bearer token and the Content-Type of POSTs. The unix socket checks
-// only the Content-Type; reaching it takes the node's user.
+// The admin endpoints (internal/adminapi lists them, with their bodies)
+// are served on the unix socket in the data directory and, when
+// Config.Admin.Listen is set, over TCP. Over TCP every request passes
+// adminGuard (admin_guard.go): Host, Origin, the bearer token and the
+// Content-Type of POSTs. The unix socket checks only the Content-Type;
+// reaching it takes the node's user.
 
-// adminServer is one HTTP server of the admin endpoints, and its goroutine.
-type adminServer struct {
-	ln   net.Listener
-	srv  *http.Server
-	done chan struct{}
+// adminNode is what the admin endpoints need of the node: its operating
+// methods, and the two lookups the embedding API does not offer.
+type adminNode interface {
+	Status() Status
+	QueueStats() []QueueStats
+	Producer() *Producer
+	Sync(ctx context.Context) error
+	Purge(ctx context.Context, name string) (int, error)
+	DeadLetterQueue(addr string) (string, error)
+	DeadLetters(ctx context.Context, addr string, limit int) ([]StoredMessage, error)
+	PurgeDeadLetters(ctx context.Context, addr string) (int, error)
+	Replay(ctx context.Context, addr string, count int) (int, error)
+	// lookupQueue returns the queue called name, for POST /api/recv.
+	lookupQueue(name string) (*queue.Queue, error)
+	// fileProgress says where the file message id, sent from the node,
+	// stands.
+	fileProgress(id uint64) adminapi.FileProgress
 }
 
-// adminScope is what a request may reach, by the server it came to.
+// adminServer serves the admin endpoints, in the manner of litestream's
+// Server: its own handlers, one route table (routes), its own listeners
+// and logger, and the node reached only through adminNode.
+type adminServer struct {
+	node    adminNode
+	log     *slog.Logger
+	metrics http.Handler // the node's own registry
+	// refused counts the requests refused, by reason (admin_guard.go).
+	refused *prometheus.CounterVec
+	// maxSend bounds the body of POST /api/send: the message's body as
+	// base64 (4 bytes per 3), plus its properties.
+	maxSend int64
+	// ready is set once every component of the node started, cleared when
+	// it stops (/readyz).
+	ready atomic.Bool
+	// socket serves the unix socket; tcp, Config.Admin.Listen (nil when it
+	// is empty).
+	socket, tcp *adminEndpoint
+}
+
+// newAdminServer makes the admin server of n, and registers its counter
+// of refusals in reg, whose figures it serves.
+func newAdminServer(n adminNode, log *slog.Logger, reg *prometheus.Registry, limits message.Limits) *adminServer {
+	maxBody := limits.MaxBody
+	if maxBody <= 0 {
+		maxBody = message.DefaultLimits().MaxBody
+	}
+	s := &adminServer{
+		node:    n,
+		log:     log.With(slog.String(logkey.Component, "admin")),
+		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		refused: newAdminRefused(),
+		maxSend: int64(maxBody)/3*4 + 16<<20,
+	}
+	reg.MustRegister(s.refused)
+	return s
+}
+
+// adminScope is what a request may reach, by the listener it came to.
 type adminScope struct {
 	// tcp is set on the TCP listener; fileRoots are then the only
 	// directories POST /api/files may read.
@@ -43,88 +93,149 @@ type adminScope struct {
 	fileRoots []string
 }
 
-// adminHandler routes the admin endpoints.
-func (n *Node) adminHandler(scope adminScope) http.Handler {
+// routes is the one table of the admin endpoints.
+func (s *adminServer) routes(scope adminScope) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !n.ready.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
-	status := func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(n.Status())
-	}
-	mux.HandleFunc("GET /api/status", status)
-	mux.HandleFunc("GET /status", status)
-	n.adminFiles(mux, scope)
-	n.adminAPI(mux)
+	mux.HandleFunc("GET "+adminapi.PathHealthz, s.handleHealthz)
+	mux.HandleFunc("GET "+adminapi.PathReadyz, s.handleReadyz)
+	mux.Handle("GET "+adminapi.PathMetrics, s.metrics)
+	mux.HandleFunc("GET "+adminapi.PathStatus, s.handleStatus)
+	mux.HandleFunc("GET "+adminapi.PathStatusOld, s.handleStatus)
+	mux.HandleFunc("POST "+adminapi.PathSend, s.handleSend)
+	mux.HandleFunc("POST "+adminapi.PathRecv, s.handleRecv)
+	mux.HandleFunc("GET "+adminapi.PathQueues, s.handleQueues)
+	mux.HandleFunc("POST "+adminapi.PathQueuePurge, s.handlePurge)
+	mux.HandleFunc("GET "+adminapi.PathDeadLetters, s.handleDeadLetters)
+	mux.HandleFunc("POST "+adminapi.PathReplay, s.handleReplay)
+	mux.HandleFunc("POST "+adminapi.PathDLQPurge, s.handlePurgeDeadLetters)
+	mux.HandleFunc("POST "+adminapi.PathFiles, s.handleSendFile(scope))
+	mux.HandleFunc("GET "+adminapi.PathFile, s.handleFileProgress)
 	return mux
 }
 
-// serveAdmin serves h on ln until stop; what names the server in logs.
-func (n *Node) serveAdmin(ln net.Listener, h http.Handler, what string) *adminServer {
-	a := &adminServer{
+// tcpHandler is the TCP listener's handler, bound at bound: the routes
+// behind adminGuard.
+func (s *adminServer) tcpHandler(cfg AdminConfig, bound net.Addr) http.Handler {
+	return newAdminGuard(s.routes(adminScope{tcp: true, fileRoots: cfg.FileRoots}), cfg, bound, s.refused)
+}
+
+func (s *adminServer) handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	fmt.Fprintln(w, "ok")
+}
+
+func (s *adminServer) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready.Load() {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+func (s *adminServer) handleStatus(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, s.node.Status())
+}
+
+// listenSocket serves the admin endpoints over the unix socket in the
+// data directory dir. The directory is 0700 and the socket 0600, so only
+// the node's user (and root) reach it; it asks no token, and its POST
+// /api/files reads any file that user can read.
+func (s *adminServer) listenSocket(dir string) error {
+	path := adminapi.SocketPath(dir)
+	// A socket left by a crashed process would make Listen fail.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	// The directory already keeps others out; the mode says the same of
+	// the socket itself, whatever the umask.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	s.socket = s.serve(ln, requireJSON(s.routes(adminScope{}), s.refused), "admin socket")
+	return nil
+}
+
+// listenTCP opens the admin TCP listener, if cfg.Listen is set, and marks
+// the node ready: every other component started before it.
+func (s *adminServer) listenTCP(cfg AdminConfig) error {
+	if cfg.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("admin listen on %s: %w", cfg.Listen, err)
+		}
+		s.tcp = s.serve(ln, s.tcpHandler(cfg, ln.Addr()), "admin endpoint")
+		s.log.Info("admin endpoint listening", slog.String(logkey.Addr, ln.Addr().String()),
+			slog.Bool("token", cfg.Token != ""), slog.Int("file_roots", len(cfg.FileRoots)))
+	}
+	s.ready.Store(true)
+	return nil
+}
+
+// stopTCP marks the node not ready, so that /readyz on the unix socket
+// answers 503 while the rest stops, and closes the TCP listener.
+func (s *adminServer) stopTCP(ctx context.Context) {
+	s.ready.Store(false)
+	s.tcp.stop(ctx)
+}
+
+func (s *adminServer) stopSocket(ctx context.Context) { s.socket.stop(ctx) }
+
+// tcpAddr is the TCP listener's address, "" if there is none.
+func (s *adminServer) tcpAddr() string {
+	if s.tcp == nil {
+		return ""
+	}
+	return s.tcp.ln.Addr().String()
+}
+
+// adminEndpoint is one listener of the admin server, and its goroutine.
+type adminEndpoint struct {
+	ln   net.Listener
+	srv  *http.Server
+	done chan struct{}
+}
+
+// serve serves h on ln until stop; what names the listener in logs.
+func (s *adminServer) serve(ln net.Listener, h http.Handler, what string) *adminEndpoint {
+	e := &adminEndpoint{
 		ln:   ln,
 		srv:  &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second},
 		done: make(chan struct{}),
 	}
 	go func() {
-		defer close(a.done)
-		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.log.Warn(what+" stopped", slog.Any(logkey.Error, err))
+		defer close(e.done)
+		if err := e.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Warn(what+" stopped", slog.Any(logkey.Error, err))
 		}
 	}()
-	return a
+	return e
 }
 
-// stop shuts the server down, letting requests in progress finish until
+// stop shuts the listener down, letting requests in progress finish until
 // ctx ends, and waits for its goroutine.
-func (a *adminServer) stop(ctx context.Context) {
-	if a == nil {
+func (e *adminEndpoint) stop(ctx context.Context) {
+	if e == nil {
 		return
 	}
-	a.srv.Shutdown(ctx)
-	<-a.done
-}
-
-// startAdminHTTP opens the admin TCP listener, if one is configured, and
-// marks the node ready: every other component started before it.
-func (n *Node) startAdminHTTP(context.Context) error {
-	if addr := n.cfg.Admin.Listen; addr != "" {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("admin listen on %s: %w", addr, err)
-		}
-		adm := n.cfg.Admin
-		h := n.adminHandler(adminScope{tcp: true, fileRoots: adm.FileRoots})
-		n.adminHTTP = n.serveAdmin(ln, newAdminGuard(h, adm, ln.Addr(), n.adminRefused), "admin endpoint")
-		n.log.Info("admin endpoint listening", slog.String("addr", ln.Addr().String()),
-			slog.Bool("token", adm.Token != ""), slog.Int("file_roots", len(adm.FileRoots)))
-	}
-	n.ready.Store(true)
-	return nil
-}
-
-// stopAdminHTTP marks the node not ready, so that /readyz on the unix
-// socket answers 503 while the rest stops, and closes the TCP listener.
-func (n *Node) stopAdminHTTP(ctx context.Context) error {
-	n.ready.Store(false)
-	n.adminHTTP.stop(ctx)
-	return nil
+	e.srv.Shutdown(ctx)
+	<-e.done
 }
 
 // AdminAddr returns the address the admin endpoint listens on, "" if it
 // is off (Config.Admin.Listen empty).
-func (n *Node) AdminAddr() string {
-	if n.adminHTTP == nil {
-		return ""
-	}
-	return n.adminHTTP.ln.Addr().String()
+func (n *Node) AdminAddr() string { return n.admin.tcpAddr() }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeJSONError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(adminapi.ErrorResponse{Error: msg})
 }

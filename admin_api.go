@@ -1,6 +1,7 @@
 package petrel
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,61 +9,18 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
 
-// adminAPI serves what `petrel send`, `recv`, `queues`, `purge` and `dlq`
-// call, beside the other admin endpoints (admin.go), on the unix socket
-// and on the admin listener. Bodies are JSON (admin_api_types.go):
+// The handlers of what `petrel send`, `recv`, `queues`, `purge` and `dlq`
+// call (their paths and bodies are in internal/adminapi). They send, take
+// and delete messages: over TCP they pass adminGuard (admin_guard.go), the
+// bearer token included when one is configured.
 //
-//	POST /api/send                  SendRequest → SendResponse, once the message is durable
-//	POST /api/recv                  RecvRequest → RecvResponse
-//	GET  /api/queues                → []QueueStats, by name
-//	POST /api/queues/{queue}/purge  → CountResponse: the messages deleted
-//	GET  /api/dlq/{addr}?limit=N    → DeadLettersResponse, consuming nothing
-//	POST /api/dlq/{addr}/replay     {"count": N} (0 or no body: all) → CountResponse: the messages moved back
-//	POST /api/dlq/{addr}/purge      → CountResponse: the dead letters deleted
-//
-// An error answers {"error": "..."}: 400 for a malformed request or an
-// invalid message, 404 for an unknown queue or address, 409 for an
-// address that cannot do what was asked (not a receive address, no
-// route), 503 while the node closes or when its store is full.
-//
-// They send, take and delete messages: over TCP they pass adminGuard
-// (admin_guard.go), the bearer token included when one is configured.
-func (n *Node) adminAPI(mux *http.ServeMux) {
-	mux.HandleFunc("POST /api/send", n.handleSend)
-	mux.HandleFunc("POST /api/recv", n.handleRecv)
-	mux.HandleFunc("GET /api/queues", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, n.QueueStats())
-	})
-	mux.HandleFunc("POST /api/queues/{queue}/purge", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("queue")
-		count, err := n.Purge(r.Context(), name)
-		if err != nil {
-			writeAPIError(w, err)
-			return
-		}
-		writeJSON(w, CountResponse{Queue: name, Count: count})
-	})
-	mux.HandleFunc("GET /api/dlq/{addr}", n.handleDeadLetters)
-	mux.HandleFunc("POST /api/dlq/{addr}/replay", n.handleReplay)
-	mux.HandleFunc("POST /api/dlq/{addr}/purge", func(w http.ResponseWriter, r *http.Request) {
-		addr := r.PathValue("addr")
-		name, err := n.DeadLetterQueue(addr)
-		if err != nil {
-			writeAPIError(w, err)
-			return
-		}
-		count, err := n.PurgeDeadLetters(r.Context(), addr)
-		if err != nil {
-			writeAPIError(w, err)
-			return
-		}
-		writeJSON(w, CountResponse{Queue: name, Count: count})
-	})
-}
+// An error answers {"error": "..."} with the status that fits it
+// (apiStatus).
 
 // writeAPIError answers err with the status that fits it.
 func writeAPIError(w http.ResponseWriter, err error) {
@@ -96,6 +54,9 @@ func apiStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
+// errBadRequest marks a request the API refuses as malformed (400).
+var errBadRequest = errors.New("bad request")
+
 // decodeBody reads r's JSON body into v; an empty body leaves v as it is.
 func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error {
 	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, max)).Decode(v)
@@ -105,89 +66,73 @@ func decodeBody(w http.ResponseWriter, r *http.Request, max int64, v any) error 
 	return nil
 }
 
-func (n *Node) handleSend(w http.ResponseWriter, r *http.Request) {
-	var req SendRequest
-	// The body travels as base64: 4 bytes per 3, plus the properties.
-	maxBody := n.cfg.Limits.MaxBody
-	if maxBody <= 0 {
-		maxBody = message.DefaultLimits().MaxBody
-	}
-	if err := decodeBody(w, r, int64(maxBody)/3*4+16<<20, &req); err != nil {
+func (s *adminServer) handleSend(w http.ResponseWriter, r *http.Request) {
+	var req adminapi.SendRequest
+	if err := decodeBody(w, r, s.maxSend, &req); err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	m, err := n.messageToSend(req)
+	p := s.node.Producer()
+	m, err := messageToSend(p, req)
 	if err == nil {
-		err = n.Producer().Send(r.Context(), m)
+		err = p.Send(r.Context(), m)
 	}
 	if err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	writeJSON(w, SendResponse{ID: m.ID, Destination: m.Destination})
+	writeJSON(w, adminapi.SendResponse{ID: m.ID, Destination: m.Destination})
 }
 
-// messageToSend makes the message req asks to send.
-func (n *Node) messageToSend(req SendRequest) (*message.Message, error) {
-	if req.To == "" {
-		return nil, fmt.Errorf("no destination (to): %w", errBadRequest)
-	}
-	kind := message.KindData
-	if req.Kind != "" {
-		k, err := message.ParseKind(req.Kind)
-		if err != nil {
-			return nil, err
-		}
-		kind = k
-	}
-	p := n.Producer()
-	var m *message.Message
-	switch kind {
-	case message.KindCommand:
-		m = p.CreateCommandMessage(req.To)
-	case message.KindData:
-		m = p.CreateDataMessage(req.To)
-	default:
-		return nil, fmt.Errorf("kind %s: send files with POST /api/files: %w", kind, errBadRequest)
-	}
-	if err := req.fill(m); err != nil {
-		return nil, err
-	}
-	return m, nil
+func (s *adminServer) handleQueues(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, s.node.QueueStats())
 }
 
-func (n *Node) handleDeadLetters(w http.ResponseWriter, r *http.Request) {
-	addr := r.PathValue("addr")
+func (s *adminServer) handlePurge(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue(adminapi.ParamQueue)
+	count, err := s.node.Purge(r.Context(), name)
+	writeCount(w, name, count, err)
+}
+
+// writeCount answers a purge or a replay: how many messages of queue it
+// deleted or moved, or its error.
+func writeCount(w http.ResponseWriter, queue string, count int, err error) {
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	writeJSON(w, adminapi.CountResponse{Queue: queue, Count: count})
+}
+
+func (s *adminServer) handleDeadLetters(w http.ResponseWriter, r *http.Request) {
+	addr := r.PathValue(adminapi.ParamAddr)
 	limit := 0
-	if s := r.URL.Query().Get("limit"); s != "" {
+	if v := r.URL.Query().Get(adminapi.ParamLimit); v != "" {
 		var err error
-		if limit, err = strconv.Atoi(s); err != nil || limit < 0 {
-			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a count, 0 for all", s))
+		if limit, err = strconv.Atoi(v); err != nil || limit < 0 {
+			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a count, 0 for all", v))
 			return
 		}
 	}
-	name, err := n.DeadLetterQueue(addr)
+	name, err := s.node.DeadLetterQueue(addr)
 	if err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	stored, err := n.DeadLetters(r.Context(), addr, limit)
+	stored, err := s.node.DeadLetters(r.Context(), addr, limit)
 	if err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	resp := DeadLettersResponse{Queue: name, Messages: make([]APIMessage, len(stored))}
-	for i, s := range stored {
-		resp.Messages[i] = storedAPIMessage(s)
+	resp := adminapi.DeadLettersResponse{Queue: name, Messages: make([]adminapi.Message, len(stored))}
+	for i, st := range stored {
+		resp.Messages[i] = storedAPIMessage(st)
 	}
 	writeJSON(w, resp)
 }
 
-func (n *Node) handleReplay(w http.ResponseWriter, r *http.Request) {
-	addr := r.PathValue("addr")
-	var req struct {
-		Count int `json:"count"`
-	}
+func (s *adminServer) handleReplay(w http.ResponseWriter, r *http.Request) {
+	var req adminapi.ReplayRequest
 	if err := decodeBody(w, r, 1<<20, &req); err != nil {
 		writeAPIError(w, err)
 		return
@@ -196,15 +141,24 @@ func (n *Node) handleReplay(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("count %d: want a count, 0 for all", req.Count))
 		return
 	}
-	name, err := n.DeadLetterQueue(addr)
+	s.onDeadLetters(w, r, func(ctx context.Context, addr string) (int, error) {
+		return s.node.Replay(ctx, addr, req.Count)
+	})
+}
+
+func (s *adminServer) handlePurgeDeadLetters(w http.ResponseWriter, r *http.Request) {
+	s.onDeadLetters(w, r, s.node.PurgeDeadLetters)
+}
+
+// onDeadLetters runs op on the dead letters of the request's address and
+// answers how many it deleted or moved.
+func (s *adminServer) onDeadLetters(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, addr string) (int, error)) {
+	addr := r.PathValue(adminapi.ParamAddr)
+	name, err := s.node.DeadLetterQueue(addr)
 	if err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	count, err := n.Replay(r.Context(), addr, req.Count)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	writeJSON(w, CountResponse{Queue: name, Count: count})
+	count, err := op(r.Context(), addr)
+	writeCount(w, name, count, err)
 }

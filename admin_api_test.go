@@ -12,6 +12,7 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -63,26 +64,26 @@ func TestAdminAPISendRecv(t *testing.T) {
 	n := nodes.Open(t, nodes.With(withAdmin))
 	prio := uint8(7)
 	text := "hello"
-	var sent petrel.SendResponse
-	mustAPI(t, n, "POST", "/api/send", petrel.SendRequest{
+	var sent adminapi.SendResponse
+	mustAPI(t, n, "POST", "/api/send", adminapi.SendRequest{
 		To: "orders", Kind: "command", Priority: &prio, TTL: time.Hour,
-		Command:    &petrel.APICommand{Name: "restart", ReplyTo: "replies", CorrelationID: "c-1"},
-		Properties: []petrel.APIProperty{{Key: "line", Type: "int32", Value: "3"}, {Key: "ok", Type: "bool", Value: "true"}},
+		Command:    &adminapi.Command{Name: "restart", ReplyTo: "replies", CorrelationID: "c-1"},
+		Properties: []adminapi.Property{{Key: "line", Type: "int32", Value: "3"}, {Key: "ok", Type: "bool", Value: "true"}},
 		Text:       &text,
 	}, &sent)
-	mustAPI(t, n, "POST", "/api/send", petrel.SendRequest{To: "orders", Body: []byte{0xff, 0}}, nil)
+	mustAPI(t, n, "POST", "/api/send", adminapi.SendRequest{To: "orders", Body: []byte{0xff, 0}}, nil)
 	if sent.ID == 0 || sent.Destination != "orders" {
 		t.Fatalf("send answered %+v", sent)
 	}
-	var got petrel.RecvResponse
-	mustAPI(t, n, "POST", "/api/recv", petrel.RecvRequest{Address: "orders", Count: 5}, &got)
-	if got.Settled != petrel.SettleAck || len(got.Messages) != 2 {
+	var got adminapi.RecvResponse
+	mustAPI(t, n, "POST", "/api/recv", adminapi.RecvRequest{Address: "orders", Count: 5}, &got)
+	if got.Settled != adminapi.SettleAck || len(got.Messages) != 2 {
 		t.Fatalf("recv answered %+v", got)
 	}
 	m := got.Messages[0]
 	if m.ID != sent.ID || m.Kind != "command" || m.Priority != 7 || m.Attempt != 1 || m.TTL <= 0 || m.TTL > time.Hour ||
-		m.Command == nil || *m.Command != (petrel.APICommand{Name: "restart", ReplyTo: "replies", CorrelationID: "c-1"}) ||
-		len(m.Properties) != 2 || m.Properties[0] != (petrel.APIProperty{Key: "line", Type: "int32", Value: "3"}) ||
+		m.Command == nil || *m.Command != (adminapi.Command{Name: "restart", ReplyTo: "replies", CorrelationID: "c-1"}) ||
+		len(m.Properties) != 2 || m.Properties[0] != (adminapi.Property{Key: "line", Type: "int32", Value: "3"}) ||
 		m.Text == nil || *m.Text != "hello" || string(m.Body) != "hello" || m.Origin != n.ID().String() {
 		t.Fatalf("received %+v", m)
 	}
@@ -97,7 +98,7 @@ func TestAdminAPISendRecv(t *testing.T) {
 	}
 	// Nothing ready: an empty answer, at once or after the wait.
 	start := time.Now()
-	mustAPI(t, n, "POST", "/api/recv", petrel.RecvRequest{Address: "orders", Wait: 50 * time.Millisecond}, &got)
+	mustAPI(t, n, "POST", "/api/recv", adminapi.RecvRequest{Address: "orders", Wait: 50 * time.Millisecond}, &got)
 	if len(got.Messages) != 0 || time.Since(start) < 50*time.Millisecond {
 		t.Fatalf("recv of an empty queue: %+v after %v", got, time.Since(start))
 	}
@@ -108,12 +109,12 @@ func TestAdminAPISendRecv(t *testing.T) {
 		m := p.CreateDataMessage("orders")
 		p.Send(context.Background(), m)
 	}()
-	mustAPI(t, n, "POST", "/api/recv", petrel.RecvRequest{Address: "orders", Wait: time.Minute, Settle: petrel.SettleRelease}, &got)
-	if len(got.Messages) != 1 || got.Settled != petrel.SettleRelease {
+	mustAPI(t, n, "POST", "/api/recv", adminapi.RecvRequest{Address: "orders", Wait: time.Minute, Settle: adminapi.SettleRelease}, &got)
+	if len(got.Messages) != 1 || got.Settled != adminapi.SettleRelease {
 		t.Fatalf("recv with a wait: %+v", got)
 	}
 	// Released: delivered again, at once, on the same attempt.
-	mustAPI(t, n, "POST", "/api/recv", petrel.RecvRequest{Address: "orders"}, &got)
+	mustAPI(t, n, "POST", "/api/recv", adminapi.RecvRequest{Address: "orders"}, &got)
 	if len(got.Messages) != 1 || got.Messages[0].Attempt != 1 {
 		t.Fatalf("released message: %+v", got)
 	}
@@ -124,29 +125,29 @@ func TestAdminAPIDeadLetters(t *testing.T) {
 		withAdmin(c)
 		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive, Queue: queue.Policy{MaxDeliveries: 1}}}
 	}))
-	var dl petrel.DeadLettersResponse
+	var dl adminapi.DeadLettersResponse
 	mustAPI(t, n, "GET", "/api/dlq/jobs", nil, &dl)
 	if dl.Queue != "" || len(dl.Messages) != 0 {
 		t.Fatalf("dead letters before any: %+v", dl)
 	}
 	for _, b := range []string{"a", "b", "c"} {
-		mustAPI(t, n, "POST", "/api/send", petrel.SendRequest{To: "jobs", Text: &b}, nil)
+		mustAPI(t, n, "POST", "/api/send", adminapi.SendRequest{To: "jobs", Text: &b}, nil)
 	}
-	var got petrel.RecvResponse
-	mustAPI(t, n, "POST", "/api/recv", petrel.RecvRequest{Address: "jobs", Count: 3, Settle: petrel.SettleNack, Reason: "no handler"}, &got)
-	if len(got.Messages) != 3 || got.Settled != petrel.SettleNack {
+	var got adminapi.RecvResponse
+	mustAPI(t, n, "POST", "/api/recv", adminapi.RecvRequest{Address: "jobs", Count: 3, Settle: adminapi.SettleNack, Reason: "no handler"}, &got)
+	if len(got.Messages) != 3 || got.Settled != adminapi.SettleNack {
 		t.Fatalf("recv: %+v", got)
 	}
 	mustAPI(t, n, "GET", "/api/dlq/jobs?limit=2", nil, &dl)
 	if dl.Queue != "jobs.dlq" || len(dl.Messages) != 2 || !strings.Contains(dl.Messages[0].Reason, "no handler") || *dl.Messages[0].Text != "a" {
 		t.Fatalf("dead letters: %+v", dl)
 	}
-	var count petrel.CountResponse
+	var count adminapi.CountResponse
 	mustAPI(t, n, "POST", "/api/dlq/jobs/replay", map[string]int{"count": 2}, &count)
-	if count != (petrel.CountResponse{Queue: "jobs.dlq", Count: 2}) {
+	if count != (adminapi.CountResponse{Queue: "jobs.dlq", Count: 2}) {
 		t.Fatalf("replay: %+v", count)
 	}
-	mustAPI(t, n, "POST", "/api/recv", petrel.RecvRequest{Address: "jobs", Count: 3, Settle: petrel.SettleRelease}, &got)
+	mustAPI(t, n, "POST", "/api/recv", adminapi.RecvRequest{Address: "jobs", Count: 3, Settle: adminapi.SettleRelease}, &got)
 	if len(got.Messages) != 2 || *got.Messages[0].Text != "a" || got.Messages[0].Reason != "" || got.Messages[0].Attempt != 1 {
 		t.Fatalf("replayed: %+v", got)
 	}
@@ -155,7 +156,7 @@ func TestAdminAPIDeadLetters(t *testing.T) {
 		t.Fatalf("dlq purge: %+v", count)
 	}
 	mustAPI(t, n, "POST", "/api/queues/jobs/purge", nil, &count)
-	if count != (petrel.CountResponse{Queue: "jobs", Count: 2}) {
+	if count != (adminapi.CountResponse{Queue: "jobs", Count: 2}) {
 		t.Fatalf("purge: %+v", count)
 	}
 	for _, q := range []string{"jobs", "jobs.dlq"} {
@@ -179,19 +180,19 @@ func TestAdminAPIErrors(t *testing.T) {
 		err          string
 	}{
 		{"POST", "/api/send", `{"to":`, 400, "read request body"},
-		{"POST", "/api/send", petrel.SendRequest{}, 400, "no destination"},
-		{"POST", "/api/send", petrel.SendRequest{To: "jobs", Kind: "telegram"}, 400, "want command, data or file"},
-		{"POST", "/api/send", petrel.SendRequest{To: "jobs", Kind: "file"}, 400, "/api/files"},
-		{"POST", "/api/send", petrel.SendRequest{To: "jobs", Properties: []petrel.APIProperty{{Key: "n", Type: "int8", Value: "1"}}}, 400, "property type"},
-		{"POST", "/api/send", petrel.SendRequest{To: "jobs", Properties: []petrel.APIProperty{{Key: "n", Type: "int16", Value: "x"}}}, 400, "not a valid int16"},
-		{"POST", "/api/send", petrel.SendRequest{To: "jobs", Data: &petrel.APIData{}, Kind: "command"}, 400, "data properties"},
-		{"POST", "/api/send", petrel.SendRequest{To: "bad name"}, 400, "invalid destination"},
-		{"POST", "/api/send", petrel.SendRequest{To: "nosuch"}, 404, "unknown address"},
-		{"POST", "/api/recv", petrel.RecvRequest{}, 400, "no address"},
-		{"POST", "/api/recv", petrel.RecvRequest{Address: "jobs", Count: 5000}, 400, "want 1 to 1000"},
-		{"POST", "/api/recv", petrel.RecvRequest{Address: "jobs", Settle: "drop"}, 400, "settle"},
-		{"POST", "/api/recv", petrel.RecvRequest{Address: "nosuch"}, 404, "unknown queue"},
-		{"POST", "/api/recv", petrel.RecvRequest{Address: "out@b"}, 409, "not a receive address"},
+		{"POST", "/api/send", adminapi.SendRequest{}, 400, "no destination"},
+		{"POST", "/api/send", adminapi.SendRequest{To: "jobs", Kind: "telegram"}, 400, "want command, data or file"},
+		{"POST", "/api/send", adminapi.SendRequest{To: "jobs", Kind: "file"}, 400, "/api/files"},
+		{"POST", "/api/send", adminapi.SendRequest{To: "jobs", Properties: []adminapi.Property{{Key: "n", Type: "int8", Value: "1"}}}, 400, "property type"},
+		{"POST", "/api/send", adminapi.SendRequest{To: "jobs", Properties: []adminapi.Property{{Key: "n", Type: "int16", Value: "x"}}}, 400, "not a valid int16"},
+		{"POST", "/api/send", adminapi.SendRequest{To: "jobs", Data: &adminapi.Data{}, Kind: "command"}, 400, "data properties"},
+		{"POST", "/api/send", adminapi.SendRequest{To: "bad name"}, 400, "invalid destination"},
+		{"POST", "/api/send", adminapi.SendRequest{To: "nosuch"}, 404, "unknown address"},
+		{"POST", "/api/recv", adminapi.RecvRequest{}, 400, "no address"},
+		{"POST", "/api/recv", adminapi.RecvRequest{Address: "jobs", Count: 5000}, 400, "want 1 to 1000"},
+		{"POST", "/api/recv", adminapi.RecvRequest{Address: "jobs", Settle: "drop"}, 400, "settle"},
+		{"POST", "/api/recv", adminapi.RecvRequest{Address: "nosuch"}, 404, "unknown queue"},
+		{"POST", "/api/recv", adminapi.RecvRequest{Address: "out@b"}, 409, "not a receive address"},
 		{"GET", "/api/dlq/nosuch", nil, 404, "unknown queue"},
 		{"GET", "/api/dlq/jobs?limit=x", nil, 400, "limit"},
 		{"POST", "/api/dlq/jobs/replay", map[string]int{"count": -1}, 400, "count"},

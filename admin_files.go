@@ -1,6 +1,7 @@
 package petrel
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,44 +10,27 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/message"
 )
 
-// FileProgress is where a file sent from this node stands; see
-// Node.FileProgress.
-type FileProgress struct {
-	ID       uint64 `json:"id"`
-	Filename string `json:"filename,omitempty"`
-	Size     int64  `json:"size"`
-	// Acked is how many bytes the next hop holds durably.
-	Acked int64 `json:"acked"`
-	// State is "waiting" (queued, or its link is down), "sending",
-	// "backing off" (the link broke; it resumes), "handed over" (the next
-	// hop has it: done here), "delivered" (it was for this node) or
-	// "failed" (Error says why).
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
-	// NextHop is the node the file goes to next, when known.
-	NextHop string `json:"next_hop,omitempty"`
-}
-
 // fileOutcomes remembers how the last files sent from this node ended,
-// for FileProgress: a bounded record, oldest dropped first.
+// for fileProgress: a bounded record, oldest dropped first.
 type fileOutcomes struct {
 	mu    sync.Mutex
-	m     map[uint64]FileProgress
+	m     map[uint64]adminapi.FileProgress
 	order []uint64
 }
 
 const maxOutcomes = 1024
 
-func (o *fileOutcomes) record(p FileProgress) {
+func (o *fileOutcomes) record(p adminapi.FileProgress) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil {
-		o.m = map[uint64]FileProgress{}
+		o.m = map[uint64]adminapi.FileProgress{}
 	}
 	if _, ok := o.m[p.ID]; !ok {
 		o.order = append(o.order, p.ID)
@@ -58,7 +42,7 @@ func (o *fileOutcomes) record(p FileProgress) {
 	}
 }
 
-func (o *fileOutcomes) get(id uint64) (FileProgress, bool) {
+func (o *fileOutcomes) get(id uint64) (adminapi.FileProgress, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	p, ok := o.m[id]
@@ -66,10 +50,10 @@ func (o *fileOutcomes) get(id uint64) (FileProgress, bool) {
 }
 
 // recordOutcome notes how the file message m ended on this node.
-func (n *Node) recordOutcome(m *message.Message, state string, err error) {
-	p := FileProgress{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: state}
+func (n *Node) recordOutcome(m *message.Message, state filetransfer.State, err error) {
+	p := adminapi.FileProgress{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: state}
 	if err != nil {
-		p.State, p.Error = "failed", err.Error()
+		p.State, p.Error = filetransfer.StateFailed, err.Error()
 	} else {
 		p.Acked = m.File.Filesize
 	}
@@ -77,63 +61,38 @@ func (n *Node) recordOutcome(m *message.Message, state string, err error) {
 	// the destination.
 	if c := m.File.CenterIdentifier; c != "" && c != n.cfg.Name {
 		p.NextHop = c
-	} else if state != "delivered" {
+	} else if state != filetransfer.StateDelivered {
 		p.NextHop = m.File.DestIdentifier
 	}
 	n.outcomes.record(p)
 }
 
-// FileProgress returns where the file message id, sent from this node,
-// stands. A file that is neither moving nor finished is "waiting": in its
+// fileProgress returns where the file message id, sent from this node,
+// stands. A file that is neither moving nor finished is waiting: in its
 // send queue, or leased while its link is down.
-func (n *Node) FileProgress(id uint64) FileProgress {
+func (n *Node) fileProgress(id uint64) adminapi.FileProgress {
 	if p, ok := n.outcomes.get(id); ok {
 		return p
 	}
 	for _, l := range n.Links() {
 		for _, f := range l.Files.Active {
 			if f.ID == id {
-				return FileProgress{ID: id, Filename: f.Filename, Size: f.Size, Acked: f.Acked,
+				return adminapi.FileProgress{ID: id, Filename: f.Filename, Size: f.Size, Acked: f.Acked,
 					State: f.State, Error: f.Error, NextHop: l.NextHop}
 			}
 		}
 	}
-	return FileProgress{ID: id, State: "waiting"}
+	return adminapi.FileProgress{ID: id, State: filetransfer.StateWaiting}
 }
 
-// SendFileRequest is the body of POST /api/files.
-type SendFileRequest struct {
-	Path     string        `json:"path"` // absolute, on the node's host
-	To       string        `json:"to"`
-	Filename string        `json:"filename,omitempty"` // default: the path's base name
-	Notify   string        `json:"notify,omitempty"`   // see PropNotify
-	Priority *uint8        `json:"priority,omitempty"`
-	TTL      time.Duration `json:"ttl,omitempty"`
-}
-
-// SendFileResponse answers POST /api/files once the file message is
-// stored: the transfer is the node's from then on.
-type SendFileResponse struct {
-	ID          uint64 `json:"id"`
-	Filename    string `json:"filename"`
-	Size        int64  `json:"size"`
-	SHA256      string `json:"sha256"`
-	Destination string `json:"destination"`
-	Center      string `json:"center,omitempty"`
-}
-
-// adminFiles serves the file endpoints:
-//
-//	POST /api/files       SendFileRequest → SendFileResponse, once durable
-//	GET  /api/files/{id}  FileProgress of a file sent from this node
-//
-// Over the unix socket POST /api/files sends any file the node's user can
-// read: whoever reaches the socket is that user. Over TCP it sends only
-// files under scope.fileRoots (admin.file_roots), and none when there are
-// none: 403 (see fileUnderRoots).
-func (n *Node) adminFiles(mux *http.ServeMux, scope adminScope) {
-	mux.HandleFunc("POST /api/files", func(w http.ResponseWriter, r *http.Request) {
-		var req SendFileRequest
+// handleSendFile serves POST /api/files in scope. Over the unix socket it
+// sends any file the node's user can read: whoever reaches the socket is
+// that user. Over TCP it sends only files under scope.fileRoots
+// (admin.file_roots), and none when there are none: 403 (see
+// fileUnderRoots).
+func (s *adminServer) handleSendFile(scope adminScope) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req adminapi.SendFileRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
 			writeJSONError(w, http.StatusBadRequest, "bad request body: "+err.Error())
 			return
@@ -146,23 +105,15 @@ func (n *Node) adminFiles(mux *http.ServeMux, scope adminScope) {
 			path, code, err := fileUnderRoots(req.Path, scope.fileRoots)
 			if err != nil {
 				if code == http.StatusForbidden {
-					n.adminRefused.WithLabelValues(refusedFileRoot).Inc()
+					s.refused.WithLabelValues(refusedFileRoot).Inc()
 				}
 				writeJSONError(w, code, err.Error())
 				return
 			}
 			req.Path = path
 		}
-		p := n.Producer()
-		m := p.CreateFileMessage(req.To)
-		m.File.SendFilePath, m.File.Filename, m.TTL = req.Path, req.Filename, req.TTL
-		if req.Priority != nil {
-			m.Priority = *req.Priority
-		}
-		if req.Notify != "" {
-			m.Properties.Set(PropNotify, message.String(req.Notify))
-		}
-		if err := p.Send(r.Context(), m); err != nil {
+		m, err := s.sendFile(r.Context(), req)
+		if err != nil {
 			code := http.StatusBadRequest
 			if errors.Is(err, ErrClosed) {
 				code = http.StatusServiceUnavailable
@@ -170,17 +121,34 @@ func (n *Node) adminFiles(mux *http.ServeMux, scope adminScope) {
 			writeJSONError(w, code, err.Error())
 			return
 		}
-		writeJSON(w, SendFileResponse{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize,
+		writeJSON(w, adminapi.SendFileResponse{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize,
 			SHA256: m.File.FileChecksum, Destination: m.Destination, Center: m.File.CenterIdentifier})
-	})
-	mux.HandleFunc("GET /api/files/{id}", func(w http.ResponseWriter, r *http.Request) {
-		id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
-		if err != nil {
-			writeJSONError(w, http.StatusBadRequest, "file id must be a message id (an unsigned integer)")
-			return
-		}
-		writeJSON(w, n.FileProgress(id))
-	})
+	}
+}
+
+// sendFile sends the file req names, whose path is checked, and returns
+// its message once it is stored.
+func (s *adminServer) sendFile(ctx context.Context, req adminapi.SendFileRequest) (*message.Message, error) {
+	p := s.node.Producer()
+	m := p.CreateFileMessage(req.To)
+	m.File.SendFilePath, m.File.Filename, m.TTL = req.Path, req.Filename, req.TTL
+	if req.Priority != nil {
+		m.Priority = *req.Priority
+	}
+	if req.Notify != "" {
+		m.Properties.Set(PropNotify, message.String(req.Notify))
+	}
+	return m, p.Send(ctx, m)
+}
+
+// handleFileProgress serves GET /api/files/{id}.
+func (s *adminServer) handleFileProgress(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseUint(r.PathValue(adminapi.ParamID), 10, 64)
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, "file id must be a message id (an unsigned integer)")
+		return
+	}
+	writeJSON(w, s.node.fileProgress(id))
 }
 
 // fileUnderRoots returns path with its symbolic links resolved if it is
@@ -229,15 +197,4 @@ func underAny(path string, roots []string, norm func(string) string) bool {
 		}
 	}
 	return false
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
-}
-
-func writeJSONError(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }

@@ -54,7 +54,7 @@ func FuzzAdminJSON(f *testing.F) {
 	}
 	f.Cleanup(func() { n.Close() })
 	bound := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9090}
-	h := newAdminGuard(n.adminHandler(adminScope{tcp: true, fileRoots: cfg.Admin.FileRoots}), cfg.Admin, bound, n.adminRefused)
+	h := n.admin.tcpHandler(cfg.Admin, bound)
 
 	for i, body := range []string{
 		`{"to":"inbox","text":"hello"}`,

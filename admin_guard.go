@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -108,9 +109,9 @@ func (g *adminGuard) needsToken(r *http.Request) bool {
 		return false
 	}
 	switch r.URL.Path {
-	case "/healthz", "/readyz":
+	case adminapi.PathHealthz, adminapi.PathReadyz:
 		return false
-	case "/metrics":
+	case adminapi.PathMetrics:
 		return g.metricsAuth
 	}
 	return true

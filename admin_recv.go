@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -25,17 +26,17 @@ type taken struct {
 	m *message.Message
 }
 
-func (n *Node) handleRecv(w http.ResponseWriter, r *http.Request) {
-	var req RecvRequest
+func (s *adminServer) handleRecv(w http.ResponseWriter, r *http.Request) {
+	var req adminapi.RecvRequest
 	if err := decodeBody(w, r, 1<<20, &req); err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	if err := req.check(); err != nil {
+	if err := checkRecv(&req); err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	q, err := n.lookupQueue(req.Address)
+	q, err := s.node.lookupQueue(req.Address)
 	if err == nil && q.Kind() != queue.KindReceive {
 		err = fmt.Errorf("recv from %q: %w", req.Address, ErrNotReceive)
 	}
@@ -43,21 +44,22 @@ func (n *Node) handleRecv(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, err)
 		return
 	}
-	ts, err := n.take(r.Context(), q, req.Count, req.Wait)
+	ts, err := s.take(r.Context(), q, req.Count, req.Wait)
 	if err != nil {
-		settleAll(ts, SettleRelease, "")
+		settleAll(ts, adminapi.SettleRelease, "")
 		writeAPIError(w, err)
 		return
 	}
-	n.answerRecv(w, r.Context(), ts, req)
+	s.answerRecv(w, r.Context(), ts, req)
 }
 
-func (req *RecvRequest) check() error {
+// checkRecv checks req and fills in its defaults.
+func checkRecv(req *adminapi.RecvRequest) error {
 	if req.Count == 0 {
 		req.Count = 1
 	}
 	if req.Settle == "" {
-		req.Settle = SettleAck
+		req.Settle = adminapi.SettleAck
 	}
 	switch {
 	case req.Address == "":
@@ -66,14 +68,15 @@ func (req *RecvRequest) check() error {
 		return fmt.Errorf("count %d: want 1 to %d: %w", req.Count, maxRecv, errBadRequest)
 	case req.Wait < 0:
 		return fmt.Errorf("wait %v: negative: %w", req.Wait, errBadRequest)
-	case req.Settle != SettleAck && req.Settle != SettleRelease && req.Settle != SettleNack:
-		return fmt.Errorf("settle %q: want %s, %s or %s: %w", req.Settle, SettleAck, SettleRelease, SettleNack, errBadRequest)
+	case req.Settle != adminapi.SettleAck && req.Settle != adminapi.SettleRelease && req.Settle != adminapi.SettleNack:
+		return fmt.Errorf("settle %q: want %s, %s or %s: %w", req.Settle,
+			adminapi.SettleAck, adminapi.SettleRelease, adminapi.SettleNack, errBadRequest)
 	}
 	return nil
 }
 
 // take receives up to count messages from q, waiting up to wait for them.
-func (n *Node) take(ctx context.Context, q *queue.Queue, count int, wait time.Duration) ([]taken, error) {
+func (s *adminServer) take(ctx context.Context, q *queue.Queue, count int, wait time.Duration) ([]taken, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var ts []taken
@@ -90,7 +93,7 @@ func (n *Node) take(ctx context.Context, q *queue.Queue, count int, wait time.Du
 		if err != nil {
 			return ts, err
 		}
-		m := decodeOrDeadLetter(n.log, d)
+		m := decodeOrDeadLetter(s.log, d)
 		if m == nil {
 			continue
 		}
@@ -100,15 +103,15 @@ func (n *Node) take(ctx context.Context, q *queue.Queue, count int, wait time.Du
 }
 
 // answerRecv writes the messages, then settles them and says so.
-func (n *Node) answerRecv(w http.ResponseWriter, ctx context.Context, ts []taken, req RecvRequest) {
-	msgs := make([]APIMessage, len(ts))
+func (s *adminServer) answerRecv(w http.ResponseWriter, ctx context.Context, ts []taken, req adminapi.RecvRequest) {
+	msgs := make([]adminapi.Message, len(ts))
 	for i, t := range ts {
 		msgs[i] = newAPIMessage(t.m)
 		msgs[i].Attempt, msgs[i].Reason = t.d.Attempt, t.d.Reason
 	}
 	head, err := json.Marshal(msgs)
 	if err != nil {
-		settleAll(ts, SettleRelease, "")
+		settleAll(ts, adminapi.SettleRelease, "")
 		writeAPIError(w, err)
 		return
 	}
@@ -118,14 +121,14 @@ func (n *Node) answerRecv(w http.ResponseWriter, ctx context.Context, ts []taken
 		err = http.NewResponseController(w).Flush()
 	}
 	if err != nil {
-		settleAll(ts, SettleRelease, "") // the client is gone
+		settleAll(ts, adminapi.SettleRelease, "") // the client is gone
 		return
 	}
 	err = settleAll(ts, req.Settle, req.Reason)
 	if err == nil {
 		// Acks are group-committed without waiting; the client returns
 		// once they are durable, and the counters count them.
-		err = n.Sync(ctx)
+		err = s.node.Sync(ctx)
 	}
 	if err != nil {
 		msg, _ := json.Marshal(fmt.Sprintf("settle (%s) the messages: %v; they may be delivered again", req.Settle, err))
@@ -142,9 +145,9 @@ func settleAll(ts []taken, how, reason string) error {
 	for _, t := range ts {
 		var err error
 		switch how {
-		case SettleRelease:
+		case adminapi.SettleRelease:
 			err = t.d.Release()
-		case SettleNack:
+		case adminapi.SettleNack:
 			err = t.d.Nack(reason)
 		default:
 			err = t.d.Ack()

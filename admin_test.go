@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
@@ -105,7 +106,7 @@ func TestAdminListenIsValidated(t *testing.T) {
 // directory serves the same endpoints, with the TCP listener off.
 func TestAdminSocketServesEndpoints(t *testing.T) {
 	n := nodes.Open(t)
-	path := filepath.Join(n.DataDir(), petrel.AdminSocket)
+	path := filepath.Join(n.DataDir(), adminapi.SocketName)
 	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", path)

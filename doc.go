@@ -26,5 +26,8 @@
 // is at-least-once: a message comes back until it is acked.
 //
 // The root package assembles the fx modules of the packages below it; it
-// must not import conf or cmd.
+// must not import conf or cmd. Its exported identifiers are what an
+// embedder uses, and testdata/exports.golden lists them (TestExports): the
+// admin HTTP API's wire types and client are in internal/adminapi, the
+// admin server's handlers are methods of an unexported type.
 package petrel

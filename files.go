@@ -241,7 +241,7 @@ func (n *Node) fileTaken(m *message.Message, t receiver.FileTarget) {
 // for it: a relay's copy, an outbox's file, each found from the node's own
 // records, never from a path the message names; and a failure is noticed.
 func (n *Node) fileDone(m *message.Message, err error) {
-	n.recordOutcome(m, string(filetransfer.StateHandedOver), err)
+	n.recordOutcome(m, filetransfer.StateHandedOver, err)
 	n.dropHeld(m)
 	n.outboxDone(m, err)
 	if err != nil {

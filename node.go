@@ -80,15 +80,10 @@ type Node struct {
 	current    Config
 	confStatus ConfigStatus // guarded by mu
 	closeErr   error
-	// admin serves the admin endpoints on the unix socket, adminHTTP on
-	// Config.Admin.Listen (nil when it is empty).
-	admin     *adminServer
-	adminHTTP *adminServer
-	registry  *prometheus.Registry
-	// adminRefused counts admin requests refused, by reason.
-	adminRefused *prometheus.CounterVec
-	// ready is set once every component started, cleared when stopping.
-	ready atomic.Bool
+	// admin serves the admin endpoints, on the unix socket and on
+	// Config.Admin.Listen; it reports the node ready.
+	admin    *adminServer
+	registry *prometheus.Registry
 
 	// mu guards addresses, listeners, closed and confStatus.
 	mu        sync.Mutex
@@ -272,8 +267,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics)
 	n.noAutoCreate.Store(cfg.NoAutoCreate)
 	n.access.set(cfg.Access)
 	n.registry = newRegistry(n, cm)
-	n.adminRefused = newAdminRefused()
-	n.registry.MustRegister(n.adminRefused)
+	n.admin = newAdminServer(n, n.log, n.registry, cfg.Limits)
 	lc.Append(fx.Hook{OnStart: n.start, OnStop: n.stop})
 	return n, nil
 }

@@ -107,7 +107,7 @@ func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) er
 	}
 	if local != nil {
 		local.Finish()
-		n.recordOutcome(m, string(filetransfer.StateDelivered), nil)
+		n.recordOutcome(m, filetransfer.StateDelivered, nil)
 		n.notifyFile(m, nil)
 	}
 	return nil

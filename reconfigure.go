@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/reload"
 )
 
 // Reconfigured says what a Reconfigure did.
@@ -17,8 +18,9 @@ type Reconfigured struct {
 	Applied []string
 	// Restart lists the settings that changed but were not applied, because
 	// they need a restart (the listen address, the name, the data
-	// directory, the store, limits, link tuning, tls). Nothing of them was
-	// applied: a change is never half-applied.
+	// directory, the store, limits, link tuning, max_auto_queues, files,
+	// admin, tls), by their keys in the configuration file. Nothing of
+	// them was applied: a change is never half-applied.
 	Restart []string
 }
 
@@ -41,12 +43,12 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 	r.Restart = restartNeeded(old, cfg)
 	if !slices.Equal(old.Nodes, cfg.Nodes) || !slices.Equal(old.Routes, cfg.Routes) {
 		n.applyRouting(old, cfg)
-		r.Applied = append(r.Applied, changed(old.Nodes, cfg.Nodes, "nodes")...)
-		r.Applied = append(r.Applied, changed(old.Routes, cfg.Routes, "routes")...)
+		r.Applied = append(r.Applied, changed(old.Nodes, cfg.Nodes, reload.Nodes)...)
+		r.Applied = append(r.Applied, changed(old.Routes, cfg.Routes, reload.Routes)...)
 	}
 	if old.Secret != cfg.Secret {
 		n.applySecret(cfg.Secret)
-		r.Applied = append(r.Applied, "secret")
+		r.Applied = append(r.Applied, reload.Secret)
 	}
 	if old.Discovery != cfg.Discovery || old.Secret != cfg.Secret && cfg.Discovery.Enabled {
 		// Announcements are signed with the secret: both restart discovery.
@@ -55,37 +57,31 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 			return r, fmt.Errorf("apply discovery: %w", err)
 		}
 		if old.Discovery != cfg.Discovery {
-			r.Applied = append(r.Applied, "discovery")
+			r.Applied = append(r.Applied, reload.Discovery)
 		}
 	}
 	if old.NoAutoCreate != cfg.NoAutoCreate {
 		n.noAutoCreate.Store(cfg.NoAutoCreate)
-		r.Applied = append(r.Applied, "auto_create")
+		r.Applied = append(r.Applied, reload.AutoCreate)
 	}
 	if !reflect.DeepEqual(old.Addresses, cfg.Addresses) {
 		if err := n.applyAddresses(ctx, cfg.Addresses); err != nil {
 			return r, fmt.Errorf("apply addresses: %w", err)
 		}
-		r.Applied = append(r.Applied, "addresses")
+		r.Applied = append(r.Applied, reload.Addresses)
 	}
 	cfg.Peers = n.applyIdentities(old, cfg, &r)
 	if !reflect.DeepEqual(old.Access, cfg.Access) {
 		n.access.set(cfg.Access)
-		r.Applied = append(r.Applied, "access")
+		r.Applied = append(r.Applied, reload.Access)
 	}
 	if !slices.Equal(old.Outboxes, cfg.Outboxes) {
 		if err := n.applyOutboxes(cfg.Outboxes); err != nil {
 			return r, fmt.Errorf("apply outboxes: %w", err)
 		}
-		r.Applied = append(r.Applied, "outboxes")
+		r.Applied = append(r.Applied, reload.Outboxes)
 	}
-	// What could not be applied stays as it was in the running config, so
-	// that the next comparison still sees it pending.
-	next := cfg
-	next.Listen, next.Name, next.DataDir, next.Admin = old.Listen, old.Name, old.DataDir, old.Admin
-	next.Store, next.Limits, next.Link, next.Logger = old.Store, old.Limits, old.Link, old.Logger
-	next.Files, next.TLS = old.Files, old.TLS
-	n.current = next
+	n.current = keepRestartOnly(cfg, old)
 	n.log.Info("configuration applied", "applied", r.Applied, "needs_restart", r.Restart)
 	return r, nil
 }
@@ -97,27 +93,41 @@ func changed[T comparable](a, b []T, name string) []string {
 	return []string{name}
 }
 
-// restartNeeded names the changed settings that only a restart applies.
+// restartNeeded names the changed settings that only a restart applies,
+// by their keys in the configuration file (the table of internal/reload,
+// which the file's diff reads too).
 func restartNeeded(old, cfg Config) []string {
+	o, c := reflect.ValueOf(withoutHooks(old)), reflect.ValueOf(withoutHooks(cfg))
 	var out []string
-	add := func(differ bool, name string) {
-		if differ {
-			out = append(out, name)
+	for _, r := range reload.Rules {
+		if r.Live() || r.Field == "" || r.Key == "" {
+			continue
+		}
+		if !reflect.DeepEqual(o.FieldByName(r.Field).Interface(), c.FieldByName(r.Field).Interface()) {
+			out = append(out, r.Key)
 		}
 	}
-	add(old.Name != cfg.Name, "node.name")
-	add(old.DataDir != cfg.DataDir, "node.data_dir")
-	add(old.Listen != cfg.Listen, "listen")
-	st, cst := old.Store, cfg.Store
-	st.Logger, cst.Logger, st.Now, cst.Now = nil, nil, nil, nil
-	st.OnCommit, cst.OnCommit = nil, nil // funcs never compare equal
-	add(!reflect.DeepEqual(st, cst), "store")
-	add(!reflect.DeepEqual(old.Admin, cfg.Admin), "admin")
-	add(old.Limits != cfg.Limits, "limits")
-	add(old.Link != cfg.Link, "link")
-	add(old.Files != cfg.Files, "files")
-	add(old.TLS != cfg.TLS, "tls")
 	return out
+}
+
+// keepRestartOnly returns next with every setting that only a restart
+// applies as old has it: what could not be applied stays as it was in the
+// running config, so that the next comparison still sees it pending.
+func keepRestartOnly(next, old Config) Config {
+	nv, ov := reflect.ValueOf(&next).Elem(), reflect.ValueOf(old)
+	for _, r := range reload.Rules {
+		if !r.Live() && r.Field != "" {
+			nv.FieldByName(r.Field).Set(ov.FieldByName(r.Field))
+		}
+	}
+	return next
+}
+
+// withoutHooks returns c without what never compares equal or is no
+// setting: the store's hooks and logger.
+func withoutHooks(c Config) Config {
+	c.Store.Logger, c.Store.Now, c.Store.OnCommit = nil, nil, nil
+	return c
 }
 
 // applyRouting installs new neighbours and routes. Connections to a

@@ -2,13 +2,6 @@ package petrel
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -98,60 +91,18 @@ func (n *Node) Status() Status {
 	}
 }
 
-// AdminSocket is the name of the admin socket in a node's data directory.
-// `petrel stat` reads the node's status through it.
-const AdminSocket = "petrel.sock"
+// startAdmin serves the admin endpoints over the unix socket in the data
+// directory (adminServer.listenSocket).
+func (n *Node) startAdmin() error { return n.admin.listenSocket(n.cfg.DataDir) }
 
-// startAdmin serves the admin endpoints (see adminHandler) over a unix
-// socket in the node's data directory. The directory is 0700 and the
-// socket 0600, so only the node's user (and root) reach it; it asks no
-// token, and its POST /api/files reads any file that user can read.
-func (n *Node) startAdmin() error {
-	path := filepath.Join(n.cfg.DataDir, AdminSocket)
-	// A socket left by a crashed process would make Listen fail.
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("admin socket: %w", err)
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return fmt.Errorf("admin socket: %w", err)
-	}
-	// The directory already keeps others out; the mode says the same of
-	// the socket itself, whatever the umask.
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return fmt.Errorf("admin socket: %w", err)
-	}
-	h := requireJSON(n.adminHandler(adminScope{}), n.adminRefused)
-	n.admin = n.serveAdmin(ln, h, "admin socket")
+func (n *Node) stopAdmin(ctx context.Context) { n.admin.stopSocket(ctx) }
+
+// startAdminHTTP opens the admin TCP listener, if one is configured, and
+// marks the node ready: every other component started before it.
+func (n *Node) startAdminHTTP(context.Context) error { return n.admin.listenTCP(n.cfg.Admin) }
+
+// stopAdminHTTP marks the node not ready and closes the TCP listener.
+func (n *Node) stopAdminHTTP(ctx context.Context) error {
+	n.admin.stopTCP(ctx)
 	return nil
-}
-
-func (n *Node) stopAdmin(ctx context.Context) { n.admin.stop(ctx) }
-
-// ReadStatus asks the node whose data directory is dir for its status,
-// through its admin socket.
-func ReadStatus(ctx context.Context, dir string) (Status, error) {
-	path := filepath.Join(dir, AdminSocket)
-	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
-	}}
-	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://petrel/status", nil)
-	if err != nil {
-		return Status{}, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return Status{}, fmt.Errorf("no node answers on %s (is it running with this data directory?): %w", path, err)
-	}
-	defer resp.Body.Close()
-	var st Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return Status{}, fmt.Errorf("read status from %s: %w", path, err)
-	}
-	return st, nil
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/petrelmq/petrel/internal/reload"
 )
 
 // Diff says what differs between two configurations and how each difference
@@ -37,87 +39,53 @@ type Diff struct {
 const (
 	// SectionSecret is the links' shared secret, secret or secret_file.
 	// New handshakes use the new secret; links that are up stay up.
-	SectionSecret = "secret"
+	SectionSecret = reload.Secret
 	// SectionNodes is the neighbours and their connectors.
-	SectionNodes = "nodes"
+	SectionNodes = reload.Nodes
 	// SectionRoutes is the route table.
-	SectionRoutes = "routes"
+	SectionRoutes = reload.Routes
 	// SectionAutoCreate is auto_create.
-	SectionAutoCreate = "auto_create"
+	SectionAutoCreate = reload.AutoCreate
 	// SectionAddresses is the addresses, their roles (relay addresses
 	// included) and their queue policies.
-	SectionAddresses = "addresses"
+	SectionAddresses = reload.Addresses
 	// SectionLog is the log level.
-	SectionLog = "log"
+	SectionLog = reload.Log
 	// SectionDiscovery is discovery: announcing and listening restart with
 	// the new settings.
-	SectionDiscovery = "discovery"
+	SectionDiscovery = reload.Discovery
 	// SectionOutboxes is the outbox folders: removed ones stop being
 	// watched, new ones start (their files are sent).
-	SectionOutboxes = "outboxes"
+	SectionOutboxes = reload.Outboxes
 	// SectionAccess is the access rules. Each message and client request
 	// is judged by the rules in force when it arrives.
-	SectionAccess = "access"
+	SectionAccess = reload.Access
 	// SectionPeers is the identities that may connect. New handshakes use
 	// the new list; links that are up stay up. Listing the first peers, or
 	// removing the last, switches the listener's mode: the node reports
 	// that as needing a restart (petrel.Reconfigured.Restart).
-	SectionPeers = "peers"
+	SectionPeers = reload.Peers
 )
 
 // needsRestart marks a key of reloadRules whose change needs a restart.
 const needsRestart = ""
 
 // reloadRules says, for each key of the file, how a change to it takes
-// effect: the section of Diff.Changed it belongs to, or needsRestart. A key
-// that is not listed takes the rule of its nearest listed parent; a key with
-// none needs a restart, so that a section added without a decision is never
+// effect: the section of Diff.Changed it belongs to, or needsRestart. It is
+// read from the settings table the node's Reconfigure reads too
+// (internal/reload), which says why each key is live or not. A key that is
+// not listed takes the rule of its nearest listed parent; a key with none
+// needs a restart, so that a section added without a decision is never
 // half-applied (TestReloadRulesCoverEveryKey asks for the decision).
-var reloadRules = map[string]string{
-	// The name and unique id are in every session the node has open; the
-	// data directory holds the store and the id, opened once.
-	"node": needsRestart,
-	// The listener is bound at start; rebinding it would drop every
-	// inbound link at once.
-	"listen": needsRestart,
-	// Sync mode, caps, dedupe and prefetch are set on the open database
-	// and its queues.
-	"store": needsRestart,
-	// The log handler is built once and shared by every component; its
-	// level can be a slog.LevelVar, its format cannot change under it.
-	"log.format": needsRestart,
-	// The admin listener is bound at start, like listen.
-	"admin": needsRestart,
-	// The node restarts its announcer and listener with the new settings.
-	"discovery": SectionDiscovery,
-
-	"secret":      SectionSecret,
-	"secret_file": SectionSecret,
-	"nodes":       SectionNodes,
-	"routes":      SectionRoutes,
-	// Sessions, senders and the receiver take their tuning and limits when
-	// they are built; swapping them under running links is not built yet.
-	"link":        needsRestart,
-	"limits":      needsRestart,
-	"auto_create": SectionAutoCreate,
-	// The bound is read when a queue is about to be made; the node takes
-	// it at start, like link's bounds.
-	"max_auto_queues": needsRestart,
-	"addresses":       SectionAddresses,
-	"outboxes":        SectionOutboxes,
-	// The spool and chunk settings are read by the receiver and the
-	// senders when they are built, like link.
-	"files":     needsRestart,
-	"log.level": SectionLog,
-	// Certificates and keys are read once, when the node opens; the
-	// listener's TLS mode is its mode for its life.
-	"tls": needsRestart,
-	// The rules are swapped whole; the next message or client request is
-	// judged by the new ones.
-	"access": SectionAccess,
-	// The table of identities is swapped whole, like the access rules.
-	"peers": SectionPeers,
-}
+var reloadRules = func() map[string]string {
+	m := map[string]string{}
+	for _, r := range reload.Rules {
+		if r.Key != "" {
+			m[r.Key] = r.Section
+		}
+	}
+	return m
+}()
 
 // Compare returns what differs from old to new, both Files from Parse, Load
 // or Default. Every difference shows up in Diff, so an empty Diff means

@@ -235,7 +235,7 @@ addresses:
 }
 
 // TestExampleFile parses example.yaml, which the README copies, and checks
-// that doc.go shows the same text.
+// that the package documentation (doc_example.go) shows the same text.
 func TestExampleFile(t *testing.T) {
 	f, err := Load("example.yaml")
 	if err != nil {
@@ -256,12 +256,12 @@ func TestExampleFile(t *testing.T) {
 			want.WriteString("//\t" + line + "\n")
 		}
 	}
-	doc, err := os.ReadFile("doc.go")
+	doc, err := os.ReadFile("doc_example.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(doc), want.String()) {
-		t.Error("doc.go does not hold example.yaml verbatim; copy it again (each line after \"//\\t\")")
+		t.Error("doc_example.go does not hold example.yaml verbatim; copy it again (each line after \"//\\t\")")
 	}
 }
 

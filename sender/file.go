@@ -87,11 +87,10 @@ type FileStatus struct {
 	Size     int64  `json:"size"`
 	Acked    int64  `json:"acked"` // bytes the next hop holds durably
 	// State is one of filetransfer's sending states: StateSending or
-	// StateBackingOff. It stays a string until the node's FileProgress,
-	// which copies it, takes the typed filetransfer.State.
-	State string    `json:"state"`
-	Error string    `json:"error,omitempty"`
-	Since time.Time `json:"since"`
+	// StateBackingOff.
+	State filetransfer.State `json:"state"`
+	Error string             `json:"error,omitempty"`
+	Since time.Time          `json:"since"`
 }
 
 // files runs a sender's file transfers: Concurrency workers take leased
@@ -180,7 +179,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		s.settleFile(d, nil, errPermanent{err})
 		return
 	}
-	run := &fileRun{st: FileStatus{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: string(filetransfer.StateSending), Since: time.Now()}}
+	run := &fileRun{st: FileStatus{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: filetransfer.StateSending, Since: time.Now()}}
 	s.files.mu.Lock()
 	s.files.active[run] = struct{}{}
 	s.files.mu.Unlock()
@@ -220,7 +219,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		}
 		attempt++
 		wait := s.backoff(attempt)
-		run.set(func(st *FileStatus) { st.State, st.Error = string(filetransfer.StateBackingOff), err.Error() })
+		run.set(func(st *FileStatus) { st.State, st.Error = filetransfer.StateBackingOff, err.Error() })
 		log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
 		select {
 		case <-ctx.Done():
@@ -228,7 +227,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 			return
 		case <-time.After(wait):
 		}
-		run.set(func(st *FileStatus) { st.State = string(filetransfer.StateSending) })
+		run.set(func(st *FileStatus) { st.State = filetransfer.StateSending })
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 )
 
 const testAdminToken = "test-admin-token-0123456789"
@@ -96,7 +96,7 @@ func TestAdminListenerIsLocked(t *testing.T) {
 	n := startLockedNode(t)
 	bearer := "Bearer " + testAdminToken
 	files := func(path string) string {
-		b, _ := json.Marshal(petrel.SendFileRequest{Path: path, To: "orders"})
+		b, _ := json.Marshal(adminapi.SendFileRequest{Path: path, To: "orders"})
 		return string(b)
 	}
 	for _, tc := range []struct {
@@ -132,7 +132,7 @@ func TestAdminListenerIsLocked(t *testing.T) {
 		})
 	}
 	t.Run("modes", func(t *testing.T) {
-		for path, want := range map[string]os.FileMode{n.dataDir: 0o700, filepath.Join(n.dataDir, petrel.AdminSocket): 0o600} {
+		for path, want := range map[string]os.FileMode{n.dataDir: 0o700, filepath.Join(n.dataDir, adminapi.SocketName): 0o600} {
 			fi, err := os.Stat(path)
 			if err != nil {
 				t.Fatal(err)

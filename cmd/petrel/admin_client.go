@@ -1,29 +1,23 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 
-	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/spf13/cobra"
 )
 
-// adminClient talks to a running node's admin endpoints: through the unix
-// socket in its data directory, or over TCP to its admin listener.
+// adminClient talks to a running node's admin endpoints, through the one
+// client of internal/adminapi: through the unix socket in its data
+// directory, or over TCP to its admin listener. It adds what a user of
+// the command line should do when the node asks for a token.
 type adminClient struct {
-	http  *http.Client
-	base  string
-	where string // for error messages
-	// token is the bearer token sent over TCP; "" sends none. The socket
-	// needs none.
-	token string
+	api *adminapi.Client
 }
 
 // tokenEnv names the environment variable that holds the admin token when
@@ -67,15 +61,11 @@ func newAdminClient(server, cfgPath, dataDir, tokenFile string) (*adminClient, e
 		return nil, usageErrorf("give one of --server, -c and --data-dir")
 	}
 	if server != "" {
-		base := server
-		if !strings.Contains(base, "://") {
-			base = "http://" + base
-		}
 		token, err := adminToken(tokenFile)
 		if err != nil {
 			return nil, err
 		}
-		return &adminClient{http: &http.Client{}, base: strings.TrimSuffix(base, "/"), where: base, token: token}, nil
+		return &adminClient{api: adminapi.Dial(server, token)}, nil
 	}
 	dir := dataDir
 	if dir == "" {
@@ -85,53 +75,19 @@ func newAdminClient(server, cfgPath, dataDir, tokenFile string) (*adminClient, e
 		}
 		dir = file.NodeConfig().DataDir
 	}
-	sock := filepath.Join(dir, petrel.AdminSocket)
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}
-	return &adminClient{http: &http.Client{Transport: tr}, base: "http://petrel", where: sock}, nil
+	return &adminClient{api: adminapi.Socket(dir)}, nil
 }
 
 // do sends a request with in as its JSON body (none if nil) and decodes
-// the JSON answer into out. An answer with an error status is returned as
-// an error with the node's message.
+// the JSON answer into out (adminapi.Client.Do). An answer with an error
+// status is returned as an error with the node's message.
 func (c *adminClient) do(ctx context.Context, method, path string, in, out any) error {
-	var body bytes.Buffer
-	if in != nil {
-		if err := json.NewEncoder(&body).Encode(in); err != nil {
-			return err
-		}
+	err := c.api.Do(ctx, method, path, in, out)
+	var se *adminapi.StatusError
+	if errors.As(err, &se) && se.Code == http.StatusUnauthorized && se.Message != "" && !c.api.HasToken() {
+		return fmt.Errorf("%w (give the token with --token-file or $%s)", err, tokenEnv)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, &body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("no node answers at %s (is it running?): %w", c.where, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error != "" {
-			if resp.StatusCode == http.StatusUnauthorized && c.token == "" {
-				return fmt.Errorf("node: %s (give the token with --token-file or $%s)", e.Error, tokenEnv)
-			}
-			return fmt.Errorf("node: %s", e.Error)
-		}
-		return fmt.Errorf("node answered %s", resp.Status)
-	}
-	if out == nil {
-		return nil
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return err
 }
 
-func (c *adminClient) close() { c.http.CloseIdleConnections() }
+func (c *adminClient) close() { c.api.Close() }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/nodeproc"
 )
 
@@ -43,7 +44,7 @@ func TestFileSurvivesKills(t *testing.T) {
 	sum := writeRandomFile(t, src, size)
 	r := runPetrel(t, time.Minute, "sendfile", src, "crash@b", "-c", cl.configPath("a"), "--no-wait", "--json")
 	r.wantCode(t, 0)
-	var sent petrel.SendFileResponse
+	var sent adminapi.SendFileResponse
 	if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.SHA256 != sum {
 		t.Fatalf("sendfile answered %q (%v)", r.stdout, err)
 	}
@@ -121,7 +122,7 @@ func (cl *crashCluster) killDuring(t *testing.T, victim, sender string, size int
 	defer cancel()
 	var held int64
 	for held < size/4 {
-		st, err := petrel.ReadStatus(ctx, cl.dataDir(victim))
+		st, err := readNodeStatus(ctx, "", "", cl.dataDir(victim), "")
 		if err == nil {
 			for _, tr := range st.Transfers {
 				held = max(held, tr.Offset)
@@ -148,7 +149,7 @@ func (cl *crashCluster) killDuring(t *testing.T, victim, sender string, size int
 
 func fileWireOf(ctx context.Context, t *testing.T, dataDir string) int64 {
 	t.Helper()
-	st, err := petrel.ReadStatus(ctx, dataDir)
+	st, err := readNodeStatus(ctx, "", "", dataDir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func fileWireOf(ctx context.Context, t *testing.T, dataDir string) int64 {
 func waitQueueDepth(ctx context.Context, t *testing.T, dataDir, queue string, depth int64) {
 	t.Helper()
 	for {
-		st, err := petrel.ReadStatus(ctx, dataDir)
+		st, err := readNodeStatus(ctx, "", "", dataDir, "")
 		if err == nil {
 			for _, q := range st.Queues {
 				if q.Name == queue && q.Depth == depth {

@@ -233,7 +233,7 @@ func (cl *crashCluster) settle() {
 func waitLinksEmpty(ctx context.Context, dataDir string) error {
 	var last petrel.Status
 	for {
-		st, err := petrel.ReadStatus(ctx, dataDir)
+		st, err := readNodeStatus(ctx, "", "", dataDir, "")
 		if err == nil {
 			last = st
 			empty := true

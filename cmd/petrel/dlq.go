@@ -2,12 +2,11 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
-	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/spf13/cobra"
 )
 
@@ -29,15 +28,6 @@ address's dead_letter says otherwise.
 	return cmd
 }
 
-// dlqPath is the admin API path of addr's dead letters.
-func dlqPath(addr, action string) string {
-	p := "/api/dlq/" + url.PathEscape(addr)
-	if action != "" {
-		p += "/" + action
-	}
-	return p
-}
-
 func newDLQListCmd() *cobra.Command {
 	var node nodeFlags
 	var limit int
@@ -55,8 +45,8 @@ be, whether a consumer holds it now, and the reason it was dead-lettered.
 			if limit < 0 {
 				return usageErrorf("--limit %d: want a count, 0 for all", limit)
 			}
-			var resp petrel.DeadLettersResponse
-			path := dlqPath(args[0], "") + "?limit=" + strconv.Itoa(limit)
+			var resp adminapi.DeadLettersResponse
+			path := adminapi.DeadLettersPath(args[0], "") + "?" + adminapi.ParamLimit + "=" + strconv.Itoa(limit)
 			if err := node.call(cmd.Context(), callTimeout, "GET", path, nil, &resp); err != nil {
 				return err
 			}
@@ -111,8 +101,8 @@ Dead letters a consumer holds stay.
 			if count < 0 {
 				return usageErrorf("--count %d: want a count, 0 for all", count)
 			}
-			var resp petrel.CountResponse
-			if err := node.call(cmd.Context(), callTimeout, "POST", dlqPath(args[0], "replay"), map[string]int{"count": count}, &resp); err != nil {
+			var resp adminapi.CountResponse
+			if err := node.call(cmd.Context(), callTimeout, "POST", adminapi.DeadLettersPath(args[0], "replay"), adminapi.ReplayRequest{Count: count}, &resp); err != nil {
 				return err
 			}
 			if node.asJSON {
@@ -138,8 +128,8 @@ print how many were deleted. There is no undo.
 		Example: `  petrel dlq purge orders`,
 		Args:    oneAddress("address"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var resp petrel.CountResponse
-			if err := node.call(cmd.Context(), callTimeout, "POST", dlqPath(args[0], "purge"), nil, &resp); err != nil {
+			var resp adminapi.CountResponse
+			if err := node.call(cmd.Context(), callTimeout, "POST", adminapi.DeadLettersPath(args[0], "purge"), nil, &resp); err != nil {
 				return err
 			}
 			if node.asJSON {

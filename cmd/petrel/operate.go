@@ -11,7 +11,7 @@ import (
 )
 
 // The commands that operate a running node through its admin API (see
-// petrel.Node.adminAPI): send, recv, queues, purge and dlq. Each takes
+// internal/adminapi): send, recv, queues, purge and dlq. Each takes
 // the node's address the same way, with nodeFlags.
 
 // nodeFlags say which node a command talks to, and how it prints.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 )
 
 // opNode is a running `petrel node` for the operating commands: its data
@@ -106,7 +107,7 @@ func TestCLISendRecv(t *testing.T) {
 	}
 	r = runPetrel(t, 20*time.Second, "send", "orders", "@"+body, "--data-type", "blob", "--server", n.admin, "--json")
 	r.wantCode(t, exitOK)
-	var sent petrel.SendResponse
+	var sent adminapi.SendResponse
 	if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.ID == 0 || sent.Destination != "orders" {
 		t.Fatalf("send --json printed %q (%v)", r.stdout, err)
 	}
@@ -124,7 +125,7 @@ func TestCLISendRecv(t *testing.T) {
 	// Released: they stay, and come again.
 	r = n.run(t, "recv", "orders", "--count", "2", "--json", "--no-ack")
 	r.wantCode(t, exitOK)
-	msgs := jsonLines[petrel.APIMessage](t, r.stdout)
+	msgs := jsonLines[adminapi.Message](t, r.stdout)
 	if len(msgs) != 2 {
 		t.Fatalf("recv --count 2 printed %d messages:\n%s", len(msgs), r.stdout)
 	}
@@ -194,7 +195,7 @@ func TestCLIDeadLettersAndPurge(t *testing.T) {
 	}
 	r = n.run(t, "dlq", "list", "jobs", "--json", "--limit", "2")
 	r.wantCode(t, exitOK)
-	dl := jsonLines[petrel.DeadLettersResponse](t, r.stdout)[0]
+	dl := jsonLines[adminapi.DeadLettersResponse](t, r.stdout)[0]
 	if dl.Queue != "jobs.dlq" || len(dl.Messages) != 2 || *dl.Messages[0].Text != "a" {
 		t.Fatalf("dlq list --json: %+v", dl)
 	}
@@ -213,12 +214,12 @@ func TestCLIDeadLettersAndPurge(t *testing.T) {
 	}
 	r = n.run(t, "recv", "jobs", "--json", "--no-ack")
 	r.wantCode(t, exitOK)
-	if m := jsonLines[petrel.APIMessage](t, r.stdout); len(m) != 1 || *m[0].Text != "a" || m[0].Attempt != 1 || m[0].Reason != "" {
+	if m := jsonLines[adminapi.Message](t, r.stdout); len(m) != 1 || *m[0].Text != "a" || m[0].Attempt != 1 || m[0].Reason != "" {
 		t.Fatalf("replayed message: %+v", m)
 	}
 	r = n.run(t, "dlq", "purge", "jobs", "--json")
 	r.wantCode(t, exitOK)
-	if c := jsonLines[petrel.CountResponse](t, r.stdout); c[0] != (petrel.CountResponse{Queue: "jobs.dlq", Count: 1}) {
+	if c := jsonLines[adminapi.CountResponse](t, r.stdout); c[0] != (adminapi.CountResponse{Queue: "jobs.dlq", Count: 1}) {
 		t.Fatalf("dlq purge: %+v", c)
 	}
 	r = n.run(t, "purge", "jobs")

@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"text/tabwriter"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/spf13/cobra"
 )
 
@@ -25,7 +25,7 @@ and expired, and bytes stored.
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var qs []petrel.QueueStats
-			if err := node.call(cmd.Context(), callTimeout, "GET", "/api/queues", nil, &qs); err != nil {
+			if err := node.call(cmd.Context(), callTimeout, "GET", adminapi.PathQueues, nil, &qs); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -59,8 +59,8 @@ There is no undo.
   petrel purge orders@plant-7 --json`,
 		Args: oneAddress("queue"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var resp petrel.CountResponse
-			if err := node.call(cmd.Context(), callTimeout, "POST", "/api/queues/"+url.PathEscape(args[0])+"/purge", nil, &resp); err != nil {
+			var resp adminapi.CountResponse
+			if err := node.call(cmd.Context(), callTimeout, "POST", adminapi.QueuePurgePath(args[0]), nil, &resp); err != nil {
 				return err
 			}
 			if node.asJSON {

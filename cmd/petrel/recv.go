@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/spf13/cobra"
 )
 
@@ -54,8 +54,8 @@ data, properties as key/type/value, body as base64 and text when UTF-8).
 			if err != nil {
 				return err
 			}
-			var resp petrel.RecvResponse
-			if err := o.node.call(cmd.Context(), o.wait+callTimeout, "POST", "/api/recv", req, &resp); err != nil {
+			var resp adminapi.RecvResponse
+			if err := o.node.call(cmd.Context(), o.wait+callTimeout, "POST", adminapi.PathRecv, req, &resp); err != nil {
 				return err
 			}
 			if err := o.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], resp.Messages); err != nil {
@@ -77,8 +77,8 @@ data, properties as key/type/value, body as base64 and text when UTF-8).
 	return cmd
 }
 
-func (o *recvOptions) request(addr string) (petrel.RecvRequest, error) {
-	req := petrel.RecvRequest{Address: addr, Count: o.count, Wait: o.wait, Settle: petrel.SettleAck, Reason: o.reason}
+func (o *recvOptions) request(addr string) (adminapi.RecvRequest, error) {
+	req := adminapi.RecvRequest{Address: addr, Count: o.count, Wait: o.wait, Settle: adminapi.SettleAck, Reason: o.reason}
 	switch {
 	case o.count < 1 || o.count > 1000:
 		return req, usageErrorf("--count %d: want 1 to 1000", o.count)
@@ -89,9 +89,9 @@ func (o *recvOptions) request(addr string) (petrel.RecvRequest, error) {
 	case o.reason != "" && !o.nack:
 		return req, usageErrorf("--reason goes with --nack")
 	case o.noAck:
-		req.Settle = petrel.SettleRelease
+		req.Settle = adminapi.SettleRelease
 	case o.nack:
-		req.Settle = petrel.SettleNack
+		req.Settle = adminapi.SettleNack
 		if req.Reason == "" {
 			req.Reason = "nacked with petrel recv"
 		}
@@ -99,7 +99,7 @@ func (o *recvOptions) request(addr string) (petrel.RecvRequest, error) {
 	return req, nil
 }
 
-func (o *recvOptions) print(out, errOut io.Writer, addr string, msgs []petrel.APIMessage) error {
+func (o *recvOptions) print(out, errOut io.Writer, addr string, msgs []adminapi.Message) error {
 	if len(msgs) == 0 && !o.node.asJSON {
 		fmt.Fprintf(errOut, "no message on %s\n", addr)
 	}
@@ -119,7 +119,7 @@ func (o *recvOptions) print(out, errOut io.Writer, addr string, msgs []petrel.AP
 }
 
 // printMessage writes m as "field: value" lines, then its body.
-func printMessage(w io.Writer, m petrel.APIMessage) {
+func printMessage(w io.Writer, m adminapi.Message) {
 	field := func(name string, v any) { fmt.Fprintf(w, "%-16s %v\n", name+":", v) }
 	field("id", m.ID)
 	field("origin", m.Origin)
@@ -149,7 +149,7 @@ func printMessage(w io.Writer, m petrel.APIMessage) {
 	fmt.Fprintln(w, base64.StdEncoding.EncodeToString(m.Body))
 }
 
-func printKindProps(field func(string, any), m petrel.APIMessage) {
+func printKindProps(field func(string, any), m adminapi.Message) {
 	if c := m.Command; c != nil {
 		field("command", c.Name)
 		if c.ReplyTo != "" {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/message"
 	"github.com/spf13/cobra"
 )
@@ -55,8 +55,8 @@ float32, float64 or string. Files go with petrel sendfile.
 			if req.Body, err = readBody(args[1], cmd.InOrStdin()); err != nil {
 				return err
 			}
-			var sent petrel.SendResponse
-			if err := o.node.call(cmd.Context(), callTimeout, "POST", "/api/send", req, &sent); err != nil {
+			var sent adminapi.SendResponse
+			if err := o.node.call(cmd.Context(), callTimeout, "POST", adminapi.PathSend, req, &sent); err != nil {
 				return err
 			}
 			if o.node.asJSON {
@@ -81,8 +81,8 @@ float32, float64 or string. Files go with petrel sendfile.
 }
 
 // request checks the flags and makes the request for a message to to.
-func (o *sendOptions) request(to string) (petrel.SendRequest, error) {
-	req := petrel.SendRequest{To: to, TTL: o.ttl}
+func (o *sendOptions) request(to string) (adminapi.SendRequest, error) {
+	req := adminapi.SendRequest{To: to, TTL: o.ttl}
 	if o.ttl < 0 {
 		return req, usageErrorf("--ttl %v: negative; leave it out for a message that never expires", o.ttl)
 	}
@@ -110,9 +110,9 @@ func (o *sendOptions) request(to string) (petrel.SendRequest, error) {
 	case kind == message.KindData && commandSet:
 		return req, usageErrorf("--command, --reply-to and --correlation-id are for command messages: add --kind command")
 	case kind == message.KindCommand:
-		req.Command = &petrel.APICommand{Name: o.command, ReplyTo: o.replyTo, CorrelationID: o.correlationID}
+		req.Command = &adminapi.Command{Name: o.command, ReplyTo: o.replyTo, CorrelationID: o.correlationID}
 	case dataSet:
-		req.Data = &petrel.APIData{DataType: o.dataType, Encoding: o.encoding}
+		req.Data = &adminapi.Data{DataType: o.dataType, Encoding: o.encoding}
 	}
 	for _, p := range o.props {
 		prop, err := parseProp(p)
@@ -125,20 +125,20 @@ func (o *sendOptions) request(to string) (petrel.SendRequest, error) {
 }
 
 // parseProp reads --prop key=type:value.
-func parseProp(s string) (petrel.APIProperty, error) {
+func parseProp(s string) (adminapi.Property, error) {
 	key, tv, ok := strings.Cut(s, "=")
 	typ, value, ok2 := strings.Cut(tv, ":")
 	if !ok || !ok2 || key == "" {
-		return petrel.APIProperty{}, usageErrorf("--prop %q: want key=type:value, such as line=int32:3", s)
+		return adminapi.Property{}, usageErrorf("--prop %q: want key=type:value, such as line=int32:3", s)
 	}
 	t, err := message.ParseType(typ)
 	if err != nil {
-		return petrel.APIProperty{}, usageErrorf("--prop %q: %v", s, err)
+		return adminapi.Property{}, usageErrorf("--prop %q: %v", s, err)
 	}
 	if _, err := message.ParseValue(t, value); err != nil {
-		return petrel.APIProperty{}, usageErrorf("--prop %q: %v", s, err)
+		return adminapi.Property{}, usageErrorf("--prop %q: %v", s, err)
 	}
-	return petrel.APIProperty{Key: key, Type: t.String(), Value: value}, nil
+	return adminapi.Property{Key: key, Type: t.String(), Value: value}, nil
 }
 
 // readBody reads the body argument: text, @file or - for stdin.

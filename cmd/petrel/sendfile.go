@@ -7,14 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/message"
 )
 
@@ -91,15 +90,15 @@ func (sc *sendfileCmd) run(cmd *cobra.Command, args []string) error {
 	}
 	defer c.close()
 	ctx := cmd.Context()
-	var sent petrel.SendFileResponse
-	if err := c.do(ctx, "POST", "/api/files", req, &sent); err != nil {
+	var sent adminapi.SendFileResponse
+	if err := c.do(ctx, "POST", adminapi.PathFiles, req, &sent); err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
 	if !sc.asJSON {
 		fmt.Fprintf(out, "stored %s (%d bytes) as message %d for %s\n", sent.Filename, sent.Size, sent.ID, sent.Destination)
 	}
-	var final petrel.FileProgress
+	var final adminapi.FileProgress
 	if !sc.noWait {
 		if final, err = followFile(ctx, c, sent, out, !sc.asJSON); err != nil {
 			return err
@@ -113,20 +112,20 @@ func (sc *sendfileCmd) run(cmd *cobra.Command, args []string) error {
 
 // request checks the flags and the file, and builds the node's request:
 // the node reads the file at its absolute path.
-func (sc *sendfileCmd) request(file, to string) (petrel.SendFileRequest, error) {
+func (sc *sendfileCmd) request(file, to string) (adminapi.SendFileRequest, error) {
 	if sc.priority < -1 || sc.priority > 9 {
-		return petrel.SendFileRequest{}, usageErrorf("--priority %d: want 0 to 9", sc.priority)
+		return adminapi.SendFileRequest{}, usageErrorf("--priority %d: want 0 to 9", sc.priority)
 	}
 	path, err := filepath.Abs(file)
 	if err != nil {
-		return petrel.SendFileRequest{}, err
+		return adminapi.SendFileRequest{}, err
 	}
 	if fi, err := os.Stat(path); err != nil {
-		return petrel.SendFileRequest{}, fmt.Errorf("sendfile: %w", err)
+		return adminapi.SendFileRequest{}, fmt.Errorf("sendfile: %w", err)
 	} else if !fi.Mode().IsRegular() {
-		return petrel.SendFileRequest{}, fmt.Errorf("sendfile: %s is not a regular file", path)
+		return adminapi.SendFileRequest{}, fmt.Errorf("sendfile: %s is not a regular file", path)
 	}
-	req := petrel.SendFileRequest{Path: path, To: to, Filename: sc.name, Notify: sc.notify, TTL: sc.ttl}
+	req := adminapi.SendFileRequest{Path: path, To: to, Filename: sc.name, Notify: sc.notify, TTL: sc.ttl}
 	if sc.priority >= 0 {
 		p := uint8(sc.priority)
 		req.Priority = &p
@@ -136,18 +135,18 @@ func (sc *sendfileCmd) request(file, to string) (petrel.SendFileRequest, error) 
 
 // printSentJSON prints the stored file message and, when followed, how
 // its transfer ended, as one JSON object.
-func printSentJSON(out io.Writer, sent petrel.SendFileResponse, final petrel.FileProgress) error {
+func printSentJSON(out io.Writer, sent adminapi.SendFileResponse, final adminapi.FileProgress) error {
 	return json.NewEncoder(out).Encode(struct {
-		petrel.SendFileResponse
-		State string `json:"state,omitempty"`
-		Error string `json:"error,omitempty"`
+		adminapi.SendFileResponse
+		State filetransfer.State `json:"state,omitempty"`
+		Error string             `json:"error,omitempty"`
 	}{sent, final.State, final.Error})
 }
 
 // printSent prints the file's SHA-256 and how its transfer ended; a
 // transfer that failed is the command's error.
-func printSent(out io.Writer, sent petrel.SendFileResponse, final petrel.FileProgress) error {
-	if final.State == string(filetransfer.StateFailed) {
+func printSent(out io.Writer, sent adminapi.SendFileResponse, final adminapi.FileProgress) error {
+	if final.State == filetransfer.StateFailed {
 		return fmt.Errorf("transfer of %s failed: %s", sent.Filename, final.Error)
 	}
 	fmt.Fprintf(out, "sha256 %s  %s\n", sent.SHA256, sent.Filename)
@@ -163,7 +162,7 @@ func printSent(out io.Writer, sent petrel.SendFileResponse, final petrel.FilePro
 
 // followFile polls the node for the file's progress until the next hop
 // holds it or it fails, drawing a progress bar when bar is set.
-func followFile(ctx context.Context, c *adminClient, sent petrel.SendFileResponse, out io.Writer, bar bool) (petrel.FileProgress, error) {
+func followFile(ctx context.Context, c *adminClient, sent adminapi.SendFileResponse, out io.Writer, bar bool) (adminapi.FileProgress, error) {
 	var pb *progressbar.ProgressBar
 	if bar {
 		pb = progressbar.NewOptions64(sent.Size,
@@ -181,20 +180,20 @@ func followFile(ctx context.Context, c *adminClient, sent petrel.SendFileRespons
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		var p petrel.FileProgress
-		if err := c.do(ctx, "GET", "/api/files/"+strconv.FormatUint(sent.ID, 10), nil, &p); err != nil {
+		var p adminapi.FileProgress
+		if err := c.do(ctx, "GET", adminapi.FilePath(sent.ID), nil, &p); err != nil {
 			return p, err
 		}
 		if pb != nil {
 			pb.Set64(p.Acked)
 		}
 		switch p.State {
-		case string(filetransfer.StateHandedOver), string(filetransfer.StateDelivered):
+		case filetransfer.StateHandedOver, filetransfer.StateDelivered:
 			if pb != nil {
 				pb.Finish()
 			}
 			return p, nil
-		case string(filetransfer.StateFailed):
+		case filetransfer.StateFailed:
 			if pb != nil {
 				fmt.Fprintln(out)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/spf13/cobra"
 )
 
@@ -68,7 +69,7 @@ func readNodeStatus(ctx context.Context, server, cfgPath, dataDir, tokenFile str
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var st petrel.Status
-	err = c.do(ctx, "GET", "/api/status", nil, &st)
+	err = c.do(ctx, "GET", adminapi.PathStatus, nil, &st)
 	return st, err
 }
 

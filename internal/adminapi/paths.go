@@ -1,0 +1,79 @@
+package adminapi
+
+import (
+	"net/url"
+	"path/filepath"
+	"strconv"
+)
+
+// SocketName is the name of the admin socket in a node's data directory.
+// It asks no token: reaching it takes the node's user.
+const SocketName = "petrel.sock"
+
+// SocketPath is the admin socket of the node whose data directory is dir.
+func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
+
+// The endpoints, as the node routes them ("{name}" is a parameter) and
+// the client calls them:
+//
+//	GET  /healthz                   200 "ok" while the process serves
+//	GET  /readyz                    200 "ready" once the node started; 503 before and while stopping
+//	GET  /metrics                   Prometheus text, from the node's own registry
+//	GET  /api/status                petrel.Status (also at /status, for older clients)
+//	POST /api/send                  SendRequest → SendResponse, once the message is durable
+//	POST /api/recv                  RecvRequest → RecvResponse
+//	GET  /api/queues                → []petrel.QueueStats, by name
+//	POST /api/queues/{queue}/purge  → CountResponse: the messages deleted
+//	GET  /api/dlq/{addr}?limit=N    → DeadLettersResponse, consuming nothing
+//	POST /api/dlq/{addr}/replay     ReplayRequest (none: all) → CountResponse: the messages moved back
+//	POST /api/dlq/{addr}/purge      → CountResponse: the dead letters deleted
+//	POST /api/files                 SendFileRequest → SendFileResponse, once durable
+//	GET  /api/files/{id}            FileProgress of a file sent from the node
+//
+// An error answers {"error": "..."} (ErrorResponse): 400 for a malformed
+// request or an invalid message, 401 without the token, 403 for a refused
+// Host, Origin or file, 404 for an unknown queue or address, 409 for an
+// address that cannot do what was asked (not a receive address, no
+// route), 415 for a POST that is not JSON, 503 while the node closes or
+// when its store is full.
+const (
+	PathHealthz     = "/healthz"
+	PathReadyz      = "/readyz"
+	PathMetrics     = "/metrics"
+	PathStatus      = "/api/status"
+	PathStatusOld   = "/status"
+	PathSend        = "/api/send"
+	PathRecv        = "/api/recv"
+	PathQueues      = "/api/queues"
+	PathQueuePurge  = "/api/queues/{queue}/purge"
+	PathDeadLetters = "/api/dlq/{addr}"
+	PathReplay      = "/api/dlq/{addr}/replay"
+	PathDLQPurge    = "/api/dlq/{addr}/purge"
+	PathFiles       = "/api/files"
+	PathFile        = "/api/files/{id}"
+)
+
+// The parameters of the paths above.
+const (
+	ParamQueue = "queue"
+	ParamAddr  = "addr"
+	ParamID    = "id"
+	// ParamLimit is the query parameter of PathDeadLetters.
+	ParamLimit = "limit"
+)
+
+// QueuePurgePath is PathQueuePurge for the queue name.
+func QueuePurgePath(name string) string { return PathQueues + "/" + url.PathEscape(name) + "/purge" }
+
+// DeadLettersPath is PathDeadLetters for addr; action "" browses them,
+// "replay" or "purge" is PathReplay or PathDLQPurge.
+func DeadLettersPath(addr, action string) string {
+	p := "/api/dlq/" + url.PathEscape(addr)
+	if action != "" {
+		p += "/" + action
+	}
+	return p
+}
+
+// FilePath is PathFile for the file message id.
+func FilePath(id uint64) string { return PathFiles + "/" + strconv.FormatUint(id, 10) }
