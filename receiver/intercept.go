@@ -143,8 +143,7 @@ func (s *Server) interceptFile(ctx context.Context, peer session.Peer, m *messag
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		s.stats.FilesRefused.Add(1)
-		return err.Error(), nil
+		return err.Error(), nil // counted in FilesRefused by the caller
 	}
 	return "", nil
 }
