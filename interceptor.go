@@ -39,7 +39,8 @@ type Interceptor interface {
 	// has ended, after its sessions.
 	OnDisconnect(c ConnInfo)
 	// OnPublish is called with each message entering the node, before
-	// it is routed and stored: from its own Producer (Send, SendAsync,
+	// the access rules, routing and the store (it may see a message the
+	// rules then deny): from its own Producer (Send, SendAsync,
 	// file messages and outboxes), a client's publish, or a link's
 	// message (relayed ones included). It may change m's Priority, TTL,
 	// application Properties and Body; changes to ID, Origin,
