@@ -60,6 +60,9 @@ func (p *nodePublisher) submit(ctx context.Context, m *message.Message) (*queue.
 	if err := p.stamp(m); err != nil {
 		return nil, err
 	}
+	if err := n.icpt.publishLocal(ctx, m); err != nil {
+		return nil, err
+	}
 	if err := m.Validate(n.cfg.Limits); err != nil {
 		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
 	}

@@ -78,6 +78,11 @@ type Config struct {
 	ConfigSource string
 	// Logger receives the node's logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// Interceptors are called on every path a message takes, in this
+	// order (see Interceptor). Read when the node opens; a reload keeps
+	// them. An fx application may also provide them to the value group
+	// "petrel.interceptors", which runs after these.
+	Interceptors []Interceptor
 }
 
 // NodeConfig is another node and how to reach it.

@@ -23,7 +23,7 @@ func (n *Node) Consumer(addr string) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{b: &queueConsumer{n: n, q: q}, addr: q.Name()}, nil
+	return n.icpt.consumer(&Consumer{b: &queueConsumer{n: n, q: q}, addr: q.Name()})
 }
 
 // consumerQueue returns the receive queue of the local address addr, as

@@ -66,6 +66,8 @@ type Node struct {
 	// idents holds who may connect, the neighbours' secrets and the ids
 	// bound to identities.
 	idents *identities
+	// icpt is the chain of interceptors; empty when none are registered.
+	icpt *interceptors
 
 	started   time.Time
 	closeOnce sync.Once
@@ -102,7 +104,7 @@ const (
 // the node not ready and discovery stops announcing it before the
 // receiver stops accepting, and the store closes last.
 var Module = fx.Module("petrel",
-	fx.Provide(newCommitMetrics, loadTLS, storeConfig, newNode, linkConfigs, newManager, newRouter),
+	fx.Provide(newCommitMetrics, loadTLS, storeConfig, newNode, linkConfigs, newManager, newRouter, newInterceptors),
 	queue.Module,
 	sender.Module,
 	receiver.Module,
@@ -233,7 +235,7 @@ func unwrapFx(err error) error {
 	return err
 }
 
-func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics) (*Node, error) {
+func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics, icpt *interceptors) (*Node, error) {
 	cfg = cfg.withDefaults()
 	id, err := loadIdentity(cfg.DataDir)
 	if err != nil {
@@ -246,6 +248,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics)
 		store:     store,
 		addresses: map[string]AddressConfig{},
 		listeners: map[*Listener]struct{}{},
+		icpt:      icpt,
 	}
 	for _, a := range cfg.Addresses {
 		if a.Role == 0 {
@@ -268,6 +271,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics)
 	n.access.set(cfg.Access)
 	n.registry = newRegistry(n, cm)
 	n.admin = newAdminServer(n, n.log, n.registry, cfg.Limits)
+	n.registry.MustRegister(icpt.collectors()...)
 	lc.Append(fx.Hook{OnStart: n.start, OnStop: n.stop})
 	return n, nil
 }

@@ -77,6 +77,9 @@ func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) er
 	if err := n.stamper().stamp(m); err != nil {
 		return err
 	}
+	if err := n.icpt.publishLocal(ctx, m); err != nil {
+		return err
+	}
 	q, dest, err := n.route(ctx, m.Destination)
 	if err != nil {
 		return err

@@ -50,6 +50,9 @@ func (n *Node) clientSubscribe(ctx context.Context, peer session.Peer, addr stri
 	if err != nil {
 		return nil, clientRefusal(err)
 	}
+	if err := n.subscribeClient(ctx, peer, q.Name()); err != nil {
+		return nil, err
+	}
 	return q, nil
 }
 

@@ -66,6 +66,7 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 		return
 	}
 	if err := sess.Accept(s.cfg.Window); err != nil {
+		s.unsubscribed(peer, q)
 		return
 	}
 	sessions.Add(1)
@@ -73,6 +74,7 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 		defer sessions.Done()
 		if q != nil {
 			s.subscribeLoop(c, sess, q)
+			s.unsubscribed(peer, q)
 		} else {
 			s.sessionLoop(c, sess)
 		}
@@ -94,6 +96,12 @@ func (s *Server) publishPut(ctx context.Context, peer session.Peer, d session.Da
 	}
 	if reason := s.checkOrigin(peer, m, true); reason != "" {
 		return queue.Put{}, refusal{reason: reason}, nil
+	}
+	if s.icpt != nil {
+		var reason string
+		if m, d.Message, reason, err = s.interceptPublish(ctx, peer, d.Message, true); reason != "" || err != nil {
+			return queue.Put{}, refusal{reason: reason}, err
+		}
 	}
 	q, dest, err := s.router.(ClientRouter).ClientPublish(ctx, peer, m)
 	switch {

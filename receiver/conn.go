@@ -52,6 +52,11 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 		return
 	}
 	defer s.untrack(c)
+	if !s.connected(hctx, c) {
+		c.Close()
+		return
+	}
+	defer s.disconnected(c)
 	peer := c.Peer()
 	s.log.Info("link up", slog.String(logkey.Peer, peer.Name), slog.String("addr", remote))
 	var sessions sync.WaitGroup

@@ -34,6 +34,11 @@
 //     bounded by the handshake timeout like the session handshake, and a
 //     client whose certificate was verified must claim its Common Name as
 //     its node name.
+//   - A Router that implements Interceptor (intercept.go) sees each
+//     connection once its identity is proven, each whole message of a
+//     link or a client's publish before it is routed, and each message
+//     pushed to and settled by a client. Without it, nothing is decoded
+//     beyond the header routing needs.
 //
 // receiver imports message, address, queue and session; never sender, the
 // root package or conf.

@@ -221,6 +221,9 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 	if reason := s.checkOrigin(peer, m, false); reason != "" {
 		return nil, FileTarget{}, reason, nil
 	}
+	if reason, err := s.interceptFile(ctx, peer, m); reason != "" || err != nil {
+		return nil, FileTarget{}, reason, err
+	}
 	localProps(m, peer)
 	if err := filetransfer.InfoFromProps(m.File).Check(); err != nil {
 		return nil, FileTarget{}, "bad file announcement: " + err.Error(), nil

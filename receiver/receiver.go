@@ -71,6 +71,7 @@ type Server struct {
 	log    *slog.Logger
 	store  *queue.Store
 	router Router
+	icpt   Interceptor // nil unless the router intercepts
 
 	ln     net.Listener
 	ctx    context.Context
@@ -134,7 +135,7 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 		cfg.Session.BufferStats = &session.BufferStats{}
 	}
 	return &Server{
-		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret,
+		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret, icpt: interceptorOf(router),
 		log:    cfg.Logger.With(slog.String(logkey.Component, "receiver")),
 		conns:  map[*session.Conn]struct{}{},
 		limits: newConnLimits(cfg),

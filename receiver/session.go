@@ -199,6 +199,12 @@ func (s *Server) put(ctx context.Context, peer session.Peer, d session.Data) (qu
 	if reason := s.checkOrigin(peer, m, false); reason != "" {
 		return queue.Put{}, reason, nil
 	}
+	if s.icpt != nil {
+		var reason string
+		if m, d.Message, reason, err = s.interceptPublish(ctx, peer, d.Message, false); reason != "" || err != nil {
+			return queue.Put{}, reason, err
+		}
+	}
 	q, err := s.router.Inbound(ctx, peer, m)
 	if errors.Is(err, ErrRefused) {
 		s.stats.Refused.Add(1)

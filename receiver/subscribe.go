@@ -29,6 +29,7 @@ import (
 type subscription struct {
 	s       *Server
 	sess    *session.Session
+	peer    session.Peer
 	q       *queue.Queue
 	log     *slog.Logger
 	maxHeld int
@@ -51,7 +52,7 @@ func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.
 	ctx, cancel := s.ctxOf(c)
 	defer cancel()
 	sub := &subscription{
-		s: s, sess: sess, q: q, maxHeld: 4 * int(sess.Window()),
+		s: s, sess: sess, peer: c.Peer(), q: q, maxHeld: 4 * int(sess.Window()),
 		log:  s.log.With(slog.String(logkey.Peer, c.Peer().Name), slog.String(logkey.Address, q.Name())),
 		held: map[uint64]held{}, room: make(chan struct{}, 1),
 	}
@@ -127,6 +128,9 @@ func (sub *subscription) push(ctx context.Context, d *queue.Delivery) error {
 		// Expired since it was leased: the queue expires it on a later poll.
 		d.Release()
 		return nil
+	}
+	if sub.s.icpt != nil {
+		data = sub.s.interceptDeliver(ctx, sub.peer, sub.q.Name(), data)
 	}
 	sub.mu.Lock()
 	sub.tag++
@@ -253,10 +257,14 @@ func (sub *subscription) settle(st session.Settle, ds []*queue.Delivery) []*queu
 		}
 	}
 	if st.Op == session.SettleAck {
-		sub.check(st.Op, sub.q.AckAll(ds))
+		err := sub.q.AckAll(ds)
+		sub.check(st.Op, err)
+		if err == nil {
+			sub.settled(st, ds)
+		}
 		return ds
 	}
-	for _, d := range ds {
+	for i, d := range ds {
 		var err error
 		switch st.Op {
 		case session.SettleNack:
@@ -267,6 +275,9 @@ func (sub *subscription) settle(st session.Settle, ds []*queue.Delivery) []*queu
 			err = d.DeadLetter("refused by client: " + st.Reason)
 		}
 		sub.check(st.Op, err)
+		if err == nil {
+			sub.settled(st, ds[i:i+1])
+		}
 	}
 	return ds
 }

@@ -69,6 +69,9 @@ var Rules = []Rule{
 	{Field: "Logger"},
 	// Where the configuration came from is only shown, as the node opened.
 	{Field: "ConfigSource"},
+	// Interceptors are application code wired in at start, into every
+	// path; a reload keeps the chain the node opened with.
+	{Field: "Interceptors"},
 	// The admin listener is bound at start, like listen, and its token
 	// file read then.
 	{Key: "admin", Field: "Admin"},
