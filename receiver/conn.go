@@ -11,40 +11,17 @@ import (
 	"github.com/petrelmq/petrel/session"
 )
 
-// serveConn runs one inbound connection: the handshake, then one goroutine
-// per session until the connection dies or the server stops.
+// serveConn runs one inbound connection: its handshakes (handshake), then
+// its sessions (serveSessions) until the connection dies or the server stops.
 func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 	defer s.wg.Done()
 	defer slot.release()
-	remote := nc.RemoteAddr().String()
-	cfg := s.sessionConfig()
 	// A connection still in its handshakes has nothing to drain: Stop
 	// ends them at once.
 	hctx, hcancel := s.readCtx(s.ctx)
 	defer hcancel()
-	if s.cfg.TLS != nil {
-		tc, check, cn, err := s.tlsConn(hctx, nc)
-		if err != nil {
-			s.stats.HandshakeFailed.Add(1)
-			s.stats.TLSFailed.Add(1)
-			if !s.draining() {
-				s.handshakeFailed("link refused at TLS handshake", remote, err)
-			}
-			return
-		}
-		nc, cfg.CheckPeer, cfg.Certified = tc, check, cn
-	}
-	cfg.CheckPeer = s.checkPeer(cfg.CheckPeer)
-	c, err := session.Server(hctx, nc, cfg)
-	slot.handshakeDone()
-	if err != nil {
-		s.stats.HandshakeFailed.Add(1)
-		if errors.Is(err, session.ErrAuth) {
-			s.stats.AuthFailed.Add(1)
-		}
-		if !s.draining() {
-			s.handshakeFailed("link refused at handshake", remote, err)
-		}
+	c, ok := s.handshake(hctx, nc, slot)
+	if !ok {
 		return
 	}
 	if !s.track(c) {
@@ -57,12 +34,50 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 		return
 	}
 	defer s.disconnected(c)
-	peer := c.Peer()
-	s.log.Info("link up", slog.String(logkey.Peer, peer.Name), slog.String("addr", remote))
+	s.log.Info("link up", slog.String(logkey.Peer, c.Peer().Name), slog.String("addr", nc.RemoteAddr().String()))
+	s.serveSessions(c)
+}
+
+// handshake runs the TLS handshake, if the listener speaks TLS, then the
+// session handshake, which proves the peer's identity. A failure is
+// counted and logged (rate-limited), and the connection is closed.
+func (s *Server) handshake(ctx context.Context, nc net.Conn, slot *connSlot) (*session.Conn, bool) {
+	remote := nc.RemoteAddr().String()
+	cfg := s.sessionConfig()
+	if s.cfg.TLS != nil {
+		tc, check, cn, err := s.tlsConn(ctx, nc)
+		if err != nil {
+			s.stats.HandshakeFailed.Add(1)
+			s.stats.TLSFailed.Add(1)
+			if !s.draining() {
+				s.handshakeFailed("link refused at TLS handshake", remote, err)
+			}
+			return nil, false
+		}
+		nc, cfg.CheckPeer, cfg.Certified = tc, check, cn
+	}
+	cfg.CheckPeer = s.checkPeer(cfg.CheckPeer)
+	c, err := session.Server(ctx, nc, cfg)
+	slot.handshakeDone()
+	if err != nil {
+		s.stats.HandshakeFailed.Add(1)
+		if errors.Is(err, session.ErrAuth) {
+			s.stats.AuthFailed.Add(1)
+		}
+		if !s.draining() {
+			s.handshakeFailed("link refused at handshake", remote, err)
+		}
+		return nil, false
+	}
+	return c, true
+}
+
+// serveSessions takes the sessions the peer opens, one goroutine each, until
+// the connection dies or the server stops. No session opens once Stop
+// began; the connection closes after its sessions closed in order.
+func (s *Server) serveSessions(c *session.Conn) {
 	var sessions sync.WaitGroup
 	defer sessions.Wait()
-	// No session opens once Stop began; the connection closes after its
-	// sessions closed in order.
 	actx, acancel := s.readCtx(s.ctx)
 	defer acancel()
 	for {
@@ -77,41 +92,49 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 				if isProtocol(err) {
 					s.stats.ProtocolErrors.Add(1)
 				}
-				s.log.Warn("link down", slog.String(logkey.Peer, peer.Name), slog.Any(logkey.Error, err))
+				s.log.Warn("link down", slog.String(logkey.Peer, c.Peer().Name), slog.Any(logkey.Error, err))
 			}
 			c.Close()
 			return
 		}
-		if err := sessionAllowed(peer, sess); err != nil {
-			s.stats.SessionsRefused.Add(1)
-			s.stats.KindRefused.Add(1)
-			s.log.Warn("session refused", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Address, sess.Address()), slog.Any(logkey.Error, err))
-			sess.Refuse(err.Error())
-			continue
-		}
-		if sess.Publish() || sess.Subscribe() {
-			s.serveClient(c, sess, &sessions)
-			continue
-		}
-		if err := s.router.AcceptSession(peer, sess.Address()); err != nil {
-			s.stats.SessionsRefused.Add(1)
-			s.log.Warn("session refused", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Address, sess.Address()), slog.Any(logkey.Error, err))
-			sess.Refuse(err.Error())
-			continue
-		}
-		if err := sess.Accept(s.cfg.Window); err != nil {
-			continue
-		}
-		sessions.Add(1)
-		go func() {
-			defer sessions.Done()
-			if sess.File() {
-				s.fileLoop(c, sess)
-			} else {
-				s.sessionLoop(c, sess)
-			}
-		}()
+		s.serveSession(c, sess, &sessions)
 	}
+}
+
+// serveSession refuses sess, with the reason, or starts what serves it:
+// a client's publish or subscribe session, a file session or a link's.
+func (s *Server) serveSession(c *session.Conn, sess *session.Session, sessions *sync.WaitGroup) {
+	peer := c.Peer()
+	refuse := func(err error) {
+		s.stats.SessionsRefused.Add(1)
+		s.log.Warn("session refused", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Address, sess.Address()), slog.Any(logkey.Error, err))
+		sess.Refuse(err.Error())
+	}
+	if err := sessionAllowed(peer, sess); err != nil {
+		s.stats.KindRefused.Add(1)
+		refuse(err)
+		return
+	}
+	if sess.Publish() || sess.Subscribe() {
+		s.serveClient(c, sess, sessions)
+		return
+	}
+	if err := s.router.AcceptSession(peer, sess.Address()); err != nil {
+		refuse(err)
+		return
+	}
+	if err := sess.Accept(s.cfg.Window); err != nil {
+		return
+	}
+	sessions.Add(1)
+	go func() {
+		defer sessions.Done()
+		if sess.File() {
+			s.fileLoop(c, sess)
+		} else {
+			s.sessionLoop(c, sess)
+		}
+	}()
 }
 
 func isProtocol(err error) bool {
