@@ -104,7 +104,11 @@ var reloadRules = map[string]string{
 	// it at start, like link's bounds.
 	"max_auto_queues": needsRestart,
 	"addresses":       SectionAddresses,
-	"outboxes":        SectionOutboxes,
+	// Subscriptions are checked against the spaces when they are made,
+	// and a name's being a topic decides where its messages went: a
+	// change applies at the next start.
+	"topics":   needsRestart,
+	"outboxes": SectionOutboxes,
 	// The spool and chunk settings are read by the receiver and the
 	// senders when they are built, like link.
 	"files":     needsRestart,

@@ -85,6 +85,8 @@
 //	                 file is read at start) and its checks
 //	tls.*            certificates and keys, read at start, and the listener's
 //	                 TLS mode
+//	topics           the topic spaces: whether a name is a topic decides
+//	                 where its messages went
 //
 // An edit that mixes both kinds applies its live part and reports the rest.
 //
@@ -328,6 +330,15 @@
 //	    node: plant-9
 //	  - name: telemetry
 //	    role: relay
+//
+//	# Topic spaces (list). An address name that a space's pattern matches is a
+//	# topic: a publish to it goes to every subscription whose pattern matches,
+//	# in one transaction, and is dropped and counted when none does. Declared
+//	# addresses may not be topics. Topics are not created by auto_create.
+//	topics:
+//	  - # Pattern of the space's names (string, required): dot-separated words,
+//	    # '*' for exactly one word, '#' for zero or more.
+//	    pattern: events.#
 //
 //	files:
 //	  # Where files being received are kept until whole and verified, and where
