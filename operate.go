@@ -43,6 +43,9 @@ type StoredMessage struct {
 
 // lookupQueue returns the queue called name.
 func (n *Node) lookupQueue(name string) (*queue.Queue, error) {
+	if q, ok := n.store.Lookup(name); ok && strings.HasPrefix(name, subQueuePrefix) {
+		return q, nil // a subscription's queue, or its dead letters
+	}
 	base, node, err := message.ParseDestination(name)
 	if err != nil {
 		return nil, err
@@ -201,6 +204,9 @@ func (n *Node) Replay(ctx context.Context, addr string, limit int) (int, error) 
 
 // replayTarget is the queue a dead letter goes back to.
 func (n *Node) replayTarget(ctx context.Context, data []byte, addr string) (*queue.Queue, error) {
+	if q := n.subscriptionQueue(addr); q != nil {
+		return q, nil // not the topic: that would copy it to every subscription
+	}
 	dest := addr
 	if m, err := message.Peek(data, message.Limits{}); err == nil {
 		dest = m.Destination

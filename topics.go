@@ -429,3 +429,19 @@ func (c Config) validateTopics() error {
 	}
 	return nil
 }
+
+// subscriptionQueue returns the subscription queue that addr names, itself
+// or through its dead-letter queue ("sub:audit", "sub:audit.dlq"); nil
+// when addr names none.
+func (n *Node) subscriptionQueue(addr string) *queue.Queue {
+	name, ok := strings.CutPrefix(strings.TrimSuffix(addr, queue.DeadLetterSuffix), subQueuePrefix)
+	if !ok {
+		return nil
+	}
+	n.topics.mu.RLock()
+	defer n.topics.mu.RUnlock()
+	if e := n.topics.subs[name]; e != nil {
+		return e.q
+	}
+	return nil
+}

@@ -436,3 +436,32 @@ func TestTopicFromClientAndLink(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscriptionDeadLetterReplay: a subscription dead-letters into its
+// own dead-letter queue, and a replay goes back to that subscription only.
+func TestSubscriptionDeadLetterReplay(t *testing.T) {
+	n := nodes.Open(t, withTopics("orders.#"))
+	ctx := context.Background()
+	a := subscribe(t, n, "orders.#", petrel.SubscribeOptions{Name: "a", Durable: true, Policy: petrel.QueuePolicy{MaxDeliveries: 1}})
+	b := subscribe(t, n, "orders.#", petrel.SubscribeOptions{Name: "b", Durable: true})
+	publish(t, n, "orders.x", "poison", nil)
+	d := receive(t, a)
+	if err := d.Nack("cannot"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := n.QueueStat("sub:a.dlq"); !ok || st.Depth != 1 {
+		t.Fatalf("dead-letter queue of a: %+v %v", st, ok)
+	}
+	if got, err := n.Replay(ctx, "sub:a", 0); err != nil || got != 1 {
+		t.Fatalf("replay = %d, %v", got, err)
+	}
+	if got := takeAll(t, a); fmt.Sprint(got) != "[poison]" {
+		t.Fatalf("a after replay: %v", got)
+	}
+	if got := takeAll(t, b); fmt.Sprint(got) != "[poison]" {
+		t.Fatalf("b got %v, want the one copy it had", got)
+	}
+}
