@@ -100,8 +100,12 @@ func (p *nodePublisher) toTopic(m *message.Message) (c completion, ok bool, err 
 	return c, true, err
 }
 
-// startInbox starts the pump; stopInbox stops it and waits.
+// startInbox starts the pump; stopInbox stops it and waits. A node with
+// no topic space has neither inbox nor pump: nothing can reach them.
 func (n *Node) startInbox(ctx context.Context) error {
+	if len(n.topics.spaces) == 0 {
+		return nil
+	}
 	q, err := n.inbox(ctx)
 	if err != nil {
 		return err
