@@ -34,6 +34,7 @@ import (
 func (n *Node) adminAPI(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/send", n.handleSend)
 	mux.HandleFunc("POST /api/recv", n.handleRecv)
+	n.adminTopics(mux)
 	mux.HandleFunc("GET /api/queues", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, n.QueueStats())
 	})
