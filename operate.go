@@ -43,8 +43,11 @@ type StoredMessage struct {
 
 // lookupQueue returns the queue called name.
 func (n *Node) lookupQueue(name string) (*queue.Queue, error) {
-	if q, ok := n.store.Lookup(name); ok && strings.HasPrefix(name, subQueuePrefix) {
-		return q, nil // a subscription's queue, or its dead letters
+	if strings.HasPrefix(name, subQueuePrefix) { // a subscription's queue, or its dead letters
+		if q, ok := n.store.Lookup(name); ok {
+			return q, nil
+		}
+		return nil, fmt.Errorf("queue %q: %w (petrel topics lists the subscriptions)", name, ErrUnknownQueue)
 	}
 	base, node, err := message.ParseDestination(name)
 	if err != nil {

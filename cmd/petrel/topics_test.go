@@ -40,3 +40,17 @@ func TestTopicsCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestPurgeSubscriptionQueue: the operating commands take a
+// subscription's queue name.
+func TestPurgeSubscriptionQueue(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "a.yaml")
+	writeFile(t, cfg, "node: {name: a, data_dir: data}\ntopics:\n  - pattern: events.#\n")
+	startNode(t, dir, "-c", cfg).ready(t)
+	r := runPetrel(t, 20*time.Second, "purge", "sub:audit", "--data-dir", filepath.Join(dir, "data"))
+	// No such subscription: the node says so (not the argument check).
+	if r.code == exitOK || strings.Contains(r.stderr, "has ':'") {
+		t.Fatalf("purge sub:audit: code %d, stderr %q", r.code, r.stderr)
+	}
+}
