@@ -45,6 +45,8 @@ type adminNode interface {
 	// fileProgress says where the file message id, sent from the node,
 	// stands.
 	fileProgress(id uint64) adminapi.FileProgress
+	// topicsResponse lists the topic spaces and subscriptions.
+	topicsResponse() adminapi.Topics
 }
 
 // adminServer serves the admin endpoints, in the manner of litestream's
@@ -110,6 +112,7 @@ func (s *adminServer) routes(scope adminScope) *http.ServeMux {
 	mux.HandleFunc("POST "+adminapi.PathDLQPurge, s.handlePurgeDeadLetters)
 	mux.HandleFunc("POST "+adminapi.PathFiles, s.handleSendFile(scope))
 	mux.HandleFunc("GET "+adminapi.PathFile, s.handleFileProgress)
+	mux.HandleFunc("GET "+adminapi.PathTopics, s.handleTopics)
 	return mux
 }
 

@@ -34,6 +34,12 @@ type nodePublisher struct {
 }
 
 func (p *nodePublisher) send(ctx context.Context, m *message.Message) error {
+	if c, ok, err := p.toTopic(m); ok {
+		if err != nil {
+			return err
+		}
+		return c.Wait(ctx)
+	}
 	if m.Kind == message.KindFile {
 		return p.n.sendFile(ctx, m, false)
 	}
@@ -45,6 +51,12 @@ func (p *nodePublisher) send(ctx context.Context, m *message.Message) error {
 }
 
 func (p *nodePublisher) sendAsync(m *message.Message) *Pending {
+	if c, ok, err := p.toTopic(m); ok {
+		if err != nil {
+			return failed(err)
+		}
+		return &Pending{c: c}
+	}
 	if m.Kind == message.KindFile {
 		return failed(p.n.sendFile(context.Background(), m, false))
 	}

@@ -31,6 +31,9 @@ var ErrRefused = errors.New("refused by the node")
 type Endpoint interface {
 	Producer() *Producer
 	Consumer(addr string) (*Consumer, error)
+	// Subscribe makes or joins a subscription to topics; see
+	// Node.Subscribe. A Client returns ErrNotSupported for now.
+	Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error)
 	Close() error
 }
 

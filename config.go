@@ -73,6 +73,10 @@ type Config struct {
 	// only messages of its own origin unless it is a relay. Empty: the
 	// shared Secret mode. See PeerConfig.
 	Peers []PeerConfig
+	// Topics declares the topic spaces: an address name that a pattern
+	// matches is a topic (multicast), published to every subscription
+	// whose pattern matches it. A change needs a restart.
+	Topics []TopicConfig
 	// ConfigSource names the file this configuration came from, for
 	// status; "" when there is none.
 	ConfigSource string

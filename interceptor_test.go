@@ -368,3 +368,38 @@ func benchSend(b *testing.B, is ...petrel.Interceptor) {
 	}
 	b.StopTimer()
 }
+
+// TestInterceptTopicSubscription: a topic subscription passes through the
+// interceptors like an address's consumer: a refused one is ended (its
+// queue gone), an allowed one has its deliveries and acks seen.
+func TestInterceptTopicSubscription(t *testing.T) {
+	refuse := true
+	h := &hooks{name: "n", subscribe: func(petrel.SubscribeInfo) error {
+		if refuse {
+			return errBlocked
+		}
+		return nil
+	}}
+	n := nodes.Open(t, withTopics("orders.#"), withInterceptors(h))
+	ctx := context.Background()
+	if _, err := n.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: "audit"}); !errors.Is(err, petrel.ErrIntercepted) {
+		t.Fatalf("refused subscribe: %v, want ErrIntercepted", err)
+	}
+	if subs := n.Subscriptions(); len(subs) != 0 {
+		t.Fatalf("a refused non-durable subscription stayed: %+v", subs)
+	}
+	refuse = false
+	c := subscribe(t, n, "orders.#", petrel.SubscribeOptions{Name: "audit"})
+	publish(t, n, "orders.eu", "one", nil)
+	d, err := c.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := prop(d.Message, "delivered-by"); got != "n" {
+		t.Fatalf("delivery property %q, want the interceptor's", got)
+	}
+	if err := d.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	petreltest.Eventually(t, "the ack seen", func() bool { return h.has("ack embedded") }, func() string { return fmt.Sprint(h.seen()) })
+}

@@ -210,6 +210,12 @@ func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Messag
 	if err := n.Authorize(peer.Name, action, m.Destination); err != nil {
 		return nil, fmt.Errorf("%w: %w", receiver.ErrRefused, err)
 	}
+	if (node == "" || node == n.cfg.Name) && n.topics.isTopic(name) {
+		if m.Kind == message.KindFile {
+			return nil, fmt.Errorf("%w: node %s: %q: %w", receiver.ErrRefused, n.cfg.Name, name, ErrFileToTopic)
+		}
+		return n.inbox(ctx) // fanned out by the inbox pump
+	}
 	if err := n.accepts(name, node); err != nil {
 		return nil, err
 	}

@@ -87,6 +87,13 @@ type Node struct {
 	admin    *adminServer
 	registry *prometheus.Registry
 
+	// topics holds the topic spaces and subscriptions; the inbox pump,
+	// which inboxStop ends and inboxDone reports ended, fans out the
+	// topics' messages from links and clients.
+	topics    *topics
+	inboxStop context.CancelFunc
+	inboxDone chan struct{}
+
 	// mu guards addresses, listeners, closed and confStatus.
 	mu        sync.Mutex
 	addresses map[string]AddressConfig
@@ -257,6 +264,9 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics,
 		n.addresses[a.Name] = a
 	}
 	n.current = cfg
+	if n.topics, err = newTopics(cfg.Topics); err != nil {
+		return nil, err
+	}
 	n.files = cfg.Files.withDefaults(cfg.DataDir)
 	if err := n.openSpool(); err != nil {
 		return nil, err
@@ -272,6 +282,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics,
 	n.registry = newRegistry(n, cm)
 	n.admin = newAdminServer(n, n.log, n.registry, cfg.Limits)
 	n.registry.MustRegister(icpt.collectors()...)
+	n.registry.MustRegister(topicCollector{n.topics})
 	lc.Append(fx.Hook{OnStart: n.start, OnStop: n.stop})
 	return n, nil
 }
@@ -295,6 +306,12 @@ func (n *Node) start(ctx context.Context) error {
 		q.SetPolicy(a.Queue)
 	}
 	if err := n.startSenders(ctx); err != nil {
+		return err
+	}
+	if err := n.loadSubscriptions(ctx); err != nil {
+		return err
+	}
+	if err := n.startInbox(ctx); err != nil {
 		return err
 	}
 	n.dropAbandoned()
@@ -348,6 +365,7 @@ func (n *Node) stop(ctx context.Context) error {
 		l.Stop()
 	}
 	n.stopOutboxes()
+	n.stopInbox()
 	if n.janitorStop != nil {
 		close(n.janitorStop)
 		<-n.janitorDone
@@ -420,6 +438,9 @@ func (n *Node) receiveQueue(ctx context.Context, name string) (*queue.Queue, err
 	}
 	if declared && a.Role != address.RoleReceive {
 		return nil, fmt.Errorf("address %q is a %s address: %w", name, a.Role, ErrNotReceive)
+	}
+	if n.topics.isTopic(name) {
+		return nil, fmt.Errorf("address %q is a topic (subscribe to it instead): %w", name, ErrNotReceive)
 	}
 	if q, ok := n.store.Lookup(name); ok {
 		return q, nil

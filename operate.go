@@ -43,6 +43,12 @@ type StoredMessage struct {
 
 // lookupQueue returns the queue called name.
 func (n *Node) lookupQueue(name string) (*queue.Queue, error) {
+	if strings.HasPrefix(name, subQueuePrefix) { // a subscription's queue, or its dead letters
+		if q, ok := n.store.Lookup(name); ok {
+			return q, nil
+		}
+		return nil, fmt.Errorf("queue %q: %w (petrel topics lists the subscriptions)", name, ErrUnknownQueue)
+	}
 	base, node, err := message.ParseDestination(name)
 	if err != nil {
 		return nil, err
@@ -201,6 +207,9 @@ func (n *Node) Replay(ctx context.Context, addr string, limit int) (int, error) 
 
 // replayTarget is the queue a dead letter goes back to.
 func (n *Node) replayTarget(ctx context.Context, data []byte, addr string) (*queue.Queue, error) {
+	if q := n.subscriptionQueue(addr); q != nil {
+		return q, nil // not the topic: that would copy it to every subscription
+	}
 	dest := addr
 	if m, err := message.Peek(data, message.Limits{}); err == nil {
 		dest = m.Destination

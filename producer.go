@@ -77,6 +77,9 @@ func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) er
 	if err := n.stamper().stamp(m); err != nil {
 		return err
 	}
+	if n.localTopic(m.Destination) != "" {
+		return fmt.Errorf("send file to %q: %w; send it to an address", m.Destination, ErrFileToTopic)
+	}
 	if err := n.icpt.publishLocal(ctx, m); err != nil {
 		return err
 	}
@@ -131,6 +134,10 @@ func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, string, er
 		if declared && a.Role == address.RoleSend {
 			node = a.Node
 		}
+	}
+	if (node == "" || node == n.cfg.Name) && n.topics.isTopic(name) {
+		q, err := n.inbox(ctx) // a client's publish to a topic
+		return q, dest, err
 	}
 	if node == "" || node == n.cfg.Name {
 		q, err := n.receiveQueue(ctx, name)

@@ -69,6 +69,9 @@ func (c Config) Validate() error {
 	if err := c.validateAddresses(neighbours, routed); err != nil {
 		return err
 	}
+	if err := c.validateTopics(); err != nil {
+		return err
+	}
 	if err := c.TLS.validate(); err != nil {
 		return err
 	}

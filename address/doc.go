@@ -6,6 +6,9 @@
 //   - connector.go, connectors.go: connector URIs (tcp://host:port,
 //     tls://host:port?opt=v, static:(...), failover:(...)), parsed into
 //     Connectors with a canonical String;
+//   - topic.go: topic names and patterns ('*' one word, '#' zero or
+//     more, AMQP semantics): validation, matching, and whether a pattern
+//     lies within a declared topic space;
 //   - routes.go: the route table, which answers "which neighbour carries
 //     traffic for node X";
 //   - directory.go: the node directory, the entries (name, id, connectors,

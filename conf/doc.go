@@ -87,6 +87,8 @@
 //	                 file is read at start) and its checks
 //	tls.*            certificates and keys, read at start, and the listener's
 //	                 TLS mode
+//	topics           the topic spaces: whether a name is a topic decides
+//	                 where its messages went
 //
 // An edit that mixes both kinds applies its live part and reports the rest.
 //

@@ -232,6 +232,15 @@
 //	  - name: telemetry
 //	    role: relay
 //
+//	# Topic spaces (list). An address name that a space's pattern matches is a
+//	# topic: a publish to it goes to every subscription whose pattern matches,
+//	# in one transaction, and is dropped and counted when none does. Declared
+//	# addresses may not be topics. Topics are not created by auto_create.
+//	topics:
+//	  - # Pattern of the space's names (string, required): dot-separated words,
+//	    # '*' for exactly one word, '#' for zero or more.
+//	    pattern: events.#
+//
 //	files:
 //	  # Where files being received are kept until whole and verified, and where
 //	  # a relay holds the files it forwards (path). Keep it on the filesystem of

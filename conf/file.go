@@ -44,12 +44,14 @@ type File struct {
 	// Default 10000.
 	MaxAutoQueues int              `yaml:"max_auto_queues"`
 	Addresses     []AddressSection `yaml:"addresses"`
-	Files         FilesSection     `yaml:"files"`
-	Outboxes      []OutboxSection  `yaml:"outboxes"`
-	Log           LogSection       `yaml:"log"`
-	Admin         AdminSection     `yaml:"admin"`
-	TLS           TLSSection       `yaml:"tls"`
-	Access        []AccessSection  `yaml:"access"`
+	// Topics are the topic spaces; see TopicSection.
+	Topics   []TopicSection  `yaml:"topics"`
+	Files    FilesSection    `yaml:"files"`
+	Outboxes []OutboxSection `yaml:"outboxes"`
+	Log      LogSection      `yaml:"log"`
+	Admin    AdminSection    `yaml:"admin"`
+	TLS      TLSSection      `yaml:"tls"`
+	Access   []AccessSection `yaml:"access"`
 	// Peers are the identities that may connect, each with its own
 	// credentials; none: the shared secret mode.
 	Peers []PeerSection `yaml:"peers"`
@@ -84,6 +86,7 @@ func (f *File) sections() []keyedSection {
 		{"limits", &f.Limits},
 		{"", boundKeys{f}},
 		{"addresses", addressList(f.Addresses)},
+		{"topics", topicList(f.Topics)},
 		{"files", &f.Files},
 		{"outboxes", outboxList(f.Outboxes)},
 		{"log", &f.Log},
@@ -246,6 +249,7 @@ func (f *File) NodeConfig() petrel.Config {
 		TLS:           f.TLS.tlsConfig(),
 		Access:        f.accessRules(),
 		Peers:         f.peerConfigs(),
+		Topics:        f.topicConfigs(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

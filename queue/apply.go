@@ -20,6 +20,7 @@ type batch struct {
 	deduped  map[*request][]bool // set by admit: puts that are duplicates
 	full     map[*request]bool   // set by admit: puts past the store's limits
 	thaws    []*frozenQueue      // queues frozen by purges and moves; see freeze
+	dropped  map[*Queue]bool     // queues this batch drops; see applyDrop
 }
 
 type appendEffect struct {
@@ -70,10 +71,18 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 		b.reject(r, fmt.Errorf("put %d messages (%d bytes): %w", len(r.puts), size, ErrStoreFull))
 		return false, nil
 	}
+	for _, p := range r.puts {
+		if _, reject := w.skipPut(r, p, b); reject {
+			return false, nil
+		}
+	}
 	now := w.s.now().UnixNano()
 	deduped := b.deduped[r]
 	for i, p := range r.puts {
 		q := p.Queue
+		if skip, _ := w.skipPut(r, p, b); skip {
+			continue
+		}
 		if p.Dedupe {
 			if deduped != nil && deduped[i] {
 				b.delta(q).deduped++
@@ -235,7 +244,7 @@ func (w *writer) applyMove(r *request, b *batch) error {
 }
 
 func (w *writer) applyCreate(r *request, b *batch) error {
-	if _, ok := w.s.Lookup(r.name); ok {
+	if q, ok := w.s.Lookup(r.name); ok && !q.gone.Load() && !b.dropped[q] {
 		return nil
 	}
 	for _, q := range b.created {

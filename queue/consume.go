@@ -113,6 +113,9 @@ func (q *Queue) poll(wait bool) (*Delivery, <-chan struct{}, int64, error) {
 		if q.s.ctx.Err() != nil {
 			return nil, nil, 0, ErrClosed
 		}
+		if q.gone.Load() {
+			return nil, nil, 0, fmt.Errorf("queue %q was dropped: %w", q.name, ErrUnknownQueue)
+		}
 		q.mu.Lock()
 		now := q.s.now().UnixNano()
 		next := q.promoteLocked(now)

@@ -53,7 +53,7 @@ func (w *writer) admit(batch []*request, b *batch) error {
 		}
 		msgs, bytes = msgs+n, bytes+size
 		for i, p := range r.puts {
-			if p.Dedupe {
+			if p.Dedupe && !p.Queue.gone.Load() {
 				keys = append(keys, dedupeKey{p.Queue.id, p.Msg.Origin, p.Msg.ID})
 				owners = append(owners, dedupeOwner{r, i})
 			}

@@ -22,8 +22,8 @@
 //
 //   - A put is visible to consumers only after its transaction committed.
 //   - A message row is deleted only by an ack, an expiry, a move to another
-//     queue (dead letter, expiry address, replay) or a purge, each in a
-//     committed transaction. Purges and replays leave rows in flight alone.
+//     queue (dead letter, expiry address, replay), a purge or the drop of
+//     its queue (Store.Drop), each in a committed transaction. Purges and replays leave rows in flight alone.
 //   - Leases live in memory. A crash forgets them, so every message that was
 //     in flight is delivered again after a restart (at-least-once). The
 //     delivery count is persisted on nack and lease expiry, not on delivery.

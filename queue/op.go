@@ -67,6 +67,10 @@ type Put struct {
 	// already accepted into Queue within the dedupe window. Puts of locally
 	// made messages need not dedupe: their ids are unique by construction.
 	Dedupe bool
+	// Optional skips the put, successfully, when Queue was dropped before
+	// the commit: a topic's copy for a subscription that ended meanwhile.
+	// Without it, such a put fails the whole operation.
+	Optional bool
 }
 
 type reqKind uint8
@@ -83,6 +87,7 @@ const (
 	reqNoop
 	reqPurge    // delete every row of q not in flight; see Queue.Purge
 	reqMoveRows // move rows of q to other queues; see Queue.Move
+	reqDrop     // delete q and everything of it; see Store.Drop
 )
 
 // request is one unit of work for the writer. Fields are used per kind.

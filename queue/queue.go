@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/petrelmq/petrel/message"
@@ -73,6 +74,8 @@ type Queue struct {
 	// and their commit: while it is above 0 no message is handed out, so
 	// that none of the rows they remove is leased meanwhile. See freeze.
 	frozen int
+	// gone is set once the queue was dropped (see Store.Drop).
+	gone atomic.Bool
 }
 
 func newQueue(s *Store, id int64, name string, kind Kind) *Queue {

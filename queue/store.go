@@ -309,7 +309,10 @@ func (s *Store) Queue(ctx context.Context, name string, kind Kind) (*Queue, erro
 	if err := r.op.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("create queue %q: %w", name, err)
 	}
-	q, _ := s.Lookup(name)
+	q, ok := s.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("create queue %q: dropped as it was created: %w", name, ErrUnknownQueue)
+	}
 	if q.kind != kind {
 		return nil, fmt.Errorf("queue %q is a %s queue: %w", name, q.kind, ErrKindMismatch)
 	}

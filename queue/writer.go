@@ -273,6 +273,8 @@ func (w *writer) apply(batch []*request, b *batch) error {
 			err = w.applyPurge(r, b)
 		case reqMoveRows:
 			err = w.applyMoveRows(r, b)
+		case reqDrop:
+			err = w.applyDrop(r, b)
 		}
 		if err != nil {
 			return err
@@ -307,6 +309,9 @@ func (w *writer) publish(b *batch) {
 	}
 	// After the appends: those of rows the batch also removed are dropped.
 	b.thawRemoved()
+	for q := range b.dropped {
+		w.s.dropped(q)
+	}
 	var dm, db int64
 	for q, d := range b.deltas {
 		q.addCounters(d)

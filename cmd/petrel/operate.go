@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/petrelmq/petrel/message"
@@ -64,7 +65,8 @@ func oneAddress(what string) cobra.PositionalArgs {
 		if len(args) != 1 {
 			return usageErrorf("%q wants one %s, got %d arguments", c.CommandPath(), what, len(args))
 		}
-		if _, _, err := message.ParseDestination(args[0]); err != nil {
+		// A subscription's queue is sub:<name>; see the README's Topics.
+		if _, _, err := message.ParseDestination(strings.TrimPrefix(args[0], "sub:")); err != nil {
 			return usageErrorf("%s %q: %v", what, args[0], err)
 		}
 		return nil

@@ -51,6 +51,7 @@ const (
 	PathDLQPurge    = "/api/dlq/{addr}/purge"
 	PathFiles       = "/api/files"
 	PathFile        = "/api/files/{id}"
+	PathTopics      = "/api/topics"
 )
 
 // The parameters of the paths above.

@@ -179,3 +179,22 @@ type ReplayRequest struct {
 type ErrorResponse struct {
 	Error string `json:"error"`
 }
+
+// Topics answers GET /api/topics: the node's declared topic spaces and
+// its subscriptions.
+type Topics struct {
+	// Spaces are the declared topic spaces' patterns.
+	Spaces        []string       `json:"spaces"`
+	Subscriptions []Subscription `json:"subscriptions"`
+}
+
+// Subscription is one subscription of a node: its queue, the pattern it
+// binds and its consumers.
+type Subscription struct {
+	Name      string `json:"name"`
+	Pattern   string `json:"pattern"`
+	Durable   bool   `json:"durable"`
+	Queue     string `json:"queue"`
+	Consumers int    `json:"consumers"`
+	Depth     int64  `json:"depth"`
+}

@@ -92,6 +92,10 @@ var Rules = []Rule{
 	// it at start, like link's bounds.
 	{Key: "max_auto_queues", Field: "MaxAutoQueues"},
 	{Key: "addresses", Field: "Addresses", Section: Addresses},
+	// Subscriptions are checked against the spaces when they are made,
+	// and a name's being a topic decided where its messages went: a
+	// change applies at the next start.
+	{Key: "topics", Field: "Topics"},
 	// Removed outboxes stop being watched, new ones start.
 	{Key: "outboxes", Field: "Outboxes", Section: Outboxes},
 	// The spool and chunk settings are read by the receiver and the

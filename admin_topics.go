@@ -1,0 +1,26 @@
+package petrel
+
+import (
+	"net/http"
+
+	"github.com/petrelmq/petrel/internal/adminapi"
+)
+
+// The admin API's topic endpoint (see routes for the others):
+//
+//	GET /api/topics                 → adminapi.Topics: the topic spaces and
+//	                                  the subscriptions
+func (s *adminServer) handleTopics(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, s.node.topicsResponse())
+}
+
+func (n *Node) topicsResponse() adminapi.Topics {
+	r := adminapi.Topics{Spaces: []string{}, Subscriptions: []adminapi.Subscription{}}
+	for _, s := range n.topics.spaces {
+		r.Spaces = append(r.Spaces, s.String())
+	}
+	for _, s := range n.Subscriptions() {
+		r.Subscriptions = append(r.Subscriptions, adminapi.Subscription(s))
+	}
+	return r
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/spf13/cobra"
+)
+
+func newTopicsCmd() *cobra.Command {
+	var node nodeFlags
+	cmd := &cobra.Command{
+		Use:   "topics [flags]",
+		Short: "List the topic spaces and subscriptions of a running node",
+		Long: `List the topic spaces a running node declares (an address name a space's
+pattern matches is a topic), then its subscriptions: name, pattern, whether
+it is durable, its queue (sub:<name>, which petrel queues, purge and dlq
+take), its consumers and its depth.
+` + nodeTargetHelp,
+		Example: `  petrel topics
+  petrel topics --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var resp adminapi.Topics
+			if err := node.call(cmd.Context(), callTimeout, "GET", adminapi.PathTopics, nil, &resp); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if node.asJSON {
+				return writeJSONLine(out, resp)
+			}
+			spaces := "none"
+			if len(resp.Spaces) > 0 {
+				spaces = strings.Join(resp.Spaces, ", ")
+			}
+			fmt.Fprintf(out, "topic spaces: %s\n", spaces)
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SUBSCRIPTION\tPATTERN\tDURABLE\tQUEUE\tCONSUMERS\tDEPTH")
+			for _, s := range resp.Subscriptions {
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\n", s.Name, s.Pattern, s.Durable, s.Queue, s.Consumers, s.Depth)
+			}
+			return tw.Flush()
+		},
+	}
+	node.add(cmd, `print {"spaces": [...], "subscriptions": [...]} as one JSON line`)
+	return cmd
+}

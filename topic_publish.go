@@ -1,0 +1,182 @@
+package petrel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// Publishing to a topic. A local Producer fans out in its own call: one
+// put per matching subscription, submitted as one store operation, so
+// that the copies commit together or not at all. A message for a topic
+// that arrives from a link or a remote client goes first, with the
+// custody any message has, to the topic inbox, a receive queue of its
+// own; the inbox pump fans each out the same way and acks it only once
+// its copies committed. A crash in between makes the pump fan it out
+// again, and the copies' dedupe on (origin, id) keeps one of each.
+
+// topicInbox names the inbox queue: ':' keeps it clear of addresses.
+const topicInbox = "topic:inbox"
+
+// inboxBatch caps the messages the pump fans out per round.
+const inboxBatch = 256
+
+// fanOut submits m's copies for the subscriptions its topic matches, and
+// returns the operation, or nil when none matches: then m is counted as
+// unrouted and dropped, as topic brokers do.
+func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op, error) {
+	qs := n.topics.matching(topic)
+	n.topics.published.Add(1)
+	if len(qs) == 0 {
+		n.topics.unrouted.Add(1)
+		return nil, nil
+	}
+	data, err := m.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("publish to %q: %w", topic, err)
+	}
+	puts := make([]queue.Put, len(qs))
+	for i, q := range qs {
+		// Each copy gets its own bytes: a consumer may decode a body that
+		// aliases them.
+		b := data
+		if i > 0 {
+			b = append([]byte(nil), data...)
+		}
+		// Optional: a non-durable subscription that ends meanwhile is
+		// skipped, as if it had ended before the publish.
+		puts[i] = queue.Put{Queue: q, Msg: m, Data: b, Dedupe: dedupe, Optional: true}
+	}
+	op, err := n.store.Submit(puts)
+	if err != nil {
+		return nil, fmt.Errorf("publish to %q: %w", topic, err)
+	}
+	return op, nil
+}
+
+// publish is a local Producer's send to a topic; the Pending completes
+// when every copy is durable.
+func (n *Node) publish(m *message.Message, topic string) (completion, error) {
+	if m.Kind == message.KindFile {
+		return nil, fmt.Errorf("send to %q: %w; send the file to an address", topic, ErrFileToTopic)
+	}
+	op, err := n.fanOut(m, topic, false)
+	if err != nil {
+		return nil, err
+	}
+	if op == nil {
+		return failedSend{}, nil
+	}
+	return op, nil
+}
+
+// inbox returns the topic inbox, where topics' messages from links and
+// clients wait for the pump.
+func (n *Node) inbox(ctx context.Context) (*queue.Queue, error) {
+	return n.store.Queue(ctx, topicInbox, queue.KindReceive)
+}
+
+// toTopic sends m as a publish when its destination is a topic of this
+// node; ok is false, and nothing done, when it is not. m is stamped and
+// validated first, as any message.
+func (p *nodePublisher) toTopic(m *message.Message) (c completion, ok bool, err error) {
+	n := p.n
+	topic := n.localTopic(m.Destination)
+	if topic == "" {
+		return nil, false, nil
+	}
+	if err := p.stamp(m); err != nil {
+		return nil, true, err
+	}
+	if err := m.Validate(n.cfg.Limits); err != nil {
+		return nil, true, fmt.Errorf("send to %q: %w", m.Destination, err)
+	}
+	c, err = n.publish(m, topic)
+	return c, true, err
+}
+
+// startInbox starts the pump; stopInbox stops it and waits. A node with
+// no topic space has neither inbox nor pump: nothing can reach them.
+func (n *Node) startInbox(ctx context.Context) error {
+	if len(n.topics.spaces) == 0 {
+		return nil
+	}
+	q, err := n.inbox(ctx)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	n.inboxStop, n.inboxDone = cancel, done
+	go func() {
+		defer close(done)
+		n.inboxPump(pctx, q)
+	}()
+	return nil
+}
+
+func (n *Node) stopInbox() {
+	if n.inboxStop != nil {
+		n.inboxStop()
+		<-n.inboxDone
+	}
+}
+
+// inboxPump fans out the inbox's messages until ctx ends or the store
+// closes: it blocks for one, takes what else is ready, submits all their
+// fan-outs so that they share group commits, then settles each.
+func (n *Node) inboxPump(ctx context.Context, q *queue.Queue) {
+	for {
+		first, err := q.Receive(ctx)
+		if err != nil {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed) {
+				n.log.Error("topic inbox stopped", slog.Any(logkey.Error, err))
+			}
+			return
+		}
+		batch := []*queue.Delivery{first}
+		for len(batch) < inboxBatch {
+			d, err := q.Poll()
+			if err != nil {
+				break
+			}
+			batch = append(batch, d)
+		}
+		n.fanOutInbox(batch)
+	}
+}
+
+func (n *Node) fanOutInbox(batch []*queue.Delivery) {
+	ops := make([]*queue.Op, len(batch))
+	errs := make([]error, len(batch))
+	for i, d := range batch {
+		m := decodeOrDeadLetter(n.log, d)
+		if m == nil {
+			batch[i] = nil
+			continue
+		}
+		name, _, _ := message.ParseDestination(m.Destination)
+		ops[i], errs[i] = n.fanOut(m, name, true)
+	}
+	for i, d := range batch {
+		if d == nil {
+			continue
+		}
+		err := errs[i]
+		if err == nil && ops[i] != nil {
+			// Not ctx: a stopping pump still waits for what it submitted,
+			// which the store commits or fails before it closes.
+			err = ops[i].Wait(context.Background())
+		}
+		if err != nil {
+			_ = d.Nack(err.Error())
+			continue
+		}
+		_ = d.Ack()
+	}
+}

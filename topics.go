@@ -1,0 +1,463 @@
+package petrel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// Topics: an address is anycast (a queue, competing consumers) unless its
+// name falls in a declared topic space (Config.Topics), which makes it
+// multicast: a publish to it is stored once per subscription whose
+// pattern matches, in one store operation. A subscription is a receive
+// queue of its own, named subQueuePrefix+name: ':' is not a name byte
+// (message.ValidName), so no address can collide with it, and everything
+// a queue has (priority, TTL, leases, nacks, dead letters, the consumer
+// modes) it has too.
+
+var (
+	// ErrNoTopicSpace is returned by Subscribe when the pattern is not
+	// within a topic space declared in Config.Topics.
+	ErrNoTopicSpace = errors.New("pattern is not within a declared topic space")
+	// ErrSubscription is returned by Subscribe when the options cannot
+	// make or join a subscription: a durable one without a name, a name
+	// taken by a subscription with another pattern or durability; and by
+	// Unsubscribe for a name that is no durable subscription.
+	ErrSubscription = errors.New("invalid subscription")
+	// ErrFileToTopic is returned by Send for a file message to a topic:
+	// files go to one address, not to every subscriber.
+	ErrFileToTopic = errors.New("file messages cannot be published to a topic")
+	// ErrNotSupported is returned by a Client for what only an embedded
+	// node can do yet.
+	ErrNotSupported = errors.New("not supported by this endpoint")
+)
+
+// TopicConfig declares a topic space: every address name its Pattern
+// matches is a topic.
+type TopicConfig struct {
+	// Pattern of the names in the space, such as "orders.#" ('*' is one
+	// word, '#' zero or more).
+	Pattern string
+}
+
+// SubscribeOptions say which subscription Subscribe makes or joins.
+type SubscribeOptions struct {
+	// Name identifies the subscription. Consumers that subscribe with the
+	// same name (and pattern) share it: they compete for its messages.
+	// Required when Durable; empty makes a private non-durable one.
+	Name string
+	// Durable subscriptions survive their consumers and restarts, and
+	// keep accumulating while no consumer is attached; Unsubscribe deletes
+	// one. A non-durable one is deleted, with what it holds, when its last
+	// consumer closes, and by the next start after a crash.
+	Durable bool
+	// Policy is the subscription queue's consumer policy (leases,
+	// redelivery, dead letters). It is not persisted: a durable
+	// subscription has the default policy after a restart until it is
+	// subscribed to again.
+	Policy QueuePolicy
+}
+
+// SubscriptionInfo describes one subscription.
+type SubscriptionInfo struct {
+	Name      string `json:"name"`
+	Pattern   string `json:"pattern"`
+	Durable   bool   `json:"durable"`
+	Queue     string `json:"queue"`
+	Consumers int    `json:"consumers"`
+	Depth     int64  `json:"depth"`
+}
+
+const (
+	// subQueuePrefix names subscription queues; see the file comment.
+	subQueuePrefix = "sub:"
+	// metaSubscriptions holds the durable subscriptions, as JSON.
+	metaSubscriptions = "topic_subscriptions"
+)
+
+// topics is a node's topic spaces and subscriptions.
+type topics struct {
+	spaces []address.Pattern
+
+	// subMu serialises the changes of subscriptions (which commit to the
+	// store); mu guards subs, which every publish reads.
+	subMu sync.Mutex
+	mu    sync.RWMutex
+	subs  map[string]*subEntry
+
+	published, unrouted atomic.Int64
+}
+
+type subEntry struct {
+	name      string
+	pattern   address.Pattern
+	durable   bool
+	q         *queue.Queue
+	consumers int // guarded by topics.subMu
+}
+
+// durableRecord is one durable subscription as persisted.
+type durableRecord struct {
+	Name    string `json:"name"`
+	Pattern string `json:"pattern"`
+}
+
+func newTopics(cfg []TopicConfig) (*topics, error) {
+	t := &topics{subs: map[string]*subEntry{}}
+	for _, c := range cfg {
+		p, err := address.ParsePattern(c.Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("topics: %w", err)
+		}
+		t.spaces = append(t.spaces, p)
+	}
+	return t, nil
+}
+
+// isTopic reports whether the address name is a topic.
+func (t *topics) isTopic(name string) bool {
+	if len(t.spaces) == 0 || address.ValidTopic(name) != nil {
+		return false
+	}
+	for _, s := range t.spaces {
+		if s.Match(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// inSpace reports whether every name p matches is a topic.
+func (t *topics) inSpace(p address.Pattern) bool {
+	for _, s := range t.spaces {
+		if s.Covers(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// matching returns the queues of the subscriptions whose pattern matches
+// the topic name.
+func (t *topics) matching(name string) []*queue.Queue {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var out []*queue.Queue
+	for _, s := range t.subs {
+		if s.pattern.Match(name) {
+			out = append(out, s.q)
+		}
+	}
+	return out
+}
+
+// localTopic returns the topic name of dest when dest is a topic of this
+// node, "" otherwise.
+func (n *Node) localTopic(dest string) string {
+	name, node, err := message.ParseDestination(dest)
+	if err != nil || node != "" && node != n.cfg.Name || !n.topics.isTopic(name) {
+		return ""
+	}
+	return name
+}
+
+// Subscribe makes, or joins, a subscription to the topics pattern
+// matches, and returns a consumer of it: the same Consumer an address
+// gives, with Poll, Receive and Listen, leases, Ack and Nack. Only what
+// is published after Subscribe returned is delivered to a new
+// subscription; a durable one also gets what was published while no
+// consumer was attached. Closing the consumer ends a non-durable
+// subscription once no other consumer shares it.
+//
+// The pattern must be within a topic space of Config.Topics
+// (ErrNoTopicSpace); a malformed pattern wraps address.ErrTopicPattern.
+// Interceptors see the subscription (OnSubscribe), its deliveries and its
+// acks; a refusal ends it as a Close would, and wraps ErrIntercepted.
+func (n *Node) Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error) {
+	c, err := n.subscribe(ctx, pattern, opts)
+	if err != nil {
+		return nil, err
+	}
+	ic, err := n.icpt.consumer(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return ic, nil
+}
+
+// subscribe makes or joins the subscription; see Subscribe.
+func (n *Node) subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error) {
+	p, err := address.ParsePattern(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe: %w", err)
+	}
+	if !n.topics.inSpace(p) {
+		return nil, fmt.Errorf("subscribe to %q: %w (declare a topic space that holds it, such as %q, under topics)", pattern, ErrNoTopicSpace, p.String())
+	}
+	name, err := subscriptionName(opts)
+	if err != nil {
+		return nil, err
+	}
+	t := n.topics
+	t.subMu.Lock()
+	defer t.subMu.Unlock()
+	if n.isClosed() {
+		return nil, ErrClosed
+	}
+	e, err := n.joinSubscription(ctx, name, p, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Policy != (QueuePolicy{}) {
+		e.q.SetPolicy(opts.Policy)
+	}
+	e.consumers++
+	sc := &subConsumer{queueConsumer: queueConsumer{n: n, q: e.q}, e: e}
+	return &Consumer{b: sc, addr: e.q.Name()}, nil
+}
+
+// subscriptionName checks opts and returns the subscription's name,
+// made up for a private non-durable one. A made-up name starts with '~',
+// which a given name cannot, so the two never meet.
+func subscriptionName(opts SubscribeOptions) (string, error) {
+	if opts.Name == "" {
+		if opts.Durable {
+			return "", fmt.Errorf("subscribe: a durable subscription needs a name: %w", ErrSubscription)
+		}
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		return "~" + hex.EncodeToString(b[:]), nil
+	}
+	if err := message.ValidName(opts.Name); err != nil {
+		return "", fmt.Errorf("subscribe: subscription name: %w: %w", ErrSubscription, err)
+	}
+	return opts.Name, nil
+}
+
+// joinSubscription returns the subscription called name, making it if it
+// does not exist. Called with subMu held.
+func (n *Node) joinSubscription(ctx context.Context, name string, p address.Pattern, opts SubscribeOptions) (*subEntry, error) {
+	t := n.topics
+	t.mu.RLock()
+	e := t.subs[name]
+	t.mu.RUnlock()
+	if e != nil {
+		if e.pattern.String() != p.String() || e.durable != opts.Durable {
+			return nil, fmt.Errorf("subscribe to %q as %q: the subscription exists with pattern %q (durable %v); use another name, or Unsubscribe it first: %w",
+				p, name, e.pattern, e.durable, ErrSubscription)
+		}
+		return e, nil
+	}
+	q, err := n.store.Queue(ctx, subQueuePrefix+name, queue.KindReceive)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to %q: %w", p, err)
+	}
+	e = &subEntry{name: name, pattern: p, durable: opts.Durable, q: q}
+	if opts.Durable {
+		if err := n.persistSubscriptions(ctx, e, ""); err != nil {
+			return nil, err
+		}
+	}
+	t.mu.Lock()
+	t.subs[name] = e
+	t.mu.Unlock()
+	return e, nil
+}
+
+// persistSubscriptions writes the durable subscriptions, with add and
+// without the one called drop. Called with subMu held.
+func (n *Node) persistSubscriptions(ctx context.Context, add *subEntry, drop string) error {
+	t := n.topics
+	var recs []durableRecord
+	t.mu.RLock()
+	for _, e := range t.subs {
+		if e.durable && e.name != drop {
+			recs = append(recs, durableRecord{Name: e.name, Pattern: e.pattern.String()})
+		}
+	}
+	t.mu.RUnlock()
+	if add != nil {
+		recs = append(recs, durableRecord{Name: add.name, Pattern: add.pattern.String()})
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
+	b, err := json.Marshal(recs)
+	if err != nil {
+		return fmt.Errorf("save subscriptions: %w", err)
+	}
+	if err := n.store.SetMeta(ctx, metaSubscriptions, b); err != nil {
+		return fmt.Errorf("save subscriptions: %w", err)
+	}
+	return nil
+}
+
+// Unsubscribe deletes the durable subscription called name, and the
+// messages it holds. Its consumers' Receive and Poll then fail.
+func (n *Node) Unsubscribe(ctx context.Context, name string) error {
+	t := n.topics
+	t.subMu.Lock()
+	defer t.subMu.Unlock()
+	t.mu.RLock()
+	e := t.subs[name]
+	t.mu.RUnlock()
+	if e == nil || !e.durable {
+		return fmt.Errorf("unsubscribe %q: no durable subscription has that name: %w", name, ErrSubscription)
+	}
+	if err := n.persistSubscriptions(ctx, nil, name); err != nil {
+		return err
+	}
+	return n.dropSubscription(ctx, e)
+}
+
+// dropSubscription forgets e and drops its queue. Called with subMu held.
+func (n *Node) dropSubscription(ctx context.Context, e *subEntry) error {
+	t := n.topics
+	t.mu.Lock()
+	delete(t.subs, e.name)
+	t.mu.Unlock()
+	if _, err := n.store.Drop(ctx, e.q); err != nil {
+		return fmt.Errorf("delete subscription %q: %w", e.name, err)
+	}
+	return nil
+}
+
+// Subscriptions describes every subscription, sorted by name.
+func (n *Node) Subscriptions() []SubscriptionInfo {
+	t := n.topics
+	t.subMu.Lock()
+	defer t.subMu.Unlock()
+	out := make([]SubscriptionInfo, 0, len(t.subs))
+	for _, e := range t.subs {
+		out = append(out, SubscriptionInfo{
+			Name: e.name, Pattern: e.pattern.String(), Durable: e.durable,
+			Queue: e.q.Name(), Consumers: e.consumers, Depth: e.q.Stats().Depth,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// loadSubscriptions opens the durable subscriptions' queues, and drops
+// the queues of the non-durable subscriptions a crash left behind (their
+// consumers are gone with the process). Dead-letter queues are kept: what
+// they hold is for an operator to look at.
+func (n *Node) loadSubscriptions(ctx context.Context) error {
+	raw, err := n.store.Meta(ctx, metaSubscriptions)
+	if err != nil {
+		return fmt.Errorf("load subscriptions: %w", err)
+	}
+	var recs []durableRecord
+	if raw != nil {
+		if err := json.Unmarshal(raw, &recs); err != nil {
+			return fmt.Errorf("load subscriptions: %w", err)
+		}
+	}
+	t := n.topics
+	for _, r := range recs {
+		p, err := address.ParsePattern(r.Pattern)
+		if err != nil {
+			return fmt.Errorf("load subscription %q: %w", r.Name, err)
+		}
+		if !t.inSpace(p) {
+			n.log.Warn("durable subscription outside every topic space; it gets nothing until its space is declared again",
+				slog.String("subscription", r.Name), slog.String("pattern", r.Pattern))
+		}
+		q, err := n.store.Queue(ctx, subQueuePrefix+r.Name, queue.KindReceive)
+		if err != nil {
+			return fmt.Errorf("load subscription %q: %w", r.Name, err)
+		}
+		t.subs[r.Name] = &subEntry{name: r.Name, pattern: p, durable: true, q: q}
+	}
+	for _, q := range n.store.Queues() {
+		name, isSub := strings.CutPrefix(q.Name(), subQueuePrefix)
+		if !isSub || queue.IsDeadLetter(name) || t.subs[name] != nil {
+			continue
+		}
+		if _, err := n.store.Drop(ctx, q); err != nil {
+			return fmt.Errorf("drop subscription %q left by a crash: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// isClosed reports whether the node began to close.
+func (n *Node) isClosed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}
+
+// subConsumer is the consumeBackend of a subscription's Consumer: a
+// queueConsumer of its queue that, on close, ends a non-durable
+// subscription once no other consumer shares it.
+type subConsumer struct {
+	queueConsumer
+	e    *subEntry
+	once sync.Once
+}
+
+func (c *subConsumer) close() {
+	c.once.Do(func() {
+		n, t := c.n, c.n.topics
+		t.subMu.Lock()
+		defer t.subMu.Unlock()
+		c.e.consumers--
+		if c.e.durable || c.e.consumers > 0 {
+			return
+		}
+		if err := n.dropSubscription(context.Background(), c.e); err != nil && !errors.Is(err, ErrClosed) {
+			n.log.Error("delete non-durable subscription", slog.String("subscription", c.e.name), slog.Any(logkey.Error, err))
+		}
+	})
+}
+
+// Subscribe is not supported through a Client yet: the subscribe session
+// carries an address, not a pattern. Subscribe on the node, or consume a
+// durable subscription's queue there.
+func (c *Client) Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error) {
+	return nil, fmt.Errorf("subscribe to %q through a client: %w (subscribe on the node itself)", pattern, ErrNotSupported)
+}
+
+// validateTopics checks the topic spaces: each pattern parses, and no
+// declared address is a topic, which would make it two things at once.
+func (c Config) validateTopics() error {
+	t, err := newTopics(c.Topics)
+	if err != nil {
+		return cfgErr("topics", err.Error(), err)
+	}
+	for _, a := range c.Addresses {
+		if t.isTopic(a.Name) {
+			return cfgErr("addresses", fmt.Sprintf("address %q is declared, but a topic space's pattern matches it: a name is an address or a topic, not both", a.Name), nil)
+		}
+	}
+	return nil
+}
+
+// subscriptionQueue returns the subscription queue that addr names, itself
+// or through its dead-letter queue ("sub:audit", "sub:audit.dlq"); nil
+// when addr names none.
+func (n *Node) subscriptionQueue(addr string) *queue.Queue {
+	name, ok := strings.CutPrefix(strings.TrimSuffix(addr, queue.DeadLetterSuffix), subQueuePrefix)
+	if !ok {
+		return nil
+	}
+	n.topics.mu.RLock()
+	defer n.topics.mu.RUnlock()
+	if e := n.topics.subs[name]; e != nil {
+		return e.q
+	}
+	return nil
+}
