@@ -41,7 +41,7 @@ func TestAutoCreateCap(t *testing.T) {
 	// Two undeclared queues fill the bound; wait for both to be made.
 	for _, q := range []string{"q1", "q2"} {
 		send(q + "@b")
-		drainBodies(t, b, q, 1, 20*time.Second)
+		drainBodies(t, b, q, []string{q + "@b"}, a)
 	}
 	send("q3@b")
 	dlq, err := a.Consumer("q3.dlq")
@@ -69,8 +69,8 @@ func TestAutoCreateCap(t *testing.T) {
 	// Declared addresses and existing queues still take messages.
 	send("declared@b")
 	send("q1@b")
-	drainBodies(t, b, "declared", 1, 20*time.Second)
-	drainBodies(t, b, "q1", 1, 20*time.Second)
+	drainBodies(t, b, "declared", []string{"declared@b"}, a)
+	drainBodies(t, b, "q1", []string{"q1@b"}, a)
 	// The node's own producer shares the cap.
 	m := b.Producer().CreateDataMessage("q4")
 	if err := b.Producer().Send(context.Background(), m); !errors.Is(err, petrel.ErrTooManyQueues) {

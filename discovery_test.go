@@ -52,7 +52,7 @@ func TestDiscoveredNodeIsReachable(t *testing.T) {
 	if err := p.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	drainBodies(t, b, "orders", 1, 20*time.Second)
+	drainBodies(t, b, "orders", []string{"found you"}, a)
 	petreltest.Eventually(t, "the message to b acked", func() bool { return a.Links()[0].Acked == 1 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
 
 	b.Close()

@@ -47,7 +47,7 @@ func TestFilesAndMessagesShareALink(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, seen := drainBodies(t, b, "readings", msgs, 60*time.Second)
+	_, seen := drainBodies(t, b, "readings", numbered(msgs), a)
 	for k, n := range seen {
 		if n != 1 {
 			t.Fatalf("message %s arrived %d times", k, n)

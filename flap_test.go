@@ -148,7 +148,7 @@ func TestLinkFlap(t *testing.T) {
 		tick.Stop()
 		wg.Wait()
 		t.Logf("sent %d messages through %d cuts", sent, cuts)
-		_, seen := drainBodies(t, b, "orders", sent, 60*time.Second)
+		_, seen := drainBodies(t, b, "orders", numbered(sent), a)
 		for k, n := range seen {
 			if n != 1 {
 				t.Fatalf("%s arrived %d times", k, n)

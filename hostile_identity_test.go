@@ -177,7 +177,7 @@ func TestHostilePreStoredIDs(t *testing.T) {
 			t.Fatalf("the victim's message %d refused: %s", i, r)
 		}
 	}
-	_, bodies := drainBodies(t, n, "orders", len(real), 5*time.Second)
+	_, bodies := drainBodies(t, n, "orders", bodiesOf(real))
 	for b := range bodies {
 		if !strings.HasPrefix(b, "real-") {
 			t.Fatalf("delivered %v, want the %d real messages only", bodies, len(real))
@@ -323,7 +323,7 @@ func TestHostileLinkWithOwnSecrets(t *testing.T) {
 		c.Nodes = []petrel.NodeConfig{{Name: "hub", Connector: tcp(hub), Secret: "pair"}}
 	})
 	sendOne(t, plant, "orders@hub", "hello")
-	if _, bodies := drainBodies(t, hub, "orders", 1, 10*time.Second); bodies["hello"] != 1 {
+	if _, bodies := drainBodies(t, hub, "orders", []string{"hello"}, plant); bodies["hello"] != 1 {
 		t.Fatalf("delivered %v", bodies)
 	}
 }

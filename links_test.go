@@ -15,34 +15,6 @@ import (
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
-// drainBodies receives until want distinct bodies arrived, or fails after
-// the deadline. It returns how many times each body arrived, in order.
-func drainBodies(t *testing.T, n *petrel.Node, addr string, want int, within time.Duration) ([]*petrel.Delivery, map[string]int) {
-	t.Helper()
-	c, err := n.Consumer(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	seen := map[string]int{}
-	var got []*petrel.Delivery
-	for len(seen) < want {
-		d, err := c.Receive(ctx)
-		if err != nil {
-			t.Fatalf("received %d of %d distinct messages: %v\nlinks: %+v", len(seen), want, err, n.Links())
-		}
-		seen[string(d.Body)]++
-		got = append(got, d)
-		d.Ack()
-	}
-	// Anything more would be a duplicate.
-	if d, err := c.Poll(); err == nil {
-		t.Fatalf("extra delivery %q after all %d arrived", d.Body, want)
-	}
-	return got, seen
-}
-
 func TestLinkDirectExactlyOnceInOrder(t *testing.T) {
 	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"))
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
@@ -62,7 +34,7 @@ func TestLinkDirectExactlyOnceInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, seen := drainBodies(t, b, "orders", total, 30*time.Second)
+	got, seen := drainBodies(t, b, "orders", numbered(total), a)
 	for k, n := range seen {
 		if n != 1 {
 			t.Fatalf("%s arrived %d times", k, n)
@@ -111,7 +83,7 @@ func TestRelayThroughCenter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, _ := drainBodies(t, b, "orders", total, 30*time.Second)
+	got, _ := drainBodies(t, b, "orders", numbered(total), a, c)
 	for _, d := range got {
 		if d.Destination != "orders@b" {
 			t.Fatalf("destination %q", d.Destination)
@@ -211,7 +183,7 @@ func TestBacklogFlowsWhenPeerComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(addr))
-	got, _ := drainBodies(t, b, "orders", total+1, 30*time.Second)
+	got, _ := drainBodies(t, b, "orders", append(numbered(total), "urgent"), a)
 	if string(got[0].Body) != "urgent" {
 		t.Fatalf("first delivery %q; the priority-9 message sent after the backlog must come first", got[0].Body)
 	}
@@ -252,7 +224,7 @@ func TestBadFramesDoNotStopTheNode(t *testing.T) {
 	if err := p.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	drainBodies(t, b, "orders", 1, 20*time.Second)
+	drainBodies(t, b, "orders", []string{"fine"}, a)
 }
 
 func TestSendToUnroutableNodeIsRefused(t *testing.T) {
@@ -301,7 +273,7 @@ func TestFailoverAndBack(t *testing.T) {
 		}
 	}
 	send("to backup")
-	drainBodies(t, backup, "orders", 1, 20*time.Second)
+	drainBodies(t, backup, "orders", []string{"to backup"}, a)
 	if l := a.Links()[0]; l.Addr != backup.ListenAddr() {
 		t.Fatalf("link on %q, want the backup %q", l.Addr, backup.ListenAddr())
 	}
@@ -311,7 +283,7 @@ func TestFailoverAndBack(t *testing.T) {
 		return len(l) == 1 && l[0].Addr == mainAddr && l[0].State == "connected"
 	}, func() string { return fmt.Sprintf("%+v", a.Links()) })
 	send("to main")
-	drainBodies(t, main, "orders", 1, 20*time.Second)
+	drainBodies(t, main, "orders", []string{"to main"}, a)
 }
 
 // Kept for tests that still call them: new tests use nodes.Open,

@@ -62,7 +62,7 @@ func TestReconfigureRouteAndRelayWhileTrafficFlows(t *testing.T) {
 		t.Fatalf("reconfigure a: %+v %v", r, err)
 	}
 	wg.Wait()
-	_, seen := drainBodies(t, b, "orders", total, 60*time.Second)
+	_, seen := drainBodies(t, b, "orders", numbered(total), a, c)
 	for k, n := range seen {
 		if n != 1 {
 			t.Fatalf("%s arrived %d times", k, n)

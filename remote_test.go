@@ -360,9 +360,22 @@ func TestRemoteNodeWindowBelowClientWindows(t *testing.T) {
 		}
 	}
 	cons := consumer(t, c, "orders")
-	for range 200 {
+	// Pushed and not yet taken is what the consumer's window bounds; the
+	// node's window of 8 must win over the 100 asked. It is read before
+	// each receive, when every earlier one was counted, so a credit the
+	// client library granted and the test did not count yet cannot inflate
+	// it.
+	const window = 8
+	most := int64(0)
+	for taken := range int64(200) {
+		ahead := n.ReceiverStats().ClientDelivered - taken
+		if ahead > window {
+			t.Fatalf("%d pushed ahead of the application after %d taken; the window is %d", ahead, taken, window)
+		}
+		most = max(most, ahead)
 		receive(t, cons).Ack()
 	}
+	t.Logf("at most %d pushed ahead, window %d", most, window)
 }
 
 // Kept for tests that still call them: new tests use

@@ -140,7 +140,7 @@ func TestTLSLinkCarriesMessages(t *testing.T) {
 	for i := range total {
 		sendOne(t, a, "orders@b", fmt.Sprint(i))
 	}
-	drainBodies(t, b, "orders", total, 20*time.Second)
+	drainBodies(t, b, "orders", numbered(total), a)
 	petreltest.Eventually(t, fmt.Sprintf("the TLS link connected with all %d acked", total), func() bool {
 		l := a.Links()
 		return len(l) == 1 && l[0].Acked == total && l[0].State == "connected"
@@ -261,7 +261,7 @@ func TestTLSServerNameMustMatch(t *testing.T) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tls://127.0.0.1:" + port + "?server_name=localhost"}}
 	}))
 	sendOne(t, c, "orders@b", "y")
-	drainBodies(t, b, "orders", 1, 10*time.Second)
+	drainBodies(t, b, "orders", []string{"y"}, c)
 }
 
 // TestTLSListenerDropsSilentAndPlainPeers checks that a TLS listener

@@ -18,6 +18,7 @@ import (
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/bench"
 	"github.com/petrelmq/petrel/internal/nodeproc"
+	"github.com/petrelmq/petrel/message"
 )
 
 // crashPlan sizes TestCrashAcrossProcesses.
@@ -55,7 +56,10 @@ func TestCrashAcrossProcesses(t *testing.T) {
 		plan = crashPlan{messages: 100_000, rate: 5000, minKills: 5, within: 15 * time.Minute}
 	}
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d, %d messages, each node killed at least %d times", seed, plan.messages, plan.minKills)
+	if s, err := strconv.ParseUint(os.Getenv("PETREL_SEED"), 10, 64); err == nil {
+		seed = s // replay the kill schedule of a logged run
+	}
+	t.Logf("seed %d (replay with PETREL_SEED), %d messages, each node killed at least %d times", seed, plan.messages, plan.minKills)
 	cl := newCrashCluster(t, plan)
 	for _, name := range []string{"b", "c", "a"} {
 		cl.start(name)
@@ -280,7 +284,9 @@ func countPrefixed(lines []string, prefix string) int {
 }
 
 // readCrashQueue opens b's stopped node and returns the keys in its crash
-// queue, in delivery order.
+// queue, in delivery order. Each message is compared whole with what a
+// sent under its key (crashMessageDiffers); a message that differs fails
+// the test.
 func readCrashQueue(t *testing.T, dataDir string) []string {
 	t.Helper()
 	node, err := petrel.Open(context.Background(), petrel.Config{Name: "b", DataDir: dataDir, Logger: slog.New(slog.DiscardHandler)})
@@ -294,6 +300,7 @@ func readCrashQueue(t *testing.T, dataDir string) []string {
 	}
 	st, _ := node.QueueStat("crash")
 	var keys []string
+	altered := 0
 	for {
 		d, err := c.Poll()
 		if errors.Is(err, petrel.ErrNoMessage) {
@@ -302,12 +309,54 @@ func readCrashQueue(t *testing.T, dataDir string) []string {
 		if err != nil {
 			t.Fatalf("poll b's crash queue after %d: %v", len(keys), err)
 		}
-		keys = append(keys, bench.KeyOf(d.Body))
+		key := bench.KeyOf(d.Body)
+		if diff := crashMessageDiffers(key, d); diff != "" {
+			altered++
+			if altered <= 20 {
+				t.Errorf("b's message %d (%s) is not the one a sent: %s", len(keys), key, diff)
+			}
+		}
+		keys = append(keys, key)
+	}
+	if altered > 0 {
+		t.Errorf("%d of %d messages at b differ from what a sent", altered, len(keys))
 	}
 	if int64(len(keys)) != st.Depth {
 		t.Fatalf("polled %d messages from b's crash queue, its depth is %d", len(keys), st.Depth)
 	}
 	return keys
+}
+
+// crashBodySize is the --size a produces with.
+const crashBodySize = 64
+
+// crashMessageDiffers reports how d differs from the message that bench
+// agent produce sends under key ("<prefix>-<priority>-<n>"), or "" if it
+// does not: the body (the key padded with spaces to crashBodySize), the
+// destination, kind, priority, data type, and the one property, sent_ns.
+func crashMessageDiffers(key string, d *petrel.Delivery) string {
+	var diff []string
+	parts := strings.Split(key, "-")
+	if len(parts) != 3 {
+		return fmt.Sprintf("key %q is not <prefix>-<priority>-<n>", key)
+	}
+	body := []byte(key + strings.Repeat(" ", max(crashBodySize-len(key), 1)))
+	if string(d.Body) != string(body) {
+		diff = append(diff, fmt.Sprintf("body %q, want %q", d.Body, body))
+	}
+	if want := atoiOr(parts[1], -1); int(d.Priority) != want {
+		diff = append(diff, fmt.Sprintf("priority %d, want %d", d.Priority, want))
+	}
+	if d.Destination != "crash@b" {
+		diff = append(diff, fmt.Sprintf("destination %q, want crash@b", d.Destination))
+	}
+	if d.Kind != message.KindData || d.Data != (message.DataProps{DataType: "bench"}) {
+		diff = append(diff, fmt.Sprintf("kind %v data %+v, want data of type bench", d.Kind, d.Data))
+	}
+	if v, ok := d.Properties.Get("sent_ns"); len(d.Properties) != 1 || !ok || v.Type() != message.TypeInt64 || v.Int64() <= 0 {
+		diff = append(diff, fmt.Sprintf("properties %v, want one sent_ns time", d.Properties))
+	}
+	return strings.Join(diff, "; ")
 }
 
 // crashTally is what the crash test checks.
@@ -389,5 +438,32 @@ func TestTallyCrash(t *testing.T) {
 	lost := tallyCrash(lines, []string{"i0-4-0", "i0-4-2", "i0-4-3"})
 	if lost.lost != 1 {
 		t.Errorf("a lost i0-5-1 tallied %+v", lost)
+	}
+}
+
+func TestCrashMessageDiffers(t *testing.T) {
+	good := func() *petrel.Delivery {
+		m := &message.Message{Destination: "crash@b", Kind: message.KindData, Priority: 4,
+			Data: message.DataProps{DataType: "bench"}, Body: []byte("i0-4-12" + strings.Repeat(" ", 64-7))}
+		m.Properties.Set("sent_ns", message.Int64(1))
+		return &petrel.Delivery{Message: m}
+	}
+	if diff := crashMessageDiffers("i0-4-12", good()); diff != "" {
+		t.Fatalf("the message sent differs: %s", diff)
+	}
+	for name, spoil := range map[string]func(d *petrel.Delivery){
+		"body tail":   func(d *petrel.Delivery) { d.Body[40] = 'x' },
+		"body length": func(d *petrel.Delivery) { d.Body = d.Body[:63] },
+		"priority":    func(d *petrel.Delivery) { d.Priority = 5 },
+		"destination": func(d *petrel.Delivery) { d.Destination = "crash@c" },
+		"data type":   func(d *petrel.Delivery) { d.Data.DataType = "" },
+		"property":    func(d *petrel.Delivery) { d.Properties.Set("extra", message.Bool(true)) },
+		"kind":        func(d *petrel.Delivery) { d.Kind = message.KindCommand },
+	} {
+		d := good()
+		spoil(d)
+		if crashMessageDiffers("i0-4-12", d) == "" {
+			t.Errorf("a spoilt %s went unnoticed", name)
+		}
 	}
 }
