@@ -39,7 +39,7 @@ func TestIdleConnectionsBounded(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "b.yaml"),
 		"node: {name: b, data_dir: b}\nlisten: 127.0.0.1:0\nstore: {sync: normal}\naddresses: [{name: orders}]\nlog: {level: info}\n"+
-			"link: {handshake_timeout: 2s}\n")
+			"link: {handshake_timeout: 15s}\n") // longer than opening the 5,000 takes, even under the race detector
 	b := startNode(t, dir, "-c", filepath.Join(dir, "b.yaml"))
 	listen := b.ready(t)["listen"]
 	pid := b.cmd.Process.Pid
@@ -79,7 +79,7 @@ func TestIdleConnectionsBounded(t *testing.T) {
 
 	// The idle connections in their handshake time out, and are closed.
 	for _, nc := range admitted {
-		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		nc.SetReadDeadline(time.Now().Add(30 * time.Second))
 		if _, err := io.Copy(io.Discard, nc); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("an idle connection was not closed at the handshake timeout: %v", err)
 		}
