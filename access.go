@@ -404,10 +404,13 @@ func (n *Node) authorizeSubscribe(identity, pattern string) error {
 // destination's node) is what the message does. A send to a topic of
 // this node is a publish, which the publish patterns judge instead.
 func (n *Node) authorizeInbound(identity string, action Action, dest string) error {
+	if n.access.rules.Load() == nil {
+		return nil // no rules: no need to ask whether dest is a topic
+	}
 	if action == ActionSend {
 		name, _, err := message.ParseDestination(dest)
 		if err == nil && n.topics.isTopic(name) {
-			return n.Authorize(identity, ActionPublish, name)
+			return n.Authorize(identity, ActionPublish, dest)
 		}
 	}
 	return n.Authorize(identity, action, dest)

@@ -147,3 +147,38 @@ func TestHostileTopicPublishDenied(t *testing.T) {
 		t.Errorf("client denied %d, want 3", st.ClientDenied)
 	}
 }
+
+// TestAccessTopicPublishFromLink has a neighbour, which may send to every
+// address, publish to topics of b: the one its publish pattern matches is
+// fanned out; the other is refused before b stores it, and a dead-letters
+// it with the reason.
+func TestAccessTopicPublishFromLink(t *testing.T) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), withTopics("orders.#", "alerts.#"), nodes.With(func(c *petrel.Config) {
+		c.Access = []petrel.AccessRule{{Identity: "a", Send: []string{"*"}, Publish: []string{"orders.#"}}}
+	}))
+	alerts := subscribe(t, b, "alerts.#", petrel.SubscribeOptions{})
+	orders := subscribe(t, b, "orders.#", petrel.SubscribeOptions{})
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
+	sendOne(t, a, "alerts.disk@b", "denied")
+	sendOne(t, a, "orders.eu@b", "allowed")
+
+	d := deadLetter(t, a, "alerts.disk.dlq")
+	if string(d.Body) != "denied" || !strings.Contains(d.Reason, `peer "a" may not publish to topic "alerts.disk@b"`) {
+		t.Fatalf("dead letter %q, reason %q", d.Body, d.Reason)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got, err := orders.Receive(ctx)
+	if err != nil || string(got.Body) != "allowed" {
+		t.Fatalf("orders.# got %v, %v; want the allowed publish", got, err)
+	}
+	got.Ack()
+	if bodies := takeAll(t, alerts); len(bodies) != 0 {
+		t.Errorf("alerts.# got %v, which the rules denied", bodies)
+	}
+	if st := b.AccessStats(); st.Denied[petrel.ActionPublish] != 1 || st.Denied[petrel.ActionSend] != 0 {
+		t.Errorf("denied %v, want 1 publish", st.Denied)
+	}
+}
