@@ -19,10 +19,15 @@ const (
 	ActionSend    Action = "send"    // put messages on the address
 	ActionConsume Action = "consume" // take messages from the address
 	ActionRelay   Action = "relay"   // forward messages for the address to another node
+	// ActionPublish puts messages on a topic of this node; a topic's
+	// publishes need it instead of send.
+	ActionPublish Action = "publish"
+	// ActionSubscribe subscribes to a topic pattern.
+	ActionSubscribe Action = "subscribe"
 )
 
 // actions lists the actions in the order of their counters.
-var actions = [...]Action{ActionSend, ActionConsume, ActionRelay}
+var actions = [...]Action{ActionSend, ActionConsume, ActionRelay, ActionPublish, ActionSubscribe}
 
 // AccessRule grants one identity actions on addresses. Rules only ever
 // allow: with no rules at all, every peer may do everything (the
@@ -61,6 +66,14 @@ type AccessRule struct {
 	// relay rule for "telemetry" lets the peer relay telemetry to any node
 	// this one routes to.
 	Send, Consume, Relay []string
+	// Publish and Subscribe are topic patterns (address.ParsePattern:
+	// dot-separated words, '*' one word, '#' zero or more). Publishing to
+	// a topic of this node needs a Publish pattern that matches the topic
+	// name ("orders.#" matches orders.eu.created); a Send pattern does not
+	// reach a topic. Subscribing needs a Subscribe pattern that covers the
+	// whole pattern asked for ("orders.#" covers orders.eu.*, but
+	// "orders.*" does not cover orders.#).
+	Publish, Subscribe []string
 }
 
 // patterns returns the patterns r lists for action.
@@ -72,6 +85,10 @@ func (r AccessRule) patterns(action Action) []string {
 		return r.Consume
 	case ActionRelay:
 		return r.Relay
+	case ActionPublish:
+		return r.Publish
+	case ActionSubscribe:
+		return r.Subscribe
 	}
 	return nil
 }
@@ -89,6 +106,7 @@ func (r AccessRule) match(identity string, action Action, name string) int {
 	if r.Identity != "*" && r.Identity != identity {
 		return matchNone
 	}
+
 	how := matchNone
 	for _, p := range r.patterns(action) {
 		if p == name {
@@ -122,18 +140,28 @@ func validateAccess(rules []AccessRule) error {
 				return cfgErr(f+".identity", err.Error(), err)
 			}
 		}
-		if len(r.Send)+len(r.Consume)+len(r.Relay) == 0 {
-			return cfgErr(f, "the rule grants nothing: list address patterns under send, consume or relay", nil)
+		if len(r.Send)+len(r.Consume)+len(r.Relay)+len(r.Publish)+len(r.Subscribe) == 0 {
+			return cfgErr(f, "the rule grants nothing: list address patterns under send, consume or relay, or topic patterns under publish or subscribe", nil)
 		}
 		for _, a := range actions {
 			for j, p := range r.patterns(a) {
-				if err := validPattern(p); err != nil {
+				if err := validRulePattern(a, p); err != nil {
 					return cfgErr(fmt.Sprintf("%s.%s[%d]", f, a, j), err.Error(), err)
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// validRulePattern checks a pattern of a rule: a topic pattern for
+// publish and subscribe, an address pattern for the others.
+func validRulePattern(action Action, p string) error {
+	if isTopicAction(action) {
+		_, err := address.ParsePattern(p)
+		return err
+	}
+	return validPattern(p)
 }
 
 // validPattern checks an address pattern.
@@ -183,7 +211,8 @@ func (a *accessControl) set(rules []AccessRule) {
 // Authorize decides whether identity (a client's or node's authenticated
 // name) may do action on addr, by the node's access rules (see
 // AccessRule). addr is an address name; a "@node" suffix is ignored for
-// matching. It returns nil when allowed, or an error wrapping ErrDenied
+// matching. For ActionPublish addr is a topic name, for ActionSubscribe
+// a topic pattern. It returns nil when allowed, or an error wrapping ErrDenied
 // that says who may not do what, and counts the denial (AccessStats, and
 // the metric petrel_access_denied_total).
 //
@@ -194,6 +223,9 @@ func (n *Node) Authorize(identity string, action Action, addr string) error {
 	rules := n.access.rules.Load()
 	if rules == nil {
 		return nil
+	}
+	if isTopicAction(action) {
+		return n.authorizeTopic(*rules, identity, action, addr)
 	}
 	name, _, _ := strings.Cut(addr, "@")
 	wild := false
@@ -210,11 +242,7 @@ func (n *Node) Authorize(identity string, action Action, addr string) error {
 	if wild && held == "" {
 		return nil
 	}
-	for i, a := range actions {
-		if a == action {
-			n.access.denied[i].Add(1)
-		}
-	}
+	n.access.deny(action)
 	if wild {
 		return fmt.Errorf("node %s: peer %q may not %s (%q is %s address, which only a %s pattern naming it exactly reaches): %w",
 			n.cfg.Name, identity, doing(action, addr), name, held, action, ErrDenied)
@@ -277,6 +305,10 @@ func doing(action Action, addr string) string {
 		return fmt.Sprintf("consume from %q", addr)
 	case ActionRelay:
 		return fmt.Sprintf("relay %q", addr)
+	case ActionPublish:
+		return fmt.Sprintf("publish to topic %q", addr)
+	case ActionSubscribe:
+		return fmt.Sprintf("subscribe to %q", addr)
 	}
 	return fmt.Sprintf("do %q on %q", string(action), addr)
 }
@@ -307,4 +339,79 @@ func (n *Node) AccessStats() AccessStats {
 	st.NoticesDenied = n.access.noticesDenied.Load()
 	st.PathsRefused = n.access.pathsRefused.Load()
 	return st
+}
+
+// deny counts a denial of action.
+func (a *accessControl) deny(action Action) {
+	for i, x := range actions {
+		if x == action {
+			a.denied[i].Add(1)
+		}
+	}
+}
+
+// isTopicAction reports whether action takes topic patterns.
+func isTopicAction(action Action) bool {
+	return action == ActionPublish || action == ActionSubscribe
+}
+
+// authorizeTopic is Authorize for publish, whose addr is a topic name
+// that some publish pattern must match, and subscribe, whose addr is a
+// topic pattern that some subscribe pattern must cover.
+func (n *Node) authorizeTopic(rules []AccessRule, identity string, action Action, addr string) error {
+	name, _, _ := strings.Cut(addr, "@")
+	var asked address.Pattern
+	if action == ActionSubscribe {
+		p, err := address.ParsePattern(name)
+		if err != nil {
+			n.access.deny(action)
+			return fmt.Errorf("node %s: peer %q may not %s: %w: %w", n.cfg.Name, identity, doing(action, addr), err, ErrDenied)
+		}
+		asked = p
+	}
+	for _, r := range rules {
+		if r.Identity != "*" && r.Identity != identity {
+			continue
+		}
+		for _, text := range r.patterns(action) {
+			p, err := address.ParsePattern(text)
+			if err != nil {
+				continue // Validate refuses it; a rule set in by hand grants nothing
+			}
+			if action == ActionPublish && p.Match(name) || action == ActionSubscribe && p.Covers(asked) {
+				return nil
+			}
+		}
+	}
+	n.access.deny(action)
+	verb := "matches"
+	if action == ActionSubscribe {
+		verb = "covers"
+	}
+	return fmt.Errorf("node %s: peer %q may not %s (no access rule for %q or \"*\" lists a %s pattern that %s %q): %w",
+		n.cfg.Name, identity, doing(action, addr), identity, action, verb, name, ErrDenied)
+}
+
+// authorizeSubscribe decides whether identity may subscribe to the topic
+// pattern: some subscribe pattern of its rules must cover it. A denial
+// wraps ErrDenied and is counted.
+func (n *Node) authorizeSubscribe(identity, pattern string) error {
+	return n.Authorize(identity, ActionSubscribe, pattern)
+}
+
+// authorizeInbound judges a message that arrives from a peer or a remote
+// client for dest, where action (send or relay, by actionFor or the
+// destination's node) is what the message does. A send to a topic of
+// this node is a publish, which the publish patterns judge instead.
+func (n *Node) authorizeInbound(identity string, action Action, dest string) error {
+	if n.access.rules.Load() == nil {
+		return nil // no rules: no need to ask whether dest is a topic
+	}
+	if action == ActionSend {
+		name, _, err := message.ParseDestination(dest)
+		if err == nil && n.topics.isTopic(name) {
+			return n.Authorize(identity, ActionPublish, dest)
+		}
+	}
+	return n.Authorize(identity, action, dest)
 }

@@ -207,7 +207,7 @@ func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Messag
 	if node != "" && node != n.cfg.Name {
 		action = ActionRelay
 	}
-	if err := n.Authorize(peer.Name, action, m.Destination); err != nil {
+	if err := n.authorizeInbound(peer.Name, action, m.Destination); err != nil {
 		return nil, fmt.Errorf("%w: %w", receiver.ErrRefused, err)
 	}
 	if (node == "" || node == n.cfg.Name) && n.topics.isTopic(name) {

@@ -26,7 +26,7 @@ func (n *Node) clientPublish(ctx context.Context, peer session.Peer, m *message.
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", receiver.ErrRefused, err)
 	}
-	if err := n.Authorize(peer.Name, action, m.Destination); err != nil {
+	if err := n.authorizeInbound(peer.Name, action, m.Destination); err != nil {
 		return nil, "", fmt.Errorf("%w: %w", receiver.ErrDenied, err)
 	}
 	if m.Kind == message.KindFile {

@@ -18,6 +18,12 @@ type AccessSection struct {
 	Send    []string `yaml:"send"`
 	Consume []string `yaml:"consume"`
 	Relay   []string `yaml:"relay"`
+	// Publish and Subscribe are topic patterns: dot-separated words, "*"
+	// for one word, "#" for zero or more. Publishing to a topic needs a
+	// publish pattern that matches it; subscribing, a subscribe pattern
+	// that covers the pattern asked for.
+	Publish   []string `yaml:"publish"`
+	Subscribe []string `yaml:"subscribe"`
 }
 
 func (a *AccessSection) check(c *checker, path string) {
@@ -25,7 +31,8 @@ func (a *AccessSection) check(c *checker, path string) {
 }
 
 func (a *AccessSection) accessRule() petrel.AccessRule {
-	return petrel.AccessRule{Identity: a.Identity, Send: a.Send, Consume: a.Consume, Relay: a.Relay}
+	return petrel.AccessRule{Identity: a.Identity, Send: a.Send, Consume: a.Consume, Relay: a.Relay,
+		Publish: a.Publish, Subscribe: a.Subscribe}
 }
 
 // accessList is the access section.

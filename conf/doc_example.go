@@ -384,6 +384,15 @@
 //	    # nodes (list of patterns, matching the name without "@node"; the
 //	    # address must also be a relay address). Default: none.
 //	    relay: [telemetry]
+//	    # Topics it may publish to (list of topic patterns: dot-separated
+//	    # words, "*" for one word, "#" for zero or more; "orders.#" matches
+//	    # orders.eu.created). A send pattern does not reach a topic.
+//	    # Default: none.
+//	    publish: [orders.#]
+//	    # Topic patterns it may subscribe to, as a remote client (list of topic
+//	    # patterns). One must cover the whole pattern asked for: "orders.#"
+//	    # covers orders.eu.*; "orders.*" does not cover orders.#. Default: none.
+//	    subscribe: [orders.#]
 //	  - identity: "*"
 //	    send: [public.*]
 //

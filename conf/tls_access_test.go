@@ -25,6 +25,9 @@ access:
     consume: [replies]
   - identity: "*"
     relay: ["*"]
+  - identity: app-1
+    publish: [orders.#]
+    subscribe: [orders.*.created, "alerts.#"]
 `)
 	cfg := f.NodeConfig()
 	wantTLS := petrel.TLSConfig{Cert: "/etc/petrel/n1.pem", Key: "/etc/petrel/n1.key", CA: "/etc/petrel/ca.pem",
@@ -35,6 +38,7 @@ access:
 	wantAccess := []petrel.AccessRule{
 		{Identity: "plant-9", Send: []string{"orders", "orders.*"}, Consume: []string{"replies"}},
 		{Identity: "*", Relay: []string{"*"}},
+		{Identity: "app-1", Publish: []string{"orders.#"}, Subscribe: []string{"orders.*.created", "alerts.#"}},
 	}
 	if !reflect.DeepEqual(cfg.Access, wantAccess) {
 		t.Errorf("Access = %+v, want %+v", cfg.Access, wantAccess)
@@ -62,6 +66,8 @@ func TestTLSAndAccessErrors(t *testing.T) {
 		{"rule without identity", "access:\n  - send: [a]\n", 2, 5, "access[0]", "an access rule needs an identity", false},
 		{"bad pattern", "access:\n  - identity: a\n    send: [a, 'x*y']\n", 3, 15, "access[0].send[1]", `pattern "x*y"`, true},
 		{"rule grants nothing", "access:\n  - identity: a\n", 2, 5, "access[0]", "the rule grants nothing", true},
+		{"bad publish pattern", "access:\n  - identity: a\n    publish: [orders.#, 'x.#y']\n", 3, 24, "access[0].publish[1]", `topic pattern "x.#y"`, true},
+		{"empty subscribe word", "access:\n  - identity: a\n    subscribe: ['a..b']\n", 3, 17, "access[0].subscribe[0]", "empty word", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

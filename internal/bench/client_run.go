@@ -124,7 +124,7 @@ func publishAll(ctx context.Context, clients []*petrel.Client, n, window int, bo
 			count++
 		}
 		wg.Go(func() {
-			r, err := produce(ctx, c.Producer(), count, window, body, true)
+			r, err := produce(ctx, c.Producer(), Addr, count, window, body, true)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -26,6 +26,12 @@ type inflight struct {
 // goroutines, each keeping up to window sends in flight with SendAsync. The
 // first failed send stops them all and is returned.
 func sendAll(ctx context.Context, p *petrel.Producer, n, producers, window int, body []byte, record bool) (*sendResult, error) {
+	return sendAllTo(ctx, p, Addr, n, producers, window, body, record)
+}
+
+// sendAllTo is sendAll to dest. Each message's Timestamp is the moment it
+// was submitted, so that a consumer can time publish -> delivery.
+func sendAllTo(ctx context.Context, p *petrel.Producer, dest string, n, producers, window int, body []byte, record bool) (*sendResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -43,7 +49,7 @@ func sendAll(ctx context.Context, p *petrel.Producer, n, producers, window int, 
 		}
 		go func() {
 			defer wg.Done()
-			r, err := produce(ctx, p, count, window, body, record)
+			r, err := produce(ctx, p, dest, count, window, body, record)
 			if err != nil {
 				errOnce.Do(func() { first = err })
 				cancel()
@@ -70,7 +76,7 @@ func sendAll(ctx context.Context, p *petrel.Producer, n, producers, window int, 
 // a completion is seen when it happens, not when the producer next finds
 // time to look; the store commits one producer's sends in order, so waiting
 // in order costs no accuracy.
-func produce(ctx context.Context, p *petrel.Producer, count, window int, body []byte, record bool) (*sendResult, error) {
+func produce(ctx context.Context, p *petrel.Producer, dest string, count, window int, body []byte, record bool) (*sendResult, error) {
 	// A failed send stops this producer's submissions at once.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -103,10 +109,11 @@ submit:
 		case <-ctx.Done():
 			break submit
 		}
-		m := p.CreateDataMessage(Addr)
+		m := p.CreateDataMessage(dest)
 		m.Data.DataType = "bench"
 		m.Body = body // shared and never written: encoded at submit
 		at := time.Now()
+		m.Timestamp = at
 		pending <- inflight{pd: p.SendAsync(m), at: at}
 	}
 	close(pending)

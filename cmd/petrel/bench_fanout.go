@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/petrelmq/petrel/internal/bench"
+	"github.com/spf13/cobra"
+)
+
+func newBenchFanoutCmd() *cobra.Command {
+	var o bench.FanoutOptions
+	cmd := &cobra.Command{
+		Use:   "fanout",
+		Short: "One publisher to a topic with N subscriptions, beside an anycast baseline",
+		Long: `Measure fan-out on one embedded node: --producers goroutines publish
+--messages messages of --size bytes to the topic ` + bench.FanoutTopic + ` with SendAsync, each
+keeping --window sends in flight, while --subscribers subscriptions to
+` + bench.FanoutSpace + ` (durable with --durable) are each drained by one consumer.
+First, in the same run and on the same node, the same producers send the
+same messages to one anycast address drained by one consumer: the baseline.
+
+Figures:
+  publish_msgs_per_sec           messages / (first submitted -> last publish
+                                 durable with all its copies)
+  delivered_msgs_per_sec         copies acked by all the subscriptions /
+                                 (first submitted -> last copy acked)
+  p50_ms, p99_ms                 publish -> delivery, submit -> Receive, over
+                                 every copy
+  baseline_anycast_msgs_per_sec  the same producers to one anycast address
+  publish_ratio, delivered_ratio the two rates over the baseline
+  peak_rss_mb                    peak resident set size of the process (VmHWM)
+
+--nodes 3 (subscribers spread over three node processes) is not built yet:
+it needs interest forwarding between nodes, and exits with status 2.`,
+		Example: `  petrel bench fanout
+  petrel bench fanout --subscribers 8 --durable --messages 50000 --size 128 --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, func(ctx context.Context, stdout, stderr io.Writer) error {
+				return bench.RunFanout(ctx, o, stdout, stderr)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Subscribers, "subscribers", 8, "subscriptions to the topic, one consumer each")
+	f.IntVar(&o.Nodes, "nodes", 1, "nodes: 1 (3 is not built yet)")
+	f.BoolVar(&o.Durable, "durable", false, "make the subscriptions durable")
+	f.IntVar(&o.Messages, "messages", 50000, "messages to publish")
+	f.IntVar(&o.Size, "size", 128, "body size in `bytes`")
+	f.IntVar(&o.Producers, "producers", 64, "producer goroutines")
+	f.IntVar(&o.Window, "window", 1024, "sends in flight per producer")
+	f.StringVar(&o.Sync, "sync", "full", "store sync mode: full or normal")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
+	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")
+	return cmd
+}

@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+)
+
+// drainers are the fan-out bench's consumers, one per subscription: each
+// Receives and Acks until its subscription delivered target messages,
+// timing each from its publish (the message's Timestamp, set at submit).
+type drainers struct {
+	parent context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	target int64
+
+	mu    sync.Mutex
+	total int64
+	end   time.Time // the last ack of all
+	lat   latencies
+	err   error
+}
+
+func startDrainers(ctx context.Context, subs []*petrel.Consumer, target int64) *drainers {
+	cctx, cancel := context.WithCancel(ctx)
+	g := &drainers{parent: ctx, cancel: cancel, target: target}
+	g.wg.Add(len(subs))
+	for _, c := range subs {
+		go g.drain(cctx, c)
+	}
+	return g
+}
+
+// drain is one subscription's consumer. A failure cancels the others, so
+// that wait never waits on one blocked in Receive.
+func (g *drainers) drain(ctx context.Context, c *petrel.Consumer) {
+	defer g.wg.Done()
+	lat := make(latencies, 0, g.target)
+	var n int64
+	var last time.Time
+	var err error
+	for n < g.target {
+		var d *petrel.Delivery
+		if d, err = c.Receive(ctx); err != nil {
+			break
+		}
+		lat = append(lat, time.Since(d.Timestamp))
+		if err = d.Ack(); err != nil {
+			break
+		}
+		n++
+		last = time.Now()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.total += n
+	g.lat = append(g.lat, lat...)
+	if last.After(g.end) {
+		g.end = last
+	}
+	if err != nil && g.err == nil {
+		g.err = err
+		g.cancel()
+	}
+}
+
+// wait blocks until every drainer stopped and returns the copies acked,
+// when the last was, and their latencies.
+func (g *drainers) wait() (int64, time.Time, latencies, error) {
+	g.wg.Wait()
+	g.cancel()
+	if g.err != nil {
+		if g.parent.Err() != nil {
+			return g.total, time.Time{}, nil, g.parent.Err()
+		}
+		return g.total, time.Time{}, nil, g.err
+	}
+	return g.total, g.end, g.lat, nil
+}
+
+// stop stops the drainers early, when the publisher failed.
+func (g *drainers) stop() {
+	g.cancel()
+	g.wg.Wait()
+}
