@@ -30,6 +30,9 @@ type interestMsg struct {
 }
 
 func parseInterest(m *message.Message) (interestMsg, error) {
+	if m.Data.DataType != interestType {
+		return interestMsg{}, fmt.Errorf("%w: data type %q", errBadInterest, m.Data.DataType)
+	}
 	str := func(k string) string { v, _ := m.Properties.Get(k); return v.Str() }
 	d, _ := m.Properties.Get(propDurable)
 	im := interestMsg{op: str(propOp), pattern: str(propPattern), node: str(propNode), durable: d.Bool(), hops: hopsOf(m)}

@@ -13,7 +13,6 @@ import (
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
-	"github.com/petrelmq/petrel/receiver"
 	"github.com/petrelmq/petrel/session"
 )
 
@@ -267,18 +266,12 @@ func (n *Node) loadInterest(ctx context.Context) error {
 }
 
 // authorizeInterest is where a peer's interest is checked before it is
-// taken. Today interest is accepted under the `send` access rule of
-// interestAddr (checked with every inbound message); the hops must end
-// with the peer, which may not speak for another neighbour. Rules on
-// which patterns a peer may subscribe to belong here.
+// stored. Today interest is accepted under the `send` access rule of
+// interestAddr, checked with every inbound message; rules on which
+// patterns a peer may subscribe to belong here. m holds only the header
+// here (the receiver routes on it): the interest itself is read, and a
+// malformed one dropped, by the inbox pump.
 func (n *Node) authorizeInterest(peer session.Peer, m *message.Message) error {
-	if m.Data.DataType != interestType {
-		return fmt.Errorf("%w: node %s: %s takes topic interest only, not data type %q", receiver.ErrRefused, n.cfg.Name, interestAddr, m.Data.DataType)
-	}
-	hops := hopsOf(m)
-	if len(hops) == 0 || hops[len(hops)-1] != peer.Name {
-		return fmt.Errorf("%w: node %s: topic interest from %s must name it as its last hop, not %q", receiver.ErrRefused, n.cfg.Name, peer.Name, strings.Join(hops, ","))
-	}
 	return nil
 }
 
@@ -289,4 +282,31 @@ func hopsOf(m *message.Message) []string {
 		return nil
 	}
 	return strings.Split(v.Str(), ",")
+}
+
+// InterestInfo is one piece of topic interest a node learned: Node
+// subscribes to Pattern, and publishes that match go to Neighbour.
+type InterestInfo struct {
+	Neighbour string   `json:"neighbour"`
+	Node      string   `json:"node"`
+	Pattern   string   `json:"pattern"`
+	Durable   bool     `json:"durable"`
+	Hops      []string `json:"hops"`
+}
+
+// TopicInterest lists the interest this node learned from its
+// neighbours, sorted by neighbour, node and pattern.
+func (n *Node) TopicInterest() []InterestInfo {
+	it := &n.topics.remote
+	it.mu.RLock()
+	out := make([]InterestInfo, 0, len(it.learned))
+	for _, r := range it.learned {
+		out = append(out, InterestInfo{Neighbour: r.Neighbour, Node: r.Node, Pattern: r.Pattern, Durable: r.Durable, Hops: slices.Clone(r.Hops)})
+	}
+	it.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		return a.Neighbour+"\x00"+a.Node+"\x00"+a.Pattern < b.Neighbour+"\x00"+b.Node+"\x00"+b.Pattern
+	})
+	return out
 }
