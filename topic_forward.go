@@ -124,13 +124,20 @@ func (n *Node) forwardPuts(m *message.Message, topic string) ([]queue.Put, error
 		return nil, fmt.Errorf("forward %q: %w", topic, err)
 	}
 	puts := make([]queue.Put, 0, len(next))
-	for i, nb := range next {
+	for _, nb := range next {
 		q, err := n.sendQueue(context.Background(), interestAddr, nb)
+		if errors.Is(err, ErrNoRoute) {
+			// Interest from a node that reaches this one, which cannot
+			// reach it back: skipped, counted, so that publishes to the
+			// others still work.
+			n.topics.interestDropped.Add(1)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("forward %q to %s: %w", topic, nb, err)
 		}
 		b := data
-		if i > 0 {
+		if len(puts) > 0 {
 			b = append([]byte(nil), data...)
 		}
 		puts = append(puts, queue.Put{Queue: q, Msg: c, Data: b, Dedupe: true})
