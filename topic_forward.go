@@ -104,9 +104,14 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 // forwardPuts returns the puts of m's copies for the next hops whose
 // interest matches topic: one per neighbour, whatever the number of
 // subscriptions behind it, never to a node m crossed. Each copy names the
-// topic alone as destination and carries m's hops with this node added.
-func (n *Node) forwardPuts(m *message.Message, topic string) ([]queue.Put, error) {
-	hops := hopsOf(m)
+// topic alone as destination and carries m's hops with this node added;
+// arrived tells whether m came from a link or client, whose hops count,
+// rather than from a local producer.
+func (n *Node) forwardPuts(m *message.Message, topic string, arrived bool) ([]queue.Put, error) {
+	var hops []string
+	if arrived {
+		hops = hopsOf(m)
+	}
 	if len(hops) >= maxInterestHops {
 		n.topics.interestDropped.Add(1)
 		return nil, nil

@@ -32,7 +32,9 @@ const inboxBatch = 256
 func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op, error) {
 	qs := n.topics.matching(topic)
 	n.topics.published.Add(1)
-	fwd, err := n.forwardPuts(m, topic)
+	// A local publish (dedupe false: its id is new) has crossed no node,
+	// whatever petrel.hops property its producer set.
+	fwd, err := n.forwardPuts(m, topic, dedupe)
 	if err != nil {
 		return nil, err
 	}
