@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -63,7 +64,7 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 	im, err := parseInterest(m)
 	if err != nil {
 		n.topics.interestDropped.Add(1)
-		n.log.Warn("dropping topic interest", slog.Any("error", err))
+		n.log.Warn("dropping topic interest", slog.Any(logkey.Error, err))
 		return nil
 	}
 	self := n.cfg.Name

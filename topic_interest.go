@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -195,7 +196,7 @@ func (n *Node) announce(ctx context.Context, all bool) error {
 // the next change, or the next start, announces again.
 func (n *Node) announceLogged(ctx context.Context) {
 	if err := n.announce(ctx, false); err != nil {
-		n.log.Warn("announce topic interest to neighbours; retried at the next subscription change or start", slog.Any("error", err))
+		n.log.Warn("announce topic interest to neighbours; retried at the next subscription change or start", slog.Any(logkey.Error, err))
 	}
 }
 
