@@ -210,6 +210,15 @@ func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Messag
 	if err := n.authorizeInbound(peer.Name, action, m.Destination); err != nil {
 		return nil, fmt.Errorf("%w: %w", receiver.ErrRefused, err)
 	}
+	if (node == "" || node == n.cfg.Name) && name == interestAddr {
+		if len(n.topics.spaces) == 0 {
+			return nil, fmt.Errorf("%w: node %s declares no topic space, so takes no topic interest", receiver.ErrRefused, n.cfg.Name)
+		}
+		if err := n.authorizeInterest(peer, m); err != nil {
+			return nil, err
+		}
+		return n.inbox(ctx) // applied by the inbox pump
+	}
 	if (node == "" || node == n.cfg.Name) && n.topics.isTopic(name) {
 		if m.Kind == message.KindFile {
 			return nil, fmt.Errorf("%w: node %s: %q: %w", receiver.ErrRefused, n.cfg.Name, name, ErrFileToTopic)

@@ -311,6 +311,9 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.loadSubscriptions(ctx); err != nil {
 		return err
 	}
+	if err := n.loadInterest(ctx); err != nil {
+		return err
+	}
 	if err := n.startInbox(ctx); err != nil {
 		return err
 	}

@@ -32,7 +32,13 @@ const inboxBatch = 256
 func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op, error) {
 	qs := n.topics.matching(topic)
 	n.topics.published.Add(1)
-	if len(qs) == 0 {
+	// A local publish (dedupe false: its id is new) has crossed no node,
+	// whatever petrel.hops property its producer set.
+	fwd, err := n.forwardPuts(m, topic, dedupe)
+	if err != nil {
+		return nil, err
+	}
+	if len(qs) == 0 && len(fwd) == 0 {
 		n.topics.unrouted.Add(1)
 		return nil, nil
 	}
@@ -40,7 +46,7 @@ func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op,
 	if err != nil {
 		return nil, fmt.Errorf("publish to %q: %w", topic, err)
 	}
-	puts := make([]queue.Put, len(qs))
+	puts := make([]queue.Put, len(qs), len(qs)+len(fwd))
 	for i, q := range qs {
 		// Each copy gets its own bytes: a consumer may decode a body that
 		// aliases them.
@@ -52,7 +58,8 @@ func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op,
 		// skipped, as if it had ended before the publish.
 		puts[i] = queue.Put{Queue: q, Msg: m, Data: b, Dedupe: dedupe, Optional: true}
 	}
-	op, err := n.store.Submit(puts)
+	// The copies for next hops commit with the local ones, all or none.
+	op, err := n.store.Submit(append(puts, fwd...))
 	if err != nil {
 		return nil, fmt.Errorf("publish to %q: %w", topic, err)
 	}
@@ -161,6 +168,10 @@ func (n *Node) fanOutInbox(batch []*queue.Delivery) {
 			continue
 		}
 		name, _, _ := message.ParseDestination(m.Destination)
+		if name == interestAddr {
+			errs[i] = n.applyInterest(context.Background(), m)
+			continue
+		}
 		ops[i], errs[i] = n.fanOut(m, name, true)
 	}
 	for i, d := range batch {

@@ -99,6 +99,12 @@ type topics struct {
 	subs  map[string]*subEntry
 
 	published, unrouted atomic.Int64
+
+	// remote is the interest learned from neighbours (topic_interest.go);
+	// forwarded counts the copies sent to next hops, interestDropped the
+	// interest and forwards refused (malformed, looped, past max hops).
+	remote                     interestTable
+	forwarded, interestDropped atomic.Int64
 }
 
 type subEntry struct {
@@ -226,6 +232,7 @@ func (n *Node) subscribe(ctx context.Context, pattern string, opts SubscribeOpti
 		e.q.SetPolicy(opts.Policy)
 	}
 	e.consumers++
+	n.announceLogged(ctx)
 	sc := &subConsumer{queueConsumer: queueConsumer{n: n, q: e.q}, e: e}
 	return &Consumer{b: sc, addr: e.q.Name()}, nil
 }
@@ -331,6 +338,7 @@ func (n *Node) dropSubscription(ctx context.Context, e *subEntry) error {
 	if _, err := n.store.Drop(ctx, e.q); err != nil {
 		return fmt.Errorf("delete subscription %q: %w", e.name, err)
 	}
+	n.announceLogged(ctx)
 	return nil
 }
 
@@ -439,6 +447,9 @@ func (c Config) validateTopics() error {
 		return cfgErr("topics", err.Error(), err)
 	}
 	for _, a := range c.Addresses {
+		if a.Name == interestAddr {
+			return cfgErr("addresses", fmt.Sprintf("address %q is reserved for the topic traffic between nodes; use another name", a.Name), nil)
+		}
 		if t.isTopic(a.Name) {
 			return cfgErr("addresses", fmt.Sprintf("address %q is declared, but a topic space's pattern matches it: a name is an address or a topic, not both", a.Name), nil)
 		}

@@ -1,0 +1,153 @@
+package petrel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// The receiving side of interest forwarding (see topic_interest.go):
+// interest messages are applied by the topic inbox pump, and publishes get
+// their copies for the next hops.
+
+// errBadInterest is returned by parseInterest for an interest message
+// that cannot be applied; the pump drops it, counted.
+var errBadInterest = errors.New("malformed topic interest")
+
+// interestMsg is an interest message's content.
+type interestMsg struct {
+	op, pattern, node string
+	durable           bool
+	hops              []string
+	p                 address.Pattern
+}
+
+func parseInterest(m *message.Message) (interestMsg, error) {
+	if m.Data.DataType != interestType {
+		return interestMsg{}, fmt.Errorf("%w: data type %q", errBadInterest, m.Data.DataType)
+	}
+	str := func(k string) string { v, _ := m.Properties.Get(k); return v.Str() }
+	d, _ := m.Properties.Get(propDurable)
+	im := interestMsg{op: str(propOp), pattern: str(propPattern), node: str(propNode), durable: d.Bool(), hops: hopsOf(m)}
+	if im.op != opSubscribe && im.op != opUnsub {
+		return im, fmt.Errorf("%w: op %q", errBadInterest, im.op)
+	}
+	if message.ValidName(im.node) != nil || len(im.hops) == 0 {
+		return im, fmt.Errorf("%w: node %q, hops %q", errBadInterest, im.node, strings.Join(im.hops, ","))
+	}
+	for _, h := range im.hops {
+		if message.ValidName(h) != nil {
+			return im, fmt.Errorf("%w: hop %q", errBadInterest, h)
+		}
+	}
+	p, err := address.ParsePattern(im.pattern)
+	if err != nil {
+		return im, fmt.Errorf("%w: %w", errBadInterest, err)
+	}
+	im.p = p
+	return im, nil
+}
+
+// applyInterest learns or forgets the interest m carries, persists the
+// change and passes it on to the neighbours it has not crossed. What
+// changes nothing (a repeated announcement) goes no further, which ends
+// every flood; so do the hops and maxInterestHops.
+func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
+	im, err := parseInterest(m)
+	if err != nil {
+		n.topics.interestDropped.Add(1)
+		n.log.Warn("dropping topic interest", slog.Any(logkey.Error, err))
+		return nil
+	}
+	self := n.cfg.Name
+	if im.node == self || slices.Contains(im.hops, self) || len(im.hops) >= maxInterestHops {
+		n.topics.interestDropped.Add(1)
+		return nil
+	}
+	it := &n.topics.remote
+	it.changeMu.Lock()
+	defer it.changeMu.Unlock()
+	key := interestKey{im.hops[len(im.hops)-1], im.node, im.pattern}
+	it.mu.Lock()
+	_, had := it.learned[key]
+	if im.op == opSubscribe {
+		it.learned[key] = &interestRecord{Neighbour: key.Neighbour, Node: im.node, Pattern: im.pattern,
+			Durable: im.durable, Hops: im.hops, pattern: im.p}
+	} else {
+		delete(it.learned, key)
+	}
+	recs := make([]*interestRecord, 0, len(it.learned))
+	for _, r := range it.learned {
+		recs = append(recs, r)
+	}
+	it.mu.Unlock()
+	if had == (im.op == opSubscribe) {
+		return nil
+	}
+	slices.SortFunc(recs, func(a, b *interestRecord) int {
+		return strings.Compare(a.Neighbour+"\x00"+a.Node+"\x00"+a.Pattern, b.Neighbour+"\x00"+b.Node+"\x00"+b.Pattern)
+	})
+	if err := n.saveJSON(ctx, metaInterest, recs); err != nil {
+		return err
+	}
+	hops := append(slices.Clone(im.hops), self)
+	return n.sendInterest(ctx, n.interestMessage(im.op, im.pattern, im.node, im.durable, hops), hops)
+}
+
+// forwardPuts returns the puts of m's copies for the next hops whose
+// interest matches topic: one per neighbour, whatever the number of
+// subscriptions behind it, never to a node m crossed. Each copy names the
+// topic alone as destination and carries m's hops with this node added;
+// arrived tells whether m came from a link or client, whose hops count,
+// rather than from a local producer.
+func (n *Node) forwardPuts(m *message.Message, topic string, arrived bool) ([]queue.Put, error) {
+	var hops []string
+	if arrived {
+		hops = hopsOf(m)
+	}
+	if len(hops) >= maxInterestHops {
+		n.topics.interestDropped.Add(1)
+		return nil, nil
+	}
+	self := n.cfg.Name
+	next := n.topics.remote.nextHops(topic, append(slices.Clone(hops), self))
+	if len(next) == 0 {
+		return nil, nil
+	}
+	c := m.Clone()
+	c.Destination = topic
+	c.Properties.Set(propHops, message.String(strings.Join(append(slices.Clone(hops), self), ",")))
+	data, err := c.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("forward %q: %w", topic, err)
+	}
+	puts := make([]queue.Put, 0, len(next))
+	for _, nb := range next {
+		q, err := n.sendQueue(context.Background(), interestAddr, nb)
+		if errors.Is(err, ErrNoRoute) {
+			// Interest from a node that reaches this one, which cannot
+			// reach it back: skipped, counted, so that publishes to the
+			// others still work.
+			n.topics.interestDropped.Add(1)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("forward %q to %s: %w", topic, nb, err)
+		}
+		b := data
+		if len(puts) > 0 {
+			b = append([]byte(nil), data...)
+		}
+		puts = append(puts, queue.Put{Queue: q, Msg: c, Data: b, Dedupe: true})
+	}
+	n.topics.forwarded.Add(int64(len(puts)))
+	return puts, nil
+}

@@ -1,0 +1,313 @@
+package petrel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/session"
+)
+
+// Interest forwarding: a node tells its neighbours which topic patterns
+// its subscriptions want, and they forward matching publishes to it, one
+// copy per next hop however many subscriptions match there.
+//
+// Interest is carried in ordinary messages, not in packet types of its
+// own: a data message of DataType interestType, sent to interestAddr on
+// the neighbour through the send queue "_petrel.topics@<neighbour>". So it
+// has what every message has without a line of protocol: custody (the
+// neighbour acks after commit), persistence while the link is down, order
+// in its queue, and dedupe on (origin, id). Publishes forwarded to a
+// neighbour take the same send queue (keeping their topic as destination),
+// so interest and the messages it draws share one link and one order.
+//
+// The receiving node learns interest per (neighbour it came from,
+// subscribing node, pattern), persisted in the store, and passes it on to
+// its other neighbours with its own name appended to the hops; interest
+// whose hops hold the receiving node, or that crossed maxInterestHops,
+// goes no further.
+
+const (
+	// interestAddr is the address node-to-node topic traffic goes to. It
+	// is a valid address name (a link's session opens on it), reserved:
+	// validateTopics refuses to declare it.
+	interestAddr = "_petrel.topics"
+	// interestType is the DataType of an interest message.
+	interestType = "petrel.interest"
+	// The properties of an interest message, and the hops of a forwarded
+	// publish.
+	propOp      = "petrel.op" // "subscribe" or "unsubscribe"
+	propPattern = "petrel.pattern"
+	propDurable = "petrel.durable"
+	propNode    = "petrel.node" // the subscribing node
+	propHops    = "petrel.hops" // comma-separated, the nodes crossed
+	opSubscribe = "subscribe"
+	opUnsub     = "unsubscribe"
+	// maxInterestHops is the backstop on the hops of interest and of
+	// forwarded publishes.
+	maxInterestHops = 8
+	// metaInterest holds the learned interest, metaAnnounced the patterns
+	// this node announced, as JSON.
+	metaInterest  = "topic_interest"
+	metaAnnounced = "topic_announced"
+)
+
+// interestKey identifies one piece of learned interest.
+type interestKey struct{ Neighbour, Node, Pattern string }
+
+// interestRecord is one piece of learned interest as persisted.
+type interestRecord struct {
+	Neighbour string   `json:"neighbour"`
+	Node      string   `json:"node"`
+	Pattern   string   `json:"pattern"`
+	Durable   bool     `json:"durable"`
+	Hops      []string `json:"hops"`
+	pattern   address.Pattern
+}
+
+// interestTable is the interest a node learned from its neighbours and
+// the patterns it announced. mu guards learned, which every publish reads;
+// changeMu serialises the changes, which commit to the store.
+type interestTable struct {
+	changeMu  sync.Mutex
+	mu        sync.RWMutex
+	learned   map[interestKey]*interestRecord
+	announced map[string]bool
+}
+
+// nextHops returns the neighbours a publish to topic goes to: those with
+// learned interest that matches, for a subscribing node the message has
+// not crossed, and that are not in its hops.
+func (it *interestTable) nextHops(topic string, hops []string) []string {
+	it.mu.RLock()
+	defer it.mu.RUnlock()
+	var out []string
+	for _, r := range it.learned {
+		if slices.Contains(out, r.Neighbour) || slices.Contains(hops, r.Neighbour) || slices.Contains(hops, r.Node) {
+			continue
+		}
+		if r.pattern.Match(topic) {
+			out = append(out, r.Neighbour)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// neighbours are the nodes interest is announced to: those configured.
+func (n *Node) neighbours() []string {
+	out := make([]string, 0, len(n.cfg.Nodes))
+	for _, c := range n.cfg.Nodes {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// interestMessage builds one interest message.
+func (n *Node) interestMessage(op, pattern, node string, durable bool, hops []string) *message.Message {
+	m := n.Producer().CreateDataMessage(interestAddr)
+	m.Data.DataType = interestType
+	m.Properties.Set(propOp, message.String(op))
+	m.Properties.Set(propPattern, message.String(pattern))
+	m.Properties.Set(propDurable, message.Bool(durable))
+	m.Properties.Set(propNode, message.String(node))
+	m.Properties.Set(propHops, message.String(strings.Join(hops, ",")))
+	return m
+}
+
+// sendInterest sends m to every neighbour not in hops, in one store
+// operation, and waits for it to commit.
+func (n *Node) sendInterest(ctx context.Context, m *message.Message, hops []string) error {
+	var puts []queue.Put
+	for _, nb := range n.neighbours() {
+		if slices.Contains(hops, nb) {
+			continue
+		}
+		q, err := n.sendQueue(ctx, interestAddr, nb)
+		if err != nil {
+			return fmt.Errorf("send interest to %s: %w", nb, err)
+		}
+		puts = append(puts, queue.Put{Queue: q, Msg: m})
+	}
+	if len(puts) == 0 {
+		return nil
+	}
+	op, err := n.store.Submit(puts)
+	if err != nil {
+		return fmt.Errorf("send interest: %w", err)
+	}
+	if err := op.Wait(ctx); err != nil {
+		return fmt.Errorf("send interest: %w", err)
+	}
+	return nil
+}
+
+// announce brings the interest this node announced in line with its
+// subscriptions' patterns: one subscribe per pattern, however many
+// subscriptions share it, and an unsubscribe once none is left. With all,
+// it announces every pattern again (at start: idempotent downstream).
+// Called with topics.subMu held, or before the node serves.
+func (n *Node) announce(ctx context.Context, all bool) error {
+	t := n.topics
+	if len(n.cfg.Nodes) == 0 {
+		return nil
+	}
+	want := map[string]bool{} // pattern -> durable
+	t.mu.RLock()
+	for _, e := range t.subs {
+		want[e.pattern.String()] = want[e.pattern.String()] || e.durable
+	}
+	t.mu.RUnlock()
+	it := &t.remote
+	it.changeMu.Lock()
+	defer it.changeMu.Unlock()
+	self := []string{n.cfg.Name}
+	for p, durable := range want {
+		if it.announced[p] && !all {
+			continue
+		}
+		if err := n.sendInterest(ctx, n.interestMessage(opSubscribe, p, n.cfg.Name, durable, self), self); err != nil {
+			return err
+		}
+		it.announced[p] = true
+	}
+	for p := range it.announced {
+		if _, ok := want[p]; ok {
+			continue
+		}
+		if err := n.sendInterest(ctx, n.interestMessage(opUnsub, p, n.cfg.Name, false, self), self); err != nil {
+			return err
+		}
+		delete(it.announced, p)
+	}
+	return n.saveJSON(ctx, metaAnnounced, sortedKeys(it.announced))
+}
+
+// announceLogged is announce for the paths that cannot return its error:
+// the next change, or the next start, announces again.
+func (n *Node) announceLogged(ctx context.Context) {
+	if err := n.announce(ctx, false); err != nil {
+		n.log.Warn("announce topic interest to neighbours; retried at the next subscription change or start", slog.Any(logkey.Error, err))
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (n *Node) saveJSON(ctx context.Context, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", key, err)
+	}
+	if err := n.store.SetMeta(ctx, key, b); err != nil {
+		return fmt.Errorf("save %s: %w", key, err)
+	}
+	return nil
+}
+
+// loadInterest reads the learned interest and the announced patterns, then
+// announces this node's patterns again and passes on what it learned, so
+// that a neighbour added to the configuration, or a message lost with a
+// store, is made good.
+func (n *Node) loadInterest(ctx context.Context) error {
+	it := &n.topics.remote
+	it.learned, it.announced = map[interestKey]*interestRecord{}, map[string]bool{}
+	var recs []*interestRecord
+	var announced []string
+	for key, v := range map[string]any{metaInterest: &recs, metaAnnounced: &announced} {
+		raw, err := n.store.Meta(ctx, key)
+		if err != nil {
+			return fmt.Errorf("load topic interest: %w", err)
+		}
+		if raw != nil {
+			if err := json.Unmarshal(raw, v); err != nil {
+				return fmt.Errorf("load topic interest: %s: %w", key, err)
+			}
+		}
+	}
+	for _, p := range announced {
+		it.announced[p] = true
+	}
+	for _, r := range recs {
+		p, err := address.ParsePattern(r.Pattern)
+		if err != nil {
+			return fmt.Errorf("load topic interest of %s: %w", r.Node, err)
+		}
+		r.pattern = p
+		it.learned[interestKey{r.Neighbour, r.Node, r.Pattern}] = r
+	}
+	if len(n.topics.spaces) == 0 {
+		return nil
+	}
+	if err := n.announce(ctx, true); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		hops := append(slices.Clone(r.Hops), n.cfg.Name)
+		if err := n.sendInterest(ctx, n.interestMessage(opSubscribe, r.Pattern, r.Node, r.Durable, hops), hops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// authorizeInterest is where a peer's interest is checked before it is
+// stored. Today interest is accepted under the `send` access rule of
+// interestAddr, checked with every inbound message; rules on which
+// patterns a peer may subscribe to belong here. m holds only the header
+// here (the receiver routes on it): the interest itself is read, and a
+// malformed one dropped, by the inbox pump.
+func (n *Node) authorizeInterest(peer session.Peer, m *message.Message) error {
+	return nil
+}
+
+// hopsOf returns the nodes m crossed, from its hops property.
+func hopsOf(m *message.Message) []string {
+	v, ok := m.Properties.Get(propHops)
+	if !ok || v.Str() == "" {
+		return nil
+	}
+	return strings.Split(v.Str(), ",")
+}
+
+// InterestInfo is one piece of topic interest a node learned: Node
+// subscribes to Pattern, and publishes that match go to Neighbour.
+type InterestInfo struct {
+	Neighbour string   `json:"neighbour"`
+	Node      string   `json:"node"`
+	Pattern   string   `json:"pattern"`
+	Durable   bool     `json:"durable"`
+	Hops      []string `json:"hops"`
+}
+
+// TopicInterest lists the interest this node learned from its
+// neighbours, sorted by neighbour, node and pattern.
+func (n *Node) TopicInterest() []InterestInfo {
+	it := &n.topics.remote
+	it.mu.RLock()
+	out := make([]InterestInfo, 0, len(it.learned))
+	for _, r := range it.learned {
+		out = append(out, InterestInfo{Neighbour: r.Neighbour, Node: r.Node, Pattern: r.Pattern, Durable: r.Durable, Hops: slices.Clone(r.Hops)})
+	}
+	it.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		return a.Neighbour+"\x00"+a.Node+"\x00"+a.Pattern < b.Neighbour+"\x00"+b.Node+"\x00"+b.Pattern
+	})
+	return out
+}
