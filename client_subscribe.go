@@ -56,7 +56,9 @@ func newSubscription(c *Client, addr string) *subscription {
 // it does: a private one (no Name) after a reconnect is a new one, and
 // what was published while the connection was down is not in it.
 // opts.Policy cannot be set from a client (ErrNotSupported): the node's
-// default policy applies.
+// default policy applies. The Consumer's Address is the subscription's
+// queue, sub:<name>, or the pattern for a private one, whose name only
+// the node knows.
 func (c *Client) Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error) {
 	if opts.Policy != (QueuePolicy{}) {
 		return nil, fmt.Errorf("subscribe to %q through a client with a queue policy: %w (set the policy on the node)", pattern, ErrNotSupported)

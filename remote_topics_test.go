@@ -1,0 +1,81 @@
+package petrel_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
+)
+
+// TestRemoteSubscribeAccess: a client subscribes to a pattern only if a
+// consume rule covers it, checked as a name: "orders.*" covers
+// "orders.#", nothing covers "billing.#".
+func TestRemoteSubscribeAccess(t *testing.T) {
+	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"), withTopics("orders.#", "billing.#"),
+		nodes.With(func(c *petrel.Config) {
+			c.Access = []petrel.AccessRule{{Identity: "app-1", Send: []string{"orders.*"}, Consume: []string{"orders.*"}}}
+		}))
+	cl := nodes.Dial(t, n, petrel.DialOptions{})
+	ctx := context.Background()
+	_, err := cl.Subscribe(ctx, "billing.#", petrel.SubscribeOptions{})
+	if !errors.Is(err, petrel.ErrDenied) || !strings.Contains(err.Error(), `"app-1" may not`) {
+		t.Fatalf("subscribe to billing.#: %v, want ErrDenied with the reason", err)
+	}
+	if len(n.Subscriptions()) != 0 {
+		t.Fatalf("a denied subscribe left a subscription: %+v", n.Subscriptions())
+	}
+	c, err := cl.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: "mine", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := cl.Producer()
+	m := p.CreateDataMessage("orders.eu")
+	m.Body = []byte("allowed")
+	if err := p.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	expectBodies(t, c, "allowed subscription", "allowed")
+}
+
+// TestRemoteSubscribeInterceptors: the interceptors see a client's topic
+// subscription as the client's, and a refusal of OnSubscribe reaches the
+// client as a refusal with the reason, leaving no subscription behind.
+func TestRemoteSubscribeInterceptors(t *testing.T) {
+	h := &hooks{name: "audit", subscribe: func(s petrel.SubscribeInfo) error {
+		if s.Address == "sub:forbidden" {
+			return errBlocked
+		}
+		return nil
+	}}
+	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"), withTopics("orders.#"), withInterceptors(h))
+	cl := nodes.Dial(t, n, petrel.DialOptions{})
+	ctx := context.Background()
+	_, err := cl.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: "forbidden"})
+	if !errors.Is(err, petrel.ErrRefused) || !strings.Contains(err.Error(), errBlocked.Error()) {
+		t.Fatalf("subscribe refused by an interceptor: %v, want ErrRefused with %q", err, errBlocked)
+	}
+	petreltest.Eventually(t, "the refused non-durable subscription to end", func() bool {
+		return len(n.Subscriptions()) == 0
+	})
+	c, err := cl.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: "seen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, n, "orders.eu", "watched", nil)
+	d := receive(t, c)
+	if prop(d.Message, "delivered-by") != "audit" {
+		t.Fatalf("OnDeliver did not see the delivery: properties %v", d.Properties)
+	}
+	if err := d.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for _, e := range []string{"subscribe sub:seen client", "deliver client", "ack client", "unsubscribe sub:seen client"} {
+		petreltest.Eventually(t, "the interceptor to see "+e, func() bool { return h.has(e) }, func() string { return strings.Join(h.seen(), "\n") })
+	}
+}
