@@ -3,8 +3,10 @@ package petrel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
@@ -77,5 +79,76 @@ func TestRemoteSubscribeInterceptors(t *testing.T) {
 	c.Close()
 	for _, e := range []string{"subscribe sub:seen client", "deliver client", "ack client", "unsubscribe sub:seen client"} {
 		petreltest.Eventually(t, "the interceptor to see "+e, func() bool { return h.has(e) }, func() string { return strings.Join(h.seen(), "\n") })
+	}
+}
+
+// TestRemoteSubscribeDurableAcrossReconnect: a durable subscription keeps
+// what is published while the client's connection is down, and the client
+// subscribes again on reconnect and gets it, in order, once. A private
+// one ends at the node with the lost connection, and the client's comes
+// back as a new one.
+func TestRemoteSubscribeDurableAcrossReconnect(t *testing.T) {
+	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"), withTopics("orders.#"))
+	proxy := newFlapProxy(t, n.ListenAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := petrel.Dial(ctx, "tcp://"+proxy.ln.Addr().String(), petrel.DialOptions{
+		Name: "app-1", Logger: quiet, ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	durable, err := cl.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: "keep", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer durable.Close()
+	private, err := cl.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer private.Close()
+	publish(t, n, "orders.a", "before", nil)
+	expectBodies(t, durable, "durable before the cut", "before")
+	expectBodies(t, private, "private before the cut", "before")
+	privateName := ""
+	petreltest.Eventually(t, "the acks of before to reach the node", func() bool {
+		subs := n.Subscriptions()
+		for _, s := range subs {
+			if !s.Durable {
+				privateName = s.Name
+			}
+		}
+		return len(subs) == 2 && subs[0].Depth == 0 && subs[1].Depth == 0
+	}, func() string { return fmt.Sprint(n.Subscriptions()) })
+	petreltest.Eventually(t, "the node to end the sessions of the cut connection", func() bool {
+		proxy.cut()
+		s, _ := subscriptionInfo(n, "keep")
+		_, privateLeft := subscriptionInfo(n, privateName)
+		return s.Consumers == 0 && !privateLeft
+	}, func() string { return fmt.Sprint(n.Subscriptions()) })
+	publish(t, n, "orders.b", "while-cut-1", nil)
+	publish(t, n, "orders.c", "while-cut-2", nil)
+	petreltest.Eventually(t, "the client to subscribe again", func() bool {
+		s, _ := subscriptionInfo(n, "keep")
+		return s.Consumers == 1 && len(n.Subscriptions()) == 2
+	}, func() string { return fmt.Sprint(n.Subscriptions()) })
+	publish(t, n, "orders.d", "after", nil)
+	expectBodies(t, durable, "durable after the reconnect", "while-cut-1", "while-cut-2", "after")
+	// The new private subscription may have caught the publishes made
+	// after the reconnect, never "before".
+	for {
+		d := receive(t, private)
+		if err := d.Ack(); err != nil {
+			t.Fatal(err)
+		}
+		body := string(d.Body)
+		if body == "after" {
+			break
+		}
+		if !strings.HasPrefix(body, "while-cut-") {
+			t.Fatalf("private subscription after the reconnect delivered %q", body)
+		}
 	}
 }
