@@ -47,6 +47,7 @@ type adminNode interface {
 	fileProgress(id uint64) adminapi.FileProgress
 	// topicsResponse lists the topic spaces and subscriptions.
 	topicsResponse() adminapi.Topics
+	Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error)
 }
 
 // adminServer serves the admin endpoints, in the manner of litestream's
@@ -113,6 +114,7 @@ func (s *adminServer) routes(scope adminScope) *http.ServeMux {
 	mux.HandleFunc("POST "+adminapi.PathFiles, s.handleSendFile(scope))
 	mux.HandleFunc("GET "+adminapi.PathFile, s.handleFileProgress)
 	mux.HandleFunc("GET "+adminapi.PathTopics, s.handleTopics)
+	mux.HandleFunc("POST "+adminapi.PathSubscribe, s.handleSubscribe)
 	return mux
 }
 

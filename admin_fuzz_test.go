@@ -24,13 +24,14 @@ var fuzzEndpoints = []string{
 	"/api/dlq/inbox/replay",
 	"/api/files",
 	"/api/queues/inbox/purge",
+	"/api/subscribe",
 }
 
 // FuzzAdminJSON sends arbitrary bodies to the admin endpoints that decode
 // JSON, through the TCP listener's whole handler (guard included), on a
 // real node: no body may crash the node or earn a 5xx. The node receives
-// on "inbox" only, and sends files only from one directory under the test's
-// temporary directory. The seed corpus is in testdata/fuzz/FuzzAdminJSON.
+// on "inbox" only, has the topic space events.#, and sends files only
+// from one directory under the test's temporary directory. The seed corpus is in testdata/fuzz/FuzzAdminJSON.
 func FuzzAdminJSON(f *testing.F) {
 	dir := f.TempDir()
 	roots := filepath.Join(dir, "files")
@@ -44,6 +45,7 @@ func FuzzAdminJSON(f *testing.F) {
 	cfg := Config{
 		Name: "fuzz", DataDir: filepath.Join(dir, "data"), NoAutoCreate: true,
 		Addresses: []AddressConfig{{Name: "inbox"}},
+		Topics:    []TopicConfig{{Pattern: "events.#"}},
 		Admin:     AdminConfig{Token: token, FileRoots: []string{roots}},
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}

@@ -32,7 +32,7 @@ type Endpoint interface {
 	Producer() *Producer
 	Consumer(addr string) (*Consumer, error)
 	// Subscribe makes or joins a subscription to topics; see
-	// Node.Subscribe. A Client returns ErrNotSupported for now.
+	// Node.Subscribe and Client.Subscribe.
 	Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error)
 	Close() error
 }

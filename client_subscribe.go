@@ -25,8 +25,9 @@ import (
 // ends the node gives its lease back, so settling it then is ErrLeaseLost.
 type subscription struct {
 	c      *Client
-	addr   string
-	window uint32 // the window asked for; the node may grant less
+	addr   string                     // the address, or the topic pattern
+	topic  *session.TopicSubscription // the topic subscription; nil for an address
+	window uint32                     // the window asked for; the node may grant less
 
 	flushMu sync.Mutex // one flush at a time: it swaps acks and spare
 
@@ -47,6 +48,44 @@ func newSubscription(c *Client, addr string) *subscription {
 	return &subscription{c: c, addr: addr, window: w, changed: make(chan struct{})}
 }
 
+// Subscribe makes or joins a topic subscription on the node, as
+// Node.Subscribe does there, and consumes from it as Consumer does from an
+// address: the same window, batching, reconnects and leases. A durable
+// subscription outlives the consumer and the connection, and keeps
+// accumulating meanwhile. A non-durable one ends when the last session on
+// it does: a private one (no Name) after a reconnect is a new one, and
+// what was published while the connection was down is not in it.
+// opts.Policy cannot be set from a client (ErrNotSupported): the node's
+// default policy applies. The Consumer's Address is the subscription's
+// queue, sub:<name>, or the pattern for a private one, whose name only
+// the node knows.
+func (c *Client) Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error) {
+	if opts.Policy != (QueuePolicy{}) {
+		return nil, fmt.Errorf("subscribe to %q through a client with a queue policy: %w (set the policy on the node)", pattern, ErrNotSupported)
+	}
+	if opts.Durable && opts.Name == "" {
+		return nil, fmt.Errorf("subscribe to %q: a durable subscription needs a name: %w", pattern, ErrSubscription)
+	}
+	sub := newSubscription(c, pattern)
+	sub.topic = &session.TopicSubscription{Name: opts.Name, Durable: opts.Durable}
+	if err := sub.start(ctx); err != nil {
+		return nil, fmt.Errorf("subscribe to %q: %w", pattern, err)
+	}
+	addr := pattern
+	if opts.Name != "" {
+		addr = subQueuePrefix + opts.Name
+	}
+	return &Consumer{b: sub, addr: addr}, nil
+}
+
+// open opens the subscription's session on conn.
+func (s *subscription) open(ctx context.Context, conn *session.Conn) (*session.Session, error) {
+	if s.topic != nil {
+		return conn.OpenTopic(ctx, s.addr, *s.topic, s.window)
+	}
+	return conn.OpenSubscribe(ctx, s.addr, s.window)
+}
+
 // start registers the subscription with the client and subscribes. A
 // refusal is returned; a connection lost meanwhile is not: the client
 // subscribes again when it reconnects.
@@ -64,7 +103,7 @@ func (s *subscription) start(ctx context.Context) error {
 		s.unregister()
 		return err
 	}
-	sess, err := conn.OpenSubscribe(ctx, s.addr, s.window)
+	sess, err := s.open(ctx, conn)
 	if err != nil {
 		if conn.Err() != nil && ctx.Err() == nil {
 			return nil // lost with the connection: resubscribed with the next one
@@ -103,7 +142,7 @@ func (s *subscription) unregister() {
 func (s *subscription) resubscribe(conn *session.Conn) {
 	ctx, cancel := context.WithTimeout(s.c.ctx, s.c.opts.HandshakeTimeout)
 	defer cancel()
-	sess, err := conn.OpenSubscribe(ctx, s.addr, s.window)
+	sess, err := s.open(ctx, conn)
 	if err != nil {
 		if conn.Err() == nil && s.c.ctx.Err() == nil {
 			s.c.log.Warn("consumer refused on reconnect", slog.String(logkey.Address, s.addr), slog.Any(logkey.Error, err))

@@ -88,6 +88,11 @@ func TestConformance(t *testing.T) {
 		{"RefusedSendAndConsumer", conformRefused},
 		{"PriorityOrderFIFOWithin", conformPriority},
 		{"TTLExpiresBeforeConsumption", conformTTL},
+		{"TopicFanOut", conformTopicFanOut},
+		{"TopicDurableAcrossConsumerClose", conformTopicDurable},
+		{"TopicSharedSubscription", conformTopicShared},
+		{"TopicNonDurableCleanup", conformTopicNonDurable},
+		{"TopicRefused", conformTopicRefused},
 	}
 	for _, k := range endpointKinds {
 		t.Run(k.name, func(t *testing.T) {

@@ -59,6 +59,12 @@ func (r router) ClientSubscribe(ctx context.Context, peer session.Peer, addr str
 	return r.n.clientSubscribe(ctx, peer, addr)
 }
 
+// ClientSubscribeTopic implements receiver.ClientRouter (see
+// Node.clientSubscribeTopic).
+func (r router) ClientSubscribeTopic(ctx context.Context, peer session.Peer, pattern string, sub session.TopicSubscription) (*queue.Queue, func(), error) {
+	return r.n.clientSubscribeTopic(ctx, peer, pattern, sub)
+}
+
 // BindPeer implements receiver.PeerBinder: it holds an identity that
 // proved its credentials to its node id (see identities).
 func (r router) BindPeer(peer session.Peer) error { return r.n.idents.bind(peer) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
@@ -56,11 +57,42 @@ func (n *Node) clientSubscribe(ctx context.Context, peer session.Peer, addr stri
 	return q, nil
 }
 
+// clientSubscribeTopic makes or joins for the router the topic
+// subscription sub of pattern, as Node.Subscribe does, once the access
+// rules let the client consume from the pattern (the pattern is checked as
+// an address name: a consume rule "orders.*" or "*" covers "orders.#").
+// It returns the subscription's queue and its release, which closes the
+// subscription's consumer: a non-durable subscription ends with the last
+// session on it. The interceptors see the subscription as the client's
+// (OnSubscribe here, OnDeliver, OnAck and OnUnsubscribe in the receiver),
+// not as the node's own consumer.
+func (n *Node) clientSubscribeTopic(ctx context.Context, peer session.Peer, pattern string, sub session.TopicSubscription) (*queue.Queue, func(), error) {
+	if err := n.authorizeSubscribe(peer.Name, pattern); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", receiver.ErrDenied, err)
+	}
+	c, err := n.subscribe(ctx, pattern, SubscribeOptions{Name: sub.Name, Durable: sub.Durable})
+	if err != nil {
+		return nil, nil, clientRefusal(err)
+	}
+	release := func() { _ = c.Close() }
+	sc, ok := c.b.(*subConsumer)
+	if !ok {
+		release()
+		return nil, nil, fmt.Errorf("subscribe to %q: the subscription has no queue of its own", pattern)
+	}
+	if err := n.subscribeClient(ctx, peer, sc.q.Name()); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return sc.q, release, nil
+}
+
 // clientRefusal marks the errors that will not go away by trying again as
 // refusals for good; the others (a store closing or failing) end the
 // client's session, and its client tries again.
 func clientRefusal(err error) error {
-	for _, permanent := range []error{message.ErrDestination, ErrNotReceive, ErrUnknownAddress, ErrNoRoute} {
+	for _, permanent := range []error{message.ErrDestination, ErrNotReceive, ErrUnknownAddress, ErrNoRoute,
+		ErrNoTopicSpace, ErrSubscription, address.ErrTopicPattern} {
 		if errors.Is(err, permanent) {
 			return fmt.Errorf("%w: %w", receiver.ErrRefused, err)
 		}

@@ -41,7 +41,7 @@ var (
 	// files go to one address, not to every subscriber.
 	ErrFileToTopic = errors.New("file messages cannot be published to a topic")
 	// ErrNotSupported is returned by a Client for what only an embedded
-	// node can do yet.
+	// node can do, such as setting a subscription's queue policy.
 	ErrNotSupported = errors.New("not supported by this endpoint")
 )
 
@@ -430,13 +430,6 @@ func (c *subConsumer) close() {
 			n.log.Error("delete non-durable subscription", slog.String("subscription", c.e.name), slog.Any(logkey.Error, err))
 		}
 	})
-}
-
-// Subscribe is not supported through a Client yet: the subscribe session
-// carries an address, not a pattern. Subscribe on the node, or consume a
-// durable subscription's queue there.
-func (c *Client) Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error) {
-	return nil, fmt.Errorf("subscribe to %q through a client: %w (subscribe on the node itself)", pattern, ErrNotSupported)
 }
 
 // validateTopics checks the topic spaces: each pattern parses, and no

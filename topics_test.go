@@ -396,8 +396,8 @@ func TestSubscribeErrors(t *testing.T) {
 }
 
 // TestTopicFromClientAndLink: a client's publish and a neighbour's
-// message to a topic are fanned out like a local publish; a client
-// cannot subscribe yet.
+// message to a topic are fanned out like a local publish, to the node's
+// subscriptions and to a client's.
 func TestTopicFromClientAndLink(t *testing.T) {
 	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), withTopics("orders.#"))
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
@@ -407,9 +407,11 @@ func TestTopicFromClientAndLink(t *testing.T) {
 	s2 := subscribe(t, b, "orders.*", petrel.SubscribeOptions{Name: "two", Durable: true})
 	cl := nodes.Dial(t, b, petrel.DialOptions{})
 	ctx := context.Background()
-	if _, err := cl.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{}); !errors.Is(err, petrel.ErrNotSupported) {
-		t.Fatalf("client Subscribe = %v, want ErrNotSupported", err)
+	s3, err := cl.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{})
+	if err != nil {
+		t.Fatalf("client Subscribe: %v", err)
 	}
+	t.Cleanup(func() { s3.Close() })
 	cp := cl.Producer()
 	m := cp.CreateDataMessage("orders.client")
 	m.Body = []byte("from client")
@@ -422,7 +424,7 @@ func TestTopicFromClientAndLink(t *testing.T) {
 	if err := ap.Send(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	for name, c := range map[string]*petrel.Consumer{"one": s1, "two": s2} {
+	for name, c := range map[string]*petrel.Consumer{"one": s1, "two": s2, "client": s3} {
 		got := map[string]bool{}
 		for len(got) < 2 {
 			d := receive(t, c)

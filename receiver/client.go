@@ -39,6 +39,11 @@ type ClientRouter interface {
 	// ClientSubscribe returns the receive queue of addr, which the client
 	// consumes from.
 	ClientSubscribe(ctx context.Context, peer session.Peer, addr string) (*queue.Queue, error)
+	// ClientSubscribeTopic makes or joins the topic subscription sub of
+	// pattern, and returns its queue, which the client consumes from, and
+	// release, which the receiver calls once when the session ends: it
+	// ends a non-durable subscription that no other consumer shares.
+	ClientSubscribeTopic(ctx context.Context, peer session.Peer, pattern string, sub session.TopicSubscription) (q *queue.Queue, release func(), err error)
 }
 
 // serveClient accepts or refuses a client's publish or subscribe session,
@@ -47,10 +52,14 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 	peer := c.Peer()
 	cr, ok := s.router.(ClientRouter)
 	var q *queue.Queue
+	release := func() {}
 	var err error
+	topic, isTopic := sess.Topic()
 	switch {
 	case !ok:
 		err = fmt.Errorf("%w: node %s serves no clients", ErrRefused, s.cfg.Session.Name)
+	case isTopic:
+		q, release, err = cr.ClientSubscribeTopic(s.ctx, peer, sess.Address(), topic)
 	case sess.Subscribe():
 		q, err = cr.ClientSubscribe(s.ctx, peer, sess.Address())
 	}
@@ -67,6 +76,7 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 	}
 	if err := sess.Accept(s.cfg.Window); err != nil {
 		s.unsubscribed(peer, q)
+		release()
 		return
 	}
 	sessions.Add(1)
@@ -75,6 +85,7 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 		if q != nil {
 			s.subscribeLoop(c, sess, q)
 			s.unsubscribed(peer, q)
+			release()
 		} else {
 			s.sessionLoop(c, sess)
 		}

@@ -4,7 +4,9 @@
 // serves clients, processes that are not nodes, through a ClientRouter:
 // their publish sessions are taken as links' sessions are, each message
 // routed by its own destination, and their subscribe sessions are served
-// from a receive queue (subscribe.go).
+// from a receive queue (subscribe.go): an address's, or a topic
+// subscription's (session.FlagTopic), which the router releases when the
+// session ends.
 //
 // Invariants:
 //   - A DataAck is sent only after the puts it covers committed; acks are

@@ -137,6 +137,8 @@ func TestBadPeersAfterHandshake(t *testing.T) {
 		{name: "oversize control", in: []byte{byte(TypePing), 0, 0, 0, 0, 0, 0, 0x10, 0, 0}, err: ErrFrameTooLarge, text: "Ping frame"},
 		{name: "truncated data", in: frame(TypeData, 0, 1, Data{Seq: 1, Message: []byte("abcdef")})[:15], close: true, err: io.ErrUnexpectedEOF, text: "Data payload"},
 		{name: "malformed create", in: frame(TypeSessionCreate, 0, 1, Ping{}), err: ErrMalformed, text: "SessionCreate"},
+		{name: "topic without subscribe", in: frame(TypeSessionCreate, FlagTopic, 1, SessionCreate{Versions: []uint16{1}, Window: 1, Topic: &TopicSubscription{}}), err: ErrProtocol, text: "topic without subscribe"},
+		{name: "topic create without its fields", in: frame(TypeSessionCreate, FlagSubscribe|FlagTopic, 1, SessionCreate{Versions: []uint16{1}, Window: 1}), err: ErrMalformed, text: "subscription"},
 		{name: "hello again", in: frame(TypeHello, 0, 0, Hello{}), err: ErrProtocol, text: "Hello on session 0 after the handshake"},
 		{name: "data on session 0", in: frame(TypeData, 0, 0, Data{Seq: 1}), err: ErrProtocol, text: "Data on session 0"},
 		{name: "ping on a session", in: frame(TypePing, 0, 4, Ping{}), err: ErrProtocol, text: "valid only on session 0"},

@@ -61,6 +61,25 @@ func (c *Conn) OpenSubscribe(ctx context.Context, address string, window uint32)
 	return c.open(ctx, address, window, FlagSubscribe)
 }
 
+// OpenTopic opens a subscribe session on a topic subscription: as
+// OpenSubscribe, with FlagTopic, for the subscription sub of pattern (made
+// by the server if it does not exist).
+func (c *Conn) OpenTopic(ctx context.Context, pattern string, sub TopicSubscription, window uint32) (*Session, error) {
+	if len(sub.Name) > maxStr16 {
+		return nil, fmt.Errorf("open topic session for a subscription name of %d bytes: longer than %d", len(sub.Name), maxStr16)
+	}
+	return c.openWith(ctx, pattern, window, FlagSubscribe|FlagTopic, &sub)
+}
+
+// Topic returns the topic subscription of a session opened with FlagTopic
+// (Conn.OpenTopic); false for any other session.
+func (s *Session) Topic() (TopicSubscription, bool) {
+	if s.topic == nil {
+		return TopicSubscription{}, false
+	}
+	return *s.topic, true
+}
+
 // Deny refuses a session returned by Conn.Accept because access rules
 // forbid it: as Refuse, but the client's Open returns an error wrapping
 // ErrDenied.

@@ -331,3 +331,41 @@ func TestDeliverPastCredit(t *testing.T) {
 		t.Fatalf("Err %v, want ErrWindow", err)
 	}
 }
+
+// TestOpenTopic: a topic subscribe session carries its pattern as the
+// address and its subscription to the server, and is a subscribe session
+// there; a plain subscribe session has no topic.
+func TestOpenTopic(t *testing.T) {
+	c, s := tcpPair(t, testConfig("app-1"), testConfig("hub-1"))
+	got := make(chan *Session, 1)
+	go func() {
+		defer close(got)
+		for range 2 {
+			srv, err := s.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			if err := srv.Accept(8); err != nil {
+				t.Errorf("accept: %v", err)
+			}
+			got <- srv
+		}
+	}()
+	want := TopicSubscription{Name: "audit", Durable: true}
+	if _, err := c.OpenTopic(within(t), "orders.#", want, 8); err != nil {
+		t.Fatal(err)
+	}
+	srv := <-got
+	if sub, ok := srv.Topic(); !ok || sub != want || srv.Address() != "orders.#" || !srv.Subscribe() {
+		t.Fatalf("server sees topic %+v %v, address %q, subscribe %v; want %+v on orders.#", sub, ok, srv.Address(), srv.Subscribe(), want)
+	}
+	if _, err := c.OpenSubscribe(within(t), "orders", 8); err != nil {
+		t.Fatal(err)
+	}
+	if srv = <-got; srv == nil {
+		t.FailNow()
+	}
+	if _, ok := srv.Topic(); ok {
+		t.Fatal("a plain subscribe session has a topic")
+	}
+}

@@ -138,6 +138,11 @@ func (c *Conn) OpenFile(ctx context.Context, address string, window uint32) (*Se
 }
 
 func (c *Conn) open(ctx context.Context, address string, window uint32, flags uint8) (*Session, error) {
+	return c.openWith(ctx, address, window, flags, nil)
+}
+
+// openWith opens a session; topic is the subscription of a FlagTopic one.
+func (c *Conn) openWith(ctx context.Context, address string, window uint32, flags uint8, topic *TopicSubscription) (*Session, error) {
 	if !c.client {
 		return nil, fmt.Errorf("open session for %q: only the client side of a connection opens sessions: %w", address, ErrProtocol)
 	}
@@ -150,13 +155,14 @@ func (c *Conn) open(ctx context.Context, address string, window uint32, flags ui
 	s := c.newSession(0, address)
 	s.state = stateOpening
 	s.setKind(flags)
+	s.topic = topic
 	s.created = make(chan struct{})
 	s.reqWindow = min(window, MaxWindow)
 	id, err := c.tab.addClient(s)
 	if err != nil {
 		return nil, fmt.Errorf("open session for %q: %w", address, err)
 	}
-	req := SessionCreate{Versions: c.offer(), Name: c.cfg.Name, ID: c.cfg.ID, Address: address, Window: s.reqWindow}
+	req := SessionCreate{Versions: c.offer(), Name: c.cfg.Name, ID: c.cfg.ID, Address: address, Window: s.reqWindow, Topic: topic}
 	if err := c.out.control(Header{Type: TypeSessionCreate, Flags: flags, Session: id}, req); err != nil {
 		c.tab.remove(id, s)
 		return nil, fmt.Errorf("open session for %q: %w", address, err)

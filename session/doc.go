@@ -55,6 +55,10 @@
 //	Settle op, tags..., reason     ---->           ack | nack | release | reject a batch
 //	SessionClose                   ---->           the server gives back the leases
 //	                                               not settled
+//	SessionCreate +FlagSubscribe   ---->           the same, on a topic subscription:
+//	  +FlagTopic, address=pattern,                 made or joined by name; the
+//	  subscription, options                        server ends a non-durable one
+//	                                               with the session
 //
 // The server sends a Deliver only with credit, which starts at W and grows
 // by what the client grants; the client grants one credit per delivery its

@@ -64,6 +64,11 @@ const FlagPublish uint8 = 1 << 2
 // the server pushes deliveries from the address's receive queue.
 const FlagSubscribe uint8 = 1 << 3
 
+// FlagTopic is set, with FlagSubscribe, on a SessionCreate that subscribes
+// to a topic pattern: its address is the pattern, and its payload carries
+// the subscription's name and durability (see SessionCreate).
+const FlagTopic uint8 = 1 << 4
+
 // FlagDenied is set on a SessionCreateResponse that refuses a session by
 // an access rule, so that Open can return ErrDenied, and on a Refuse of a
 // packet the access rules deny (Ack.Denied).
@@ -80,9 +85,10 @@ const (
 	// so that an unauthenticated peer cannot make a node allocate more.
 	preAuthMaxFrame = 4 << 10
 	// controlMaxFrame bounds every frame but Data. The largest control
-	// packet, SessionCreate, holds at most 255 versions and two str16
-	// strings: 20 + 1 + 510 + 2×(2+65535) bytes.
-	controlMaxFrame = 20 + 1 + 2*255 + 2*(2+65535)
+	// packet, a SessionCreate with FlagTopic, holds at most 255 versions,
+	// three str16 strings and the options byte:
+	// 20 + 1 + 510 + 3×(2+65535) + 1 bytes.
+	controlMaxFrame = 20 + 1 + 2*255 + 3*(2+65535) + 1
 )
 
 var be = binary.BigEndian
@@ -125,7 +131,7 @@ func (t Type) allowedFlags() uint8 {
 	case TypeSessionCreateResponse:
 		return FlagNoCommonVersion | FlagDenied
 	case TypeSessionCreate:
-		return FlagFile | FlagPublish | FlagSubscribe
+		return FlagFile | FlagPublish | FlagSubscribe | FlagTopic
 	case TypeRefuse:
 		return FlagDenied
 	}

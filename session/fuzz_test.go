@@ -41,6 +41,9 @@ func FuzzAuth(f *testing.F)          { fuzzDecoder(f, DecodeAuth, "Auth") }
 func FuzzAuthOK(f *testing.F)        { fuzzDecoder(f, DecodeAuthOK, "AuthOK") }
 func FuzzErrorPacket(f *testing.F)   { fuzzDecoder(f, DecodeErrorPacket, "Error") }
 func FuzzSessionCreate(f *testing.F) { fuzzDecoder(f, DecodeSessionCreate, "SessionCreate") }
+func FuzzTopicSessionCreate(f *testing.F) {
+	fuzzDecoder(f, DecodeTopicSessionCreate, "TopicSessionCreate")
+}
 func FuzzSessionCreateResponse(f *testing.F) {
 	fuzzDecoder(f, DecodeSessionCreateResponse, "SessionCreateResponse")
 }

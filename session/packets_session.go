@@ -1,6 +1,10 @@
 package session
 
-import "github.com/petrelmq/petrel/message"
+import (
+	"fmt"
+
+	"github.com/petrelmq/petrel/message"
+)
 
 // Packets on a session (session id != 0). The same rules hold as for the
 // packets in packets_conn.go: AppendBinary appends the payload only, and the
@@ -15,14 +19,39 @@ import "github.com/petrelmq/petrel/message"
 //	[ 4]    id        [16]byte  client NodeID
 //	[20]    versions  list8 of uint16, in the client's order of preference
 //	        name      str16     client node name
-//	        address   str16     the address served, e.g. orders@plant-7
+//	        address   str16     the address served, e.g. orders@plant-7;
+//	                            with FlagTopic, the topic pattern, e.g. orders.#
+//
+// A SessionCreate with FlagTopic (always with FlagSubscribe) opens a
+// subscribe session on a topic subscription rather than on an address's
+// queue, and carries the subscription past the address:
+//
+//	subscription  str16  its name; empty: a private non-durable one
+//	options       uint8  bit 0: durable; the other bits must be 0
+//
+// Without FlagTopic neither field is there (DecodeSessionCreate), with it
+// both are (DecodeTopicSessionCreate): the flag, not the length, says
+// which, so that every payload has one decoding.
 type SessionCreate struct {
 	Versions []uint16
 	Name     string
 	ID       message.NodeID
 	Address  string
 	Window   uint32
+	// Topic is the subscription of a SessionCreate with FlagTopic; nil
+	// without the flag.
+	Topic *TopicSubscription
 }
+
+// TopicSubscription is the topic subscription a subscribe session with
+// FlagTopic serves: the one called Name, made if it does not exist.
+type TopicSubscription struct {
+	Name    string
+	Durable bool
+}
+
+// topicDurable is bit 0 of a TopicSubscription's options byte.
+const topicDurable uint8 = 1 << 0
 
 // AppendBinary appends the encoding of s to dst. Versions past the 255th are
 // not sent.
@@ -38,13 +67,48 @@ func (s SessionCreate) AppendBinary(dst []byte) []byte {
 		dst = be.AppendUint16(dst, v)
 	}
 	dst = appendStr16(dst, s.Name)
-	return appendStr16(dst, s.Address)
+	dst = appendStr16(dst, s.Address)
+	if s.Topic == nil {
+		return dst
+	}
+	dst = appendStr16(dst, s.Topic.Name)
+	var opts uint8
+	if s.Topic.Durable {
+		opts |= topicDurable
+	}
+	return append(dst, opts)
 }
 
-// DecodeSessionCreate decodes a SessionCreate payload. An empty version list
-// decodes as nil.
+// DecodeSessionCreate decodes the payload of a SessionCreate without
+// FlagTopic. An empty version list decodes as nil.
 func DecodeSessionCreate(p []byte) (SessionCreate, error) {
 	d := decoder{p: p, pkt: "SessionCreate"}
+	s := decodeCreateBase(&d)
+	if err := d.finish(); err != nil {
+		return SessionCreate{}, err
+	}
+	return s, nil
+}
+
+// DecodeTopicSessionCreate decodes the payload of a SessionCreate with
+// FlagTopic: Topic is never nil.
+func DecodeTopicSessionCreate(p []byte) (SessionCreate, error) {
+	d := decoder{p: p, pkt: "SessionCreate"}
+	s := decodeCreateBase(&d)
+	s.Topic = &TopicSubscription{Name: d.str16("subscription")}
+	opts := d.u8("options")
+	s.Topic.Durable = opts&topicDurable != 0
+	if err := d.finish(); err != nil {
+		return SessionCreate{}, err
+	}
+	if opts&^topicDurable != 0 {
+		return SessionCreate{}, fmt.Errorf("SessionCreate: topic options %#02x: unknown bits set: %w", opts, ErrMalformed)
+	}
+	return s, nil
+}
+
+// decodeCreateBase decodes the fields every SessionCreate has.
+func decodeCreateBase(d *decoder) SessionCreate {
 	s := SessionCreate{Window: d.u32("window"), ID: d.nodeID("id")}
 	n := int(d.u8("versions count"))
 	if vs := d.take(2*n, "versions"); len(vs) > 0 {
@@ -55,10 +119,7 @@ func DecodeSessionCreate(p []byte) (SessionCreate, error) {
 	}
 	s.Name = d.str16("name")
 	s.Address = d.str16("address")
-	if err := d.finish(); err != nil {
-		return SessionCreate{}, err
-	}
-	return s, nil
+	return s
 }
 
 // SessionCreateResponse answers a SessionCreate on the same session id:

@@ -42,6 +42,7 @@ func packetCases() []packetCase {
 	authOK := dec(DecodeAuthOK)
 	errp := dec(DecodeErrorPacket)
 	create := dec(DecodeSessionCreate)
+	topicCreate := dec(DecodeTopicSessionCreate)
 	resp := dec(DecodeSessionCreateResponse)
 	data := dec(DecodeData)
 	ack := dec(DecodeDataAck)
@@ -62,6 +63,8 @@ func packetCases() []packetCase {
 		{name: "Error/empty", pkt: ErrorPacket{}, decode: errp},
 		{name: "SessionCreate", pkt: SessionCreate{Versions: []uint16{2, 1}, Name: "plant-7", ID: idA, Address: "orders@hub-1", Window: 1000}, decode: create},
 		{name: "SessionCreate/no-versions", pkt: SessionCreate{Name: "x", Window: 1}, decode: create},
+		{name: "TopicSessionCreate", pkt: SessionCreate{Versions: []uint16{2}, Name: "plant-7", ID: idA, Address: "orders.#", Window: 64, Topic: &TopicSubscription{Name: "audit", Durable: true}}, decode: topicCreate},
+		{name: "TopicSessionCreate/private", pkt: SessionCreate{Name: "x", Address: "orders.*.created", Window: 1, Topic: &TopicSubscription{}}, decode: topicCreate},
 		{name: "SessionCreateResponse", pkt: SessionCreateResponse{Version: 1, Name: "hub-1", ID: idA, Window: 500}, decode: resp},
 		{name: "SessionCreateResponse/refused", pkt: SessionCreateResponse{Reason: "unknown address", Name: "hub-1", ID: idA}, decode: resp},
 		{name: "Data", pkt: Data{Seq: 42, Message: []byte("an encoded message")}, decode: data, rest: true},
@@ -177,8 +180,28 @@ func TestLongStringsAreCut(t *testing.T) {
 
 func TestControlMaxFrameHoldsLargestPacket(t *testing.T) {
 	s := strings.Repeat("a", maxStr16)
-	p := SessionCreate{Versions: make([]uint16, maxList8), Name: s, Address: s}.AppendBinary(nil)
+	p := SessionCreate{Versions: make([]uint16, maxList8), Name: s, Address: s, Topic: &TopicSubscription{Name: s, Durable: true}}.AppendBinary(nil)
 	if len(p) != controlMaxFrame {
 		t.Fatalf("largest SessionCreate is %d bytes, controlMaxFrame %d", len(p), controlMaxFrame)
+	}
+}
+
+// TestTopicSessionCreateLayout pins the bytes of the topic extension, so
+// that a change of the layout drawn in SessionCreate's comment fails here.
+func TestTopicSessionCreateLayout(t *testing.T) {
+	base := SessionCreate{Name: "c", Address: "a.#", Window: 1}
+	enc := base.AppendBinary(nil)
+	base.Topic = &TopicSubscription{Name: "s1", Durable: true}
+	got := base.AppendBinary(nil)
+	want := append(append([]byte{}, enc...), 0x00, 0x02, 's', '1', 0x01)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("topic SessionCreate:\n got  %x\n want %x", got, want)
+	}
+	if _, err := DecodeSessionCreate(got); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("DecodeSessionCreate of a topic payload: %v, want ErrMalformed", err)
+	}
+	got[len(got)-1] = 0x03
+	if _, err := DecodeTopicSessionCreate(got); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("unknown option bits: %v, want ErrMalformed", err)
 	}
 }

@@ -160,11 +160,27 @@ func (c *Conn) onConnFrame(h Header, p []byte) error {
 	return fmt.Errorf("%s on session 0 after the handshake: %w", h.Type, ErrProtocol)
 }
 
+// decodeCreate decodes a SessionCreate by its flags, which must name one
+// kind of session: FlagTopic comes only with FlagSubscribe.
+func decodeCreate(h Header, p []byte) (SessionCreate, error) {
+	kind := h.Flags &^ FlagTopic
+	if bits.OnesCount8(kind) > 1 {
+		return SessionCreate{}, fmt.Errorf("SessionCreate for session %d with flags %#02x: at most one of file, publish and subscribe: %w", h.Session, h.Flags, ErrProtocol)
+	}
+	if h.Flags&FlagTopic == 0 {
+		return DecodeSessionCreate(p)
+	}
+	if kind != FlagSubscribe {
+		return SessionCreate{}, fmt.Errorf("SessionCreate for session %d with flags %#02x: topic without subscribe: %w", h.Session, h.Flags, ErrProtocol)
+	}
+	return DecodeTopicSessionCreate(p)
+}
+
 // onCreate handles a client's SessionCreate: it refuses what the package
 // cannot serve and queues the rest for Conn.Accept.
 func (c *Conn) onCreate(h Header, p []byte) error {
 	id := h.Session
-	req, err := DecodeSessionCreate(p)
+	req, err := decodeCreate(h, p)
 	if err != nil {
 		return err
 	}
@@ -180,12 +196,10 @@ func (c *Conn) onCreate(h Header, p []byte) error {
 	if req.Window == 0 {
 		return c.refuseCreate(id, 0, "window 0: the sender must allow at least one packet in flight")
 	}
-	if bits.OnesCount8(h.Flags) > 1 {
-		return fmt.Errorf("SessionCreate for session %d with flags %#02x: at most one of file, publish and subscribe: %w", id, h.Flags, ErrProtocol)
-	}
 	s := c.newSession(id, req.Address)
 	s.state = statePending
 	s.setKind(h.Flags)
+	s.topic = req.Topic
 	s.version = v
 	s.reqWindow = req.Window
 	s.peer = Peer{Name: req.Name, ID: req.ID, Addr: c.peer.Addr}

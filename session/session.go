@@ -30,8 +30,9 @@ type Session struct {
 	out     *outbox
 	tab     *table
 
-	publish bool      // opened with FlagPublish
-	sub     *subState // flow control of a session opened with FlagSubscribe; nil otherwise
+	publish bool               // opened with FlagPublish
+	sub     *subState          // flow control of a session opened with FlagSubscribe; nil otherwise
+	topic   *TopicSubscription // the subscription of a session opened with FlagTopic; nil otherwise
 
 	mu        sync.Mutex
 	state     state

@@ -92,6 +92,7 @@ command, flag or argument, or an invalid configuration file.`,
 	parentCommand(root)
 	root.AddCommand(newNodeCmd(), newDemoCmd(), newVersionCmd(), newBenchCmd(), newStatCmd(), newNodesCmd(), newSendfileCmd())
 	root.AddCommand(newSendCmd(), newRecvCmd(), newQueuesCmd(), newPurgeCmd(), newDLQCmd(), newTopicsCmd())
+	root.AddCommand(newSubscribeCmd())
 	return root
 }
 

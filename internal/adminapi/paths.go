@@ -22,6 +22,7 @@ func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 //	GET  /api/status                petrel.Status (also at /status, for older clients)
 //	POST /api/send                  SendRequest → SendResponse, once the message is durable
 //	POST /api/recv                  RecvRequest → RecvResponse
+//	POST /api/subscribe             SubscribeRequest → RecvResponse
 //	GET  /api/queues                → []petrel.QueueStats, by name
 //	POST /api/queues/{queue}/purge  → CountResponse: the messages deleted
 //	GET  /api/dlq/{addr}?limit=N    → DeadLettersResponse, consuming nothing
@@ -52,6 +53,7 @@ const (
 	PathFiles       = "/api/files"
 	PathFile        = "/api/files/{id}"
 	PathTopics      = "/api/topics"
+	PathSubscribe   = "/api/subscribe"
 )
 
 // The parameters of the paths above.

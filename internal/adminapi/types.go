@@ -117,6 +117,19 @@ type RecvResponse struct {
 	Error    string    `json:"error,omitempty"`
 }
 
+// SubscribeRequest is the body of POST /api/subscribe, which answers a
+// RecvResponse: the messages are acked once written.
+type SubscribeRequest struct {
+	Pattern string `json:"pattern"` // the topic pattern, such as orders.#
+	// Name makes or joins the durable subscription so called, which
+	// outlives the request. Empty: a private non-durable subscription
+	// that lasts for the request, and sees only what is published while
+	// it waits.
+	Name  string        `json:"name,omitempty"`
+	Count int           `json:"count,omitempty"` // default 1, at most 1000
+	Wait  time.Duration `json:"wait,omitempty"`  // how long to wait for Count messages
+}
+
 // DeadLettersResponse answers GET /api/dlq/{addr}.
 type DeadLettersResponse struct {
 	Queue    string    `json:"queue"` // "" when the address has no dead letters yet

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/spf13/cobra"
+)
+
+// subscribeOptions are the flags of petrel subscribe.
+type subscribeOptions struct {
+	recv    recvOptions // node, count, wait and the printing
+	durable string
+}
+
+func newSubscribeCmd() *cobra.Command {
+	var o subscribeOptions
+	cmd := &cobra.Command{
+		Use:   "subscribe <pattern> [flags]",
+		Short: "Take messages published to topics from a running node",
+		Long: `Take up to --count messages published to the topics a pattern matches
+('*' is one word, '#' zero or more, as in orders.# or orders.*.created) and
+print each as petrel recv does: header, kind properties, application
+properties and body, or with --json one JSON object per message, per line.
+
+With --durable NAME, subscribe makes or joins the durable subscription NAME
+of the pattern on the node. It outlives the command: it keeps what is
+published meanwhile, and the next petrel subscribe --durable NAME (or a
+consumer of sub:NAME) takes it. The messages printed are acked. petrel topics
+lists the subscriptions; delete one in the Go API (Node.Unsubscribe).
+
+Without --durable, subscribe makes a temporary subscription that lasts for
+the command only: it sees only what is published while it waits, so it
+needs --wait. It ends when the command returns, with what it held.
+` + nodeTargetHelp,
+		Example: `  petrel subscribe 'orders.#' --wait 30s --count 10
+  petrel subscribe 'orders.*.created' --durable audit --count 100
+  petrel subscribe 'orders.#' --durable audit --wait 5s --json`,
+		Args: onePattern,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := o.request(args[0])
+			if err != nil {
+				return err
+			}
+			var resp adminapi.RecvResponse
+			if err := o.recv.node.call(cmd.Context(), o.recv.wait+callTimeout, "POST", adminapi.PathSubscribe, req, &resp); err != nil {
+				return err
+			}
+			if err := o.recv.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], resp.Messages); err != nil {
+				return err
+			}
+			if resp.Error != "" {
+				return errors.New(resp.Error)
+			}
+			return nil
+		},
+	}
+	o.recv.node.add(cmd, "print one JSON object per message, one per line")
+	f := cmd.Flags()
+	f.StringVar(&o.durable, "durable", "", "make or join the durable subscription `name`, which outlives the command")
+	f.IntVar(&o.recv.count, "count", 1, "take up to `n` messages, at most 1000")
+	f.DurationVar(&o.recv.wait, "wait", 0, "wait up to `duration` for the messages (default 0: only those ready now; required without --durable)")
+	return cmd
+}
+
+func (o *subscribeOptions) request(pattern string) (adminapi.SubscribeRequest, error) {
+	req := adminapi.SubscribeRequest{Pattern: pattern, Name: o.durable, Count: o.recv.count, Wait: o.recv.wait}
+	switch {
+	case o.recv.count < 1 || o.recv.count > 1000:
+		return req, usageErrorf("--count %d: want 1 to 1000", o.recv.count)
+	case o.recv.wait < 0:
+		return req, usageErrorf("--wait %v: negative", o.recv.wait)
+	case o.durable == "" && o.recv.wait == 0:
+		return req, usageErrorf("without --durable the subscription lasts for the command and sees only what is published while it waits: give --wait, such as --wait 10s")
+	}
+	return req, nil
+}
+
+// onePattern checks the one argument of subscribe: a topic pattern.
+func onePattern(c *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usageErrorf("%q wants one topic pattern, got %d arguments", c.CommandPath(), len(args))
+	}
+	if _, err := address.ParsePattern(args[0]); err != nil {
+		return usageErrorf("pattern %q: %v", args[0], err)
+	}
+	return nil
+}
