@@ -2,10 +2,8 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"runtime"
 	"time"
 
@@ -109,36 +107,11 @@ func RunFanout(ctx context.Context, o FanoutOptions, stdout, stderr io.Writer) (
 	if err != nil {
 		return err
 	}
-	dir, cleanup, err := benchDataDir("")
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, cleanup()) }()
-	node, err := petrel.Open(ctx, petrel.Config{
-		Name:    "bench",
-		DataDir: dir,
-		Store:   queue.Config{Sync: mode},
-		Topics:  []petrel.TopicConfig{{Pattern: FanoutSpace}},
-		Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	b := nodeBench{dataDir: "", timeout: o.Timeout, json: o.JSON,
+		config: petrel.Config{Store: queue.Config{Sync: mode}, Topics: []petrel.TopicConfig{{Pattern: FanoutSpace}}}}
+	return b.run(ctx, stdout, stderr, func(ctx context.Context, node *petrel.Node) (figurer, error) {
+		return measureFanout(ctx, node, o, stderr)
 	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := node.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close node: %w", cerr))
-		}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	res, err := measureFanout(ctx, node, o, stderr)
-	if err != nil {
-		return err
-	}
-	if o.JSON {
-		return writeJSON(stdout, res)
-	}
-	return writeFigures(stdout, res.figures())
 }
 
 // measureFanout runs the anycast baseline, then the fan-out, and returns

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
+
+	"github.com/petrelmq/petrel"
 )
 
 // figurer is a bench result that prints as figures, and as JSON.
@@ -51,6 +54,49 @@ func (b procBench) run(ctx context.Context, stdout, stderr io.Writer,
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("bench %s gave up after --timeout %v: %w", b.name, b.timeout, err)
 		}
+		return err
+	}
+	if b.json {
+		return writeJSON(stdout, res)
+	}
+	return writeFigures(stdout, res.figures())
+}
+
+// nodeBench is what the benches that run one embedded node share: its data
+// directory, its configuration, the timeout and how the result prints.
+type nodeBench struct {
+	dataDir string // "" = a temporary directory, removed after the run
+	config  petrel.Config
+	timeout time.Duration
+	json    bool
+}
+
+// run opens the node in the bench's data directory, bounds measure by the
+// timeout, prints its result, and closes the node. The node logs its
+// warnings to stderr.
+func (b nodeBench) run(ctx context.Context, stdout, stderr io.Writer,
+	measure func(ctx context.Context, node *petrel.Node) (figurer, error)) (err error) {
+	dir, cleanup, err := benchDataDir(b.dataDir)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, cleanup()) }()
+	cfg := b.config
+	cfg.Name, cfg.DataDir = "bench", dir
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	node, err := petrel.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := node.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close node: %w", cerr))
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	res, err := measure(ctx, node)
+	if err != nil {
 		return err
 	}
 	if b.json {

@@ -2,10 +2,8 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"runtime"
 	"time"
@@ -80,35 +78,11 @@ func RunLocal(ctx context.Context, o LocalOptions, stdout, stderr io.Writer) (er
 	if err != nil {
 		return err
 	}
-	dir, cleanup, err := benchDataDir(o.DataDir)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, cleanup()) }()
-	node, err := petrel.Open(ctx, petrel.Config{
-		Name:    "bench",
-		DataDir: dir,
-		Store:   queue.Config{Sync: mode},
-		Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	b := nodeBench{dataDir: o.DataDir, timeout: o.Timeout, json: o.JSON,
+		config: petrel.Config{Store: queue.Config{Sync: mode}}}
+	return b.run(ctx, stdout, stderr, func(ctx context.Context, node *petrel.Node) (figurer, error) {
+		return measureLocal(ctx, node, o, stderr)
 	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := node.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close node: %w", cerr))
-		}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	res, err := measureLocal(ctx, node, o, stderr)
-	if err != nil {
-		return err
-	}
-	if o.JSON {
-		return writeJSON(stdout, res)
-	}
-	return writeFigures(stdout, res.figures())
 }
 
 // benchDataDir returns the directory to run in and how to clean it up: a
