@@ -168,6 +168,18 @@ func (ids *identities) bind(peer session.Peer) error {
 	return ids.save(peer.Name, peer.ID)
 }
 
+// nodeID returns the id the node identity name is pinned or bound to, if
+// any: none for a shared-secret member, which proves no identity.
+func (ids *identities) nodeID(name string) (message.NodeID, bool) {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	if pin := ids.peers[name].ID; !pin.IsZero() {
+		return pin, true
+	}
+	id, ok := ids.bound[name]
+	return id, ok
+}
+
 // ownerOf returns the identity other than name that id is bound or
 // pinned to at now. A pin of name's own takes precedence over a client
 // binding. ids.mu is held.

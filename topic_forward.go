@@ -67,6 +67,11 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 		n.log.Warn("dropping topic interest", slog.Any(logkey.Error, err))
 		return nil
 	}
+	if err := n.interestFrom(im.hops[len(im.hops)-1], m); err != nil {
+		n.topics.interestDropped.Add(1)
+		n.log.Warn("dropping topic interest", slog.Any(logkey.Error, err))
+		return nil
+	}
 	self := n.cfg.Name
 	if im.node == self || slices.Contains(im.hops, self) || len(im.hops) >= maxInterestHops {
 		n.topics.interestDropped.Add(1)

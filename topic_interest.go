@@ -14,6 +14,7 @@ import (
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/receiver"
 	"github.com/petrelmq/petrel/session"
 )
 
@@ -272,7 +273,29 @@ func (n *Node) loadInterest(ctx context.Context) error {
 // patterns a peer may subscribe to belong here. m holds only the header
 // here (the receiver routes on it): the interest itself is read, and a
 // malformed one dropped, by the inbox pump.
+//
+// Every hop authors the interest it passes on (applyInterest makes a new
+// message), so an interest message's origin must be the id its peer
+// proved: a peer cannot hand over interest in another node's name. The
+// pump then checks that the neighbour the message names as its last hop is
+// the node of that origin (interestFrom).
 func (n *Node) authorizeInterest(peer session.Peer, m *message.Message) error {
+	if m.Origin != peer.ID {
+		return fmt.Errorf("%w: node %s: topic interest from %q must be its own (origin %s), not origin %s",
+			receiver.ErrRefused, n.cfg.Name, peer.Name, peer.ID, m.Origin)
+	}
+	return nil
+}
+
+// interestFrom checks that the neighbour an interest message names as its
+// last hop is the node that authored it: the identity bound to its
+// origin. A neighbour with no binding (a shared-secret member, which
+// proves membership only) is taken at its word.
+func (n *Node) interestFrom(neighbour string, m *message.Message) error {
+	if id, ok := n.idents.nodeID(neighbour); ok && id != m.Origin {
+		return fmt.Errorf("%w: it names %q as the neighbour it came from, but was authored by origin %s, not %q's id %s",
+			errBadInterest, neighbour, m.Origin, neighbour, id)
+	}
 	return nil
 }
 
