@@ -278,17 +278,9 @@ func (n *Node) heldAddress(name string) string {
 // address of this node, ActionRelay for one on another node. A bare name
 // declared as a send address names its node, as for Send.
 func (n *Node) actionFor(dest string) (Action, error) {
-	name, node, err := message.ParseDestination(dest)
+	_, node, err := n.resolve(dest)
 	if err != nil {
 		return "", err
-	}
-	if node == "" {
-		n.mu.Lock()
-		a, declared := n.addresses[name]
-		n.mu.Unlock()
-		if declared && a.Role == address.RoleSend {
-			node = a.Node
-		}
 	}
 	if node == "" || node == n.cfg.Name {
 		return ActionSend, nil

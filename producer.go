@@ -123,17 +123,9 @@ func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) er
 // when it leaves this node. A bare name is local unless it is declared as
 // a send address, which names its node.
 func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, string, error) {
-	name, node, err := message.ParseDestination(dest)
+	name, node, err := n.resolve(dest)
 	if err != nil {
 		return nil, "", fmt.Errorf("send: %w", err)
-	}
-	if node == "" {
-		n.mu.Lock()
-		a, declared := n.addresses[name]
-		n.mu.Unlock()
-		if declared && a.Role == address.RoleSend {
-			node = a.Node
-		}
 	}
 	if (node == "" || node == n.cfg.Name) && n.topics.isTopic(name) {
 		q, err := n.inbox(ctx) // a client's publish to a topic
@@ -145,6 +137,22 @@ func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, string, er
 	}
 	q, err := n.sendQueue(ctx, name, node)
 	return q, message.JoinDestination(name, node), err
+}
+
+// resolve splits dest into its name and node. A bare name declared as a
+// send address names its node; any other bare name is this node's ("").
+func (n *Node) resolve(dest string) (name, node string, err error) {
+	name, node, err = message.ParseDestination(dest)
+	if err != nil || node != "" {
+		return name, node, err
+	}
+	n.mu.Lock()
+	a, declared := n.addresses[name]
+	n.mu.Unlock()
+	if declared && a.Role == address.RoleSend {
+		node = a.Node
+	}
+	return name, node, nil
 }
 
 // Pending is the completion handle of SendAsync.
