@@ -269,7 +269,7 @@ func (n *Node) joinSubscription(ctx context.Context, name string, p address.Patt
 		}
 		return e, nil
 	}
-	q, err := n.store.Queue(ctx, subQueuePrefix+name, queue.KindReceive)
+	q, err := n.newSubscriptionQueue(ctx, subQueuePrefix+name)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %q: %w", p, err)
 	}
@@ -283,6 +283,22 @@ func (n *Node) joinSubscription(ctx context.Context, name string, p address.Patt
 	t.subs[name] = e
 	t.mu.Unlock()
 	return e, nil
+}
+
+// newSubscriptionQueue makes the queue of a new subscription. Remote clients
+// and the admin API make subscriptions, so they share the cap of the
+// queues made on first use (max_auto_queues): a client cannot make
+// queues without bound.
+func (n *Node) newSubscriptionQueue(ctx context.Context, name string) (*queue.Queue, error) {
+	n.autoMu.Lock()
+	defer n.autoMu.Unlock()
+	if q, ok := n.store.Lookup(name); ok {
+		return q, nil
+	}
+	if err := n.autoCreateRoom(name); err != nil {
+		return nil, err
+	}
+	return n.store.Queue(ctx, name, queue.KindReceive)
 }
 
 // persistSubscriptions writes the durable subscriptions, with add and

@@ -467,3 +467,25 @@ func TestSubscriptionDeadLetterReplay(t *testing.T) {
 		t.Fatalf("b got %v, want the one copy it had", got)
 	}
 }
+
+// TestSubscriptionsShareTheQueueCap: every subscription is a queue made on
+// demand, so subscriptions count against max_auto_queues like queues made
+// on first use; past it Subscribe fails with ErrTooManyQueues.
+func TestSubscriptionsShareTheQueueCap(t *testing.T) {
+	n := nodes.Open(t, withTopics("orders.#"), nodes.With(func(c *petrel.Config) { c.MaxAutoQueues = 3 }))
+	ctx := context.Background()
+	var err error
+	made := 0
+	for i := range 5 {
+		var c *petrel.Consumer
+		c, err = n.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: fmt.Sprintf("s%d", i), Durable: true})
+		if err != nil {
+			break
+		}
+		defer c.Close()
+		made++
+	}
+	if !errors.Is(err, petrel.ErrTooManyQueues) || made == 0 || made > 3 {
+		t.Fatalf("%d subscriptions made, then %v; want at most 3, then ErrTooManyQueues", made, err)
+	}
+}
