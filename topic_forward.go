@@ -83,6 +83,15 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 	key := interestKey{im.hops[len(im.hops)-1], im.node, im.pattern}
 	it.mu.Lock()
 	_, had := it.learned[key]
+	if im.op == opSubscribe && !had && len(it.learned) >= it.limit() {
+		it.mu.Unlock()
+		n.topics.interestDropped.Add(1)
+		if held, ok := n.topics.fullLog.Allow(key.Neighbour); ok {
+			n.log.Warn("dropping topic interest: the node keeps this much already", slog.String("neighbour", key.Neighbour),
+				slog.String("node", im.node), slog.String("pattern", im.pattern), slog.Int("max", it.limit()), slog.Int64("suppressed", held))
+		}
+		return nil
+	}
 	if im.op == opSubscribe {
 		it.learned[key] = &interestRecord{Neighbour: key.Neighbour, Node: im.node, Pattern: im.pattern,
 			Durable: im.durable, Hops: im.hops, pattern: im.p}

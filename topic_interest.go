@@ -56,6 +56,12 @@ const (
 	// maxInterestHops is the backstop on the hops of interest and of
 	// forwarded publishes.
 	maxInterestHops = 8
+	// maxLearnedInterest bounds the interest a node keeps for its
+	// neighbours, (neighbour, node, pattern) entries in all: each one is
+	// persisted and matched on every publish, and a neighbour could
+	// announce patterns without end. Past it, new interest is dropped and
+	// counted (petrel_topic_interest_dropped_total); what is known stays.
+	maxLearnedInterest = 10000
 	// metaInterest holds the learned interest, metaAnnounced the patterns
 	// this node announced, as JSON.
 	metaInterest  = "topic_interest"
@@ -83,6 +89,15 @@ type interestTable struct {
 	mu        sync.RWMutex
 	learned   map[interestKey]*interestRecord
 	announced map[string]bool
+	max       int // bounds learned: maxLearnedInterest
+}
+
+// limit is how many pieces of interest the table keeps at most.
+func (it *interestTable) limit() int {
+	if it.max > 0 {
+		return it.max
+	}
+	return maxLearnedInterest
 }
 
 // nextHops returns the neighbours a publish to topic goes to: those with

@@ -15,6 +15,7 @@ import (
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -105,6 +106,9 @@ type topics struct {
 	// interest and forwards refused (malformed, looped, past max hops).
 	remote                     interestTable
 	forwarded, interestDropped atomic.Int64
+	// fullLog rate-limits the warning about interest dropped for
+	// maxLearnedInterest, per neighbour.
+	fullLog ratelog.Limiter
 }
 
 type subEntry struct {
