@@ -1,7 +1,6 @@
 package petrel_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,32 +8,13 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
-
-// syncBuffer is a bytes.Buffer that loggers on several goroutines may
-// write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestTLSKeyOpenToOthersIsRefused(t *testing.T) {
 	ca := newCA(t, "ca")
@@ -75,7 +55,7 @@ func TestNothingSecretLeaks(t *testing.T) {
 		token  = "admin-token-NEVER-SHOWN-42"
 	)
 	ca := newCA(t, "ca")
-	var logs syncBuffer
+	var logs petreltest.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	aTLS := ca.nodeTLS(t, "a", ca, petrel.ClientAuthNone)
 	keyPEM, err := os.ReadFile(aTLS.Key)

@@ -1,18 +1,17 @@
 package conf
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // These tests drive watchLoop with events from the test instead of fsnotify,
@@ -26,25 +25,7 @@ type fakeLoop struct {
 	events chan fsnotify.Event
 	errs   chan error
 	rec    *recorder
-	logs   *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs   *petreltest.SyncBuffer
 }
 
 const fakeDebounce = 200 * time.Millisecond
@@ -56,7 +37,7 @@ func startFake(t *testing.T) (*fakeLoop, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "petrel.yaml")
 	writeFile(t, path, configDoc(1))
-	f := &fakeLoop{events: make(chan fsnotify.Event), errs: make(chan error), rec: &recorder{}, logs: &syncBuffer{}}
+	f := &fakeLoop{events: make(chan fsnotify.Event), errs: make(chan error), rec: &recorder{}, logs: &petreltest.SyncBuffer{}}
 	f.w = newWatcher(path, path, WatchOptions{
 		Debounce: fakeDebounce,
 		Logger:   slog.New(slog.NewTextHandler(f.logs, nil)),
