@@ -25,7 +25,7 @@ func TestBenchClientJSON(t *testing.T) {
 					t.Errorf("%s = %v, want %v", k, got[k], v)
 				}
 			}
-			for _, k := range []string{"publish_msgs_per_sec", "consume_msgs_per_sec", "p50_ms", "p99_ms", "node_peak_rss_mb"} {
+			for _, k := range []string{"publish_msgs_per_sec", "consume_msgs_per_sec", "p50_ms", "p99_ms", "node_peak_rss_mb", "baseline_local_msgs_per_sec", "fsync_p50_us", "ratio_to_local"} {
 				if v, _ := got[k].(float64); v <= 0 {
 					t.Errorf("%s = %v, want > 0", k, got[k])
 				}

@@ -25,6 +25,13 @@ Figures:
   p50_ms, p99_ms        submit at a -> receive at b; without --rate it is
                         mostly time queued behind the others
   rss_mb, peak_rss_mb   each node's peak resident set size (VmHWM), highest
+  baseline_local_msgs_per_sec
+                        bench local's enqueue rate (64 producers) on an
+                        embedded node in the bench directory, measured first
+                        in the same invocation with the same sync, size and
+                        count (at most 200,000); ratio_to_local is
+                        msgs_per_sec over it
+  fsync_p50_us          median of 4 KiB write + fsync in the bench directory
 
 --backlog: with b down, a queues --messages messages (default 1,000,000),
 then one at priority 9; b starts then. Figures: msgs_per_sec is the drain,
@@ -85,6 +92,10 @@ Figures:
   p50_ms, p99_ms        publish latency, submit -> durable at the node
   node_peak_rss_mb      the node process's peak resident set size (VmHWM)
   client_peak_rss_mb    this process's, which runs every client
+  baseline_local_msgs_per_sec, fsync_p50_us
+                        as for bench link, measured first in the same
+                        invocation; ratio_to_local is publish_msgs_per_sec
+                        over the local baseline
 
 The node's configuration, data and stderr live in a temporary directory,
 removed at the end; the node is stopped before the bench returns, also on

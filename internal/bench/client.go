@@ -50,6 +50,10 @@ type clientResult struct {
 	NodePid         int     `json:"node_pid"`
 	CPUs            int     `json:"cpus"`
 	GoVersion       string  `json:"go_version"`
+	// The baselines of the same invocation, and publish_msgs_per_sec over
+	// the local one.
+	baseline
+	RatioToLocal float64 `json:"ratio_to_local"`
 }
 
 func (o ClientOptions) validate() error {
@@ -80,10 +84,18 @@ func RunClient(ctx context.Context, o ClientOptions, stdout, stderr io.Writer) e
 	}
 	b := procBench{name: "client", timeout: o.Timeout, json: o.JSON}
 	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
+		bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.Size, stderr)
+		if err != nil {
+			return nil, err
+		}
 		r := newProcRun(life, exe, dir, o.Sync, stderr)
 		ctx, r.died = context.WithCancelCause(ctx)
 		defer r.died(nil)
 		res, err := runClients(ctx, r, o)
+		if res != nil {
+			res.baseline = bl
+			res.RatioToLocal = ratio(res.PublishMsgsPerSec, bl.LocalMsgsPerSec)
+		}
 		return res, r.stopped(err)
 	})
 }
@@ -137,7 +149,7 @@ func (r *clientResult) figures() []figure {
 	if r.Concurrent {
 		mode = "publish and consume at once"
 	}
-	return []figure{
+	figs := []figure{
 		{"scenario", fmt.Sprintf("client: %d producers (window %d), %d consumers (window %d), %d messages of %d B, sync %s, %s",
 			r.Producers, r.Window, r.Consumers, r.ConsumerWindow, r.Messages, r.Size, r.Sync, mode)},
 		{"publish", fmt.Sprintf("%.0f msgs/s (%d durable at the node in %.3f s)", r.PublishMsgsPerSec, r.Messages, r.PublishSeconds)},
@@ -148,4 +160,5 @@ func (r *clientResult) figures() []figure {
 		{"peak RSS node", fmt.Sprintf("%.1f MiB", r.NodePeakRSSMB)},
 		{"peak RSS clients", fmt.Sprintf("%.1f MiB (this process)", r.ClientPeakRSSMB)},
 	}
+	return append(figs, r.baseline.figures("publish", r.PublishMsgsPerSec)...)
 }

@@ -45,6 +45,10 @@ type linkFigures struct {
 	Pids      map[string]int `json:"pids"`
 	CPUs      int            `json:"cpus"`
 	GoVersion string         `json:"go_version"`
+	// The baselines of the same invocation, and msgs_per_sec over the
+	// local one.
+	baseline
+	RatioToLocal float64 `json:"ratio_to_local"`
 }
 
 // linkResult is the JSON object of `bench link --json`.
@@ -98,11 +102,14 @@ func RunLink(ctx context.Context, o LinkOptions, stdout, stderr io.Writer) error
 	}
 	b := procBench{name: "link", timeout: o.Timeout, json: o.JSON}
 	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
-		r := &linkRun{procRun: newProcRun(life, exe, dir, o.Sync, stderr), o: o}
+		bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.Size, stderr)
+		if err != nil {
+			return nil, err
+		}
+		r := &linkRun{procRun: newProcRun(life, exe, dir, o.Sync, stderr), o: o, baseline: bl}
 		ctx, r.died = context.WithCancelCause(ctx)
 		defer r.died(nil)
 		var res figurer
-		var err error
 		if o.Backlog {
 			res, err = r.runBacklog(ctx)
 		} else {
@@ -117,7 +124,7 @@ func (r *linkRun) base(scenario string, rss map[string]float64) linkFigures {
 	f := linkFigures{
 		Scenario: scenario, Hops: r.o.Hops, Messages: r.o.Messages, Size: r.o.Size, Sync: r.o.Sync,
 		Rate: r.o.Rate, Window: r.o.Window, RSSMB: rss, Pids: map[string]int{},
-		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), baseline: r.baseline,
 	}
 	for _, v := range rss {
 		f.PeakRSSMB = max(f.PeakRSSMB, v)
@@ -163,6 +170,7 @@ func (r *linkResult) figures() []figure {
 		{"latency p99", fmt.Sprintf("%.3f ms", r.P99ms)},
 		{"latency max", fmt.Sprintf("%.3f ms", r.MaxMs)},
 	}
+	figs = append(figs, r.baseline.figures("end-to-end", r.MsgsPerSec)...)
 	return append(figs, r.rssFigures()...)
 }
 
@@ -175,5 +183,6 @@ func (r *backlogResult) figures() []figure {
 		{"drain", fmt.Sprintf("%.0f msgs/s (%d received in %.3f s from b ready)", r.MsgsPerSec, r.Messages+1, r.ElapsedSeconds)},
 		{"urgent", fmt.Sprintf("%.3f ms from b ready to the priority-9 message received (receive #%d)", r.UrgentMs, r.UrgentIndex+1)},
 	}
+	figs = append(figs, r.baseline.figures("drain", r.MsgsPerSec)...)
 	return append(figs, r.rssFigures()...)
 }

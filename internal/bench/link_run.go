@@ -15,7 +15,8 @@ import (
 // b (consumer) and c (relay, with --hops 2).
 type linkRun struct {
 	*procRun
-	o LinkOptions
+	o        LinkOptions
+	baseline baseline
 }
 
 // urgentKey starts the body of the backlog's priority-9 message.
@@ -95,6 +96,7 @@ func (r *linkRun) runLink(ctx context.Context) (*linkResult, error) {
 	res.MsgsPerSec = round(rate(int64(r.o.Messages), elapsed), 2)
 	res.EnqueueMsgsPerSec = round(rate(int64(prod.Count), time.Duration(prod.DurableNs-prod.StartNs)), 2)
 	res.ElapsedSeconds = round(elapsed.Seconds(), 3)
+	res.RatioToLocal = ratio(res.MsgsPerSec, r.baseline.LocalMsgsPerSec)
 	return res, nil
 }
 
@@ -158,5 +160,6 @@ func (r *linkRun) backlogResult(prod producedEvent, cons consumedEvent, queuedRS
 	res.MsgsPerSec = round(rate(int64(r.o.Messages+1), elapsed), 2)
 	res.EnqueueMsgsPerSec = round(rate(int64(prod.Count), time.Duration(prod.DurableNs-prod.StartNs)), 2)
 	res.ElapsedSeconds = round(elapsed.Seconds(), 3)
+	res.RatioToLocal = ratio(res.MsgsPerSec, r.baseline.LocalMsgsPerSec)
 	return res, nil
 }

@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// The baselines a bench measures in its own invocation, beside its figure:
+// the machine is shared and its disk speed varies from run to run, so a
+// target is a ratio to what this machine did a moment ago, never an
+// absolute rate.
+
+// baseline is what every cross-process bench prints beside its figure.
+type baseline struct {
+	// LocalMsgsPerSec is `bench local`'s durable enqueue rate (64
+	// producers, window 1024) on an embedded node in the bench directory,
+	// with the bench's sync mode, message size and count (at most
+	// maxBaselineMessages).
+	LocalMsgsPerSec float64 `json:"baseline_local_msgs_per_sec"`
+	// FsyncP50us is the median latency of a 4 KiB write and fsync of a file
+	// in the bench directory: what one group commit costs at least.
+	FsyncP50us float64 `json:"fsync_p50_us"`
+}
+
+// maxBaselineMessages bounds the baseline's run: a few seconds are enough
+// to know the local rate, whatever the bench itself sends.
+const maxBaselineMessages = 200_000
+
+// fsyncSamples is how many write+fsync pairs measureFsync times.
+const fsyncSamples = 200
+
+// measureBaseline measures the baselines in dir, before the bench's own
+// processes start, so that they do not compete with it.
+func measureBaseline(ctx context.Context, dir, sync string, messages, size int, progress io.Writer) (baseline, error) {
+	fsync, err := measureFsync(dir)
+	if err != nil {
+		return baseline{}, err
+	}
+	n := min(messages, maxBaselineMessages)
+	fmt.Fprintf(progress, "baseline: local enqueue of %d messages...\n", n)
+	local, err := measureLocalEnqueue(ctx, filepath.Join(dir, "baseline"), sync, n, size)
+	if err != nil {
+		return baseline{}, fmt.Errorf("baseline: %w", err)
+	}
+	return baseline{LocalMsgsPerSec: round(local, 2), FsyncP50us: round(float64(fsync)/float64(time.Microsecond), 1)}, nil
+}
+
+// measureFsync returns the median of fsyncSamples writes of 4 KiB, each
+// followed by fsync, to one file in dir; the file is removed.
+func measureFsync(dir string) (d time.Duration, err error) {
+	f, err := os.CreateTemp(dir, "fsync-*")
+	if err != nil {
+		return 0, fmt.Errorf("measure fsync: %w", err)
+	}
+	defer func() { err = errors.Join(err, f.Close(), os.Remove(f.Name())) }()
+	buf := make([]byte, 4096)
+	lat := make(latencies, 0, fsyncSamples)
+	for i := range fsyncSamples {
+		buf[0] = byte(i)
+		start := time.Now()
+		if _, err := f.WriteAt(buf, int64(i)*int64(len(buf))); err != nil {
+			return 0, fmt.Errorf("measure fsync: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return 0, fmt.Errorf("measure fsync: %w", err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	return lat.percentiles(50)[0], nil
+}
+
+// measureLocalEnqueue runs `bench local`'s workload with its default
+// producers, window and consumers on an embedded node in dir, removed
+// after, and returns its enqueue rate.
+func measureLocalEnqueue(ctx context.Context, dir, sync string, messages, size int) (rate float64, err error) {
+	mode, err := parseSync(sync)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, err
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+	node, err := petrel.Open(ctx, petrel.Config{Name: "baseline", DataDir: dir,
+		Store:  queue.Config{Sync: mode},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { err = errors.Join(err, node.Close()) }()
+	o := LocalOptions{Producers: 64, Consumers: 4, Window: 1024, Messages: messages, Size: size, Sync: sync}
+	res, err := measureLocal(ctx, node, o, io.Discard)
+	if err != nil {
+		return 0, err
+	}
+	return res.EnqueueMsgsPerSec, nil
+}
+
+// ratio is value / base, 0 when there is no base.
+func ratio(value, base float64) float64 {
+	if base <= 0 {
+		return 0
+	}
+	return round(value/base, 3)
+}
+
+// baselineFigures are the lines every bench with a baseline prints.
+func (b baseline) figures(name string, value float64) []figure {
+	return []figure{
+		{"baseline local", fmt.Sprintf("%.0f msgs/s (bench local enqueue, same run)", b.LocalMsgsPerSec)},
+		{"ratio", fmt.Sprintf("%.2fx local enqueue (%s)", ratio(value, b.LocalMsgsPerSec), name)},
+		{"fsync p50", fmt.Sprintf("%.0f us (4 KiB write + fsync in the bench directory)", b.FsyncP50us)},
+	}
+}
