@@ -73,6 +73,7 @@ and "ok <key>" once it is durable.`,
 	f.IntVar(&o.Size, "size", 128, "body size in `bytes` (at least the key with --keys-log)")
 	f.Float64Var(&o.Rate, "rate", 0, "messages per second (0: as fast as the window allows)")
 	f.IntVar(&o.Window, "window", 1024, "sends in flight")
+	f.IntVar(&o.Queues, "queues", 1, "spread the messages round robin over this many addresses at --to's node, <address>-<i>")
 	f.StringVar(&o.Priorities, "priorities", "4", "a priority 0-9, or mixed to cycle 0..9")
 	f.BoolVar(&o.KeysLog, "keys-log", false, "print attempt/ok lines with each message's key")
 	f.StringVar(&o.KeyPrefix, "key-prefix", "k", "prefix of the keys of --keys-log")
@@ -102,6 +103,7 @@ stdin closes or a signal comes.`,
 	f.StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
 	f.StringVar(&o.From, "from", bench.Addr, "local `address` to consume")
 	f.IntVar(&o.Messages, "messages", 1000, "messages to consume")
+	f.IntVar(&o.Queues, "queues", 1, "consume from this many addresses, <from>-<i>, as produce --queues sends")
 	f.StringVar(&o.UrgentKey, "urgent-key", "", "report when the message whose body starts with this `key` arrives")
 	return cmd
 }

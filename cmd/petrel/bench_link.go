@@ -33,6 +33,13 @@ Figures:
                         msgs_per_sec over it
   fsync_p50_us          median of 4 KiB write + fsync in the bench directory
 
+--queues N: a spreads the messages round robin over the addresses
+bench-0..bench-<N-1> at b, so N send queues (each its own sender and
+session) share one connection. a then waits until every send queue is
+drained, and reports go_kib_per_queue and rss_kib_per_queue: its memory
+grown from before the first send to then, after a GC, divided by N, an
+upper bound of what an idle send queue costs.
+
 --backlog: with b down, a queues --messages messages (default 1,000,000),
 then one at priority 9; b starts then. Figures: msgs_per_sec is the drain,
 (messages + 1) / (b ready -> last receive at b); urgent_ms is b ready -> the
@@ -46,7 +53,8 @@ also on failure or SIGINT.`,
 		Example: `  petrel bench link
   petrel bench link --hops 2 --json
   petrel bench link --rate 10000 --messages 100000 --json
-  petrel bench link --backlog --json`,
+  petrel bench link --backlog --json
+  petrel bench link --queues 1000 --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Backlog && !cmd.Flags().Changed("messages") {
@@ -64,6 +72,7 @@ also on failure or SIGINT.`,
 	f.StringVar(&o.Sync, "sync", "full", "store sync mode of every node: full or normal")
 	f.Float64Var(&o.Rate, "rate", 0, "messages per second (0: as fast as the window allows)")
 	f.IntVar(&o.Window, "window", 1024, "sends in flight at the producer")
+	f.IntVar(&o.Queues, "queues", 1, "spread the messages over this many addresses at b: as many send queues at a, one connection")
 	f.BoolVar(&o.Backlog, "backlog", false, "queue the messages with b down, then start b")
 	f.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up after this long")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")

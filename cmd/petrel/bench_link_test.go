@@ -50,6 +50,26 @@ func TestBenchLinkJSON(t *testing.T) {
 	}
 }
 
+// --queues spreads the messages over send queues of their own, all of
+// which b drains, and a weighs them once idle.
+func TestBenchLinkQueues(t *testing.T) {
+	r := runPetrel(t, 3*time.Minute, "bench", "link", "--queues", "5", "--messages", "500", "--json")
+	r.wantCode(t, exitOK)
+	got := decodeOneObject(t, r.stdout)
+	if got["queues"] != 5.0 || got["messages"] != 500.0 {
+		t.Errorf("queues %v, messages %v; want 5, 500", got["queues"], got["messages"])
+	}
+	if v, _ := got["msgs_per_sec"].(float64); v <= 0 {
+		t.Errorf("msgs_per_sec = %v, want > 0", got["msgs_per_sec"])
+	}
+	for _, k := range []string{"go_kib_per_queue", "rss_kib_per_queue"} {
+		if _, ok := got[k].(float64); !ok {
+			t.Errorf("%s = %v, want a number", k, got[k])
+		}
+	}
+	wantGone(t, jsonPids(t, got), 2)
+}
+
 func TestBenchLinkBacklog(t *testing.T) {
 	r := runPetrel(t, 3*time.Minute, "bench", "link", "--backlog", "--messages", "2000", "--json")
 	r.wantCode(t, exitOK)

@@ -3,8 +3,11 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"sync"
 	"time"
 )
 
@@ -12,6 +15,9 @@ import (
 type ConsumeOptions struct {
 	From, UrgentKey string
 	Messages        int
+	// Queues is how many addresses the producer spread the messages over,
+	// QueueName(From, i, Queues), round robin.
+	Queues int
 }
 
 // consumedEvent is printed once every message was received and acked.
@@ -42,13 +48,25 @@ func RunAgentConsume(ctx context.Context, open OpenFunc, o ConsumeOptions, stdin
 	if o.Messages < 1 {
 		return usageErrorf("invalid argument %d for \"--messages\" flag: want at least 1", o.Messages)
 	}
+	if o.Queues < 1 {
+		return usageErrorf("invalid argument %d for \"--queues\" flag: want at least 1", o.Queues)
+	}
 	ctx, cancel := agentContext(ctx, stdin)
 	defer cancel()
 	a, err := openAgent(ctx, open, stdout)
 	if err != nil {
 		return err
 	}
-	ev, err := a.consume(ctx, o)
+	consume := a.consume
+	if o.Queues > 1 {
+		consume = a.consumeQueues
+	}
+	stop, err := cpuProfile(a.node.Name())
+	if err != nil {
+		return a.close(err)
+	}
+	ev, err := consume(ctx, o)
+	err = errors.Join(err, stop())
 	if err == nil {
 		err = a.event(ev)
 	}
@@ -88,6 +106,67 @@ func (a *agent) consume(ctx context.Context, o ConsumeOptions) (consumedEvent, e
 		}
 		ev.Count++
 	}
+	pct := lat.percentiles(50, 99, 100)
+	ev.P50ms, ev.P99ms, ev.MaxMs = round(ms(pct[0]), 3), round(ms(pct[1]), 3), round(ms(pct[2]), 3)
+	ev.PeakRSSMB = currentPeakRSS()
+	return ev, nil
+}
+
+// consumeQueues receives from o.Queues addresses at once, one goroutine
+// each, every one its round-robin share of o.Messages.
+func (a *agent) consumeQueues(ctx context.Context, o ConsumeOptions) (consumedEvent, error) {
+	ev := consumedEvent{Event: "consumed", ReadyNs: a.readyAt.UnixNano(), UrgentIndex: -1}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu    sync.Mutex
+		lat   = make(latencies, 0, o.Messages)
+		wg    sync.WaitGroup
+		first = int64(math.MaxInt64)
+	)
+	for i := range o.Queues {
+		share := o.Messages / o.Queues
+		if i < o.Messages%o.Queues {
+			share++
+		}
+		if share == 0 {
+			continue
+		}
+		c, err := a.node.Consumer(QueueName(o.From, i, o.Queues))
+		if err != nil {
+			return ev, err
+		}
+		wg.Go(func() {
+			mine := make(latencies, 0, share)
+			var lo, hi int64 = math.MaxInt64, 0
+			for range share {
+				d, err := c.Receive(ctx)
+				if err != nil {
+					cancel(fmt.Errorf("receive from %s: %w", c.Address(), err))
+					return
+				}
+				now := time.Now().UnixNano()
+				lo, hi = min(lo, now), max(hi, now)
+				if v, ok := d.Properties.Get(sentNsProperty); ok {
+					mine = append(mine, time.Duration(now-v.Int64()))
+				}
+				if err := d.Ack(); err != nil {
+					cancel(fmt.Errorf("ack from %s: %w", c.Address(), err))
+					return
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			lat = append(lat, mine...)
+			first, ev.LastNs = min(first, lo), max(ev.LastNs, hi)
+			ev.Count += share
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return ev, err
+	}
+	ev.FirstNs = first
 	pct := lat.percentiles(50, 99, 100)
 	ev.P50ms, ev.P99ms, ev.MaxMs = round(ms(pct[0]), 3), round(ms(pct[1]), 3), round(ms(pct[2]), 3)
 	ev.PeakRSSMB = currentPeakRSS()

@@ -2,8 +2,10 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +19,11 @@ import (
 type ProduceOptions struct {
 	To, Priorities, KeyPrefix, ThenUrgent string
 	Messages, Size, Window                int
-	Rate                                  float64
+	// Queues spreads the messages round robin over that many addresses at
+	// the destination node, QueueName(address, i, Queues): as many send
+	// queues here, one destination each.
+	Queues int
+	Rate   float64
 	KeysLog, WaitDrained                  bool
 	WaitRoute                             time.Duration
 }
@@ -40,6 +46,11 @@ type DrainedEvent struct {
 	Event     string  `json:"event"` // "drained"
 	DrainedNs int64   `json:"drained_ns"`
 	PeakRSSMB float64 `json:"peak_rss_mb"`
+	// Memory grown between before the first send and once every send
+	// queue is drained, after a GC: Go heap and stacks, and the resident
+	// set (which counts SQLite's own caches too), in KiB.
+	GoMemGrowthKiB float64 `json:"go_mem_growth_kib"`
+	RSSGrowthKiB   float64 `json:"rss_growth_kib"`
 }
 
 // validate returns the fixed priority, or -1 for mixed.
@@ -50,7 +61,7 @@ func (o ProduceOptions) validate() (int, error) {
 	for _, c := range []struct {
 		flag   string
 		v, min int
-	}{{"messages", o.Messages, 0}, {"size", o.Size, 0}, {"window", o.Window, 1}} {
+	}{{"messages", o.Messages, 0}, {"size", o.Size, 0}, {"window", o.Window, 1}, {"queues", o.Queues, 1}} {
 		if c.v < c.min {
 			return 0, usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
 		}
@@ -120,7 +131,13 @@ func (a *agent) waitReachable(ctx context.Context, o ProduceOptions) error {
 	return nil
 }
 
-func (a *agent) produce(ctx context.Context, o ProduceOptions, prio int) error {
+func (a *agent) produce(ctx context.Context, o ProduceOptions, prio int) (err error) {
+	stop, err := cpuProfile(a.node.Name())
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stop()) }()
+	before := sampleMemory()
 	start := time.Now()
 	if err := a.sendAll(ctx, o, prio, start); err != nil {
 		return err
@@ -148,7 +165,10 @@ func (a *agent) produce(ctx context.Context, o ProduceOptions, prio int) error {
 	if err := a.waitDrained(ctx); err != nil {
 		return err
 	}
-	return a.event(DrainedEvent{Event: "drained", DrainedNs: time.Now().UnixNano(), PeakRSSMB: currentPeakRSS()})
+	drained := time.Now()
+	after := sampleMemory()
+	return a.event(DrainedEvent{Event: "drained", DrainedNs: drained.UnixNano(), PeakRSSMB: currentPeakRSS(),
+		GoMemGrowthKiB: round(after.goKiB-before.goKiB, 1), RSSGrowthKiB: round(after.rssKiB-before.rssKiB, 1)})
 }
 
 // keyedPending is a send in flight and its key ("" without --keys-log).
@@ -197,6 +217,7 @@ func (a *agent) completeSends(ctx context.Context, pending <-chan keyedPending, 
 func (a *agent) submitSends(ctx context.Context, o ProduceOptions, prio int, start time.Time, slots chan<- struct{}, pending chan<- keyedPending) error {
 	p := a.node.Producer()
 	shared := make([]byte, o.Size) // never written: encoded at submit
+	dests := destinations(o.To, o.Queues)
 	for i := range o.Messages {
 		if o.Rate > 0 {
 			due := start.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))
@@ -213,7 +234,7 @@ func (a *agent) submitSends(ctx context.Context, o ProduceOptions, prio int, sta
 		if pr < 0 {
 			pr = i % (message.MaxPriority + 1)
 		}
-		m := p.CreateDataMessage(o.To)
+		m := p.CreateDataMessage(dests[i%len(dests)])
 		m.Priority = uint8(pr)
 		m.Data.DataType = "bench"
 		m.Body = shared
@@ -229,6 +250,45 @@ func (a *agent) submitSends(ctx context.Context, o ProduceOptions, prio int, sta
 		pending <- keyedPending{pd: p.SendAsync(m), key: key}
 	}
 	return nil
+}
+
+// QueueName is the i-th of n addresses a bench spreads its messages over:
+// base itself when there is one.
+func QueueName(base string, i, n int) string {
+	if n <= 1 {
+		return base
+	}
+	return fmt.Sprintf("%s-%d", base, i)
+}
+
+// destinations returns the n destinations address-i@node of to.
+func destinations(to string, n int) []string {
+	addr, node, err := message.ParseDestination(to)
+	if err != nil || n <= 1 {
+		return []string{to}
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = QueueName(addr, i, n)
+		if node != "" {
+			out[i] += "@" + node
+		}
+	}
+	return out
+}
+
+// memSample is this process's memory at one moment, after a GC.
+type memSample struct{ goKiB, rssKiB float64 }
+
+func sampleMemory() memSample {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s := memSample{goKiB: float64(ms.HeapInuse+ms.StackInuse) / 1024}
+	if rss, err := nodeproc.CurrentRSSKiB(); err == nil {
+		s.rssKiB = rss
+	}
+	return s
 }
 
 // keyedBody is key, a space, and padding up to size bytes: a checker reads

@@ -12,6 +12,9 @@ import (
 // LinkOptions are the flags of `bench link`.
 type LinkOptions struct {
 	Hops, Messages, Size, Window int
+	// Queues spreads the messages over that many addresses at b: as many
+	// send queues at a, over one connection.
+	Queues int
 	// Rate paces the producer in messages per second, 0 for unpaced.
 	Rate          float64
 	Sync          string
@@ -33,6 +36,7 @@ type linkFigures struct {
 	Sync     string  `json:"sync"`
 	Rate     float64 `json:"rate"`
 	Window   int     `json:"window"`
+	Queues   int     `json:"queues"`
 	// MsgsPerSec is end to end: see each scenario.
 	MsgsPerSec float64 `json:"msgs_per_sec"`
 	// EnqueueMsgsPerSec is the producer's: first submit -> last durable.
@@ -58,6 +62,13 @@ type linkResult struct {
 	P50ms float64 `json:"p50_ms"`
 	P99ms float64 `json:"p99_ms"`
 	MaxMs float64 `json:"max_ms"`
+	// With --queues above 1: a's memory grown from before its first send
+	// to once every send queue is drained and idle, after a GC, per send
+	// queue, in KiB: the Go heap and stacks, and the resident set. An upper
+	// bound of what an idle send queue costs, since it counts what the
+	// traffic left behind as well.
+	GoKiBPerQueue  float64 `json:"go_kib_per_queue"`
+	RSSKiBPerQueue float64 `json:"rss_kib_per_queue"`
 }
 
 // backlogResult is the JSON object of `bench link --backlog --json`.
@@ -78,13 +89,16 @@ func (o LinkOptions) validate() error {
 	for _, c := range []struct {
 		flag   string
 		v, min int
-	}{{"messages", o.Messages, 1}, {"size", o.Size, 0}, {"window", o.Window, 1}} {
+	}{{"messages", o.Messages, 1}, {"size", o.Size, 0}, {"window", o.Window, 1}, {"queues", o.Queues, 1}} {
 		if c.v < c.min {
 			return usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
 		}
 	}
 	if o.Rate < 0 {
 		return usageErrorf("invalid argument %v for \"--rate\" flag: want 0 or more", o.Rate)
+	}
+	if o.Queues > 1 && o.Backlog {
+		return usageErrorf("--queues and --backlog do not go together")
 	}
 	if o.Timeout <= 0 {
 		return usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", o.Timeout)
@@ -123,7 +137,7 @@ func RunLink(ctx context.Context, o LinkOptions, stdout, stderr io.Writer) error
 func (r *linkRun) base(scenario string, rss map[string]float64) linkFigures {
 	f := linkFigures{
 		Scenario: scenario, Hops: r.o.Hops, Messages: r.o.Messages, Size: r.o.Size, Sync: r.o.Sync,
-		Rate: r.o.Rate, Window: r.o.Window, RSSMB: rss, Pids: map[string]int{},
+		Rate: r.o.Rate, Window: r.o.Window, Queues: r.o.Queues, RSSMB: rss, Pids: map[string]int{},
 		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), baseline: r.baseline,
 	}
 	for _, v := range rss {
@@ -162,13 +176,17 @@ func (r *linkResult) figures() []figure {
 		pace = fmt.Sprintf("paced at %.0f msgs/s", r.Rate)
 	}
 	figs := []figure{
-		{"scenario", fmt.Sprintf("link: %s, %d messages of %d B, sync %s, %s, window %d",
-			r.path(), r.Messages, r.Size, r.Sync, pace, r.Window)},
+		{"scenario", fmt.Sprintf("link: %s, %d messages of %d B over %d send queues, sync %s, %s, window %d",
+			r.path(), r.Messages, r.Size, r.Queues, r.Sync, pace, r.Window)},
 		{"end-to-end", fmt.Sprintf("%.0f msgs/s (%d received in %.3f s, first submit -> last receive)", r.MsgsPerSec, r.Messages, r.ElapsedSeconds)},
 		{"enqueue at a", fmt.Sprintf("%.0f msgs/s (first submit -> last durable)", r.EnqueueMsgsPerSec)},
 		{"latency p50", fmt.Sprintf("%.3f ms (submit at a -> receive at b)", r.P50ms)},
 		{"latency p99", fmt.Sprintf("%.3f ms", r.P99ms)},
 		{"latency max", fmt.Sprintf("%.3f ms", r.MaxMs)},
+	}
+	if r.Queues > 1 {
+		figs = append(figs, figure{"idle send queue", fmt.Sprintf("%.1f KiB Go heap+stacks, %.1f KiB RSS per queue at a (growth once drained / %d)",
+			r.GoKiBPerQueue, r.RSSKiBPerQueue, r.Queues)})
 	}
 	figs = append(figs, r.baseline.figures("end-to-end", r.MsgsPerSec)...)
 	return append(figs, r.rssFigures()...)

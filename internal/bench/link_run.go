@@ -47,7 +47,8 @@ func (r *linkRun) startProducer(ctx context.Context, hop string, extra ...string
 	}
 	args := []string{"bench", "agent", "produce", "-c", cfg, "--to", Addr + "@b",
 		"--messages", strconv.Itoa(r.o.Messages), "--size", strconv.Itoa(r.o.Size),
-		"--window", strconv.Itoa(r.o.Window), "--rate", strconv.FormatFloat(r.o.Rate, 'f', -1, 64)}
+		"--window", strconv.Itoa(r.o.Window), "--rate", strconv.FormatFloat(r.o.Rate, 'f', -1, 64),
+		"--queues", strconv.Itoa(r.o.Queues)}
 	a, _, err := r.start(ctx, "a", append(args, extra...)...)
 	return a, err
 }
@@ -56,8 +57,13 @@ func (r *linkRun) startProducer(ctx context.Context, hop string, extra ...string
 // n messages.
 func (r *linkRun) startConsumer(ctx context.Context, port, n int, extra ...string) (*nodeproc.Proc, nodeproc.ReadyInfo, error) {
 	return r.startListening(ctx, "b", port, func(listen string) ([]string, error) {
-		cfg, err := r.fileFor(nodeproc.NodeFile{Name: "b", Listen: listen, Receive: []string{Addr}})
-		args := []string{"bench", "agent", "consume", "-c", cfg, "--from", Addr, "--messages", strconv.Itoa(n)}
+		receive := make([]string, r.o.Queues)
+		for i := range receive {
+			receive[i] = QueueName(Addr, i, r.o.Queues)
+		}
+		cfg, err := r.fileFor(nodeproc.NodeFile{Name: "b", Listen: listen, Receive: receive})
+		args := []string{"bench", "agent", "consume", "-c", cfg, "--from", Addr, "--messages", strconv.Itoa(n),
+			"--queues", strconv.Itoa(r.o.Queues)}
 		return append(args, extra...), err
 	})
 }
@@ -75,11 +81,15 @@ func (r *linkRun) runLink(ctx context.Context) (*linkResult, error) {
 			return nil, err
 		}
 	}
-	a, err := r.startProducer(ctx, hop)
+	var extra []string
+	if r.o.Queues > 1 {
+		extra = append(extra, "--wait-drained") // to weigh the idle send queues
+	}
+	a, err := r.startProducer(ctx, hop, extra...)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(r.progress, "sending %d messages...\n", r.o.Messages)
+	fmt.Fprintf(r.progress, "sending %d messages over %d send queues...\n", r.o.Messages, r.o.Queues)
 	var prod producedEvent
 	if err := a.WaitEvent(ctx, "produced", &prod); err != nil {
 		return nil, err
@@ -97,6 +107,14 @@ func (r *linkRun) runLink(ctx context.Context) (*linkResult, error) {
 	res.EnqueueMsgsPerSec = round(rate(int64(prod.Count), time.Duration(prod.DurableNs-prod.StartNs)), 2)
 	res.ElapsedSeconds = round(elapsed.Seconds(), 3)
 	res.RatioToLocal = ratio(res.MsgsPerSec, r.baseline.LocalMsgsPerSec)
+	if r.o.Queues > 1 {
+		var dr DrainedEvent
+		if err := a.WaitEvent(ctx, "drained", &dr); err != nil {
+			return nil, err
+		}
+		res.GoKiBPerQueue = round(dr.GoMemGrowthKiB/float64(r.o.Queues), 2)
+		res.RSSKiBPerQueue = round(dr.RSSGrowthKiB/float64(r.o.Queues), 2)
+	}
 	return res, nil
 }
 

@@ -3,7 +3,6 @@ package nodeproc
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -21,6 +20,17 @@ func PeakRSSMB() (float64, error) {
 	return parseVmHWM(data)
 }
 
+// CurrentRSSKiB returns the resident set size of this process now
+// (VmRSS) in KiB. Linux only.
+func CurrentRSSKiB() (float64, error) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("read RSS: %w", err)
+	}
+	kb, err := statusKB(data, "VmRSS:")
+	return float64(kb), err
+}
+
 // PeakRSSMB reads the process's VmHWM from /proc; the process must still
 // run.
 func (p *Proc) PeakRSSMB() (float64, error) {
@@ -33,17 +43,26 @@ func (p *Proc) PeakRSSMB() (float64, error) {
 
 // parseVmHWM reads the "VmHWM:  1234 kB" line of /proc/<pid>/status.
 func parseVmHWM(status []byte) (float64, error) {
+	kb, err := statusKB(status, "VmHWM:")
+	if err != nil {
+		return 0, fmt.Errorf("read peak RSS: %w", err)
+	}
+	return float64(kb) / 1024, nil
+}
+
+// statusKB reads the "<key>  1234 kB" line of a /proc/<pid>/status.
+func statusKB(status []byte, key string) (int64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		rest, ok := strings.CutPrefix(sc.Text(), key)
 		if !ok {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("read peak RSS: VmHWM %q: %w", rest, err)
+			return 0, fmt.Errorf("%s %q: %w", strings.TrimSuffix(key, ":"), rest, err)
 		}
-		return float64(kb) / 1024, nil
+		return kb, nil
 	}
-	return 0, errors.New("read peak RSS: no VmHWM in /proc/self/status")
+	return 0, fmt.Errorf("no %s line in /proc status", strings.TrimSuffix(key, ":"))
 }
