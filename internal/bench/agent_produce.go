@@ -22,10 +22,10 @@ type ProduceOptions struct {
 	// Queues spreads the messages round robin over that many addresses at
 	// the destination node, QueueName(address, i, Queues): as many send
 	// queues here, one destination each.
-	Queues int
-	Rate   float64
-	KeysLog, WaitDrained                  bool
-	WaitRoute                             time.Duration
+	Queues               int
+	Rate                 float64
+	KeysLog, WaitDrained bool
+	WaitRoute            time.Duration
 }
 
 // producedEvent is printed once every send is durable.
