@@ -65,6 +65,11 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.HA.Role == petrel.HARoleBackup {
+		// Open waits for the live's lock, possibly for days: say so, so
+		// that an operator (or a test) knows the process is up.
+		fmt.Fprintf(stdout, "waiting role=backup node=%s data_dir=%s\n", cfg.Name, nodeproc.QuoteValue(cfg.DataDir))
+	}
 	node, err := petrel.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -79,6 +84,9 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	}
 	if addr := node.AdminAddr(); addr != "" {
 		ready += " admin=" + addr
+	}
+	if ha, ok := node.HA(); ok {
+		ready += " role=" + string(ha.Role)
 	}
 	if cfgPath != "" {
 		w, err := watchConfig(ctx, cfgPath, node, log, level)
