@@ -23,7 +23,9 @@ import (
 // the same store and identity and listens; a's failover connector carries
 // on to it. Every message a was told was durable reaches b exactly once,
 // in order per priority, and `petrel stat` on the pair shows the backup's
-// role and since when. The takeover time is printed; only a generous bound
+// role and since when. The pair announces itself by discovery as
+// failover:(live,backup), and b hears the backup announce p after the
+// takeover. The takeover time is printed; only a generous bound
 // is asserted.
 func TestHATakeover(t *testing.T) {
 	if testing.Short() {
@@ -52,20 +54,29 @@ func TestHATakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	portD, err := nodeproc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	pairDir := filepath.Join(dir, "p")
 	fast := func(f nodeproc.NodeFile) nodeproc.NodeFile {
 		f.ReconnectMin, f.ReconnectMax = 10*time.Millisecond, 200*time.Millisecond
 		return f
 	}
 	hostP := func(host string) string { return host + ":" + strconv.Itoa(portP) }
+	pair := fmt.Sprintf("failover:(tcp://%s,tcp://%s)", hostP("127.0.0.1"), hostP("127.0.0.2"))
+	// Both of the pair announce the pair; whichever holds the lock is the
+	// one that announces. b hears them.
+	disc := fmt.Sprintf("discovery:\n  enabled: true\n  group: \"127.255.255.255:%d\"\n  period: 200ms\n  timeout: 5s\n", portD)
+	pairDisc := disc + fmt.Sprintf("  advertise: %q\n", pair)
 	files := map[string]nodeproc.NodeFile{
-		"b": fast(nodeproc.NodeFile{Name: "b", DataDir: filepath.Join(dir, "b"), Listen: local(portB), Receive: []string{"crash"}}),
+		"b": fast(nodeproc.NodeFile{Name: "b", DataDir: filepath.Join(dir, "b"), Listen: local(portB), Receive: []string{"crash"}, Extra: disc}),
 		"live": fast(nodeproc.NodeFile{Name: "p", DataDir: pairDir, Listen: hostP("127.0.0.1"), Relay: []string{"crash"},
-			Nodes: [][2]string{{"b", "tcp://" + local(portB)}}, Extra: "ha:\n  role: live\n"}),
+			Nodes: [][2]string{{"b", "tcp://" + local(portB)}}, Extra: "ha:\n  role: live\n" + pairDisc}),
 		"backup": fast(nodeproc.NodeFile{Name: "p", DataDir: pairDir, Listen: hostP("127.0.0.2"), Relay: []string{"crash"},
-			Nodes: [][2]string{{"b", "tcp://" + local(portB)}}, Extra: "ha:\n  role: backup\n"}),
+			Nodes: [][2]string{{"b", "tcp://" + local(portB)}}, Extra: "ha:\n  role: backup\n" + pairDisc}),
 		"a": fast(nodeproc.NodeFile{Name: "a", DataDir: filepath.Join(dir, "a"),
-			Nodes:  [][2]string{{"p", fmt.Sprintf("failover:(tcp://%s,tcp://%s)", hostP("127.0.0.1"), hostP("127.0.0.2"))}},
+			Nodes:  [][2]string{{"p", pair}},
 			Routes: [][2]string{{"b", "p"}}}),
 	}
 	for name, f := range files {
@@ -125,6 +136,20 @@ func TestHATakeover(t *testing.T) {
 	if served > time.Minute {
 		t.Errorf("the backup served after %v", served)
 	}
+
+	// The backup announces itself as p: b hears p again after the kill.
+	petreltest.Eventually(t, "b hears p announced by the backup", func() bool {
+		st, err := readNodeStatus(ctx, "", "", filepath.Join(dir, "b"), "")
+		if err != nil {
+			return false
+		}
+		for _, e := range st.Nodes {
+			if e.Name == "p" && e.LastSeen.After(killed.Add(tookOver)) && e.Connectors == pair {
+				return true
+			}
+		}
+		return false
+	})
 
 	wctx, wcancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer wcancel()
