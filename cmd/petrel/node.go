@@ -29,10 +29,18 @@ the built-in defaults (node name from the host name, data in ./petrel-data).
 
 Once the node is open, one line goes to stdout:
 
-  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>] [admin=<host:port>]
+  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>] [admin=<host:port>] [role=live|backup]
 
 admin= is the admin HTTP endpoint (/healthz, /readyz, /metrics, /api/status),
 served only when the file sets admin.listen.
+
+With ha: {role: backup} in the file, the node first prints
+
+  waiting role=backup node=<name> data_dir=<dir>
+
+and waits for the data directory's lock held by the live node; its ready
+line, once it took over, ends with role=backup. A live node whose lock is
+held exits 1 without opening anything.
 
 Logs go to stderr, in the format and at the level of the file's log section.
 SIGINT or SIGTERM stops the node cleanly: what was submitted is committed
