@@ -77,6 +77,10 @@ type Config struct {
 	// matches is a topic (multicast), published to every subscription
 	// whose pattern matches it. A change needs a restart.
 	Topics []TopicConfig
+	// HA makes this node one of a live/backup pair on a shared data
+	// directory: only the holder of the lock file opens the store. Zero:
+	// a standalone node, no lock. A change needs a restart. See HAConfig.
+	HA HAConfig
 	// ConfigSource names the file this configuration came from, for
 	// status; "" when there is none.
 	ConfigSource string
@@ -127,6 +131,40 @@ type PeerConfig struct {
 	// directory (see the README's Identities section to re-bind one).
 	ID message.NodeID
 }
+
+// HAConfig makes a node one of a live/backup pair that share one data
+// directory (a SAN volume or a DRBD device mounted by both machines, or a
+// local disk for tests). Both run the same configuration, with the same
+// name, identity and listen port. Each takes an exclusive lock on
+// DataDir/Lock before it opens anything in the directory:
+//
+//   - the live takes it at once, or Open fails with ErrHALocked: a second
+//     live never opens a store that another process holds;
+//   - the backup waits for it, for as long as Open's context lasts, and
+//     when the process that held it dies (the kernel drops the lock with
+//     it) opens the same store and identity, listens and announces itself
+//     as the node.
+//
+// Only the lock holder ever opens the store, so split brain cannot
+// happen on storage whose locks are honoured by every machine that mounts
+// it. The lock does not move back: a live that restarts while the backup
+// serves fails with ErrHALocked until the backup stops.
+type HAConfig struct {
+	// Role is HARoleLive or HARoleBackup; "" for a standalone node.
+	Role HARole
+	// Lock is the name of the lock file in the data directory (default
+	// "ha.lock"); a plain file name, no path.
+	Lock string
+}
+
+// HARole is a node's part in a live/backup pair.
+type HARole string
+
+// The values of HAConfig.Role.
+const (
+	HARoleLive   HARole = "live"
+	HARoleBackup HARole = "backup"
+)
 
 // PeerKind is what an identity in Peers is.
 type PeerKind string

@@ -82,6 +82,9 @@ type Node struct {
 	current    Config
 	confStatus ConfigStatus // guarded by mu
 	closeErr   error
+	// ha is the lock of a node of a live/backup pair, nil otherwise;
+	// dropped after the store closes.
+	ha *haHold
 	// admin serves the admin endpoints, on the unix socket and on
 	// Config.Admin.Listen; it reports the node ready.
 	admin    *adminServer
@@ -173,8 +176,11 @@ func defaultName() string {
 //
 // It takes the node's TLS so that its files are read, and any problem with
 // them reported, before the store opens.
-func storeConfig(cfg Config, cm *commitMetrics, _ nodeTLS) (queue.Config, error) {
+func storeConfig(cfg Config, cm *commitMetrics, _ nodeTLS, ha haIn) (queue.Config, error) {
 	cfg = cfg.withDefaults()
+	if err := checkHA(cfg, ha); err != nil {
+		return queue.Config{}, err
+	}
 	// Validate here, before the store opens: fx does not stop what was
 	// constructed when a later constructor fails.
 	if err := cfg.Validate(); err != nil {
@@ -217,21 +223,22 @@ func privateDir(dir string) error {
 // Open starts a node: it opens (or creates) its data directory and store,
 // declares its addresses, and returns once it is ready. Close stops it.
 func Open(ctx context.Context, cfg Config) (*Node, error) {
-	var n *Node
-	app := fx.New(
-		fx.Supply(cfg),
-		Module,
-		fx.Populate(&n),
-		fx.NopLogger,
-	)
-	if err := app.Err(); err != nil {
-		return nil, fmt.Errorf("open node: %w", unwrapFx(err))
-	}
-	if err := app.Start(ctx); err != nil {
-		return nil, fmt.Errorf("open node: %w", unwrapFx(err))
-	}
-	n.app = app
-	return n, nil
+	return openHA(ctx, cfg, func(hold *haHold) (*Node, error) {
+		var n *Node
+		opts := []fx.Option{fx.Supply(cfg), Module, fx.Populate(&n), fx.NopLogger}
+		if hold != nil {
+			opts = append(opts, fx.Supply(hold))
+		}
+		app := fx.New(opts...)
+		if err := app.Err(); err != nil {
+			return nil, fmt.Errorf("open node: %w", unwrapFx(err))
+		}
+		if err := app.Start(ctx); err != nil {
+			return nil, fmt.Errorf("open node: %w", unwrapFx(err))
+		}
+		n.app = app
+		return n, nil
+	})
 }
 
 // unwrapFx keeps the error the user can act on, not fx's wiring trace.
@@ -242,7 +249,7 @@ func unwrapFx(err error) error {
 	return err
 }
 
-func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics, icpt *interceptors) (*Node, error) {
+func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics, icpt *interceptors, ha haIn) (*Node, error) {
 	cfg = cfg.withDefaults()
 	id, err := loadIdentity(cfg.DataDir)
 	if err != nil {
@@ -256,6 +263,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics,
 		addresses: map[string]AddressConfig{},
 		listeners: map[*Listener]struct{}{},
 		icpt:      icpt,
+		ha:        ha.Hold,
 	}
 	for _, a := range cfg.Addresses {
 		if a.Role == 0 {
@@ -283,6 +291,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics,
 	n.admin = newAdminServer(n, n.log, n.registry, cfg.Limits)
 	n.registry.MustRegister(icpt.collectors()...)
 	n.registry.MustRegister(topicCollector{n.topics})
+	n.registry.MustRegister(haCollector{ha.Hold})
 	lc.Append(fx.Hook{OnStart: n.start, OnStop: n.stop})
 	return n, nil
 }
@@ -389,6 +398,11 @@ func (n *Node) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		n.closeErr = n.app.Stop(ctx)
+		// The lock goes only once the store is closed: a backup waiting
+		// on it may open the store the moment it is released.
+		if err := n.ha.release(); err != nil && n.closeErr == nil {
+			n.closeErr = fmt.Errorf("release the ha lock: %w", err)
+		}
 	})
 	return n.closeErr
 }

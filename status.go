@@ -22,6 +22,9 @@ type Status struct {
 	Config    ConfigStatus     `json:"config"`
 	// Access is the access rules in force and what they denied.
 	Access AccessStats `json:"access"`
+	// HA is the node's part in a live/backup pair; nil for a standalone
+	// node.
+	HA *HAStatus `json:"ha,omitempty"`
 }
 
 // DirectoryEntry is one node this node knows, for `petrel nodes`.
@@ -83,8 +86,12 @@ func (n *Node) configStatus() ConfigStatus {
 
 // Status returns the node's state: links, queues, receiver counters.
 func (n *Node) Status() Status {
+	var ha *HAStatus
+	if st, ok := n.HA(); ok {
+		ha = &st
+	}
 	return Status{
-		Node: n.cfg.Name, ID: n.id.String(), DataDir: n.cfg.DataDir, Listen: n.ListenAddr(),
+		HA: ha, Node: n.cfg.Name, ID: n.id.String(), DataDir: n.cfg.DataDir, Listen: n.ListenAddr(),
 		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
 		Nodes: n.directoryEntries(), Discovery: n.discoveryStats(),
 		Config: n.configStatus(), Transfers: n.Transfers(), Access: n.AccessStats(),

@@ -58,6 +58,9 @@ func (c Config) Validate() error {
 	if err := c.Admin.validate(); err != nil {
 		return err
 	}
+	if err := c.validateHA(); err != nil {
+		return err
+	}
 	neighbours, err := c.validateNodes()
 	if err != nil {
 		return err

@@ -424,4 +424,17 @@
 //	#   - name: app-1
 //	#     secret_file: /etc/petrel/peers/app-1.secret
 //	#     kind: client
+//
+//	# A live/backup pair on a shared data directory (mapping). Both nodes run
+//	# this file, with the same name and data_dir, on machines that mount the
+//	# same volume (a SAN volume or DRBD; not NFS, see the README). Each takes an
+//	# exclusive lock on the lock file before it opens the store: the live at
+//	# once, or it exits; the backup waits for it, and when the live's process
+//	# dies, opens the store, listens and announces itself as the node. A change
+//	# takes a restart. Default: none; a standalone node, no lock.
+//	# ha:
+//	#   # live or backup (string, required).
+//	#   role: live
+//	#   # Name of the lock file in the data directory (string). Default: ha.lock.
+//	#   lock: ha.lock
 package conf

@@ -80,6 +80,10 @@ and "ok <key>" once it is durable.`,
 	f.StringVar(&o.ThenUrgent, "then-urgent", "", "after the others, send one priority-9 message whose body starts with this `key`")
 	f.BoolVar(&o.WaitDrained, "wait-drained", false, "after producing, wait until every send queue is empty")
 	f.DurationVar(&o.WaitRoute, "wait-route", 0, "first wait up to this `long` for --to's node to be reachable (found by discovery)")
+	f.StringVar(&o.Topic, "topic", "", "publish every --topic-every-th message to this `topic` instead (keys prefixed <key-prefix>t)")
+	f.IntVar(&o.TopicEvery, "topic-every", 3, "with --topic, which messages go to it")
+	f.StringVar(&o.Subscribe, "subscribe", "", "make the durable subscription `name=pattern` at start")
+	f.StringVar(&o.WaitInterest, "wait-interest", "", "before sending, wait for the topic interest of these `nodes` (comma-separated)")
 	return cmd
 }
 

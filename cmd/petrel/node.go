@@ -29,10 +29,18 @@ the built-in defaults (node name from the host name, data in ./petrel-data).
 
 Once the node is open, one line goes to stdout:
 
-  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>] [admin=<host:port>]
+  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>] [admin=<host:port>] [role=live|backup]
 
 admin= is the admin HTTP endpoint (/healthz, /readyz, /metrics, /api/status),
 served only when the file sets admin.listen.
+
+With ha: {role: backup} in the file, the node first prints
+
+  waiting role=backup node=<name> data_dir=<dir>
+
+and waits for the data directory's lock held by the live node; its ready
+line, once it took over, ends with role=backup. A live node whose lock is
+held exits 1 without opening anything.
 
 Logs go to stderr, in the format and at the level of the file's log section.
 SIGINT or SIGTERM stops the node cleanly: what was submitted is committed
@@ -65,6 +73,11 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.HA.Role == petrel.HARoleBackup {
+		// Open waits for the live's lock, possibly for days: say so, so
+		// that an operator (or a test) knows the process is up.
+		fmt.Fprintf(stdout, "waiting role=backup node=%s data_dir=%s\n", cfg.Name, nodeproc.QuoteValue(cfg.DataDir))
+	}
 	node, err := petrel.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -79,6 +92,9 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	}
 	if addr := node.AdminAddr(); addr != "" {
 		ready += " admin=" + addr
+	}
+	if ha, ok := node.HA(); ok {
+		ready += " role=" + string(ha.Role)
 	}
 	if cfgPath != "" {
 		w, err := watchConfig(ctx, cfgPath, node, log, level)

@@ -78,6 +78,10 @@ func printStatus(w io.Writer, st petrel.Status) {
 	if st.Listen != "" {
 		fmt.Fprintf(w, "listening on %s\n", st.Listen)
 	}
+	if st.HA != nil {
+		fmt.Fprintf(w, "ha role %s since %s (%s ago), lock %s\n", st.HA.Role, st.HA.Since.Format(time.RFC3339),
+			time.Since(st.HA.Since).Round(time.Second), st.HA.Lock)
+	}
 	src := st.Config.Source
 	if src == "" {
 		src = "(defaults)"

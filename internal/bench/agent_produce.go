@@ -26,6 +26,18 @@ type ProduceOptions struct {
 	Rate                 float64
 	KeysLog, WaitDrained bool
 	WaitRoute            time.Duration
+	// Topic, when set, receives every TopicEvery-th message instead of To;
+	// its keys get the prefix KeyPrefix+"t", so a checker tells the two
+	// streams apart.
+	Topic      string
+	TopicEvery int
+	// Subscribe is "name=pattern": a durable subscription made at start,
+	// before the ready line's traffic.
+	Subscribe string
+	// WaitInterest lists nodes (comma-separated) whose topic interest must
+	// be known here before the first send: a publish made earlier would go
+	// nowhere, by the rules of topics.
+	WaitInterest string
 }
 
 // producedEvent is printed once every send is durable.
@@ -72,6 +84,14 @@ func (o ProduceOptions) validate() (int, error) {
 	if o.KeyPrefix == "" || strings.ContainsAny(o.KeyPrefix, " \t\n") {
 		return 0, usageErrorf("invalid argument %q for \"--key-prefix\" flag: want a word without spaces", o.KeyPrefix)
 	}
+	if o.Topic != "" && o.TopicEvery < 1 {
+		return 0, usageErrorf("--topic needs --topic-every 1 or more")
+	}
+	if o.Subscribe != "" {
+		if name, pattern, ok := strings.Cut(o.Subscribe, "="); !ok || name == "" || pattern == "" {
+			return 0, usageErrorf("invalid argument %q for \"--subscribe\" flag: want name=pattern", o.Subscribe)
+		}
+	}
 	if o.Priorities == "mixed" {
 		return -1, nil
 	}
@@ -97,8 +117,14 @@ func RunAgentProduce(ctx context.Context, open OpenFunc, o ProduceOptions, stdin
 	if err != nil {
 		return err
 	}
+	if err := a.subscribe(ctx, o); err != nil {
+		return a.close(err)
+	}
 	if err := a.waitReachable(ctx, o); err != nil {
 		return a.close(err)
+	}
+	if err := a.waitInterest(ctx, o); err != nil {
+		return a.close(interrupted(ctx, err))
 	}
 	if err := a.produce(ctx, o, prio); err != nil {
 		return a.close(interrupted(ctx, err))
@@ -129,6 +155,50 @@ func (a *agent) waitReachable(ctx context.Context, o ProduceOptions) error {
 		}
 	}
 	return nil
+}
+
+// subscribe makes --subscribe's durable subscription. Its consumer is
+// closed at once: the subscription keeps what is published for it.
+func (a *agent) subscribe(ctx context.Context, o ProduceOptions) error {
+	if o.Subscribe == "" {
+		return nil
+	}
+	name, pattern, _ := strings.Cut(o.Subscribe, "=")
+	c, err := a.node.Subscribe(ctx, pattern, petrel.SubscribeOptions{Name: name, Durable: true})
+	if err != nil {
+		return fmt.Errorf("subscribe %s to %s: %w", name, pattern, err)
+	}
+	return c.Close()
+}
+
+// waitInterest waits until this node has learned the topic interest of
+// every node of --wait-interest but itself.
+func (a *agent) waitInterest(ctx context.Context, o ProduceOptions) error {
+	if o.WaitInterest == "" {
+		return nil
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		known := map[string]bool{a.node.Name(): true}
+		for _, in := range a.node.TopicInterest() {
+			known[in.Node] = true
+		}
+		missing := ""
+		for n := range strings.SplitSeq(o.WaitInterest, ",") {
+			if !known[n] {
+				missing = n
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the topic interest of %s: %w", missing, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 func (a *agent) produce(ctx context.Context, o ProduceOptions, prio int) (err error) {
@@ -234,13 +304,17 @@ func (a *agent) submitSends(ctx context.Context, o ProduceOptions, prio int, sta
 		if pr < 0 {
 			pr = i % (message.MaxPriority + 1)
 		}
-		m := p.CreateDataMessage(dests[i%len(dests)])
+		to, prefix := dests[i%len(dests)], o.KeyPrefix
+		if o.Topic != "" && i%o.TopicEvery == o.TopicEvery-1 {
+			to, prefix = o.Topic, o.KeyPrefix+"t"
+		}
+		m := p.CreateDataMessage(to)
 		m.Priority = uint8(pr)
 		m.Data.DataType = "bench"
 		m.Body = shared
 		var key string
 		if o.KeysLog {
-			key = fmt.Sprintf("%s-%d-%d", o.KeyPrefix, pr, i)
+			key = fmt.Sprintf("%s-%d-%d", prefix, pr, i)
 			m.Body = keyedBody(key, o.Size)
 			if err := a.out.line("attempt " + key); err != nil {
 				return err

@@ -111,4 +111,7 @@ var Rules = []Rule{
 	// listing the first or removing the last switches the listener's
 	// mode, which the node reports as needing a restart.
 	{Key: "peers", Field: "Peers", Section: Peers},
+	// The role decides how the node took its data directory's lock, before
+	// the store opened; the lock file is held for the process's life.
+	{Key: "ha", Field: "HA"},
 }

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/bench"
+	"github.com/petrelmq/petrel/internal/chaos"
+)
+
+// chaosKeys are the keys one set of producers attempted and got an ok
+// for.
+type chaosKeys struct{ attempted, ok map[string]bool }
+
+func newChaosKeys() chaosKeys { return chaosKeys{map[string]bool{}, map[string]bool{}} }
+
+// check reads every stopped node's queue and subscription and compares
+// them with what the producers printed: node n's queue must hold what its
+// predecessor sent it, and every subscription every topic publish. It
+// returns the report and the number of sends attempted.
+func (cl *chaosCluster) check() (*chaos.Report, int, error) {
+	queueKeys := map[string]chaosKeys{} // by receiving node
+	topicKeys := newChaosKeys()
+	attempted := 0
+	for _, n := range cl.names {
+		q := newChaosKeys()
+		queueKeys[cl.next(n)] = q
+		for _, p := range cl.agents[n] {
+			for _, l := range p.Lines() {
+				verb, k, ok := strings.Cut(l, " ")
+				if !ok || (verb != "attempt" && verb != "ok") {
+					continue
+				}
+				key, err := chaos.ParseKey(k)
+				if err != nil {
+					continue
+				}
+				set := q
+				if key.Topic {
+					set = topicKeys
+				}
+				if verb == "attempt" {
+					set.attempted[k] = true
+					attempted++
+				} else {
+					set.ok[k] = true
+				}
+			}
+		}
+	}
+	r := chaos.NewReport()
+	for _, n := range cl.names {
+		queue, sub, err := readChaosStore(cl.ctx, n, cl.dataDir(n))
+		if err != nil {
+			return nil, 0, err
+		}
+		r.Check(n+" queue "+chaosQueue, queueKeys[n].attempted, queueKeys[n].ok, queue)
+		r.Check(n+" subscription "+chaosSubName, topicKeys.attempted, topicKeys.ok, sub)
+	}
+	return r, attempted, nil
+}
+
+// readChaosStore opens a stopped node's store and returns the keys of its
+// chaos queue and of its chaos subscription, in delivery order.
+func readChaosStore(ctx context.Context, name, dataDir string) (queue, sub []string, err error) {
+	node, err := petrel.Open(ctx, petrel.Config{Name: name, DataDir: dataDir,
+		Topics: []petrel.TopicConfig{{Pattern: chaosSpace}}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s's store: %w", name, err)
+	}
+	defer node.Close()
+	c, err := node.Consumer(chaosQueue)
+	if err != nil {
+		return nil, nil, err
+	}
+	if queue, err = pollKeys(node, c, chaosQueue); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	s, err := node.Subscribe(ctx, chaosSpace, petrel.SubscribeOptions{Name: chaosSubName, Durable: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: rejoin the subscription: %w", name, err)
+	}
+	if sub, err = pollKeys(node, s, "sub:"+chaosSubName); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return queue, sub, nil
+}
+
+// pollKeys takes every message of c, leaving them stored, and checks that
+// they are as many as the queue's depth.
+func pollKeys(node *petrel.Node, c *petrel.Consumer, queue string) ([]string, error) {
+	var keys []string
+	for {
+		d, err := c.Poll()
+		if errors.Is(err, petrel.ErrNoMessage) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("poll %s after %d: %w", queue, len(keys), err)
+		}
+		keys = append(keys, bench.KeyOf(d.Body))
+	}
+	if st, _ := node.QueueStat(queue); st.Depth != int64(len(keys)) {
+		return nil, fmt.Errorf("polled %d messages from %s, its depth is %d", len(keys), queue, st.Depth)
+	}
+	return keys, nil
+}
