@@ -57,6 +57,9 @@ sent_ns, its submit time. Then print {"event":"produced",...}; with
 {"event":"drained",...}. Then keep the node open until stdin closes or a
 signal comes.
 
+--to may name a topic, with --wait-interest to wait for the interest of
+its subscriptions on other nodes first.
+
 --keys-log names each message <key-prefix>-<priority>-<n>, starts its body
 with that key and a space, and prints "attempt <key>" before it is submitted
 and "ok <key>" once it is durable.`,
@@ -79,6 +82,7 @@ and "ok <key>" once it is durable.`,
 	f.StringVar(&o.ThenUrgent, "then-urgent", "", "after the others, send one priority-9 message whose body starts with this `key`")
 	f.BoolVar(&o.WaitDrained, "wait-drained", false, "after producing, wait until every send queue is empty")
 	f.DurationVar(&o.WaitRoute, "wait-route", 0, "first wait up to this `long` for --to's node to be reachable (found by discovery)")
+	f.IntVar(&o.WaitInterest, "wait-interest", 0, "first wait until the node learned this many pieces of topic interest from its neighbours")
 	return cmd
 }
 

@@ -20,6 +20,10 @@ type ProduceOptions struct {
 	Rate                                  float64
 	KeysLog, WaitDrained                  bool
 	WaitRoute                             time.Duration
+	// WaitInterest is how many pieces of topic interest the node must have
+	// learned from its neighbours before it publishes: a publish to a topic
+	// that no known subscription wants is dropped as unrouted.
+	WaitInterest int
 }
 
 // producedEvent is printed once every send is durable.
@@ -89,6 +93,9 @@ func RunAgentProduce(ctx context.Context, open OpenFunc, o ProduceOptions, stdin
 	if err := a.waitReachable(ctx, o); err != nil {
 		return a.close(err)
 	}
+	if err := a.waitInterest(ctx, o.WaitInterest); err != nil {
+		return a.close(interrupted(ctx, err))
+	}
 	if err := a.produce(ctx, o, prio); err != nil {
 		return a.close(interrupted(ctx, err))
 	}
@@ -115,6 +122,21 @@ func (a *agent) waitReachable(ctx context.Context, o ProduceOptions) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// waitInterest waits until the node learned at least n pieces of topic
+// interest from its neighbours.
+func (a *agent) waitInterest(ctx context.Context, n int) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for len(a.node.TopicInterest()) < n {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %d pieces of topic interest (have %v): %w", n, a.node.TopicInterest(), ctx.Err())
+		case <-t.C:
 		}
 	}
 	return nil
