@@ -89,15 +89,18 @@ func (n *Node) inbox(ctx context.Context) (*queue.Queue, error) {
 }
 
 // toTopic sends m as a publish when its destination is a topic of this
-// node; ok is false, and nothing done, when it is not. m is stamped and
-// validated first, as any message.
-func (p *nodePublisher) toTopic(m *message.Message) (c completion, ok bool, err error) {
+// node; ok is false, and nothing done, when it is not. m is stamped,
+// passed to the interceptors and validated first, as any message.
+func (p *nodePublisher) toTopic(ctx context.Context, m *message.Message) (c completion, ok bool, err error) {
 	n := p.n
 	topic := n.localTopic(m.Destination)
 	if topic == "" {
 		return nil, false, nil
 	}
 	if err := p.stamp(m); err != nil {
+		return nil, true, err
+	}
+	if err := n.icpt.publishLocal(ctx, m); err != nil {
 		return nil, true, err
 	}
 	if err := m.Validate(n.cfg.Limits); err != nil {
