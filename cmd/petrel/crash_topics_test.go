@@ -444,7 +444,7 @@ func TestCrashTopicsRelay(t *testing.T) {
 	for _, name := range []string{"b", "c", "a"} {
 		cl.start(name)
 	}
-	kills := 0
+	kills, whilePublishing := 0, 0
 	deadline := time.Now().Add(5 * time.Minute)
 	for !cl.produced("a") || kills < minKills {
 		if time.Now().After(deadline) {
@@ -455,6 +455,9 @@ func TestCrashTopicsRelay(t *testing.T) {
 			if !p.Running() {
 				t.Fatal(p.ExitError(name + " ended by itself"))
 			}
+		}
+		if !cl.produced("a") {
+			whilePublishing++
 		}
 		cl.procs["b"].Kill()
 		kills++
@@ -469,7 +472,7 @@ func TestCrashTopicsRelay(t *testing.T) {
 	}
 	cl.stopAll()
 	got := cl.readSubscriptions()
-	t.Logf("b killed %d times; copies forwarded: a->c %v, c->b %v", kills, forwarded["a"], forwarded["c"])
+	t.Logf("b killed %d times (%d while a published); copies forwarded: a->c %v, c->b %v", kills, whilePublishing, forwarded["a"], forwarded["c"])
 	if ok := countPrefixed(cl.producerLines("a"), "ok "); ok != messages {
 		t.Errorf("%d publishes returned, want %d", ok, messages)
 	}
