@@ -13,6 +13,8 @@ var (
 		"Copies of topic publishes queued toward neighbours with matching interest (one per next hop), since the node started.", nil, nil)
 	descTopicInterestDropped = prometheus.NewDesc("petrel_topic_interest_dropped_total",
 		"Topic interest and forwards not taken or not sent: malformed, looped back, past the hop limit, or toward a node with no route, since the node started.", nil, nil)
+	descTopicPruned = prometheus.NewDesc("petrel_topic_pruned_total",
+		"Publishes dropped from the send queue toward a neighbour because the interest they waited for went away: withdrawn by its subscriber (unsubscribed), or non-durable and its link down past topic_interest_grace (grace), since the node started.", []string{"reason"}, nil)
 	descTopicInterest = prometheus.NewDesc("petrel_topic_interest",
 		"Pieces of topic interest this node learned from its neighbours.", nil, nil)
 )
@@ -28,6 +30,7 @@ func (topicCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTopicForwarded
 	ch <- descTopicInterestDropped
 	ch <- descTopicInterest
+	ch <- descTopicPruned
 }
 
 // Collect implements prometheus.Collector.
@@ -36,6 +39,8 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(descTopicUnrouted, c.t.unrouted.Load())
 	ch <- counter(descTopicForwarded, c.t.forwarded.Load())
 	ch <- counter(descTopicInterestDropped, c.t.interestDropped.Load())
+	ch <- counter(descTopicPruned, c.t.prunedUnsub.Load(), pruneUnsubscribed)
+	ch <- counter(descTopicPruned, c.t.prunedGrace.Load(), pruneGrace)
 	c.t.remote.mu.RLock()
 	learned := int64(len(c.t.remote.learned))
 	c.t.remote.mu.RUnlock()

@@ -109,6 +109,11 @@ type topics struct {
 	// fullLog rate-limits the warning about interest dropped for
 	// maxLearnedInterest, per neighbour.
 	fullLog ratelog.Limiter
+
+	// pruneMu serialises the prunes of send queues (topic_prune.go), which
+	// share pruneBin; prunedUnsub and prunedGrace count what they dropped.
+	pruneMu                  sync.Mutex
+	prunedUnsub, prunedGrace atomic.Int64
 }
 
 type subEntry struct {
