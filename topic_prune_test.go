@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
@@ -80,4 +82,53 @@ func TestInterestWithdrawPrunesSendQueue(t *testing.T) {
 	}
 	b = m.openB(t, dirB, true)
 	drainSub(t, subscribe(t, b, "orders.us.*", petrel.SubscribeOptions{Name: "us", Durable: true}), us, a)
+}
+
+// clock is a node's clock that a test moves ahead.
+type clock struct{ ahead atomic.Int64 }
+
+func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *clock) advance(d time.Duration) { c.ahead.Add(int64(d)) }
+func (c *clock) option() nodes.Option {
+	return nodes.With(func(cfg *petrel.Config) { cfg.Store.Now = c.Now })
+}
+
+// A cannot reach B past topic_interest_grace: A drops the non-durable
+// interest it learned from B, passes the drop on to C, and drops,
+// counted, what waited toward B for it alone. B's durable interest, and
+// what waits for it, stay.
+func TestInterestGraceDropsNonDurable(t *testing.T) {
+	m := newMesh(t, "a", "b", "c")
+	var clk clock
+	const grace = time.Hour
+	a := m.openA(t, clk.option(), nodes.With(func(cfg *petrel.Config) {
+		cfg.TopicInterestGrace = grace
+		cfg.Nodes = append(cfg.Nodes, petrel.NodeConfig{Name: "c", Connector: "tcp://" + m["c"]})
+	}))
+	c := m.open(t, "c", "", "a")
+	b := m.openB(t, filepath.Join(t.TempDir(), "b"), false)
+	live := subscribe(t, b, "orders.eu.*", petrel.SubscribeOptions{})
+	defer live.Close()
+	subscribe(t, b, "orders.us.*", petrel.SubscribeOptions{Name: "us", Durable: true}).Close()
+	waitInterest(t, a, "b/b/orders.eu.*", "b/b/orders.us.*")
+	waitInterest(t, c, "a/b/orders.eu.*", "a/b/orders.us.*")
+	publishN(t, a, "orders.eu.created", 10)
+	publishN(t, a, "orders.us.created", 4)
+	waitDepth(t, a, "_petrel.topics@b", 14)
+	if got := scrape(t, a)[`petrel_topic_pruned_total{reason="grace"}`]; got != 0 {
+		t.Fatalf("pruned %v before the grace ran out", got)
+	}
+	clk.advance(grace + time.Minute)
+	petreltest.Eventually(t, "a and c dropped b's non-durable interest", func() bool {
+		return len(a.TopicInterest()) == 1 && len(c.TopicInterest()) == 1
+	}, func() string { return fmt.Sprintf("a %+v, c %+v", a.TopicInterest(), c.TopicInterest()) })
+	for _, n := range []*petrel.Node{a, c} {
+		if got := n.TopicInterest()[0]; got.Pattern != "orders.us.*" || !got.Durable {
+			t.Fatalf("%s kept %+v, want b's durable orders.us.*", n.Name(), got)
+		}
+	}
+	waitDepth(t, a, "_petrel.topics@b", 4)
+	if got := scrape(t, a)[`petrel_topic_pruned_total{reason="grace"}`]; got != 10 {
+		t.Fatalf(`petrel_topic_pruned_total{reason="grace"} = %v, want 10`, got)
+	}
 }
