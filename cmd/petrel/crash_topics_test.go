@@ -566,12 +566,12 @@ func TestTopicsTriangleProcesses(t *testing.T) {
 // while b reaches a: a learns b1's interest, publishes, and its copies
 // wait in its send queue toward b. b is killed; b1 is deleted on b's data
 // directory, which queues the withdrawal toward a; b starts again and
-// sends it. a then drops what waited for b1 without sending any of it.
+// sends it. a then drops what waited for b1 without sending any of it,
+// and counts them in petrel_topic_pruned_total{reason="unsubscribed"}.
 func TestTopicsDeletedWhileDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the cross-process tests run without -short")
 	}
-	t.Skip("needs the pruning of a deleted durable subscription's waiting copies (topics: \"what waits for it is dropped with a count\"), not on this branch yet")
 	const messages = 50
 	cl := newTopicCluster(t,
 		topicNode{name: "a", neighbours: []string{"b"}, produce: []string{"--messages", strconv.Itoa(messages),
@@ -635,6 +635,9 @@ func TestTopicsDeletedWhileDown(t *testing.T) {
 	}
 	if m["petrel_topic_interest"] != 0 {
 		t.Fatalf("a still holds %v pieces of interest after b1 was deleted", m["petrel_topic_interest"])
+	}
+	if got := m[`petrel_topic_pruned_total{reason="unsubscribed"}`]; got != messages {
+		t.Fatalf("a counted %v copies dropped for the withdrawn interest, want %d; its topic metrics: %v", got, messages, topicMetrics(m))
 	}
 	t.Logf("a dropped the %d copies that waited for b's deleted subscription; its topic metrics: %v", messages, topicMetrics(m))
 	cl.stopAll()
