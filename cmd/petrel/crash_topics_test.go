@@ -428,9 +428,11 @@ func TestCrashTopicsRelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the crash test runs without -short")
 	}
-	messages, rate, minKills := 2_000, 800, 2
+	// The rate makes publishing last about 5s (20s), so that the kills,
+	// one every 300-1000ms plus b's restart, land while a publishes.
+	messages, rate, minKills := 2_000, 400, 2
 	if os.Getenv("PETREL_LONG") == "1" {
-		messages, rate, minKills = 20_000, 2000, 5
+		messages, rate, minKills = 20_000, 1000, 5
 	}
 	rng := seededRand(t)
 	cl := newTopicCluster(t,
@@ -463,6 +465,9 @@ func TestCrashTopicsRelay(t *testing.T) {
 		kills++
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // b stays down a while
 		cl.start("b")
+	}
+	if whilePublishing == 0 {
+		t.Fatalf("b was killed %d times, none while a published", kills)
 	}
 	cl.waitProduced("a")
 	cl.settle()
