@@ -89,7 +89,7 @@ func freeLoopbackAddrs(n int) ([]string, error) {
 			return nil, fmt.Errorf("find a free port: %w", err)
 		}
 		out = append(out, l.Addr().String())
-		defer l.Close()
+		defer l.Close() // held until all are chosen, so that none repeats
 	}
 	return out, nil
 }
