@@ -34,7 +34,7 @@ type nodePublisher struct {
 }
 
 func (p *nodePublisher) send(ctx context.Context, m *message.Message) error {
-	if c, ok, err := p.toTopic(m); ok {
+	if c, ok, err := p.toTopic(ctx, m); ok {
 		if err != nil {
 			return err
 		}
@@ -51,7 +51,7 @@ func (p *nodePublisher) send(ctx context.Context, m *message.Message) error {
 }
 
 func (p *nodePublisher) sendAsync(m *message.Message) *Pending {
-	if c, ok, err := p.toTopic(m); ok {
+	if c, ok, err := p.toTopic(context.Background(), m); ok {
 		if err != nil {
 			return failed(err)
 		}

@@ -81,6 +81,14 @@ type Config struct {
 	// directory: only the holder of the lock file opens the store. Zero:
 	// a standalone node, no lock. A change needs a restart. See HAConfig.
 	HA HAConfig
+
+	// TopicInterestGrace is how long the link toward a neighbour may be
+	// down before the non-durable topic interest learned from it is
+	// dropped, with the publishes waiting toward it that no other interest
+	// wants (counted in petrel_topic_pruned_total). Durable interest is
+	// kept whatever the outage. Default DefaultTopicInterestGrace (5m). A
+	// change needs a restart.
+	TopicInterestGrace time.Duration
 	// ConfigSource names the file this configuration came from, for
 	// status; "" when there is none.
 	ConfigSource string

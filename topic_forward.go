@@ -113,7 +113,14 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 		return err
 	}
 	hops := append(slices.Clone(im.hops), self)
-	return n.sendInterest(ctx, n.interestMessage(im.op, im.pattern, im.node, im.durable, hops), hops)
+	if err := n.sendInterest(ctx, n.interestMessage(im.op, im.pattern, im.node, im.durable, hops), hops); err != nil {
+		return err
+	}
+	if im.op == opUnsub {
+		// What waits toward the neighbour for the interest withdrawn goes.
+		n.pruneLogged(ctx, key.Neighbour, pruneUnsubscribed)
+	}
+	return nil
 }
 
 // forwardPuts returns the puts of m's copies for the next hops whose

@@ -267,6 +267,9 @@ func (n *Node) loadInterest(ctx context.Context) error {
 		r.pattern = p
 		it.learned[interestKey{r.Neighbour, r.Node, r.Pattern}] = r
 	}
+	if err := n.emptyPruneBin(ctx); err != nil {
+		return err
+	}
 	if len(n.topics.spaces) == 0 {
 		return nil
 	}

@@ -13,6 +13,16 @@ var (
 		"Copies of topic publishes queued toward neighbours with matching interest (one per next hop), since the node started.", nil, nil)
 	descTopicInterestDropped = prometheus.NewDesc("petrel_topic_interest_dropped_total",
 		"Topic interest and forwards not taken or not sent: malformed, looped back, past the hop limit, or toward a node with no route, since the node started.", nil, nil)
+	descTopicPruned = prometheus.NewDesc("petrel_topic_pruned_total",
+		"Publishes dropped from the send queue toward a neighbour because the interest they waited for went away: withdrawn by its subscriber (unsubscribed), or non-durable and its link down past topic_interest_grace (grace), since the node started.", []string{"reason"}, nil)
+	descTopicKept = prometheus.NewDesc("petrel_topic_kept_total",
+		"Publishes that matched no subscription and were held by their topic space's keep policy, since the node started.", nil, nil)
+	descTopicKeepTaken = prometheus.NewDesc("petrel_topic_keep_taken_total",
+		"Held publishes that a new durable subscription took, since the node started.", nil, nil)
+	descTopicKeepDropped = prometheus.NewDesc("petrel_topic_keep_dropped_total",
+		"Held publishes dropped past their keep policy's bound (messages: the oldest past the count; age: older than the age), since the node started.", []string{"reason"}, nil)
+	descTopicKeepHeld = prometheus.NewDesc("petrel_topic_keep_held",
+		"Publishes a topic space's keep policy holds now.", []string{"space"}, nil)
 	descTopicInterest = prometheus.NewDesc("petrel_topic_interest",
 		"Pieces of topic interest this node learned from its neighbours.", nil, nil)
 )
@@ -28,6 +38,11 @@ func (topicCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTopicForwarded
 	ch <- descTopicInterestDropped
 	ch <- descTopicInterest
+	ch <- descTopicPruned
+	ch <- descTopicKept
+	ch <- descTopicKeepTaken
+	ch <- descTopicKeepDropped
+	ch <- descTopicKeepHeld
 }
 
 // Collect implements prometheus.Collector.
@@ -36,6 +51,17 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(descTopicUnrouted, c.t.unrouted.Load())
 	ch <- counter(descTopicForwarded, c.t.forwarded.Load())
 	ch <- counter(descTopicInterestDropped, c.t.interestDropped.Load())
+	ch <- counter(descTopicPruned, c.t.prunedUnsub.Load(), pruneUnsubscribed)
+	ch <- counter(descTopicPruned, c.t.prunedGrace.Load(), pruneGrace)
+	ch <- counter(descTopicKept, c.t.kept.Load())
+	ch <- counter(descTopicKeepTaken, c.t.keepTaken.Load())
+	ch <- counter(descTopicKeepDropped, c.t.keepDroppedCount.Load(), keepDropCount)
+	ch <- counter(descTopicKeepDropped, c.t.keepDroppedAge.Load(), keepDropAge)
+	for _, k := range c.t.keeps {
+		if k.q != nil {
+			ch <- gauge(descTopicKeepHeld, k.q.Stats().Depth, k.pattern.String())
+		}
+	}
 	c.t.remote.mu.RLock()
 	learned := int64(len(c.t.remote.learned))
 	c.t.remote.mu.RUnlock()

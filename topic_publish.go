@@ -38,13 +38,23 @@ func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op,
 	if err != nil {
 		return nil, err
 	}
-	if len(qs) == 0 && len(fwd) == 0 {
+	keep := n.topics.keepFor(topic)
+	if len(qs) == 0 && len(fwd) == 0 && keep == nil {
 		n.topics.unrouted.Add(1)
 		return nil, nil
 	}
 	data, err := m.MarshalBinary()
 	if err != nil {
 		return nil, fmt.Errorf("publish to %q: %w", topic, err)
+	}
+	if len(qs) == 0 && len(fwd) == 0 {
+		// Held for the durable subscriptions to come (topic_keep.go).
+		op, err := n.store.Submit([]queue.Put{n.keepPut(keep, m, data, dedupe)})
+		if err != nil {
+			return nil, fmt.Errorf("publish to %q: %w", topic, err)
+		}
+		n.kickKeeps()
+		return op, nil
 	}
 	puts := make([]queue.Put, len(qs), len(qs)+len(fwd))
 	for i, q := range qs {
@@ -89,15 +99,18 @@ func (n *Node) inbox(ctx context.Context) (*queue.Queue, error) {
 }
 
 // toTopic sends m as a publish when its destination is a topic of this
-// node; ok is false, and nothing done, when it is not. m is stamped and
-// validated first, as any message.
-func (p *nodePublisher) toTopic(m *message.Message) (c completion, ok bool, err error) {
+// node; ok is false, and nothing done, when it is not. m is stamped,
+// passed to the interceptors and validated first, as any message.
+func (p *nodePublisher) toTopic(ctx context.Context, m *message.Message) (c completion, ok bool, err error) {
 	n := p.n
 	topic := n.localTopic(m.Destination)
 	if topic == "" {
 		return nil, false, nil
 	}
 	if err := p.stamp(m); err != nil {
+		return nil, true, err
+	}
+	if err := n.icpt.publishLocal(ctx, m); err != nil {
 		return nil, true, err
 	}
 	if err := m.Validate(n.cfg.Limits); err != nil {
@@ -107,7 +120,8 @@ func (p *nodePublisher) toTopic(m *message.Message) (c completion, ok bool, err 
 	return c, true, err
 }
 
-// startInbox starts the pump; stopInbox stops it and waits. A node with
+// startInbox starts the pump and the topic janitor (topic_grace.go);
+// stopInbox stops them and waits. A node with
 // no topic space has neither inbox nor pump: nothing can reach them.
 func (n *Node) startInbox(ctx context.Context) error {
 	if len(n.topics.spaces) == 0 {
@@ -120,9 +134,15 @@ func (n *Node) startInbox(ctx context.Context) error {
 	pctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	n.inboxStop, n.inboxDone = cancel, done
+	janitorDone := make(chan struct{})
+	go func() {
+		defer close(janitorDone)
+		n.topicJanitor(pctx)
+	}()
 	go func() {
 		defer close(done)
 		n.inboxPump(pctx, q)
+		<-janitorDone
 	}()
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/logkey"
@@ -52,6 +53,25 @@ type TopicConfig struct {
 	// Pattern of the names in the space, such as "orders.#" ('*' is one
 	// word, '#' zero or more).
 	Pattern string
+	// Keep, when its Messages is set, holds the publishes to the space
+	// that match no subscription, for the durable subscriptions made
+	// later; the zero value drops them, counted. See TopicKeep.
+	Keep TopicKeep
+}
+
+// TopicKeep is a topic space's keep policy. A publish that matches no
+// subscription, local or remote, is held in the space's keep queue
+// instead of being dropped; a durable subscription made later takes, in
+// one transaction, the held publishes its pattern matches, as if it had
+// existed when they were published. Each held publish goes to the first
+// durable subscription that matches it, not to every later one.
+type TopicKeep struct {
+	// Messages is how many publishes the space holds at most; past it the
+	// oldest is dropped, counted in petrel_topic_keep_dropped_total.
+	Messages int
+	// Age is how long a publish is held at most, from its timestamp; 0
+	// is no limit.
+	Age time.Duration
 }
 
 // SubscribeOptions say which subscription Subscribe makes or joins.
@@ -109,6 +129,19 @@ type topics struct {
 	// fullLog rate-limits the warning about interest dropped for
 	// maxLearnedInterest, per neighbour.
 	fullLog ratelog.Limiter
+
+	// pruneMu serialises the prunes of send queues (topic_prune.go), which
+	// share pruneBin; prunedUnsub and prunedGrace count what they dropped.
+	pruneMu                  sync.Mutex
+	prunedUnsub, prunedGrace atomic.Int64
+
+	// keeps are the spaces' keep policies (topic_keep.go), in the order
+	// of the spaces; keepKick wakes the janitor to enforce their bounds.
+	keeps    []*keepSpace
+	keepKick chan struct{}
+	// kept counts the publishes held, keepTaken those a new durable
+	// subscription took, keepDropped* those dropped past a bound.
+	kept, keepTaken, keepDroppedCount, keepDroppedAge atomic.Int64
 }
 
 type subEntry struct {
@@ -126,13 +159,19 @@ type durableRecord struct {
 }
 
 func newTopics(cfg []TopicConfig) (*topics, error) {
-	t := &topics{subs: map[string]*subEntry{}}
+	t := &topics{subs: map[string]*subEntry{}, keepKick: make(chan struct{}, 1)}
 	for _, c := range cfg {
 		p, err := address.ParsePattern(c.Pattern)
 		if err != nil {
 			return nil, fmt.Errorf("topics: %w", err)
 		}
 		t.spaces = append(t.spaces, p)
+		if c.Keep.Messages < 0 || c.Keep.Age < 0 || c.Keep.Messages == 0 && c.Keep.Age != 0 {
+			return nil, fmt.Errorf("topics: %q: keep: messages must be set, more than 0, and age 0 or more (got messages %d, age %s)", c.Pattern, c.Keep.Messages, c.Keep.Age)
+		}
+		if c.Keep.Messages > 0 {
+			t.keeps = append(t.keeps, &keepSpace{pattern: p, cfg: c.Keep})
+		}
 	}
 	return t, nil
 }
@@ -286,6 +325,12 @@ func (n *Node) joinSubscription(ctx context.Context, name string, p address.Patt
 	t.mu.Lock()
 	t.subs[name] = e
 	t.mu.Unlock()
+	if opts.Durable {
+		if err := n.takeKept(ctx, e); err != nil {
+			// They stay held, for the next durable subscription.
+			n.log.Warn("new durable subscription could not take the publishes held for it", slog.String("subscription", name), slog.Any(logkey.Error, err))
+		}
+	}
 	return e, nil
 }
 
@@ -418,7 +463,7 @@ func (n *Node) loadSubscriptions(ctx context.Context) error {
 			return fmt.Errorf("drop subscription %q left by a crash: %w", name, err)
 		}
 	}
-	return nil
+	return n.openKeeps(ctx)
 }
 
 // isClosed reports whether the node began to close.

@@ -240,6 +240,22 @@
 //	  - # Pattern of the space's names (string, required): dot-separated words,
 //	    # '*' for exactly one word, '#' for zero or more.
 //	    pattern: events.#
+//	    # Hold the publishes that match no subscription, for the durable
+//	    # subscriptions made later (mapping). A new durable subscription takes
+//	    # the held publishes its pattern matches. Default: none; they are
+//	    # dropped.
+//	    keep:
+//	      # At most this many are held (integer, required); past it the oldest
+//	      # is dropped, counted.
+//	      messages: 10000
+//	      # None older than this is held (duration). Default: no age limit.
+//	      age: 24h
+//
+//	# How long the link toward a neighbour may be down before the non-durable
+//	# topic interest learned from it is dropped, with the publishes that wait
+//	# toward it for that interest alone, counted (duration). Durable interest
+//	# is kept whatever the outage. Default: 5m.
+//	topic_interest_grace: 5m
 //
 //	files:
 //	  # Where files being received are kept until whole and verified, and where

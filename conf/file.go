@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -57,6 +58,11 @@ type File struct {
 	Peers []PeerSection `yaml:"peers"`
 	// HA makes the node one of a live/backup pair; see HASection.
 	HA HASection `yaml:"ha"`
+
+	// TopicInterestGrace is how long a neighbour's link may be down before
+	// the non-durable topic interest learned from it is dropped. Default:
+	// petrel.DefaultTopicInterestGrace.
+	TopicInterestGrace Duration `yaml:"topic_interest_grace"`
 }
 
 // section is one part of File with its own checks. To add a section: add
@@ -89,6 +95,7 @@ func (f *File) sections() []keyedSection {
 		{"", boundKeys{f}},
 		{"addresses", addressList(f.Addresses)},
 		{"topics", topicList(f.Topics)},
+		{"", topicKeys{f}},
 		{"files", &f.Files},
 		{"outboxes", outboxList(f.Outboxes)},
 		{"log", &f.Log},
@@ -258,5 +265,6 @@ func (f *File) NodeConfig() petrel.Config {
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())
 	}
+	cfg.TopicInterestGrace = time.Duration(f.TopicInterestGrace)
 	return cfg
 }

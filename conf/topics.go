@@ -2,6 +2,7 @@ package conf
 
 import (
 	"fmt"
+	"time"
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
@@ -14,6 +15,17 @@ type TopicSection struct {
 	// Pattern of the space's names: dot-separated words, '*' for exactly
 	// one word, '#' for zero or more ("orders.#").
 	Pattern string `yaml:"pattern"`
+	// Keep holds the publishes that match no subscription for the durable
+	// subscriptions made later; see petrel.TopicKeep.
+	Keep *KeepSection `yaml:"keep"`
+}
+
+// KeepSection is a topic space's keep policy (petrel.TopicKeep).
+type KeepSection struct {
+	// Messages is how many publishes are held at most. Required.
+	Messages int `yaml:"messages"`
+	// Age is how old a held publish may be. Default: no limit.
+	Age Duration `yaml:"age"`
 }
 
 func (s *TopicSection) check(c *checker, path string) {
@@ -23,6 +35,12 @@ func (s *TopicSection) check(c *checker, path string) {
 	}
 	if _, err := address.ParsePattern(s.Pattern); err != nil {
 		c.fail(join(path, "pattern"), reasonf(err, "%v", err))
+	}
+	if s.Keep != nil {
+		keep := join(path, "keep")
+		c.required(keep, "messages", "a keep policy needs a bound on the publishes it holds, such as messages: 10000")
+		c.atLeast(join(keep, "messages"), int64(s.Keep.Messages), 1)
+		c.positive(join(keep, "age"), s.Keep.Age)
 	}
 }
 
@@ -44,7 +62,19 @@ func (l topicList) check(c *checker, path string) {
 func (f *File) topicConfigs() []petrel.TopicConfig {
 	var out []petrel.TopicConfig
 	for _, t := range f.Topics {
-		out = append(out, petrel.TopicConfig{Pattern: t.Pattern})
+		tc := petrel.TopicConfig{Pattern: t.Pattern}
+		if t.Keep != nil {
+			tc.Keep = petrel.TopicKeep{Messages: t.Keep.Messages, Age: time.Duration(t.Keep.Age)}
+		}
+		out = append(out, tc)
 	}
 	return out
+}
+
+// topicKeys are the top-level keys of topics outside the list:
+// topic_interest_grace.
+type topicKeys struct{ f *File }
+
+func (k topicKeys) check(c *checker, _ string) {
+	c.positive("topic_interest_grace", k.f.TopicInterestGrace)
 }

@@ -21,7 +21,7 @@ func newBenchAgentCmd() *cobra.Command {
 		Hidden: true,
 	}
 	parentCommand(cmd)
-	cmd.AddCommand(newAgentProduceCmd(), newAgentConsumeCmd(), newAgentSendFileCmd(), newAgentRecvFileCmd())
+	cmd.AddCommand(newAgentProduceCmd(), newAgentConsumeCmd(), newAgentSendFileCmd(), newAgentRecvFileCmd(), newAgentFanoutCmd())
 	return cmd
 }
 
@@ -57,6 +57,10 @@ sent_ns, its submit time. Then print {"event":"produced",...}; with
 {"event":"drained",...}. Then keep the node open until stdin closes or a
 signal comes.
 
+--to may name a topic, with --wait-interest (a count) or --wait-interest-of
+(node names) to wait for the interest of its subscriptions on other nodes
+first.
+
 --keys-log names each message <key-prefix>-<priority>-<n>, starts its body
 with that key and a space, and prints "attempt <key>" before it is submitted
 and "ok <key>" once it is durable.`,
@@ -83,7 +87,8 @@ and "ok <key>" once it is durable.`,
 	f.StringVar(&o.Topic, "topic", "", "publish every --topic-every-th message to this `topic` instead (keys prefixed <key-prefix>t)")
 	f.IntVar(&o.TopicEvery, "topic-every", 3, "with --topic, which messages go to it")
 	f.StringVar(&o.Subscribe, "subscribe", "", "make the durable subscription `name=pattern` at start")
-	f.StringVar(&o.WaitInterest, "wait-interest", "", "before sending, wait for the topic interest of these `nodes` (comma-separated)")
+	f.StringVar(&o.WaitInterestOf, "wait-interest-of", "", "before sending, wait for the topic interest of these `nodes` (comma-separated)")
+	f.IntVar(&o.WaitInterest, "wait-interest", 0, "first wait until the node learned this many pieces of topic interest from its neighbours")
 	return cmd
 }
 
@@ -154,5 +159,39 @@ signal comes.`,
 	f := cmd.Flags()
 	f.StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
 	f.StringVar(&o.From, "from", bench.FileAddr, "local `address` to receive from")
+	return cmd
+}
+
+func newAgentFanoutCmd() *cobra.Command {
+	var o bench.FanoutAgentOptions
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "fanout -c file",
+		Short: "Open a node, subscribe to the fan-out bench's topic, and publish to it",
+		Long: `Open the node of -c, print its ready line, make --subscribers
+subscriptions to ` + bench.FanoutSpace + ` (durable with --durable) and drain each
+with its own consumer until it delivered --expect messages; then print
+{"event":"fanout-consumed",...} with the latency percentiles (now - the
+message's timestamp). With --publish N, first send N messages to the
+anycast address ` + bench.Addr + ` with one consumer (the baseline), wait until the node
+learned --wait-interest pieces of topic interest, publish N messages to
+` + bench.FanoutTopic + ` and print {"event":"fanout-published",...}. Then keep the node
+open until stdin closes or a signal comes.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			open := agentOpener(cfgPath, cmd.ErrOrStderr())
+			return benchError(bench.RunAgentFanout(cmd.Context(), open, o, cmd.InOrStdin(), cmd.OutOrStdout()))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
+	f.IntVar(&o.Subscribers, "subscribers", 0, "subscriptions on this node")
+	f.IntVar(&o.Expect, "expect", 0, "messages each subscription delivers")
+	f.BoolVar(&o.Durable, "durable", false, "make the subscriptions durable")
+	f.IntVar(&o.Publish, "publish", 0, "messages to publish (0: this node does not publish)")
+	f.IntVar(&o.Size, "size", 128, "body size in `bytes`")
+	f.IntVar(&o.Producers, "producers", 64, "producer goroutines")
+	f.IntVar(&o.Window, "window", 1024, "sends in flight per producer")
+	f.IntVar(&o.WaitInterest, "wait-interest", 0, "before publishing, wait until the node learned this many pieces of topic interest")
 	return cmd
 }

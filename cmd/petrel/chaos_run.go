@@ -160,7 +160,7 @@ func (cl *chaosCluster) startAgent(name string) error {
 		"--rate", strconv.FormatFloat(cl.o.Rate, 'f', -1, 64), "--priorities", "mixed",
 		"--keys-log", "--key-prefix", fmt.Sprintf("%s.%d", name, inc),
 		"--topic", chaosTopic, "--topic-every", "3", "--subscribe", chaosSubName + "=" + chaosSpace,
-		"--wait-interest", strings.Join(cl.names, ",")}
+		"--wait-interest-of", strings.Join(cl.names, ",")}
 	p, err := cl.start(name, args)
 	if err != nil {
 		return err

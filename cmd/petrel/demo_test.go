@@ -45,6 +45,8 @@ func TestDemo(t *testing.T) {
 		"demo.listen   enqueued 9, acked 6, expired 3, depth 0",
 		"check ok: none of the 9 messages with a 200ms TTL was delivered, in any mode",
 		"check ok: after 2 failed deliveries the message moved to demo.retry.dlq with its reason",
+		"check ok: demo-b/audit got all 300 publishes",
+		"check ok: demo-c/dashboard got none twice",
 		"demo passed:",
 	} {
 		mustContain(t, out, line)

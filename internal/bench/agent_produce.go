@@ -34,10 +34,14 @@ type ProduceOptions struct {
 	// Subscribe is "name=pattern": a durable subscription made at start,
 	// before the ready line's traffic.
 	Subscribe string
-	// WaitInterest lists nodes (comma-separated) whose topic interest must
-	// be known here before the first send: a publish made earlier would go
-	// nowhere, by the rules of topics.
-	WaitInterest string
+	// WaitInterestOf lists nodes (comma-separated) whose topic interest
+	// must be known here before the first send: a publish made earlier
+	// would go nowhere, by the rules of topics.
+	WaitInterestOf string
+	// WaitInterest is how many pieces of topic interest the node must have
+	// learned from its neighbours before it publishes: a publish to a topic
+	// that no known subscription wants is dropped as unrouted.
+	WaitInterest int
 }
 
 // producedEvent is printed once every send is durable.
@@ -123,7 +127,10 @@ func RunAgentProduce(ctx context.Context, open OpenFunc, o ProduceOptions, stdin
 	if err := a.waitReachable(ctx, o); err != nil {
 		return a.close(err)
 	}
-	if err := a.waitInterest(ctx, o); err != nil {
+	if err := a.waitInterest(ctx, o.WaitInterest); err != nil {
+		return a.close(err)
+	}
+	if err := a.waitInterestOf(ctx, o.WaitInterestOf); err != nil {
 		return a.close(interrupted(ctx, err))
 	}
 	if err := a.produce(ctx, o, prio); err != nil {
@@ -157,6 +164,21 @@ func (a *agent) waitReachable(ctx context.Context, o ProduceOptions) error {
 	return nil
 }
 
+// waitInterest waits until the node learned at least n pieces of topic
+// interest from its neighbours.
+func (a *agent) waitInterest(ctx context.Context, n int) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for len(a.node.TopicInterest()) < n {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %d pieces of topic interest (have %v): %w", n, a.node.TopicInterest(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
 // subscribe makes --subscribe's durable subscription. Its consumer is
 // closed at once: the subscription keeps what is published for it.
 func (a *agent) subscribe(ctx context.Context, o ProduceOptions) error {
@@ -171,10 +193,10 @@ func (a *agent) subscribe(ctx context.Context, o ProduceOptions) error {
 	return c.Close()
 }
 
-// waitInterest waits until this node has learned the topic interest of
-// every node of --wait-interest but itself.
-func (a *agent) waitInterest(ctx context.Context, o ProduceOptions) error {
-	if o.WaitInterest == "" {
+// waitInterestOf waits until this node has learned the topic interest of
+// every node of --wait-interest-of but itself.
+func (a *agent) waitInterestOf(ctx context.Context, nodes string) error {
+	if nodes == "" {
 		return nil
 	}
 	t := time.NewTicker(20 * time.Millisecond)
@@ -185,7 +207,7 @@ func (a *agent) waitInterest(ctx context.Context, o ProduceOptions) error {
 			known[in.Node] = true
 		}
 		missing := ""
-		for n := range strings.SplitSeq(o.WaitInterest, ",") {
+		for n := range strings.SplitSeq(nodes, ",") {
 			if !known[n] {
 				missing = n
 			}

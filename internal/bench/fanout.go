@@ -68,9 +68,15 @@ type FanoutResult struct {
 	// baseline.
 	PublishRatio   float64 `json:"publish_ratio"`
 	DeliveredRatio float64 `json:"delivered_ratio"`
-	PeakRSSMB      float64 `json:"peak_rss_mb"`
-	CPUs           int     `json:"cpus"`
-	GoVersion      string  `json:"go_version"`
+	// PeakRSSMB is the process's peak RSS; with --nodes 3 the largest of
+	// the nodes', each of which is in PerNode.
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+	// PerNode holds each node's figures with --nodes 3: its subscriptions,
+	// the copies they delivered, their latency and its peak RSS. The
+	// top-level p50_ms, p99_ms and max_ms are then the worst node's.
+	PerNode   []FanoutNodeFigures `json:"per_node,omitempty"`
+	CPUs      int                 `json:"cpus"`
+	GoVersion string              `json:"go_version"`
 }
 
 func (o FanoutOptions) validate() (queue.SyncMode, error) {
@@ -87,9 +93,7 @@ func (o FanoutOptions) validate() (queue.SyncMode, error) {
 		}
 	}
 	switch o.Nodes {
-	case 1:
-	case 3:
-		return 0, usageErrorf("--nodes 3 is not built yet: it needs interest forwarding between nodes; run with --nodes 1")
+	case 1, 3:
 	default:
 		return 0, usageErrorf("invalid argument %d for \"--nodes\" flag: want 1 or 3", o.Nodes)
 	}
@@ -99,13 +103,17 @@ func (o FanoutOptions) validate() (queue.SyncMode, error) {
 	return parseSync(o.Sync)
 }
 
-// RunFanout runs `bench fanout` on one embedded node. It prints the
+// RunFanout runs `bench fanout` on one embedded node, or with o.Nodes 3
+// on three node processes (fanout_procs.go). It prints the
 // figures, or one JSON object with o.JSON, on stdout, and progress and the
 // node's warnings on stderr.
 func RunFanout(ctx context.Context, o FanoutOptions, stdout, stderr io.Writer) (err error) {
 	mode, err := o.validate()
 	if err != nil {
 		return err
+	}
+	if o.Nodes == 3 {
+		return runFanoutNodes(ctx, o, stdout, stderr)
 	}
 	b := nodeBench{dataDir: "", timeout: o.Timeout, json: o.JSON,
 		config: petrel.Config{Store: queue.Config{Sync: mode}, Topics: []petrel.TopicConfig{{Pattern: FanoutSpace}}}}
@@ -223,9 +231,13 @@ func (r *FanoutResult) figures() []figure {
 	if r.Durable {
 		kind = "durable"
 	}
-	return []figure{
-		{"scenario", fmt.Sprintf("fanout: %d node, %d %s subscriptions, %d producers (window %d), %d messages of %d B, sync %s",
-			r.Nodes, r.Subscribers, kind, r.Producers, r.Window, r.Messages, r.Size, r.Sync)},
+	where := "1 node"
+	if r.Nodes == 3 {
+		where = "3 node processes in a line (publisher at n1, n2 relays to n3)"
+	}
+	figs := []figure{
+		{"scenario", fmt.Sprintf("fanout: %s, %d %s subscriptions, %d producers (window %d), %d messages of %d B, sync %s",
+			where, r.Subscribers, kind, r.Producers, r.Window, r.Messages, r.Size, r.Sync)},
 		{"publish", fmt.Sprintf("%.0f msgs/s (%.2fx the anycast baseline)", r.PublishMsgsPerSec, r.PublishRatio)},
 		{"delivered", fmt.Sprintf("%.0f msgs/s (%d copies; %.2fx the anycast baseline)", r.DeliveredMsgsPerSec, r.Delivered, r.DeliveredRatio)},
 		{"anycast baseline", fmt.Sprintf("%.0f msgs/s (same producers to one address)", r.BaselineAnycastMsgsPerSec)},
@@ -234,4 +246,13 @@ func (r *FanoutResult) figures() []figure {
 		{"delivery latency max", fmt.Sprintf("%.3f ms", r.MaxMs)},
 		{"peak RSS", fmt.Sprintf("%.1f MiB", r.PeakRSSMB)},
 	}
+	if len(r.PerNode) > 0 {
+		figs[4].name, figs[5].name = "delivery latency p50 (worst node)", "delivery latency p99 (worst node)"
+		figs[len(figs)-1].name = "peak RSS (largest node)"
+	}
+	for _, n := range r.PerNode {
+		figs = append(figs, figure{"node " + n.Node, fmt.Sprintf("%d subscriptions, %d copies, p50 %.3f ms, p99 %.3f ms, peak RSS %.1f MiB",
+			n.Subscribers, n.Delivered, n.P50ms, n.P99ms, n.PeakRSSMB)})
+	}
+	return figs
 }

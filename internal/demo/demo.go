@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
@@ -35,6 +36,28 @@ type demo struct {
 	checks   int
 	// relay holds the nodes of the relay steps.
 	relay *relayDemo
+	// closing silences the nodes' warnings once the steps are done: with
+	// topic interest, links run both ways between the relay's nodes, and
+	// each node closing is a lost peer for the others' links.
+	closing atomic.Bool
+}
+
+// quietHandler drops every record once *off is set.
+type quietHandler struct {
+	slog.Handler
+	off *atomic.Bool
+}
+
+func (h quietHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return !h.off.Load() && h.Handler.Enabled(ctx, l)
+}
+
+func (h quietHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return quietHandler{h.Handler.WithAttrs(as), h.off}
+}
+
+func (h quietHandler) WithGroup(name string) slog.Handler {
+	return quietHandler{h.Handler.WithGroup(name), h.off}
 }
 
 // demoTimeout bounds every wait in the demo, so that a regression makes it
@@ -53,11 +76,8 @@ func Run(ctx context.Context, out, errOut io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("make demo directory: %w", err)
 	}
-	d := &demo{
-		out: out,
-		dir: dir,
-		log: slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
+	d := &demo{out: out, dir: dir}
+	d.log = slog.New(quietHandler{slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}), &d.closing})
 	defer func() { err = errors.Join(err, d.cleanup()) }()
 
 	steps := demoSteps()
@@ -74,6 +94,7 @@ func Run(ctx context.Context, out, errOut io.Writer) (err error) {
 // cleanup closes the nodes before removing their data, since a store must
 // not lose its files while open.
 func (d *demo) cleanup() error {
+	d.closing.Store(true)
 	var errs []error
 	// Newest first: senders stop before the nodes they send to, so no link
 	// reports its peer going away.

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -41,21 +42,31 @@ func (d *demo) openNode(ctx context.Context, cfg petrel.Config) (*petrel.Node, e
 }
 
 func startRelayNetwork(ctx context.Context, d *demo) error {
+	// Each node names its neighbours, and topic interest travels both
+	// ways, so every port is chosen before any node opens.
+	ports, err := freeLoopbackAddrs(3)
+	if err != nil {
+		return err
+	}
+	aAddr, cAddr, bAddr := ports[0], ports[1], ports[2]
+	topics := []petrel.TopicConfig{{Pattern: topicSpace}}
 	r := &relayDemo{}
-	var err error
-	if r.b, err = d.openNode(ctx, petrel.Config{Name: nodeB, Listen: "127.0.0.1:0"}); err != nil {
+	if r.b, err = d.openNode(ctx, petrel.Config{
+		Name: nodeB, Listen: bAddr, Topics: topics,
+		Nodes: []petrel.NodeConfig{{Name: nodeC, Connector: "tcp://" + cAddr}},
+	}); err != nil {
 		return err
 	}
 	if r.c, err = d.openNode(ctx, petrel.Config{
-		Name: nodeC, Listen: "127.0.0.1:0",
-		Nodes:     []petrel.NodeConfig{{Name: nodeB, Connector: "tcp://" + r.b.ListenAddr()}},
+		Name: nodeC, Listen: cAddr, Topics: topics,
+		Nodes:     []petrel.NodeConfig{{Name: nodeB, Connector: "tcp://" + bAddr}, {Name: nodeA, Connector: "tcp://" + aAddr}},
 		Addresses: []petrel.AddressConfig{{Name: relayAddr, Role: address.RoleRelay}},
 	}); err != nil {
 		return err
 	}
 	if r.a, err = d.openNode(ctx, petrel.Config{
-		Name:   nodeA,
-		Nodes:  []petrel.NodeConfig{{Name: nodeC, Connector: "tcp://" + r.c.ListenAddr()}},
+		Name: nodeA, Listen: aAddr, Topics: topics,
+		Nodes:  []petrel.NodeConfig{{Name: nodeC, Connector: "tcp://" + cAddr}},
 		Routes: []petrel.RouteConfig{{Node: nodeB, Via: nodeC}},
 	}); err != nil {
 		return err
@@ -64,7 +75,23 @@ func startRelayNetwork(ctx context.Context, d *demo) error {
 	d.printf("%s listens on %s and receives %s", nodeB, r.b.ListenAddr(), relayAddr)
 	d.printf("%s listens on %s and relays %s to %s", nodeC, r.c.ListenAddr(), relayAddr, nodeB)
 	d.printf("%s sends to %s@%s through %s (route: %s via %s)", nodeA, relayAddr, nodeB, nodeC, nodeB, nodeC)
+	d.printf("all three declare the topic space %s", topicSpace)
 	return nil
+}
+
+// freeLoopbackAddrs returns n addresses of 127.0.0.1 that nothing listens
+// on now.
+func freeLoopbackAddrs(n int) ([]string, error) {
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		out = append(out, l.Addr().String())
+		defer l.Close() // held until all are chosen, so that none repeats
+	}
+	return out, nil
 }
 
 // sendAcrossRelay sends a mixed batch from A and lets it all reach B's

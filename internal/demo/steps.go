@@ -46,6 +46,7 @@ func demoSteps() []demoStep {
 		{"start three nodes on loopback: A -> C (relay) -> B", startRelayNetwork},
 		{"send mixed priorities from A across the relay to B", sendAcrossRelay},
 		{"cut the A-C link while A sends; nothing is lost", cutLink},
+		{"publish to a topic from A, subscribers at C and B; cut the A-C link while A publishes", publishAcrossRelay},
 		{"send a file from A across the relay to B, cutting the link mid-way", sendFileAcrossRelay},
 	}
 }

@@ -121,7 +121,7 @@ func FreePort() (int, error) {
 // ephemeralLow is the first port of the kernel's ephemeral range, 0 if
 // unknown.
 func ephemeralLow() int {
-	data, err := os.ReadFile("/Proc/sys/net/ipv4/ip_local_port_range")
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
 		return 0
 	}

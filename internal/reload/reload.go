@@ -96,6 +96,8 @@ var Rules = []Rule{
 	// and a name's being a topic decided where its messages went: a
 	// change applies at the next start.
 	{Key: "topics", Field: "Topics"},
+	// The topic janitor takes the grace when it starts, with the node.
+	{Key: "topic_interest_grace", Field: "TopicInterestGrace"},
 	// Removed outboxes stop being watched, new ones start.
 	{Key: "outboxes", Field: "Outboxes", Section: Outboxes},
 	// The spool and chunk settings are read by the receiver and the

@@ -1,0 +1,126 @@
+package petrel
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// Pruning: when interest learned from a neighbour goes away (its
+// subscriber withdrew it, or it was non-durable and its link stayed down
+// past the grace), the publishes already waiting in the send queue toward
+// that neighbour for it would only be dropped as unrouted at the far end,
+// after crossing the link, and for a neighbour that is unreachable they
+// would hold the store meanwhile. So they are dropped here, counted: each
+// one that no interest still learned from that neighbour matches.
+//
+// A send queue holds no way to delete chosen rows, so the pruned rows are
+// moved (one transaction) into pruneBin, which is then purged. A crash in
+// between leaves them in pruneBin, purged at the next prune or start;
+// nothing can consume them meanwhile.
+
+// pruneBin names the queue pruned rows pass through: ':' keeps it clear
+// of addresses.
+const pruneBin = "topic:pruned"
+
+// The reasons of petrel_topic_pruned_total.
+const (
+	pruneUnsubscribed = "unsubscribed"
+	pruneGrace        = "grace"
+)
+
+// pruneToward drops what waits in the topic send queue toward nb that no
+// interest learned from nb matches any more, and returns how many it
+// dropped. Interest messages and rows a sender holds in flight are left:
+// those in flight reach nb and are dropped there as unrouted.
+func (n *Node) pruneToward(ctx context.Context, nb, reason string) (int, error) {
+	q, ok := n.store.Lookup(message.JoinDestination(interestAddr, nb))
+	if !ok || q.Kind() != queue.KindSend {
+		return 0, nil
+	}
+	t := n.topics
+	t.pruneMu.Lock()
+	defer t.pruneMu.Unlock()
+	bin, err := n.store.Queue(ctx, pruneBin, queue.KindReceive)
+	if err != nil {
+		return 0, fmt.Errorf("prune toward %s: %w", nb, err)
+	}
+	rows, err := q.Browse(ctx, 0)
+	if err != nil {
+		return 0, fmt.Errorf("prune toward %s: %w", nb, err)
+	}
+	var moves []queue.Move
+	for _, r := range rows {
+		if r.InFlight {
+			continue
+		}
+		var m message.Message
+		if err := m.UnmarshalBinary(r.Data); err != nil {
+			// This node wrote it; a row it cannot read is left for the
+			// sender, which dead-letters it.
+			continue
+		}
+		name, _, _ := message.ParseDestination(m.Destination)
+		if name == interestAddr {
+			continue
+		}
+		// The copy's hops end with this node, as forwardPuts wrote them.
+		if slices.Contains(t.remote.nextHops(name, hopsOf(&m)), nb) {
+			continue
+		}
+		moves = append(moves, queue.Move{RowID: r.RowID, To: bin})
+	}
+	if len(moves) == 0 {
+		return 0, nil
+	}
+	moved, err := q.Move(ctx, moves)
+	if err != nil {
+		return 0, fmt.Errorf("prune toward %s: %w", nb, err)
+	}
+	t.countPruned(reason, moved)
+	if _, err := bin.Purge(ctx); err != nil {
+		return moved, fmt.Errorf("prune toward %s: %w", nb, err)
+	}
+	return moved, nil
+}
+
+// pruneLogged is pruneToward for the paths that cannot return its error:
+// what was not pruned is delivered, and dropped at nb as unrouted.
+func (n *Node) pruneLogged(ctx context.Context, nb, reason string) {
+	moved, err := n.pruneToward(ctx, nb, reason)
+	if err != nil {
+		n.log.Warn("prune topic publishes waiting for withdrawn interest; they are delivered and dropped there as unrouted",
+			slog.String("neighbour", nb), slog.Any(logkey.Error, err))
+	}
+	if moved > 0 {
+		n.log.Info("dropped topic publishes that waited for withdrawn interest", slog.String("neighbour", nb),
+			slog.String("reason", reason), slog.Int("dropped", moved))
+	}
+}
+
+// countPruned adds to petrel_topic_pruned_total.
+func (t *topics) countPruned(reason string, k int) {
+	switch reason {
+	case pruneGrace:
+		t.prunedGrace.Add(int64(k))
+	default:
+		t.prunedUnsub.Add(int64(k))
+	}
+}
+
+// emptyPruneBin purges what a crash left in pruneBin.
+func (n *Node) emptyPruneBin(ctx context.Context) error {
+	bin, ok := n.store.Lookup(pruneBin)
+	if !ok {
+		return nil
+	}
+	if _, err := bin.Purge(ctx); err != nil {
+		return fmt.Errorf("empty %s: %w", pruneBin, err)
+	}
+	return nil
+}
