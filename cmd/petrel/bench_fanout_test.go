@@ -59,3 +59,22 @@ func TestBenchFanoutThreeNodes(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchFanoutUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"bench", "fanout", "--nodes", "2"}, `invalid argument 2 for "--nodes" flag: want 1 or 3`},
+		{[]string{"bench", "agent", "fanout", "--subscribers", "-1"}, `"--subscribers" flag: want at least 0`},
+		{[]string{"bench", "agent", "fanout", "--producers", "0"}, `"--producers" flag: want at least 1`},
+	} {
+		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
+			r := runPetrel(t, 10*time.Second, tc.args...)
+			r.wantCode(t, exitUsage)
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
+			}
+		})
+	}
+}
