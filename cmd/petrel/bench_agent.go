@@ -81,6 +81,9 @@ and "ok <key>" once it is durable.`,
 	f.DurationVar(&o.WaitRoute, "wait-route", 0, "first wait up to this `long` for --to's node to be reachable (found by discovery)")
 	f.StringVar(&o.Topic, "topic", "", "publish every --topic-every-th message to this `topic` instead (keys prefixed <key-prefix>t)")
 	f.IntVar(&o.TopicEvery, "topic-every", 3, "with --topic, which messages go to it")
+	f.IntVar(&o.FileEvery, "file-every", 0, "send every `n`-th message as a file message of --file-size bytes instead (keys prefixed <key-prefix>f)")
+	f.IntVar(&o.FileSize, "file-size", 64<<10, "size in `bytes` of the files of --file-every")
+	f.StringVar(&o.FileDir, "file-dir", "", "the `directory` the files of --file-every are written to, and stay in until sent")
 	f.StringVar(&o.Subscribe, "subscribe", "", "make the durable subscription `name=pattern` at start")
 	f.StringVar(&o.WaitInterest, "wait-interest", "", "before sending, wait for the topic interest of these `nodes` (comma-separated)")
 	return cmd
