@@ -20,8 +20,10 @@ type chaosOptions struct {
 	Duration, KillEvery, FlapEvery, PartEvery time.Duration
 	// Rate is each node's messages per second.
 	Rate float64
-	Seed uint64
-	JSON bool
+	// FileEvery makes every FileEvery-th message a file of FileSize bytes.
+	FileEvery, FileSize int
+	Seed                uint64
+	JSON                bool
 	// Dir keeps the nodes' files there instead of a temporary directory
 	// removed at the end.
 	Dir string
@@ -37,8 +39,10 @@ func newChaosCmd() *cobra.Command {
 		Long: `Run --nodes petrel nodes as child processes, in a full mesh whose every
 link goes through an in-process fault-injecting proxy (toxiproxy), and keep
 traffic flowing for --duration: each node sends --rate messages a second,
-of mixed priorities, to the next node's queue "chaos", and publishes every
-third to the topic events.all, which every node subscribes to durably.
+of mixed priorities, to the next node's queue "chaos", sends every
+--file-every-th as a file message of --file-size bytes to that queue
+instead, and publishes every third to the topic events.all, which every
+node subscribes to durably.
 
 Meanwhile, every --kill-every a random node is killed with SIGKILL and
 restarted on its data directory; every --flap-every a random link drops for
@@ -48,7 +52,8 @@ others, silently, for 1 to 5 s. 0 turns a fault off.
 Then the faults stop, the nodes are killed a last time and restarted, and
 once every send queue and topic inbox is empty they are stopped and their
 stores read. Each message a producer was told was durable must be stored
-exactly once at its queue or at every subscription, nothing must be stored
+exactly once at its queue or at every subscription (a file whole, with
+the content sent), nothing must be stored
 that no producer sent, and each producer's messages of one priority must
 come out in the order it sent them. The counts are printed per producer,
 kind and priority (one JSON object with --json); the exit status is 1 if
@@ -80,8 +85,9 @@ any is lost, duplicated, unexpected or out of order.`,
 				printChaos(cmd.OutOrStdout(), res)
 			}
 			if !res.Pass {
-				return fmt.Errorf("chaos: %d messages lost, %d duplicated, %d unexpected, %d out of order",
-					res.Check.Total.Lost, res.Check.Total.Duplicated, res.Check.Total.Unexpected, res.Check.Total.OutOfOrder)
+				t := res.Check.Total
+				return fmt.Errorf("chaos: %d messages lost, %d duplicated, %d unexpected, %d out of order, %d files corrupt; %d nodes ended by themselves",
+					t.Lost, t.Duplicated, t.Unexpected, t.OutOfOrder, t.Corrupt, res.Crashed)
 			}
 			return nil
 		},
@@ -93,6 +99,8 @@ any is lost, duplicated, unexpected or out of order.`,
 	f.DurationVar(&o.FlapEvery, "flap-every", 3*time.Second, "drop a random link this `often` (0: never)")
 	f.DurationVar(&o.PartEvery, "partition-every", 20*time.Second, "cut a random node off this `often` (0: never)")
 	f.Float64Var(&o.Rate, "rate", 100, "messages per second each node sends")
+	f.IntVar(&o.FileEvery, "file-every", 47, "send every `n`-th message as a file (0: no files); a prime, so files take every priority")
+	f.IntVar(&o.FileSize, "file-size", 16<<10, "size of those files in `bytes`")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the fault schedule (0: from the clock; printed to replay)")
 	f.BoolVar(&o.JSON, "json", false, "print the result as one JSON object")
 	f.StringVar(&o.Dir, "dir", "", "keep the nodes' configuration, data and logs in this `directory`")
@@ -109,6 +117,8 @@ func (o chaosOptions) validate() error {
 		return usageErrorf("invalid argument %v for \"--duration\" flag: want more than 0", o.Duration)
 	case o.KillEvery < 0 || o.FlapEvery < 0 || o.PartEvery < 0:
 		return usageErrorf("the fault periods are 0 (off) or more")
+	case o.FileEvery < 0 || (o.FileEvery > 0 && o.FileSize < 1):
+		return usageErrorf("--file-every is 0 (no files) or more, with a --file-size of 1 or more")
 	case o.Rate <= 0:
 		return usageErrorf("invalid argument %v for \"--rate\" flag: want more than 0", o.Rate)
 	}
@@ -148,10 +158,10 @@ func printChaos(w io.Writer, r *chaosResult) {
 			}
 		}
 	})
-	fmt.Fprintf(w, "%-20s %8s %8s %6s %6s %6s %6s\n", "producer kind prio", "ok", "stored", "lost", "dup", "unexp", "order")
+	fmt.Fprintf(w, "%-20s %8s %8s %6s %6s %6s %6s %6s\n", "producer kind prio", "ok", "stored", "lost", "dup", "unexp", "order", "corrupt")
 	for _, g := range groups {
 		c := r.Check.Groups[g]
-		fmt.Fprintf(w, "%-20s %8d %8d %6d %6d %6d %6d\n", g, c.Ok, c.Stored, c.Lost, c.Duplicated, c.Unexpected, c.OutOfOrder)
+		fmt.Fprintf(w, "%-20s %8d %8d %6d %6d %6d %6d %6d\n", g, c.Ok, c.Stored, c.Lost, c.Duplicated, c.Unexpected, c.OutOfOrder, c.Corrupt)
 	}
 	for _, e := range r.Check.Examples {
 		fmt.Fprintln(w, "  "+e)

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/bench"
 	"github.com/petrelmq/petrel/internal/chaos"
+	"github.com/petrelmq/petrel/message"
 )
 
 // chaosKeys are the keys one set of producers attempted and got an ok
@@ -54,7 +59,9 @@ func (cl *chaosCluster) check() (*chaos.Report, int, error) {
 	}
 	r := chaos.NewReport()
 	for _, n := range cl.names {
-		queue, sub, err := readChaosStore(cl.ctx, n, cl.dataDir(n))
+		queue, sub, err := readChaosStore(cl.ctx, n, cl.dataDir(n), cl.o.FileSize, func(key, why string) {
+			r.Corrupt(n+" queue "+chaosQueue, key, why)
+		})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -66,7 +73,7 @@ func (cl *chaosCluster) check() (*chaos.Report, int, error) {
 
 // readChaosStore opens a stopped node's store and returns the keys of its
 // chaos queue and of its chaos subscription, in delivery order.
-func readChaosStore(ctx context.Context, name, dataDir string) (queue, sub []string, err error) {
+func readChaosStore(ctx context.Context, name, dataDir string, fileSize int, corrupt func(key, why string)) (queue, sub []string, err error) {
 	node, err := petrel.Open(ctx, petrel.Config{Name: name, DataDir: dataDir,
 		Topics: []petrel.TopicConfig{{Pattern: chaosSpace}}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -77,22 +84,24 @@ func readChaosStore(ctx context.Context, name, dataDir string) (queue, sub []str
 	if err != nil {
 		return nil, nil, err
 	}
-	if queue, err = pollKeys(node, c, chaosQueue); err != nil {
+	if queue, err = pollKeys(node, c, chaosQueue, fileSize, corrupt); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	s, err := node.Subscribe(ctx, chaosSpace, petrel.SubscribeOptions{Name: chaosSubName, Durable: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: rejoin the subscription: %w", name, err)
 	}
-	if sub, err = pollKeys(node, s, "sub:"+chaosSubName); err != nil {
+	if sub, err = pollKeys(node, s, "sub:"+chaosSubName, fileSize, corrupt); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return queue, sub, nil
 }
 
 // pollKeys takes every message of c, leaving them stored, and checks that
-// they are as many as the queue's depth.
-func pollKeys(node *petrel.Node, c *petrel.Consumer, queue string) ([]string, error) {
+// they are as many as the queue's depth. A file message's key is its file
+// name; its received file must hold what the producer wrote
+// (bench.FileContent), or corrupt is called.
+func pollKeys(node *petrel.Node, c *petrel.Consumer, queue string, fileSize int, corrupt func(key, why string)) ([]string, error) {
 	var keys []string
 	for {
 		d, err := c.Poll()
@@ -102,10 +111,34 @@ func pollKeys(node *petrel.Node, c *petrel.Consumer, queue string) ([]string, er
 		if err != nil {
 			return nil, fmt.Errorf("poll %s after %d: %w", queue, len(keys), err)
 		}
-		keys = append(keys, bench.KeyOf(d.Body))
+		key := bench.KeyOf(d.Body)
+		if d.Kind == message.KindFile {
+			key = d.File.Filename
+			if why := fileDiffers(d, key, fileSize); why != "" {
+				corrupt(key, why)
+			}
+		}
+		keys = append(keys, key)
 	}
 	if st, _ := node.QueueStat(queue); st.Depth != int64(len(keys)) {
 		return nil, fmt.Errorf("polled %d messages from %s, its depth is %d", len(keys), queue, st.Depth)
 	}
 	return keys, nil
+}
+
+// fileDiffers reports how the received file of d differs from the one
+// sent under key, "" if it does not.
+func fileDiffers(d *petrel.Delivery, key string, size int) string {
+	got, err := os.ReadFile(d.File.ReceivedFilePath)
+	if err != nil {
+		return err.Error()
+	}
+	sum := sha256.Sum256(got)
+	switch {
+	case hex.EncodeToString(sum[:]) != d.File.FileChecksum:
+		return fmt.Sprintf("SHA-256 %x, the message says %s", sum, d.File.FileChecksum)
+	case !bytes.Equal(got, bench.FileContent(key, size)):
+		return fmt.Sprintf("%d bytes, not the %d sent", len(got), size)
+	}
+	return ""
 }

@@ -61,6 +61,12 @@ func runChaos(ctx context.Context, o chaosOptions, log io.Writer) (*chaosResult,
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	// The nodes get absolute paths: a received file's path is checked
+	// from here.
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cl := &chaosCluster{o: o, ctx: ctx, dir: dir, log: log, ports: map[string]int{}, net: chaos.NewNet(),
@@ -161,6 +167,13 @@ func (cl *chaosCluster) startAgent(name string) error {
 		"--keys-log", "--key-prefix", fmt.Sprintf("%s.%d", name, inc),
 		"--topic", chaosTopic, "--topic-every", "3", "--subscribe", chaosSubName + "=" + chaosSpace,
 		"--wait-interest-of", strings.Join(cl.names, ",")}
+	if cl.o.FileEvery > 0 {
+		files := filepath.Join(cl.dir, name+"-outgoing")
+		if err := os.MkdirAll(files, 0o755); err != nil {
+			return err
+		}
+		args = append(args, "--file-every", strconv.Itoa(cl.o.FileEvery), "--file-size", strconv.Itoa(cl.o.FileSize), "--file-dir", files)
+	}
 	p, err := cl.start(name, args)
 	if err != nil {
 		return err
@@ -224,9 +237,10 @@ func (cl *chaosCluster) faults(rng *rand.Rand, res *chaosResult) error {
 			nextKill = now.Add(cl.o.KillEvery)
 		}
 		if cl.o.FlapEvery > 0 && !now.Before(nextFlap) {
-			a := cl.names[rng.IntN(len(cl.names))]
-			b := cl.names[rng.IntN(len(cl.names))]
-			if a != b && cl.net.Flap(a, b, time.Duration(200+rng.IntN(1801))*time.Millisecond) {
+			n := len(cl.names)
+			i := rng.IntN(n)
+			a, b := cl.names[i], cl.names[(i+1+rng.IntN(n-1))%n]
+			if cl.net.Flap(a, b, time.Duration(200+rng.IntN(1801))*time.Millisecond) {
 				res.Flaps++
 			}
 			nextFlap = now.Add(cl.o.FlapEvery)

@@ -109,8 +109,8 @@ func TestHATakeover(t *testing.T) {
 	ready(backup, "waiting")
 	// A second live on the held lock is refused, and never opens the store.
 	second := runPetrel(t, time.Minute, "node", "-c", filepath.Join(dir, "live.yaml"))
-	if second.code == 0 || !strings.Contains(second.stderr, "HA lock is held") {
-		t.Fatalf("a second live: exit %d, stderr %s", second.code, second.stderr)
+	if second.code == 0 || !strings.Contains(second.stderr, "HA lock is held") || strings.Contains(second.stdout, "ready") {
+		t.Fatalf("a second live: exit %d, stdout %s, stderr %s", second.code, second.stdout, second.stderr)
 	}
 	a := start("a", "bench", "agent", "produce", "-c", filepath.Join(dir, "a.yaml"), "--to", "crash@b",
 		"--messages", strconv.Itoa(messages), "--size", strconv.Itoa(crashBodySize), "--rate", "600",

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +36,12 @@ type ProduceOptions struct {
 	// Subscribe is "name=pattern": a durable subscription made at start,
 	// before the ready line's traffic.
 	Subscribe string
+	// FileEvery, when above 0, makes every FileEvery-th message a file
+	// message to To instead: a file of FileSize bytes written to FileDir,
+	// named and filled with its key (FileContent), key prefix
+	// KeyPrefix+"f". It takes precedence over Topic.
+	FileEvery, FileSize int
+	FileDir             string
 	// WaitInterestOf lists nodes (comma-separated) whose topic interest
 	// must be known here before the first send: a publish made earlier
 	// would go nowhere, by the rules of topics.
@@ -87,6 +95,9 @@ func (o ProduceOptions) validate() (int, error) {
 	}
 	if o.KeyPrefix == "" || strings.ContainsAny(o.KeyPrefix, " \t\n") {
 		return 0, usageErrorf("invalid argument %q for \"--key-prefix\" flag: want a word without spaces", o.KeyPrefix)
+	}
+	if o.FileEvery > 0 && (o.FileDir == "" || o.FileSize < 1) {
+		return 0, usageErrorf("--file-every needs --file-dir and a --file-size of 1 or more")
 	}
 	if o.Topic != "" && o.TopicEvery < 1 {
 		return 0, usageErrorf("--topic needs --topic-every 1 or more")
@@ -327,17 +338,32 @@ func (a *agent) submitSends(ctx context.Context, o ProduceOptions, prio int, sta
 			pr = i % (message.MaxPriority + 1)
 		}
 		to, prefix := dests[i%len(dests)], o.KeyPrefix
-		if o.Topic != "" && i%o.TopicEvery == o.TopicEvery-1 {
+		file := o.FileEvery > 0 && i%o.FileEvery == o.FileEvery-1
+		switch {
+		case file:
+			prefix = o.KeyPrefix + "f"
+		case o.Topic != "" && i%o.TopicEvery == o.TopicEvery-1:
 			to, prefix = o.Topic, o.KeyPrefix+"t"
 		}
 		m := p.CreateDataMessage(to)
-		m.Priority = uint8(pr)
 		m.Data.DataType = "bench"
 		m.Body = shared
 		var key string
-		if o.KeysLog {
+		if o.KeysLog || file {
 			key = fmt.Sprintf("%s-%d-%d", prefix, pr, i)
 			m.Body = keyedBody(key, o.Size)
+		}
+		if file {
+			path := filepath.Join(o.FileDir, key)
+			if err := os.WriteFile(path, FileContent(key, o.FileSize), 0o644); err != nil {
+				return err
+			}
+			m = p.CreateFileMessage(to)
+			m.File.SendFilePath = path
+			m.Body = keyedBody(key, o.Size)
+		}
+		m.Priority = uint8(pr)
+		if o.KeysLog {
 			if err := a.out.line("attempt " + key); err != nil {
 				return err
 			}
@@ -394,6 +420,17 @@ func keyedBody(key string, size int) []byte {
 	copy(b, key)
 	for i := len(key); i < len(b); i++ {
 		b[i] = ' '
+	}
+	return b
+}
+
+// FileContent is the content of the file of key: the key and a newline,
+// repeated up to size bytes. A checker rebuilds it from the key.
+func FileContent(key string, size int) []byte {
+	unit := key + "\n"
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = unit[i%len(unit)]
 	}
 	return b
 }

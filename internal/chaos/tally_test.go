@@ -36,7 +36,13 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%s: no example given", c.name)
 		}
 	}
+	files := set("n0.0f-4-5", "n0.0f-4-9")
 	r := NewReport()
+	r.Check("n1", files, files, []string{"n0.0f-4-9", "n0.0f-4-5"})
+	if r.Total != (Counts{Ok: 2, Stored: 2}) {
+		t.Errorf("files out of send order: %+v, want no fault (files are not ordered)", r.Total)
+	}
+	r = NewReport()
 	r.Check("n1", attempted, oks, []string{"n0.0-5-1", "n0.0-4-2", "n0.1t-4-0"})
 	if g := r.Groups["n0 queue p4"]; g.Lost != 1 || g.Ok != 2 {
 		t.Errorf("group n0 queue p4: %+v", g)
@@ -46,7 +52,18 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+func TestCorrupt(t *testing.T) {
+	r := NewReport()
+	r.Corrupt("n1 queue chaos", "n0.2f-3-7", "sha-256 differs")
+	if r.Total.Corrupt != 1 || r.Total.Bad() != 1 || r.Groups["n0 file p3"].Corrupt != 1 || len(r.Examples) != 1 {
+		t.Errorf("got %+v, groups %v", r.Total, r.Groups)
+	}
+}
+
 func TestParseKey(t *testing.T) {
+	if k, err := ParseKey("n1.0f-2-9"); err != nil || !k.File || k.Topic || k.Incarnation != "0" {
+		t.Errorf("file key: %+v, %v", k, err)
+	}
 	k, err := ParseKey("n2.13t-9-4711")
 	if err != nil || k != (Key{Producer: "n2", Incarnation: "13", Topic: true, Priority: 9, N: 4711}) {
 		t.Fatalf("got %+v, %v", k, err)

@@ -9,7 +9,7 @@ import (
 // The ready line is the first thing `petrel node` and every bench agent
 // print on stdout once their node is open:
 //
-//	ready node=<name> id=<id> data_dir=<dir> [listen=<host:port>] [admin=<host:port>] [pid=<pid>]
+//	ready node=<name> id=<id> data_dir=<dir> [listen=<host:port>] [admin=<host:port>] [role=<ha role>] [pid=<pid>]
 //
 // Values are plain words, or quoted as Go quotes strings when they hold a
 // space, a quote, an equals sign or a backslash (QuoteValue).
