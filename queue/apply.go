@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"cmp"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/petrelmq/petrel/internal/logkey"
 )
@@ -92,6 +94,32 @@ func keyOf(data []byte) dataKey {
 	return dataKey{&data[0], len(data)}
 }
 
+// sharedBody is one byte slice of a put request, the puts that store it
+// and, once stored, its body's id.
+type sharedBody struct {
+	key dataKey
+	n   int
+	id  int64
+}
+
+func findBody(bs []sharedBody, k dataKey) int {
+	for i := range bs {
+		if bs[i].key == k {
+			return i
+		}
+	}
+	return -1
+}
+
+// copyRow is a copy waiting to be inserted.
+type copyRow struct {
+	q    int64
+	prio uint8
+	id   int64
+	exp  int64
+	body int64
+}
+
 func (b *batch) reject(r *request, err error) {
 	if b.rejected == nil {
 		b.rejected = map[*request]error{}
@@ -135,21 +163,20 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 		return !p.Dedupe || deduped == nil || !deduped[i]
 	}
 	// Puts of one request that share their bytes share one stored body
-	// when more than one of them is stored.
-	var shared map[dataKey]int64
+	// when more than one of them is stored. A request holds few distinct
+	// byte slices (a publish: one for its subscriptions, one per next
+	// hop), so a list beats a map.
+	var shared []sharedBody
 	if len(r.puts) > 1 {
-		counts := map[dataKey]int{}
 		for i, p := range r.puts {
-			if kept(i, p) {
-				counts[keyOf(p.Data)]++
+			if !kept(i, p) {
+				continue
 			}
-		}
-		for k, n := range counts {
-			if n > 1 && k.p != nil {
-				if shared == nil {
-					shared = map[dataKey]int64{}
-				}
-				shared[k] = 0
+			k := keyOf(p.Data)
+			if j := findBody(shared, k); j >= 0 {
+				shared[j].n++
+			} else if k.p != nil {
+				shared = append(shared, sharedBody{key: k, n: 1})
 			}
 		}
 	}
@@ -170,17 +197,17 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 			exp = now + int64(p.Msg.TTL)
 		}
 		e := entry{expiresAt: exp, data: p.Data}
-		if body, ok := shared[keyOf(p.Data)]; ok {
-			if body == 0 {
+		if j := findBody(shared, keyOf(p.Data)); j >= 0 && shared[j].n > 1 {
+			sb := &shared[j]
+			if sb.id == 0 {
 				w.lastRow++
-				body = w.lastRow
-				shared[keyOf(p.Data)] = body
-				w.pendingBodies = append(w.pendingBodies, body, p.Data)
+				sb.id = w.lastRow
+				w.pendingBodies = append(w.pendingBodies, sb.id, p.Data)
 			}
-			b.addRef(body, 1)
+			b.addRef(sb.id, 1)
 			w.lastRow++
-			e.rowid, e.body = w.lastRow, body
-			w.pendingCopies = append(w.pendingCopies, q.id, int64(p.Msg.Priority), e.rowid, exp, body)
+			e.rowid, e.body = w.lastRow, sb.id
+			w.pendingCopies = append(w.pendingCopies, copyRow{q: q.id, prio: p.Msg.Priority, id: e.rowid, exp: exp, body: sb.id})
 		} else {
 			w.lastRow++
 			e.rowid = w.lastRow
@@ -212,10 +239,10 @@ type ackRow struct {
 const deleteMaxRows = 64
 
 // deleteSQL[n] deletes n rows by id; deleteCopySQL[n] n copies of one
-// queue and priority, returning their bodies; deleteBodySQL[n] n bodies.
+// queue and priority; deleteBodySQL[n] n bodies.
 var (
 	deleteSQL     = inListSQL(`DELETE FROM messages WHERE id IN `, ``)
-	deleteCopySQL = inListSQL(`DELETE FROM copies WHERE queue = ? AND priority = ? AND id IN `, ` RETURNING body`)
+	deleteCopySQL = inListSQL(`DELETE FROM copies WHERE queue = ? AND priority = ? AND id IN `, ``)
 	deleteBodySQL = inListSQL(`DELETE FROM bodies WHERE id IN `, ``)
 )
 
@@ -228,10 +255,16 @@ func inListSQL(prefix, suffix string) []string {
 }
 
 // flushAcks deletes the acked rows, many per statement, queue by queue:
-// rows of messages by id, copies by queue, priority and id.
+// rows of messages by id, copies by queue, priority and id. The acks are
+// sorted first: those of a topic's subscriptions arrive interleaved, and
+// one statement per ack cost several times what the deletes did.
 func (w *writer) flushAcks(b *batch) error {
 	acks := w.acks
 	w.acks = w.acks[:0]
+	slices.SortFunc(acks, func(x, y ackRow) int {
+		return cmp.Or(cmp.Compare(x.q.id, y.q.id), cmp.Compare(min(x.ref.body, 1), min(y.ref.body, 1)),
+			cmp.Compare(x.ref.prio, y.ref.prio), cmp.Compare(x.ref.rowid, y.ref.rowid))
+	})
 	for len(acks) > 0 {
 		a0 := acks[0]
 		q, isCopy := a0.q, a0.ref.body != 0
@@ -243,8 +276,10 @@ func (w *writer) flushAcks(b *batch) error {
 		chunk := acks[:n]
 		acks = acks[n:]
 		args := w.scratch[:0]
+		stmt := deleteSQL[n]
 		if isCopy {
 			args = append(args, q.id, int64(a0.ref.prio))
+			stmt = deleteCopySQL[n]
 		}
 		var size int64
 		for _, a := range chunk {
@@ -252,24 +287,18 @@ func (w *writer) flushAcks(b *batch) error {
 			size += a.ref.size
 		}
 		w.scratch = args
-		var changed int64
-		var err error
-		if isCopy {
-			_, _, err = w.conn.scan(deleteCopySQL[n], args, 1, func(row []driver.Value) bool {
-				body, _ := row[0].(int64)
-				w.unref(b, body)
-				changed++
-				return true
-			})
-		} else {
-			changed, err = w.conn.exec(deleteSQL[n], args...)
-		}
+		changed, err := w.conn.exec(stmt, args...)
 		if err != nil {
 			return fmt.Errorf("ack %d messages in %q: %w", n, q.name, err)
 		}
 		d := b.delta(q)
 		d.acked += changed
 		if changed == int64(n) {
+			if isCopy {
+				for _, a := range chunk {
+					w.unref(b, a.ref.body)
+				}
+			}
 			d.depth -= changed
 			d.bytes -= size
 			continue
@@ -277,9 +306,33 @@ func (w *writer) flushAcks(b *batch) error {
 		// A lease makes each ack unique, so this is a bug elsewhere;
 		// keep the counters true rather than guess.
 		w.s.log.Warn("acked messages were already gone", slog.String(logkey.Queue, q.name), slog.Int("acked", n), slog.Int64("deleted", changed))
+		if isCopy {
+			if err := w.recountRefs(b, chunk); err != nil {
+				return err
+			}
+		}
 		if err := w.resync(q, d); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// recountRefs sets the batch's reference changes of the chunk's bodies so
+// that they equal the copies left, and frees those left with none.
+func (w *writer) recountRefs(b *batch, chunk []ackRow) error {
+	for _, a := range chunk {
+		id := a.ref.body
+		dest := make([]driver.Value, 1)
+		if err := w.conn.queryRow(`SELECT count(*) FROM copies WHERE body = ?`, []driver.Value{id}, dest); err != nil {
+			return fmt.Errorf("recount copies of body %d: %w", id, err)
+		}
+		n, _ := dest[0].(int64)
+		cur := w.refs[id] + b.refs[id]
+		if cur > 0 && n == 0 {
+			w.frees = append(w.frees, id)
+		}
+		b.addRef(id, int32(n)-cur)
 	}
 	return nil
 }

@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"cmp"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +47,9 @@ type writer struct {
 	batchAt, lastAt int64
 	// pendingBodies and pendingCopies are shared bodies and the copies
 	// that refer to them, flushed as multi-row INSERTs like pending.
-	pendingBodies, pendingCopies []driver.Value
+	pendingBodies []driver.Value
+	pendingCopies []copyRow
+	copyArgs      []driver.Value // pendingCopies as flushInserts writes them
 	// refs counts the copies of each shared body, as committed. A batch
 	// keeps its changes in batch.refs until it commits.
 	refs map[int64]int32
@@ -206,7 +210,7 @@ func (w *writer) exec(batch []*request, b *batch) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	w.pending, w.acks, w.batchAt = w.pending[:0], w.acks[:0], 0
-	w.pendingBodies, w.pendingCopies, w.frees = w.pendingBodies[:0], w.pendingCopies[:0], w.frees[:0]
+	w.pendingBodies, w.pendingCopies, w.copyArgs, w.frees = w.pendingBodies[:0], w.pendingCopies[:0], w.copyArgs[:0], w.frees[:0]
 	err := w.admit(batch, b)
 	if err == nil {
 		err = w.apply(batch, b)
@@ -248,8 +252,21 @@ func (w *writer) exec(batch []*request, b *batch) error {
 }
 
 // flushInserts writes the pending rows: messages, shared bodies and
-// their copies.
+// their copies. The copies go in key order, so that each insert lands
+// beside the one before it rather than at the end of another queue's
+// range: a publish puts one copy in each of its subscriptions.
 func (w *writer) flushInserts() error {
+	if len(w.pendingCopies) > 0 {
+		slices.SortFunc(w.pendingCopies, func(x, y copyRow) int {
+			return cmp.Or(cmp.Compare(x.q, y.q), cmp.Compare(x.prio, y.prio), cmp.Compare(x.id, y.id))
+		})
+		args := w.copyArgs[:0]
+		for _, c := range w.pendingCopies {
+			args = append(args, c.q, int64(c.prio), c.id, c.exp, c.body)
+		}
+		w.copyArgs = args
+		w.pendingCopies = w.pendingCopies[:0]
+	}
 	for _, t := range []struct {
 		rows *[]driver.Value
 		cols int
@@ -258,7 +275,7 @@ func (w *writer) flushInserts() error {
 	}{
 		{&w.pending, insertCols, insertSQL, "messages"},
 		{&w.pendingBodies, bodyCols, insertBodySQL, "shared bodies"},
-		{&w.pendingCopies, copyCols, insertCopySQL, "copies"},
+		{&w.copyArgs, copyCols, insertCopySQL, "copies"},
 	} {
 		for len(*t.rows) > 0 {
 			n := min(len(*t.rows)/t.cols, insertMaxRows)
