@@ -24,6 +24,13 @@ type batch struct {
 	thaws    []*frozenQueue      // queues frozen by purges and moves; see freeze
 	dropped  map[*Queue]bool     // queues this batch drops; see applyDrop
 	refs     map[int64]int32     // changes to the copies of shared bodies
+	stored   []storedBody        // shared bodies the batch stored
+	freed    []int64             // shared bodies the batch freed
+}
+
+type storedBody struct {
+	id   int64
+	data []byte
 }
 
 type appendEffect struct {
@@ -63,7 +70,8 @@ func (w *writer) unref(b *batch, body int64) {
 }
 
 // flushFrees deletes the bodies whose last copy the batch deleted.
-func (w *writer) flushFrees() error {
+func (w *writer) flushFrees(b *batch) error {
+	b.freed = append(b.freed, w.frees...)
 	for rest := w.frees; len(rest) > 0; {
 		n := min(len(rest), deleteMaxRows)
 		args := w.scratch[:0]
@@ -203,6 +211,7 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 				w.lastRow++
 				sb.id = w.lastRow
 				w.pendingBodies = append(w.pendingBodies, sb.id, p.Data)
+				b.stored = append(b.stored, storedBody{sb.id, p.Data})
 			}
 			b.addRef(sb.id, 1)
 			w.lastRow++

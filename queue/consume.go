@@ -193,8 +193,23 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 		return fmt.Errorf("refill %q: %w", q.name, err)
 	}
 	defer q.s.putReader(rc)
+	body := make([]driver.Value, 1)
+	var missing error
 	n, cut, err := rc.scan(refillSQL, []driver.Value{q.id, int64(p), l.lastLoaded, int64(limit)}, 7, func(row []driver.Value) bool {
 		e := rowEntry(row)
+		if e.body != 0 {
+			// A copy: its body from the cache, or else from the bodies
+			// table, read in the same read transaction as the copy,
+			// which the open statement holds.
+			var ok bool
+			if e.data, ok = q.s.bodies.get(e.body); !ok {
+				if missing = rc.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{e.body}, body); missing != nil {
+					return false
+				}
+				e.data = append([]byte(nil), body[0].([]byte)...) // the driver's buffer is reused
+				q.s.bodies.add(e.body, e.data)
+			}
+		}
 		l.lastLoaded = e.rowid
 		if e.notBefore > now {
 			heap.Push(&q.delayed, delayed{e: e, prio: p})
@@ -207,6 +222,9 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 		return q.refillBytes < q.s.cfg.PrefetchBytes
 	})
 	q.refillBytes = 0
+	if err == nil && missing != nil {
+		err = fmt.Errorf("read shared body: %w", missing)
+	}
 	if err != nil {
 		return fmt.Errorf("refill %q: %w", q.name, err)
 	}
@@ -217,12 +235,13 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 }
 
 // refillSQL reads the next rows of one priority of a queue, from both of
-// its tables, merged in id order: each side is read along its own index.
+// its tables, merged in id order: each side is read along its own key.
+// A copy's body is not joined: refillLocked takes it from the cache.
 const refillSQL = `SELECT id, expires_at, deliveries, not_before, reason, data, 0 FROM messages
 	WHERE queue = ?1 AND priority = ?2 AND id > ?3
 	UNION ALL
-	SELECT c.id, c.expires_at, c.deliveries, c.not_before, '', b.data, c.body FROM copies c JOIN bodies b ON b.id = c.body
-	WHERE c.queue = ?1 AND c.priority = ?2 AND c.id > ?3
+	SELECT id, expires_at, deliveries, not_before, '', NULL, body FROM copies
+	WHERE queue = ?1 AND priority = ?2 AND id > ?3
 	ORDER BY 1 LIMIT ?4`
 
 // rowEntry makes an entry of a refill row.

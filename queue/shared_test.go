@@ -415,3 +415,33 @@ func TestSharedCrashAllOrNone(t *testing.T) {
 	wantTables(t, s, 0, 0, 0)
 	closeAndCheck(t, s, path)
 }
+
+// A copy whose body left the cache is refilled from the bodies table.
+func TestSharedRefillPastTheCache(t *testing.T) {
+	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 16; c.PrefetchBytes = 1 << 10 })
+	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	want := bodies(strings.Repeat("x", 100), 200)
+	for _, body := range want {
+		putShared(t, msg(4, body), a, b)
+	}
+	settle(t, s)
+	s.bodies.mu.Lock()
+	cached := len(s.bodies.m)
+	s.bodies.mu.Unlock()
+	if cached == 0 || cached >= len(want) {
+		t.Fatalf("cache holds %d of %d bodies; want its budget to keep some, not all", cached, len(want))
+	}
+	for _, q := range []*Queue{a, b} {
+		if got := drain(t, q); !slices.Equal(got, want) {
+			t.Fatalf("%s: %d messages, want %d in order", q.Name(), len(got), len(want))
+		}
+	}
+	wantTables(t, s, 0, 0, 0)
+	s.bodies.mu.Lock()
+	cached = len(s.bodies.m)
+	s.bodies.mu.Unlock()
+	if cached != 0 {
+		t.Fatalf("cache holds %d bodies once all were freed", cached)
+	}
+	closeAndCheck(t, s, path)
+}

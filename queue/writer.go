@@ -222,7 +222,7 @@ func (w *writer) exec(batch []*request, b *batch) error {
 		err = w.flushAcks(b)
 	}
 	if err == nil {
-		err = w.flushFrees()
+		err = w.flushFrees(b)
 	}
 	if err == nil {
 		err = w.writeCounters(b)
@@ -369,6 +369,10 @@ func (w *writer) publish(b *batch) {
 	for _, q := range b.created {
 		w.s.register(q)
 	}
+	for _, sb := range b.stored {
+		w.s.bodies.add(sb.id, sb.data)
+	}
+	w.s.bodies.drop(b.freed)
 	for id, d := range b.refs {
 		if n := w.refs[id] + d; n > 0 {
 			w.refs[id] = n
