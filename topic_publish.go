@@ -58,15 +58,12 @@ func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op,
 	}
 	puts := make([]queue.Put, len(qs), len(qs)+len(fwd))
 	for i, q := range qs {
-		// Each copy gets its own bytes: a consumer may decode a body that
-		// aliases them.
-		b := data
-		if i > 0 {
-			b = append([]byte(nil), data...)
-		}
+		// Every copy has the same bytes, which the store then keeps once
+		// (see queue's bodies and copies). Decode copies what it keeps,
+		// so the consumers of the copies share nothing they may change.
 		// Optional: a non-durable subscription that ends meanwhile is
 		// skipped, as if it had ended before the publish.
-		puts[i] = queue.Put{Queue: q, Msg: m, Data: b, Dedupe: dedupe, Optional: true}
+		puts[i] = queue.Put{Queue: q, Msg: m, Data: data, Dedupe: dedupe, Optional: true}
 	}
 	// The copies for next hops commit with the local ones, all or none.
 	op, err := n.store.Submit(append(puts, fwd...))

@@ -44,7 +44,11 @@ type Browsed struct {
 // messages_order index. One ORDER BY priority DESC, id would sort every
 // row of a large queue, data included, to return the first few.
 const browseSQL = `SELECT id, expires_at, deliveries, not_before, reason, data FROM messages
-	WHERE queue = ? AND priority = ? ORDER BY id LIMIT ?`
+	WHERE queue = ?1 AND priority = ?2
+	UNION ALL
+	SELECT c.id, c.expires_at, c.deliveries, c.not_before, '', b.data FROM copies c JOIN bodies b ON b.id = c.body
+	WHERE c.queue = ?1 AND c.priority = ?2
+	ORDER BY 1 LIMIT ?3`
 
 // Browse returns up to limit of q's messages (all when limit <= 0), most
 // urgent first, then oldest first. It reads the committed rows through
@@ -159,16 +163,24 @@ func (w *writer) applyPurge(r *request, b *batch) error {
 	f := b.freeze(r.q)
 	bound := w.lastRow
 	var ids []int64
+	var copies []ref
 	var size int64
-	_, _, err := w.conn.scan(`SELECT id, priority, length(data) FROM messages WHERE queue = ?`, []driver.Value{r.q.id}, 3, func(row []driver.Value) bool {
-		id, _ := row[0].(int64)
-		prio, _ := row[1].(int64)
-		if f.free(id, uint8(prio)) {
-			n, _ := row[2].(int64)
-			ids, size = append(ids, id), size+n
-		}
-		return true
-	})
+	_, _, err := w.conn.scan(`SELECT id, priority, length(data), 0 FROM messages WHERE queue = ?1
+		UNION ALL SELECT c.id, c.priority, length(b.data), c.body FROM copies c JOIN bodies b ON b.id = c.body WHERE c.queue = ?1`,
+		[]driver.Value{r.q.id}, 4, func(row []driver.Value) bool {
+			id, _ := row[0].(int64)
+			prio, _ := row[1].(int64)
+			if f.free(id, uint8(prio)) {
+				n, _ := row[2].(int64)
+				size += n
+				if body, _ := row[3].(int64); body != 0 {
+					copies = append(copies, ref{rowid: id, prio: uint8(prio), body: body})
+				} else {
+					ids = append(ids, id)
+				}
+			}
+			return true
+		})
 	if err != nil {
 		return fmt.Errorf("purge %q: %w", r.q.name, err)
 	}
@@ -184,10 +196,16 @@ func (w *writer) applyPurge(r *request, b *batch) error {
 		}
 		rest = rest[n:]
 	}
+	for _, c := range copies {
+		if _, err := w.conn.exec(`DELETE FROM copies WHERE queue = ? AND priority = ? AND id = ?`, r.q.id, int64(c.prio), c.rowid); err != nil {
+			return fmt.Errorf("purge %q: %w", r.q.name, err)
+		}
+		w.unref(b, c.body)
+	}
 	d := b.delta(r.q)
-	d.depth -= int64(len(ids))
+	d.depth -= int64(len(ids) + len(copies))
 	d.bytes -= size
-	r.n = len(ids)
+	r.n = len(ids) + len(copies)
 	f.gone = func(rowid int64, prio uint8) bool { return rowid <= bound && f.free(rowid, prio) }
 	return nil
 }
@@ -200,7 +218,15 @@ func (w *writer) applyMoveRows(r *request, b *batch) error {
 	moved := make(map[int64]struct{}, len(r.moves))
 	row := make([]driver.Value, 4)
 	for _, m := range r.moves {
+		isCopy := false
 		err := w.conn.queryRow(`SELECT queue, priority, expires_at, data FROM messages WHERE id = ?`, []driver.Value{m.RowID}, row)
+		if errors.Is(err, errNoRows) {
+			// Perhaps a copy: the IN list lets the key's index seek each
+			// priority.
+			isCopy = true
+			err = w.conn.queryRow(`SELECT c.queue, c.priority, c.expires_at, b.data FROM copies c JOIN bodies b ON b.id = c.body
+				WHERE c.queue = ? AND c.priority IN (9, 8, 7, 6, 5, 4, 3, 2, 1, 0) AND c.id = ?`, []driver.Value{r.q.id, m.RowID}, row)
+		}
 		if errors.Is(err, errNoRows) {
 			continue
 		}
@@ -217,7 +243,16 @@ func (w *writer) applyMoveRows(r *request, b *batch) error {
 		data = append([]byte(nil), data...) // the driver's buffer is reused
 		w.lastRow++
 		id := w.lastRow
-		if _, err := w.conn.exec(`UPDATE messages SET id = ?, queue = ?, deliveries = 0, not_before = 0, reason = '' WHERE id = ?`,
+		e := entry{rowid: id, expiresAt: exp, data: data}
+		if isCopy {
+			// The copy keeps its body: the reference moves with it.
+			dest := make([]driver.Value, 1)
+			if err := w.conn.queryRow(`UPDATE copies SET queue = ?, id = ?, deliveries = 0, not_before = 0
+				WHERE queue = ? AND priority = ? AND id = ? RETURNING body`, []driver.Value{m.To.id, id, r.q.id, prio, m.RowID}, dest); err != nil {
+				return fmt.Errorf("move %d from %q to %q: %w", m.RowID, r.q.name, m.To.name, err)
+			}
+			e.body, _ = dest[0].(int64)
+		} else if _, err := w.conn.exec(`UPDATE messages SET id = ?, queue = ?, deliveries = 0, not_before = 0, reason = '' WHERE id = ?`,
 			id, m.To.id, m.RowID); err != nil {
 			return fmt.Errorf("move %d from %q to %q: %w", m.RowID, r.q.name, m.To.name, err)
 		}
@@ -229,7 +264,7 @@ func (w *writer) applyMoveRows(r *request, b *batch) error {
 		dst.depth++
 		dst.bytes += size
 		dst.enqueued++
-		b.appends = append(b.appends, appendEffect{q: m.To, prio: uint8(prio), e: entry{rowid: id, expiresAt: exp, data: data}})
+		b.appends = append(b.appends, appendEffect{q: m.To, prio: uint8(prio), e: e})
 	}
 	r.n = len(moved)
 	f.gone = func(rowid int64, _ uint8) bool {

@@ -148,7 +148,7 @@ func TestPurgeLeavesRowsBeingSettled(t *testing.T) {
 	if n, err := q.Purge(context.Background()); err != nil || n != 1 {
 		t.Fatalf("purge: %d, %v; want 1", n, err)
 	}
-	if err := s.w.submit(&request{kind: reqAck, q: q, rowid: d.RowID, size: int64(len(l.e.data))}); err != nil {
+	if err := s.w.submit(&request{kind: reqAck, q: q, ref: refOf(l.e, l.prio)}); err != nil {
 		t.Fatal(err)
 	}
 	settle(t, s)

@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"cmp"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/petrelmq/petrel/internal/logkey"
 )
@@ -21,6 +23,14 @@ type batch struct {
 	full     map[*request]bool   // set by admit: puts past the store's limits
 	thaws    []*frozenQueue      // queues frozen by purges and moves; see freeze
 	dropped  map[*Queue]bool     // queues this batch drops; see applyDrop
+	refs     map[int64]int32     // changes to the copies of shared bodies
+	stored   []storedBody        // shared bodies the batch stored
+	freed    []int64             // shared bodies the batch freed
+}
+
+type storedBody struct {
+	id   int64
+	data []byte
 }
 
 type appendEffect struct {
@@ -40,6 +50,82 @@ func (b *batch) delta(q *Queue) *counters {
 		b.deltas[q] = d
 	}
 	return d
+}
+
+func (b *batch) addRef(body int64, d int32) {
+	if b.refs == nil {
+		b.refs = map[int64]int32{}
+	}
+	b.refs[body] += d
+}
+
+// unref counts one copy of body deleted; the last one frees the body in
+// the same transaction.
+func (w *writer) unref(b *batch, body int64) {
+	left := w.refs[body] + b.refs[body] - 1
+	b.addRef(body, -1)
+	if left <= 0 {
+		w.frees = append(w.frees, body)
+	}
+}
+
+// flushFrees deletes the bodies whose last copy the batch deleted.
+func (w *writer) flushFrees(b *batch) error {
+	b.freed = append(b.freed, w.frees...)
+	for rest := w.frees; len(rest) > 0; {
+		n := min(len(rest), deleteMaxRows)
+		args := w.scratch[:0]
+		for _, id := range rest[:n] {
+			args = append(args, id)
+		}
+		w.scratch = args
+		if _, err := w.conn.exec(deleteBodySQL[n], args...); err != nil {
+			return fmt.Errorf("free %d shared bodies: %w", n, err)
+		}
+		rest = rest[n:]
+	}
+	w.frees = w.frees[:0]
+	return nil
+}
+
+// dataKey tells puts that share their encoded bytes: a topic's publish
+// hands every subscription's put the same slice.
+type dataKey struct {
+	p *byte
+	n int
+}
+
+func keyOf(data []byte) dataKey {
+	if len(data) == 0 {
+		return dataKey{}
+	}
+	return dataKey{&data[0], len(data)}
+}
+
+// sharedBody is one byte slice of a put request, the puts that store it
+// and, once stored, its body's id.
+type sharedBody struct {
+	key dataKey
+	n   int
+	id  int64
+}
+
+func findBody(bs []sharedBody, k dataKey) int {
+	for i := range bs {
+		if bs[i].key == k {
+			return i
+		}
+	}
+	return -1
+}
+
+// copyRow is a copy waiting to be inserted.
+type copyRow struct {
+	q    int64
+	prio uint8
+	id   int64
+	exp  int64
+	body int64
 }
 
 func (b *batch) reject(r *request, err error) {
@@ -78,6 +164,30 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 	}
 	now := w.s.now().UnixNano()
 	deduped := b.deduped[r]
+	kept := func(i int, p Put) bool {
+		if skip, _ := w.skipPut(r, p, b); skip {
+			return false
+		}
+		return !p.Dedupe || deduped == nil || !deduped[i]
+	}
+	// Puts of one request that share their bytes share one stored body
+	// when more than one of them is stored. A request holds few distinct
+	// byte slices (a publish: one for its subscriptions, one per next
+	// hop), so a list beats a map.
+	var shared []sharedBody
+	if len(r.puts) > 1 {
+		for i, p := range r.puts {
+			if !kept(i, p) {
+				continue
+			}
+			k := keyOf(p.Data)
+			if j := findBody(shared, k); j >= 0 {
+				shared[j].n++
+			} else if k.p != nil {
+				shared = append(shared, sharedBody{key: k, n: 1})
+			}
+		}
+	}
 	for i, p := range r.puts {
 		q := p.Queue
 		if skip, _ := w.skipPut(r, p, b); skip {
@@ -94,10 +204,25 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 		if p.Msg.TTL > 0 {
 			exp = now + int64(p.Msg.TTL)
 		}
-		w.lastRow++
-		id := w.lastRow
-		w.pending = append(w.pending, id, q.id, int64(p.Msg.Priority), exp, p.Data)
-		b.appends = append(b.appends, appendEffect{q: q, prio: p.Msg.Priority, e: entry{rowid: id, expiresAt: exp, data: p.Data}})
+		e := entry{expiresAt: exp, data: p.Data}
+		if j := findBody(shared, keyOf(p.Data)); j >= 0 && shared[j].n > 1 {
+			sb := &shared[j]
+			if sb.id == 0 {
+				w.lastRow++
+				sb.id = w.lastRow
+				w.pendingBodies = append(w.pendingBodies, sb.id, p.Data)
+				b.stored = append(b.stored, storedBody{sb.id, p.Data})
+			}
+			b.addRef(sb.id, 1)
+			w.lastRow++
+			e.rowid, e.body = w.lastRow, sb.id
+			w.pendingCopies = append(w.pendingCopies, copyRow{q: q.id, prio: p.Msg.Priority, id: e.rowid, exp: exp, body: sb.id})
+		} else {
+			w.lastRow++
+			e.rowid = w.lastRow
+			w.pending = append(w.pending, e.rowid, q.id, int64(p.Msg.Priority), exp, p.Data)
+		}
+		b.appends = append(b.appends, appendEffect{q: q, prio: p.Msg.Priority, e: e})
 		d := b.delta(q)
 		d.depth++
 		d.bytes += int64(len(p.Data))
@@ -112,52 +237,77 @@ func (w *writer) applyAck(r *request) {
 		w.acks = append(w.acks, r.acks...)
 		return
 	}
-	w.acks = append(w.acks, ackRow{q: r.q, rowid: r.rowid, size: r.size})
+	w.acks = append(w.acks, ackRow{q: r.q, ref: r.ref})
 }
 
 type ackRow struct {
-	q     *Queue
-	rowid int64
-	size  int64
+	q   *Queue
+	ref ref
 }
 
 const deleteMaxRows = 64
 
-// deleteSQL[n] deletes n rows by id.
-var deleteSQL = func() []string {
+// deleteSQL[n] deletes n rows by id; deleteCopySQL[n] n copies of one
+// queue and priority; deleteBodySQL[n] n bodies.
+var (
+	deleteSQL     = inListSQL(`DELETE FROM messages WHERE id IN `, ``)
+	deleteCopySQL = inListSQL(`DELETE FROM copies WHERE queue = ? AND priority = ? AND id IN `, ``)
+	deleteBodySQL = inListSQL(`DELETE FROM bodies WHERE id IN `, ``)
+)
+
+func inListSQL(prefix, suffix string) []string {
 	out := make([]string, deleteMaxRows+1)
 	for n := 1; n <= deleteMaxRows; n++ {
-		out[n] = `DELETE FROM messages WHERE id IN ` + valuesSQL(1, n)
+		out[n] = prefix + valuesSQL(1, n) + suffix
 	}
 	return out
-}()
+}
 
-// flushAcks deletes the acked rows, many per statement, queue by queue.
+// flushAcks deletes the acked rows, many per statement, queue by queue:
+// rows of messages by id, copies by queue, priority and id. The acks are
+// sorted first: those of a topic's subscriptions arrive interleaved, and
+// one statement per ack cost several times what the deletes did.
 func (w *writer) flushAcks(b *batch) error {
 	acks := w.acks
 	w.acks = w.acks[:0]
+	slices.SortFunc(acks, func(x, y ackRow) int {
+		return cmp.Or(cmp.Compare(x.q.id, y.q.id), cmp.Compare(min(x.ref.body, 1), min(y.ref.body, 1)),
+			cmp.Compare(x.ref.prio, y.ref.prio), cmp.Compare(x.ref.rowid, y.ref.rowid))
+	})
 	for len(acks) > 0 {
-		q := acks[0].q
+		a0 := acks[0]
+		q, isCopy := a0.q, a0.ref.body != 0
 		n := 0
-		for n < len(acks) && n < deleteMaxRows && acks[n].q == q {
+		for n < len(acks) && n < deleteMaxRows && acks[n].q == q && (acks[n].ref.body != 0) == isCopy &&
+			(!isCopy || acks[n].ref.prio == a0.ref.prio) {
 			n++
 		}
 		chunk := acks[:n]
 		acks = acks[n:]
 		args := w.scratch[:0]
+		stmt := deleteSQL[n]
+		if isCopy {
+			args = append(args, q.id, int64(a0.ref.prio))
+			stmt = deleteCopySQL[n]
+		}
 		var size int64
 		for _, a := range chunk {
-			args = append(args, a.rowid)
-			size += a.size
+			args = append(args, a.ref.rowid)
+			size += a.ref.size
 		}
 		w.scratch = args
-		changed, err := w.conn.exec(deleteSQL[n], args...)
+		changed, err := w.conn.exec(stmt, args...)
 		if err != nil {
 			return fmt.Errorf("ack %d messages in %q: %w", n, q.name, err)
 		}
 		d := b.delta(q)
 		d.acked += changed
 		if changed == int64(n) {
+			if isCopy {
+				for _, a := range chunk {
+					w.unref(b, a.ref.body)
+				}
+			}
 			d.depth -= changed
 			d.bytes -= size
 			continue
@@ -165,6 +315,11 @@ func (w *writer) flushAcks(b *batch) error {
 		// A lease makes each ack unique, so this is a bug elsewhere;
 		// keep the counters true rather than guess.
 		w.s.log.Warn("acked messages were already gone", slog.String(logkey.Queue, q.name), slog.Int("acked", n), slog.Int64("deleted", changed))
+		if isCopy {
+			if err := w.recountRefs(b, chunk); err != nil {
+				return err
+			}
+		}
 		if err := w.resync(q, d); err != nil {
 			return err
 		}
@@ -172,11 +327,36 @@ func (w *writer) flushAcks(b *batch) error {
 	return nil
 }
 
+// recountRefs sets the batch's reference changes of the chunk's bodies so
+// that they equal the copies left, and frees those left with none.
+func (w *writer) recountRefs(b *batch, chunk []ackRow) error {
+	for _, a := range chunk {
+		id := a.ref.body
+		dest := make([]driver.Value, 1)
+		if err := w.conn.queryRow(`SELECT count(*) FROM copies WHERE body = ?`, []driver.Value{id}, dest); err != nil {
+			return fmt.Errorf("recount copies of body %d: %w", id, err)
+		}
+		n, _ := dest[0].(int64)
+		cur := w.refs[id] + b.refs[id]
+		if cur > 0 && n == 0 {
+			w.frees = append(w.frees, id)
+		}
+		b.addRef(id, int32(n)-cur)
+	}
+	return nil
+}
+
+// queueSizeSQL counts a queue's rows and bytes, copies included.
+const queueSizeSQL = `SELECT
+	(SELECT count(*) FROM messages WHERE queue = ?1) + (SELECT count(*) FROM copies WHERE queue = ?1),
+	(SELECT coalesce(sum(length(data)), 0) FROM messages WHERE queue = ?1) +
+	(SELECT coalesce(sum(length(b.data)), 0) FROM copies c JOIN bodies b ON b.id = c.body WHERE c.queue = ?1)`
+
 // resync sets q's pending depth and bytes deltas so that after the commit
-// its counters equal what the table holds.
+// its counters equal what the tables hold.
 func (w *writer) resync(q *Queue, d *counters) error {
 	dest := make([]driver.Value, 2)
-	if err := w.conn.queryRow(`SELECT count(*), coalesce(sum(length(data)), 0) FROM messages WHERE queue = ?`, []driver.Value{q.id}, dest); err != nil {
+	if err := w.conn.queryRow(queueSizeSQL, []driver.Value{q.id}, dest); err != nil {
 		return fmt.Errorf("recount %q: %w", q.name, err)
 	}
 	depth, _ := dest[0].(int64)
@@ -194,41 +374,92 @@ func (w *writer) resync(q *Queue, d *counters) error {
 // expiry with no address, deletes it. A message already gone is a no-op,
 // which makes expiry from the sweep and from the head idempotent.
 func (w *writer) applyMove(r *request, b *batch) error {
+	if r.ref.body != 0 {
+		return w.applyMoveCopy(r, b)
+	}
 	if r.to == nil {
-		n, err := w.conn.exec(`DELETE FROM messages WHERE id = ?`, r.rowid)
+		n, err := w.conn.exec(`DELETE FROM messages WHERE id = ?`, r.ref.rowid)
 		if err != nil {
-			return fmt.Errorf("expire %d in %q: %w", r.rowid, r.q.name, err)
+			return fmt.Errorf("expire %d in %q: %w", r.ref.rowid, r.q.name, err)
 		}
 		if n == 1 {
-			d := b.delta(r.q)
-			d.depth--
-			d.bytes -= r.size
-			d.expired++
+			w.moved(r, b, false, r.ref.size)
 		}
 		return nil
 	}
 	dest := make([]driver.Value, 2)
-	err := w.conn.queryRow(`SELECT priority, data FROM messages WHERE id = ?`, []driver.Value{r.rowid}, dest)
+	err := w.conn.queryRow(`SELECT priority, data FROM messages WHERE id = ?`, []driver.Value{r.ref.rowid}, dest)
 	if errors.Is(err, errNoRows) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("move %d from %q: %w", r.rowid, r.q.name, err)
+		return fmt.Errorf("move %d from %q: %w", r.ref.rowid, r.q.name, err)
 	}
 	prio, _ := dest[0].(int64)
 	data, _ := dest[1].([]byte)
 	data = append([]byte(nil), data...) // the driver's buffer is reused
+	if _, err := w.conn.exec(`DELETE FROM messages WHERE id = ?`, r.ref.rowid); err != nil {
+		return fmt.Errorf("move %d from %q: %w", r.ref.rowid, r.q.name, err)
+	}
+	return w.moveInto(r, b, data, uint8(prio))
+}
+
+// applyMoveCopy is applyMove for a copy. A copy moved to a dead-letter
+// queue or an expiry address becomes a row of messages there, with the
+// reason: such moves are rare, and the body loses one copy.
+func (w *writer) applyMoveCopy(r *request, b *batch) error {
+	key := []driver.Value{r.q.id, int64(r.ref.prio), r.ref.rowid}
+	var data []byte
+	if r.to != nil {
+		dest := make([]driver.Value, 1)
+		err := w.conn.queryRow(`SELECT b.data FROM copies c JOIN bodies b ON b.id = c.body
+			WHERE c.queue = ? AND c.priority = ? AND c.id = ?`, key, dest)
+		if errors.Is(err, errNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("move %d from %q: %w", r.ref.rowid, r.q.name, err)
+		}
+		data, _ = dest[0].([]byte)
+		data = append([]byte(nil), data...) // the driver's buffer is reused
+	}
+	var gone bool
+	_, _, err := w.conn.scan(`DELETE FROM copies WHERE queue = ? AND priority = ? AND id = ? RETURNING body`, key, 1, func(row []driver.Value) bool {
+		body, _ := row[0].(int64)
+		w.unref(b, body)
+		gone = true
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("move %d from %q: %w", r.ref.rowid, r.q.name, err)
+	}
+	if !gone {
+		return nil
+	}
+	if r.to == nil {
+		w.moved(r, b, false, r.ref.size)
+		return nil
+	}
+	return w.moveInto(r, b, data, r.ref.prio)
+}
+
+// moveInto stores data, taken out of r.q, as a new row of r.to.
+func (w *writer) moveInto(r *request, b *batch, data []byte, prio uint8) error {
 	w.lastRow++
 	id := w.lastRow
 	if _, err := w.conn.exec(`INSERT INTO messages (id, queue, priority, expires_at, reason, data) VALUES (?, ?, ?, 0, ?, ?)`,
-		id, r.to.id, prio, r.name, data); err != nil {
-		return fmt.Errorf("move %d to %q: %w", r.rowid, r.to.name, err)
+		id, r.to.id, int64(prio), r.name, data); err != nil {
+		return fmt.Errorf("move %d to %q: %w", r.ref.rowid, r.to.name, err)
 	}
-	if _, err := w.conn.exec(`DELETE FROM messages WHERE id = ?`, r.rowid); err != nil {
-		return fmt.Errorf("move %d from %q: %w", r.rowid, r.q.name, err)
-	}
-	size := int64(len(data))
-	src, dst := b.delta(r.q), b.delta(r.to)
+	w.moved(r, b, true, int64(len(data)))
+	b.appends = append(b.appends, appendEffect{q: r.to, prio: prio, e: entry{rowid: id, reason: r.name, data: data}})
+	return nil
+}
+
+// moved counts a message of size bytes out of r.q, and into r.to with
+// into.
+func (w *writer) moved(r *request, b *batch, into bool, size int64) {
+	src := b.delta(r.q)
 	src.depth--
 	src.bytes -= size
 	if r.dlq {
@@ -236,11 +467,12 @@ func (w *writer) applyMove(r *request, b *batch) error {
 	} else {
 		src.expired++
 	}
-	dst.depth++
-	dst.bytes += size
-	dst.enqueued++
-	b.appends = append(b.appends, appendEffect{q: r.to, prio: uint8(prio), e: entry{rowid: id, reason: r.name, data: data}})
-	return nil
+	if into {
+		dst := b.delta(r.to)
+		dst.depth++
+		dst.bytes += size
+		dst.enqueued++
+	}
 }
 
 func (w *writer) applyCreate(r *request, b *batch) error {

@@ -134,7 +134,7 @@ func (q *Queue) poll(wait bool) (*Delivery, <-chan struct{}, int64, error) {
 		}
 		if e.expiresAt > 0 && e.expiresAt <= now {
 			q.mu.Unlock()
-			q.expire(e.rowid, int64(len(e.data)))
+			q.expire(refOf(e, prio))
 			continue
 		}
 		attempt := e.deliveries + 1
@@ -193,8 +193,23 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 		return fmt.Errorf("refill %q: %w", q.name, err)
 	}
 	defer q.s.putReader(rc)
-	n, cut, err := rc.scan(refillSQL, []driver.Value{q.id, int64(p), l.lastLoaded, int64(limit)}, 6, func(row []driver.Value) bool {
+	body := make([]driver.Value, 1)
+	var missing error
+	n, cut, err := rc.scan(refillSQL, []driver.Value{q.id, int64(p), l.lastLoaded, int64(limit)}, 7, func(row []driver.Value) bool {
 		e := rowEntry(row)
+		if e.body != 0 {
+			// A copy: its body from the cache, or else from the bodies
+			// table, read in the same read transaction as the copy,
+			// which the open statement holds.
+			var ok bool
+			if e.data, ok = q.s.bodies.get(e.body); !ok {
+				if missing = rc.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{e.body}, body); missing != nil {
+					return false
+				}
+				e.data = append([]byte(nil), body[0].([]byte)...) // the driver's buffer is reused
+				q.s.bodies.add(e.body, e.data)
+			}
+		}
 		l.lastLoaded = e.rowid
 		if e.notBefore > now {
 			heap.Push(&q.delayed, delayed{e: e, prio: p})
@@ -207,6 +222,9 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 		return q.refillBytes < q.s.cfg.PrefetchBytes
 	})
 	q.refillBytes = 0
+	if err == nil && missing != nil {
+		err = fmt.Errorf("read shared body: %w", missing)
+	}
 	if err != nil {
 		return fmt.Errorf("refill %q: %w", q.name, err)
 	}
@@ -216,8 +234,15 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 	return nil
 }
 
-const refillSQL = `SELECT id, expires_at, deliveries, not_before, reason, data FROM messages
-	WHERE queue = ? AND priority = ? AND id > ? ORDER BY id LIMIT ?`
+// refillSQL reads the next rows of one priority of a queue, from both of
+// its tables, merged in id order: each side is read along its own key.
+// A copy's body is not joined: refillLocked takes it from the cache.
+const refillSQL = `SELECT id, expires_at, deliveries, not_before, reason, data, 0 FROM messages
+	WHERE queue = ?1 AND priority = ?2 AND id > ?3
+	UNION ALL
+	SELECT id, expires_at, deliveries, not_before, '', NULL, body FROM copies
+	WHERE queue = ?1 AND priority = ?2 AND id > ?3
+	ORDER BY 1 LIMIT ?4`
 
 // rowEntry makes an entry of a refill row.
 func rowEntry(row []driver.Value) entry {
@@ -234,6 +259,7 @@ func rowEntry(row []driver.Value) entry {
 		e.reason = string(r)
 	}
 	e.data, _ = row[5].([]byte)
+	e.body, _ = row[6].(int64)
 	return e
 }
 
@@ -257,7 +283,7 @@ func (q *Queue) ack(d *Delivery) error {
 	if err != nil {
 		return err
 	}
-	return q.s.w.submit(&request{kind: reqAck, q: q, rowid: d.RowID, size: int64(len(l.e.data))})
+	return q.s.w.submit(&request{kind: reqAck, q: q, ref: refOf(l.e, l.prio)})
 }
 
 // AckAll settles deliveries of this queue in one store request, as a sender
@@ -276,7 +302,7 @@ func (q *Queue) AckAll(ds []*Delivery) error {
 			}
 			continue
 		}
-		rows = append(rows, ackRow{q: q, rowid: d.RowID, size: int64(len(l.e.data))})
+		rows = append(rows, ackRow{q: q, ref: refOf(l.e, l.prio)})
 	}
 	q.mu.Unlock()
 	if len(rows) > 0 {
@@ -319,7 +345,7 @@ func (q *Queue) failedLocked(l *lease, reason string, timedOut bool) error {
 	if l.attempt >= p.MaxDeliveries && !IsDeadLetter(q.name) {
 		q.mu.Unlock()
 		why := fmt.Sprintf("delivered %d times (max_deliveries %d): %s", l.attempt, p.MaxDeliveries, reason)
-		return q.moveTo(l.e.rowid, int64(len(l.e.data)), p.DeadLetter, why, true)
+		return q.moveTo(refOf(l.e, l.prio), p.DeadLetter, why, true)
 	}
 	now := q.s.now().UnixNano()
 	l.e.deliveries = l.attempt
@@ -333,7 +359,7 @@ func (q *Queue) failedLocked(l *lease, reason string, timedOut bool) error {
 	}
 	q.wakeLocked()
 	q.mu.Unlock()
-	return q.s.w.submit(&request{kind: reqUpdate, q: q, rowid: l.e.rowid, deliv: l.attempt, notBf: l.e.notBefore})
+	return q.s.w.submit(&request{kind: reqUpdate, q: q, ref: refOf(l.e, l.prio), deliv: l.attempt, notBf: l.e.notBefore})
 }
 
 // backoff is RedeliveryDelay doubled per attempt after the first, capped.
@@ -346,26 +372,26 @@ func backoff(p Policy, attempt int) time.Duration {
 }
 
 // moveTo moves a message out of q into the queue called to.
-func (q *Queue) moveTo(rowid, size int64, to, reason string, dlq bool) error {
+func (q *Queue) moveTo(r ref, to, reason string, dlq bool) error {
 	t, err := q.s.Queue(q.s.ctx, to, KindReceive)
 	if err != nil {
-		return fmt.Errorf("move message %d of %q to %q: %w", rowid, q.name, to, err)
+		return fmt.Errorf("move message %d of %q to %q: %w", r.rowid, q.name, to, err)
 	}
-	return q.s.w.submit(&request{kind: reqMove, q: q, rowid: rowid, size: size, to: t, name: reason, dlq: dlq})
+	return q.s.w.submit(&request{kind: reqMove, q: q, ref: r, to: t, name: reason, dlq: dlq})
 }
 
 // expire removes an expired message, or moves it to the expiry address.
 // It is idempotent: the sweep and the head may both expire one message.
-func (q *Queue) expire(rowid, size int64) {
+func (q *Queue) expire(r ref) {
 	addr := q.Policy().ExpiryAddress
 	var err error
 	if addr != "" && addr != q.name {
-		err = q.moveTo(rowid, size, addr, "expired", false)
+		err = q.moveTo(r, addr, "expired", false)
 	} else {
-		err = q.s.w.submit(&request{kind: reqExpire, q: q, rowid: rowid, size: size})
+		err = q.s.w.submit(&request{kind: reqExpire, q: q, ref: r})
 	}
 	if err != nil && !errors.Is(err, ErrClosed) {
-		q.s.log.Warn("expire failed", slog.String(logkey.Queue, q.name), slog.Int64("rowid", rowid), slog.Any(logkey.Error, err))
+		q.s.log.Warn("expire failed", slog.String(logkey.Queue, q.name), slog.Int64("rowid", r.rowid), slog.Any(logkey.Error, err))
 	}
 }
 
@@ -387,7 +413,7 @@ func (q *Queue) deadLetter(d *Delivery, reason string) error {
 	}
 	dlq := q.policy.DeadLetter
 	q.mu.Unlock()
-	return q.moveTo(d.RowID, int64(len(l.e.data)), dlq, reason, true)
+	return q.moveTo(refOf(l.e, l.prio), dlq, reason, true)
 }
 
 // Hold keeps the delivery's lease until it is settled (Ack, Nack,

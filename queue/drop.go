@@ -41,11 +41,19 @@ func (w *writer) applyDrop(r *request, b *batch) error {
 		return err
 	}
 	dest := make([]driver.Value, 2)
-	if err := w.conn.queryRow(`SELECT count(*), coalesce(sum(length(data)), 0) FROM messages WHERE queue = ?`, []driver.Value{q.id}, dest); err != nil {
+	if err := w.conn.queryRow(queueSizeSQL, []driver.Value{q.id}, dest); err != nil {
 		return fmt.Errorf("drop queue %q: %w", q.name, err)
 	}
 	n, _ := dest[0].(int64)
 	size, _ := dest[1].(int64)
+	_, _, err := w.conn.scan(`DELETE FROM copies WHERE queue = ? RETURNING body`, []driver.Value{q.id}, 1, func(row []driver.Value) bool {
+		body, _ := row[0].(int64)
+		w.unref(b, body)
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("drop queue %q: %w", q.name, err)
+	}
 	for _, stmt := range []string{`DELETE FROM messages WHERE queue = ?`, `DELETE FROM dedupe WHERE queue = ?`, `DELETE FROM queues WHERE id = ?`} {
 		if _, err := w.conn.exec(stmt, q.id); err != nil {
 			return fmt.Errorf("drop queue %q: %w", q.name, err)

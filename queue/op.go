@@ -61,7 +61,9 @@ func (o *Op) Deduped(i int) bool {
 type Put struct {
 	Queue *Queue
 	Msg   *message.Message
-	// Data is Msg encoded. When nil, Submit encodes Msg.
+	// Data is Msg encoded. When nil, Submit encodes Msg. Puts of one Submit
+	// that share the same Data (one slice) are stored as one body with a
+	// copy per queue; the store and its consumers only read Data.
 	Data []byte
 	// Dedupe drops the put, successfully, when (Msg.Origin, Msg.ID) was
 	// already accepted into Queue within the dedupe window. Puts of locally
@@ -90,14 +92,28 @@ const (
 	reqDrop     // delete q and everything of it; see Store.Drop
 )
 
+// ref names one stored row of a queue: a row of messages, or, when body
+// is not 0, a copy referring to that shared body. size is its data's
+// length, for the counters.
+type ref struct {
+	rowid int64
+	prio  uint8
+	body  int64
+	size  int64
+}
+
+// refOf returns the ref of an entry of priority prio.
+func refOf(e entry, prio uint8) ref {
+	return ref{rowid: e.rowid, prio: prio, body: e.body, size: int64(len(e.data))}
+}
+
 // request is one unit of work for the writer. Fields are used per kind.
 type request struct {
 	kind  reqKind
 	op    *Op // nil for fire-and-forget requests
 	puts  []Put
 	q     *Queue
-	rowid int64
-	size  int64  // bytes of the row, for the counters
+	ref   ref    // the row of reqUpdate, reqMove, reqExpire and a single reqAck
 	to    *Queue // reqMove target; reqExpire expiry address or nil
 	name  string // reqMeta key, reqCreateQueue name, reqMove reason
 	data  []byte // reqMeta value
@@ -105,7 +121,7 @@ type request struct {
 	deliv int      // reqUpdate
 	notBf int64    // reqUpdate
 	dlq   bool     // reqMove: counts as dead-lettered (else expired)
-	acks  []ackRow // reqAck of many rows (AckAll); else rowid and size
+	acks  []ackRow // reqAck of many rows (AckAll); else ref
 	moves []Move   // reqMoveRows
 	// n is set by reqPurge and reqMoveRows to the rows they removed from
 	// q, before op finishes.

@@ -29,6 +29,10 @@ type entry struct {
 	notBefore  int64 // unix nanos: not deliverable before
 	reason     string
 	data       []byte
+	// body is the shared body's id for a row of copies, 0 for a row of
+	// messages. data is then the body's bytes, shared with the other
+	// queues' entries: read only, as every entry's data is.
+	body int64
 }
 
 // level is the in-memory head of one priority of one queue.

@@ -61,6 +61,36 @@ CREATE TABLE dedupe (
 	PRIMARY KEY (queue, origin, msg_id)
 ) WITHOUT ROWID;
 `,
+	// 2: shared bodies for a topic's copies.
+	`
+-- A message put into several queues by one put request (a topic's
+-- publish: one copy per subscription) is stored once, in bodies, and each
+-- queue gets a small row in copies that refers to it. The writer counts
+-- the references in memory (recounted at open) and deletes a body in the
+-- transaction that deletes its last copy. Body ids and copy ids are drawn
+-- from the same sequence as messages' ids, so that a queue's rows of both
+-- tables interleave in the order they were put.
+CREATE TABLE bodies (
+	id   INTEGER PRIMARY KEY,
+	data BLOB    NOT NULL
+);
+
+-- One row per copy, clustered by what a queue reads in order: a put
+-- appends to the end of its queue's priority, a refill is one range scan,
+-- and an ack deletes by the key. No reason column: a copy moved to a
+-- dead-letter queue or an expiry address becomes a messages row there.
+CREATE TABLE copies (
+	queue      INTEGER NOT NULL,
+	priority   INTEGER NOT NULL,
+	id         INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,
+	deliveries INTEGER NOT NULL DEFAULT 0,
+	not_before INTEGER NOT NULL DEFAULT 0,
+	body       INTEGER NOT NULL,
+	PRIMARY KEY (queue, priority, id)
+) WITHOUT ROWID;
+CREATE INDEX copies_expiry ON copies (expires_at) WHERE expires_at > 0;
+`,
 }
 
 // migrate brings the schema up to date.

@@ -63,6 +63,7 @@ type Store struct {
 	startOnce sync.Once
 	ckpt      *rawConn      // the checkpointer's connection
 	readers   chan *rawConn // idle raw reader connections, for refills
+	bodies    *bodyCache    // recent shared bodies, for refills
 
 	mu     sync.RWMutex // guards queues, byName, closed
 	queues map[int64]*Queue
@@ -146,6 +147,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		queues:  make(map[int64]*Queue),
 		byName:  make(map[string]*Queue),
 		readers: make(chan *rawConn, maxReaders),
+		bodies:  newBodyCache(4 * cfg.PrefetchBytes),
 	}
 	if err := s.openDBs(ctx); err != nil {
 		return nil, err

@@ -79,19 +79,28 @@ func (q *Queue) sweepLeases() error {
 // sweepExpired expires a bounded number of messages whose TTL ran out,
 // skipping those in flight: a consumer already has them.
 func (s *Store) sweepExpired(ctx context.Context) error {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, queue, length(data) FROM messages
-		WHERE expires_at > 0 AND expires_at <= ? LIMIT 10000`, s.now().UnixNano())
+	rows, err := s.rdb.QueryContext(ctx, `SELECT id, queue, priority, 0, length(data) FROM messages
+		WHERE expires_at > 0 AND expires_at <= ?1
+		UNION ALL
+		SELECT c.id, c.queue, c.priority, c.body, length(b.data) FROM copies c JOIN bodies b ON b.id = c.body
+		WHERE c.expires_at > 0 AND c.expires_at <= ?1
+		LIMIT 10000`, s.now().UnixNano())
 	if err != nil {
 		return fmt.Errorf("sweep expired: %w", err)
 	}
-	type hit struct{ rowid, queue, size int64 }
+	type hit struct {
+		queue int64
+		r     ref
+	}
 	var hits []hit
 	for rows.Next() {
 		var h hit
-		if err := rows.Scan(&h.rowid, &h.queue, &h.size); err != nil {
+		var prio int64
+		if err := rows.Scan(&h.r.rowid, &h.queue, &prio, &h.r.body, &h.r.size); err != nil {
 			rows.Close()
 			return fmt.Errorf("sweep expired: %w", err)
 		}
+		h.r.prio = uint8(prio)
 		hits = append(hits, h)
 	}
 	rows.Close()
@@ -106,12 +115,12 @@ func (s *Store) sweepExpired(ctx context.Context) error {
 			continue
 		}
 		q.mu.Lock()
-		_, busy := q.inflight[h.rowid]
+		_, busy := q.inflight[h.r.rowid]
 		q.mu.Unlock()
 		if !busy {
 			// The copy in memory, if any, is dropped when it reaches the
 			// head: expiring twice is a no-op.
-			q.expire(h.rowid, h.size)
+			q.expire(h.r)
 		}
 	}
 	return nil

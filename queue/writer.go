@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"cmp"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +45,16 @@ type writer struct {
 	// batchAt is the current batch's dedupe time, 0 until asked for;
 	// lastAt the previous one's.
 	batchAt, lastAt int64
+	// pendingBodies and pendingCopies are shared bodies and the copies
+	// that refer to them, flushed as multi-row INSERTs like pending.
+	pendingBodies []driver.Value
+	pendingCopies []copyRow
+	copyArgs      []driver.Value // pendingCopies as flushInserts writes them
+	// refs counts the copies of each shared body, as committed. A batch
+	// keeps its changes in batch.refs until it commits.
+	refs map[int64]int32
+	// frees holds bodies whose last copy the batch deleted.
+	frees []int64
 	// acks holds rows to delete, flushed many per statement.
 	acks    []ackRow
 	scratch []driver.Value
@@ -52,6 +64,8 @@ const (
 	insertCols    = 5
 	insertMaxRows = 32
 	insertPrefix  = `INSERT INTO messages (id, queue, priority, expires_at, data) VALUES `
+	bodyCols      = 2
+	copyCols      = 5
 )
 
 func newWriter(s *Store) (*writer, error) {
@@ -76,10 +90,21 @@ func (w *writer) loadTotals() error {
 	w.msgs.Store(n)
 	w.bytes.Store(b)
 	dest := make([]driver.Value, 1)
-	if err := w.conn.queryRow(`SELECT coalesce(max(id), 0) FROM messages`, nil, dest); err != nil {
+	if err := w.conn.queryRow(`SELECT max(coalesce((SELECT max(id) FROM messages), 0), coalesce((SELECT max(id) FROM copies), 0),
+		coalesce((SELECT max(id) FROM bodies), 0))`, nil, dest); err != nil {
 		return fmt.Errorf("load last rowid: %w", err)
 	}
 	w.lastRow = dest[0].(int64)
+	w.refs = map[int64]int32{}
+	_, _, err := w.conn.scan(`SELECT body, count(*) FROM copies GROUP BY body`, nil, 2, func(row []driver.Value) bool {
+		id, _ := row[0].(int64)
+		n, _ := row[1].(int64)
+		w.refs[id] = int32(n)
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("count shared bodies' copies: %w", err)
+	}
 	return nil
 }
 
@@ -185,6 +210,7 @@ func (w *writer) exec(batch []*request, b *batch) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	w.pending, w.acks, w.batchAt = w.pending[:0], w.acks[:0], 0
+	w.pendingBodies, w.pendingCopies, w.copyArgs, w.frees = w.pendingBodies[:0], w.pendingCopies[:0], w.copyArgs[:0], w.frees[:0]
 	err := w.admit(batch, b)
 	if err == nil {
 		err = w.apply(batch, b)
@@ -194,6 +220,9 @@ func (w *writer) exec(batch []*request, b *batch) error {
 	}
 	if err == nil {
 		err = w.flushAcks(b)
+	}
+	if err == nil {
+		err = w.flushFrees(b)
 	}
 	if err == nil {
 		err = w.writeCounters(b)
@@ -222,27 +251,59 @@ func (w *writer) exec(batch []*request, b *batch) error {
 	return nil
 }
 
-// flushInserts writes the pending rows.
+// flushInserts writes the pending rows: messages, shared bodies and
+// their copies. The copies go in key order, so that each insert lands
+// beside the one before it rather than at the end of another queue's
+// range: a publish puts one copy in each of its subscriptions.
 func (w *writer) flushInserts() error {
-	for len(w.pending) > 0 {
-		n := min(len(w.pending)/insertCols, insertMaxRows)
-		args := w.pending[:n*insertCols]
-		if _, err := w.conn.exec(insertSQL[n], args...); err != nil {
-			return fmt.Errorf("insert %d messages: %w", n, err)
+	if len(w.pendingCopies) > 0 {
+		slices.SortFunc(w.pendingCopies, func(x, y copyRow) int {
+			return cmp.Or(cmp.Compare(x.q, y.q), cmp.Compare(x.prio, y.prio), cmp.Compare(x.id, y.id))
+		})
+		args := w.copyArgs[:0]
+		for _, c := range w.pendingCopies {
+			args = append(args, c.q, int64(c.prio), c.id, c.exp, c.body)
 		}
-		w.pending = w.pending[n*insertCols:]
+		w.copyArgs = args
+		w.pendingCopies = w.pendingCopies[:0]
+	}
+	for _, t := range []struct {
+		rows *[]driver.Value
+		cols int
+		sql  []string
+		what string
+	}{
+		{&w.pending, insertCols, insertSQL, "messages"},
+		{&w.pendingBodies, bodyCols, insertBodySQL, "shared bodies"},
+		{&w.copyArgs, copyCols, insertCopySQL, "copies"},
+	} {
+		for len(*t.rows) > 0 {
+			n := min(len(*t.rows)/t.cols, insertMaxRows)
+			args := (*t.rows)[:n*t.cols]
+			if _, err := w.conn.exec(t.sql[n], args...); err != nil {
+				return fmt.Errorf("insert %d %s: %w", n, t.what, err)
+			}
+			*t.rows = (*t.rows)[n*t.cols:]
+		}
 	}
 	return nil
 }
 
-// insertSQL[n] inserts n rows.
-var insertSQL = func() []string {
+// insertSQL[n] inserts n rows; insertBodySQL and insertCopySQL the same
+// for bodies and copies.
+var (
+	insertSQL     = multiRowSQL(insertPrefix, insertCols)
+	insertBodySQL = multiRowSQL(`INSERT INTO bodies (id, data) VALUES `, bodyCols)
+	insertCopySQL = multiRowSQL(`INSERT INTO copies (queue, priority, id, expires_at, body) VALUES `, copyCols)
+)
+
+func multiRowSQL(prefix string, cols int) []string {
 	out := make([]string, insertMaxRows+1)
 	for n := 1; n <= insertMaxRows; n++ {
-		out[n] = insertPrefix + valuesSQL(n, insertCols)
+		out[n] = prefix + valuesSQL(n, cols)
 	}
 	return out
-}()
+}
 
 func (w *writer) apply(batch []*request, b *batch) error {
 	for _, r := range batch {
@@ -256,7 +317,12 @@ func (w *writer) apply(batch []*request, b *batch) error {
 		case reqAck:
 			w.applyAck(r)
 		case reqUpdate:
-			_, err = w.conn.exec(`UPDATE messages SET deliveries = ?, not_before = ? WHERE id = ?`, int64(r.deliv), r.notBf, r.rowid)
+			if r.ref.body != 0 {
+				_, err = w.conn.exec(`UPDATE copies SET deliveries = ?, not_before = ? WHERE queue = ? AND priority = ? AND id = ?`,
+					int64(r.deliv), r.notBf, r.q.id, int64(r.ref.prio), r.ref.rowid)
+			} else {
+				_, err = w.conn.exec(`UPDATE messages SET deliveries = ?, not_before = ? WHERE id = ?`, int64(r.deliv), r.notBf, r.ref.rowid)
+			}
 		case reqMove, reqExpire:
 			err = w.applyMove(r, b)
 		case reqMeta:
@@ -302,6 +368,17 @@ func (w *writer) writeCounters(b *batch) error {
 func (w *writer) publish(b *batch) {
 	for _, q := range b.created {
 		w.s.register(q)
+	}
+	for _, sb := range b.stored {
+		w.s.bodies.add(sb.id, sb.data)
+	}
+	w.s.bodies.drop(b.freed)
+	for id, d := range b.refs {
+		if n := w.refs[id] + d; n > 0 {
+			w.refs[id] = n
+		} else {
+			delete(w.refs, id)
+		}
 	}
 	w.parked = append(w.parked, b.parked...)
 	for _, a := range b.appends {
