@@ -191,10 +191,12 @@ type ReplayRequest struct {
 }
 
 // MessageRef names one message: its origin node id (hex, as
-// Message.Origin) and its id.
+// Message.Origin) and its id. The id is a JSON string here, unlike the
+// rest of the API: the console sends it, and a JavaScript number holds
+// only 53 bits.
 type MessageRef struct {
 	Origin string `json:"origin"`
-	ID     uint64 `json:"id"`
+	ID     uint64 `json:"id,string"`
 }
 
 // ErrorResponse is the body of every answer with an error status.

@@ -78,7 +78,7 @@ func sparkline(pts []point) (string, int64, int64) {
 	var b strings.Builder
 	span := float64(max(hi-lo, 1))
 	for i, p := range pts {
-		x := 120 * float64(i) / float64(max(historyLen-1, 1))
+		x := 120 * float64(i) / float64(max(len(pts)-1, 1))
 		y := 22 - 20*float64(p.depth-lo)/span
 		fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 	}

@@ -95,10 +95,11 @@
     }
   };
 
-  // ref reads "origin/id" into a message reference.
+  // ref reads "origin/id" into a message reference; the id stays a
+  // string, since a number would lose its low bits.
   function ref(key) {
     var i = key.lastIndexOf('/');
-    return { origin: key.slice(0, i), id: Number(key.slice(i + 1)) };
+    return { origin: key.slice(0, i), id: key.slice(i + 1) };
   }
 
   document.addEventListener('submit', function (ev) {
