@@ -406,10 +406,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	var first int
 	petreltest.Eventually(t, "the file's progress bar", func() bool { first = progress(); return first > 0 })
-	screenshot(t, ctx, shots, "transfers")
 	var later int
 	petreltest.Eventually(t, "the progress bar advancing", func() bool { later = progress(); return later > first },
 		func() string { return fmt.Sprintf("first %d, now %d", first, later) })
+	waitText(t, ctx, "the file's rate", "tr[data-file] td:nth-child(5)", func(s string) bool { return s != "0 B/s" })
+	screenshot(t, ctx, shots, "transfers")
 
 	if err := do(ctx, chromedp.Navigate(cl.base+"/node"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
 		t.Fatal(err)
