@@ -3,6 +3,7 @@ package petrel
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
@@ -66,7 +67,7 @@ func (n *Node) consoleSnapshot() console.Snapshot {
 		DiscoveryEnabled: st.Discovery.Enabled,
 		Config: console.Config{Source: st.Config.Source, Version: st.Config.Version, LoadedAt: st.Config.LoadedAt,
 			LastError: st.Config.LastError, NeedsRestart: st.Config.NeedsRestart},
-		StoreBytes: storeBytes(n.cfg.Store.Path),
+		StoreBytes: storeBytes(n.storePath()),
 		DiskFree:   diskFree(n.cfg.DataDir),
 	}
 	for _, e := range st.Nodes {
@@ -78,6 +79,15 @@ func (n *Node) consoleSnapshot() console.Snapshot {
 	}
 	n.reconfMu.Unlock()
 	return snap
+}
+
+// storePath is the store's database file (Config.Store.Path, by default
+// in the data directory).
+func (n *Node) storePath() string {
+	if n.cfg.Store.Path != "" {
+		return n.cfg.Store.Path
+	}
+	return filepath.Join(n.cfg.DataDir, "petrel.db")
 }
 
 // storeBytes is the size of the store's database and its journal files.

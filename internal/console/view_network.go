@@ -65,6 +65,9 @@ type hopView struct {
 type graphNode struct {
 	Name, Kind, Label string // Kind: self, neighbour, relayed, discovered
 	X, Y              float64
+	// LabelDY places the name outside the ring: below a node in the lower
+	// half, above one in the upper half, clear of the link's label.
+	LabelDY float64
 }
 
 // graphEdge is a line between two nodes that is not a link of this node:
@@ -153,7 +156,7 @@ func (s *Server) networkView(snap Snapshot, selected string) networkLive {
 		ring = ring[:maxDrawn]
 	}
 	cx, cy := float64(graphW)/2, float64(graphH)/2
-	v.Nodes = append(v.Nodes, graphNode{Name: snap.Node, Kind: "self", Label: snap.Node + " (this node)", X: cx, Y: cy})
+	v.Nodes = append(v.Nodes, graphNode{Name: snap.Node, Kind: "self", Label: snap.Node + " (this node)", X: cx, Y: cy, LabelDY: 42})
 	pos := map[string][2]float64{}
 	for i, name := range ring {
 		a := 2*math.Pi*float64(i)/float64(max(len(ring), 1)) - math.Pi/2
@@ -163,7 +166,7 @@ func (s *Server) networkView(snap Snapshot, selected string) networkLive {
 		if k == "" {
 			k = "neighbour"
 		}
-		v.Nodes = append(v.Nodes, graphNode{Name: name, Kind: k, Label: name, X: x, Y: y})
+		v.Nodes = append(v.Nodes, graphNode{Name: name, Kind: k, Label: name, X: x, Y: y, LabelDY: labelDY(y, cy)})
 		if h := hops[name]; h != nil {
 			h.X1, h.Y1, h.X2, h.Y2 = cx, cy, x, y
 			h.LX, h.LY = (cx+x)/2, (cy+y)/2-6
@@ -182,7 +185,7 @@ func (s *Server) networkView(snap Snapshot, selected string) networkLive {
 		}
 		a := math.Atan2(via[1]-cy, via[0]-cx) + float64(i%3-1)*0.35
 		x, y := cx+195*math.Cos(a), cy+195*math.Sin(a)
-		v.Nodes = append(v.Nodes, graphNode{Name: name, Kind: "relayed", Label: name + " (via " + relayed[name] + ")", X: x, Y: y})
+		v.Nodes = append(v.Nodes, graphNode{Name: name, Kind: "relayed", Label: name + " (via " + relayed[name] + ")", X: x, Y: y, LabelDY: labelDY(y, cy)})
 		v.Routes = append(v.Routes, graphEdge{via[0], via[1], x, y})
 	}
 	for _, name := range order {
@@ -200,4 +203,11 @@ func (s *Server) networkView(snap Snapshot, selected string) networkLive {
 func destNode(addr string) string {
 	_, node, _ := strings.Cut(addr, "@")
 	return node
+}
+
+func labelDY(y, cy float64) float64 {
+	if y < cy-1 {
+		return -26
+	}
+	return 34
 }
