@@ -388,6 +388,46 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the replayed message is not back in jobs (recv took %d)", n)
 	}
 
+	// A selection, then all: two more dead letters.
+	cl.send(t, "jobs", "second")
+	cl.send(t, "jobs", "third")
+	if n := cl.recv(t, adminapi.RecvRequest{Address: "jobs", Count: 2, Settle: adminapi.SettleNack, Reason: "rejected"}); n != 2 {
+		t.Fatalf("recv jobs took %d messages, want 2", n)
+	}
+	if err := do(ctx, chromedp.Navigate(cl.base+"/queues/jobs.dlq"), chromedp.WaitVisible(chromedp.CSS(".msg"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "jobs.dlq's depth at 2", ".stats .depth", func(s string) bool { return atoi(s) == 2 })
+	if err := do(ctx, chromedp.Click(chromedp.CSS("#sel-0")), chromedp.Click(chromedp.CSS("#replay-selected"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the selection's replay", "#result", func(s string) bool { return strings.Contains(s, "Replayed 1") })
+	waitText(t, ctx, "jobs.dlq's depth at 1", ".stats .depth", func(s string) bool { return atoi(s) == 1 })
+	if err := do(ctx, chromedp.Click(chromedp.CSS("#replay-all"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "jobs.dlq's depth at 0 after replay all", ".stats .depth", func(s string) bool { return atoi(s) == 0 })
+	if n := cl.recv(t, adminapi.RecvRequest{Address: "jobs", Count: 2}); n != 2 {
+		t.Fatalf("the replayed messages are not back in jobs (recv took %d)", n)
+	}
+
+	// A test message sent from a queue's page, then a purge behind its
+	// confirmation.
+	if err := do(ctx, chromedp.Navigate(cl.base+"/queues/work"), chromedp.WaitVisible(chromedp.CSS("#send")),
+		chromedp.SetValue(chromedp.CSS("#send-text"), "sent from the page"),
+		chromedp.Click(chromedp.CSS("#send"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the send's result", "#result", func(s string) bool { return strings.Contains(s, "Sent message") })
+	waitText(t, ctx, "work's depth at 1", ".stats .depth", func(s string) bool { return atoi(s) == 1 })
+	waitText(t, ctx, "the message listed", ".msg .body", func(s string) bool { return s == "sent from the page" })
+	if err := do(ctx, chromedp.Click(chromedp.CSS("details.purge summary")), chromedp.WaitVisible(chromedp.CSS("#purge")),
+		chromedp.Click(chromedp.CSS("#purge"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the purge's result", "#result", func(s string) bool { return strings.Contains(s, "Purged 1") })
+	waitText(t, ctx, "work's depth at 0 after the purge", ".stats .depth", func(s string) bool { return atoi(s) == 0 })
+
 	// A file in flight: its progress bar advances.
 	src := filepath.Join(cl.dir, "big.bin")
 	writeRandom(t, src, 24<<20)
