@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
@@ -102,8 +103,10 @@ func storeBytes(path string) int64 {
 }
 
 // moduleVersion is the petrel module's version in the binary, "dev" for
-// a build from a working tree.
-func moduleVersion() string {
+// a build from a working tree; read once.
+var moduleVersion = sync.OnceValue(readModuleVersion)
+
+func readModuleVersion() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "dev"

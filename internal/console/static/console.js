@@ -18,7 +18,9 @@
   if (live && live.dataset.events && window.EventSource) {
     var es = new EventSource(live.dataset.events);
     es.onopen = function () { setConn('on'); };
-    es.onerror = function () { setConn('reconnecting'); };
+    es.onerror = function () {
+      setConn(es.readyState === EventSource.CLOSED ? 'off (reload the page)' : 'reconnecting');
+    };
     es.onmessage = function (e) {
       live.innerHTML = e.data;
       live.dataset.updated = String(Date.now());
