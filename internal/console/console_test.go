@@ -75,3 +75,12 @@ func TestTemplatesParse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRateLines(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	pts := []point{{at: t0}, {at: t0.Add(2 * time.Second), a: 20, b: 0}, {at: t0.Add(4 * time.Second), a: 20, b: 10}}
+	enq, ack, top := rateLines(pts)
+	if top != 10 || enq != "0.0,2.0 120.0,22.0" || ack != "0.0,22.0 120.0,12.0" {
+		t.Fatalf("rate lines %q %q up to %v", enq, ack, top)
+	}
+}

@@ -20,6 +20,10 @@ type queueView struct {
 	EnqRate, AckRate  float64
 	Spark             string // the polyline of its depth over the recent minutes
 	SparkMin, SparkMx int64
+	// EnqSpark and AckSpark draw its enqueues and acks per second over
+	// the recent minutes, on one scale up to RateMax.
+	EnqSpark, AckSpark string
+	RateMax            float64
 	Oldest            time.Duration // the age of its oldest message; 0 when empty
 	DeadLetters       int64
 	DLQ               string // its dead-letter queue's name, "" if none
@@ -40,6 +44,7 @@ func (s *Server) queueViews(ctx context.Context, snap Snapshot) []queueView {
 		pts := s.sampler.history("q:" + q.Name)
 		v.EnqRate, v.AckRate = rates(pts)
 		v.Spark, v.SparkMin, v.SparkMx = sparkline(pts)
+		v.EnqSpark, v.AckSpark, v.RateMax = rateLines(pts)
 		if d, ok := depth[q.Name+queue.DeadLetterSuffix]; ok {
 			v.DLQ, v.DeadLetters = q.Name+queue.DeadLetterSuffix, d
 		}
@@ -160,4 +165,37 @@ func hexDump(b []byte) string {
 		return hex.Dump(b[:maxHex]) + fmt.Sprintf("… %d more bytes\n", len(b)-maxHex)
 	}
 	return hex.Dump(b)
+}
+
+// rateLines draws the per-second rates of a series' two counters between
+// samples, in a 120×24 box on one scale, and returns its top.
+func rateLines(pts []point) (string, string, float64) {
+	if len(pts) < 2 {
+		return "", "", 0
+	}
+	ra := make([]float64, len(pts)-1)
+	rb := make([]float64, len(pts)-1)
+	top := 0.0
+	for i := 1; i < len(pts); i++ {
+		secs := pts[i].at.Sub(pts[i-1].at).Seconds()
+		if secs <= 0 {
+			continue
+		}
+		ra[i-1] = float64(max(pts[i].a-pts[i-1].a, 0)) / secs
+		rb[i-1] = float64(max(pts[i].b-pts[i-1].b, 0)) / secs
+		top = max(top, ra[i-1], rb[i-1])
+	}
+	draw := func(r []float64) string {
+		var b strings.Builder
+		for i, v := range r {
+			x := 120 * float64(i) / float64(max(len(r)-1, 1))
+			y := 22.0
+			if top > 0 {
+				y -= 20 * v / top
+			}
+			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+		}
+		return strings.TrimSpace(b.String())
+	}
+	return draw(ra), draw(rb), top
 }
