@@ -24,10 +24,10 @@ type queueView struct {
 	// the recent minutes, on one scale up to RateMax.
 	EnqSpark, AckSpark string
 	RateMax            float64
-	Oldest            time.Duration // the age of its oldest message; 0 when empty
-	DeadLetters       int64
-	DLQ               string // its dead-letter queue's name, "" if none
-	Href              string
+	Oldest             time.Duration // the age of its oldest message; 0 when empty
+	DeadLetters        int64
+	DLQ                string // its dead-letter queue's name, "" if none
+	Href               string
 }
 
 // maxOldest bounds the queues whose oldest message a render looks up.
