@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/internal/console"
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
@@ -48,6 +49,11 @@ type adminNode interface {
 	// topicsResponse lists the topic spaces and subscriptions.
 	topicsResponse() adminapi.Topics
 	Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error)
+	// consoleSnapshot, browseAPI and replaySelected serve the console
+	// and the endpoints it calls (admin_console.go).
+	consoleSnapshot() console.Snapshot
+	browseAPI(ctx context.Context, name string, limit int) ([]adminapi.Message, error)
+	replaySelected(ctx context.Context, addr string, refs []adminapi.MessageRef) (int, error)
 }
 
 // adminServer serves the admin endpoints, in the manner of litestream's
@@ -68,6 +74,8 @@ type adminServer struct {
 	// socket serves the unix socket; tcp, Config.Admin.Listen (nil when it
 	// is empty).
 	socket, tcp *adminEndpoint
+	// console is the web console of the TCP listener, nil without one.
+	console *console.Server
 }
 
 // newAdminServer makes the admin server of n, and registers its counter
@@ -108,6 +116,7 @@ func (s *adminServer) routes(scope adminScope) *http.ServeMux {
 	mux.HandleFunc("POST "+adminapi.PathRecv, s.handleRecv)
 	mux.HandleFunc("GET "+adminapi.PathQueues, s.handleQueues)
 	mux.HandleFunc("POST "+adminapi.PathQueuePurge, s.handlePurge)
+	mux.HandleFunc("GET "+adminapi.PathQueueBrowse, s.handleBrowse)
 	mux.HandleFunc("GET "+adminapi.PathDeadLetters, s.handleDeadLetters)
 	mux.HandleFunc("POST "+adminapi.PathReplay, s.handleReplay)
 	mux.HandleFunc("POST "+adminapi.PathDLQPurge, s.handlePurgeDeadLetters)
@@ -115,13 +124,18 @@ func (s *adminServer) routes(scope adminScope) *http.ServeMux {
 	mux.HandleFunc("GET "+adminapi.PathFile, s.handleFileProgress)
 	mux.HandleFunc("GET "+adminapi.PathTopics, s.handleTopics)
 	mux.HandleFunc("POST "+adminapi.PathSubscribe, s.handleSubscribe)
+	if scope.tcp && s.console != nil {
+		mux.Handle("/", s.console.Handler())
+	}
 	return mux
 }
 
 // tcpHandler is the TCP listener's handler, bound at bound: the routes
 // behind adminGuard.
 func (s *adminServer) tcpHandler(cfg AdminConfig, bound net.Addr) http.Handler {
-	return newAdminGuard(s.routes(adminScope{tcp: true, fileRoots: cfg.FileRoots}), cfg, bound, s.refused)
+	g := newAdminGuard(s.routes(adminScope{tcp: true, fileRoots: cfg.FileRoots}), cfg, bound, s.refused)
+	g.console = s.console
+	return g
 }
 
 func (s *adminServer) handleHealthz(w http.ResponseWriter, _ *http.Request) {
@@ -168,8 +182,12 @@ func (s *adminServer) listenSocket(dir string) error {
 // the node ready: every other component started before it.
 func (s *adminServer) listenTCP(cfg AdminConfig) error {
 	if cfg.Listen != "" {
+		if err := s.startConsole(cfg); err != nil {
+			return fmt.Errorf("admin console: %w", err)
+		}
 		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
+			s.console.Close()
 			return fmt.Errorf("admin listen on %s: %w", cfg.Listen, err)
 		}
 		s.tcp = s.serve(ln, s.tcpHandler(cfg, ln.Addr()), "admin endpoint")
@@ -184,6 +202,11 @@ func (s *adminServer) listenTCP(cfg AdminConfig) error {
 // answers 503 while the rest stops, and closes the TCP listener.
 func (s *adminServer) stopTCP(ctx context.Context) {
 	s.ready.Store(false)
+	if s.console != nil {
+		// The event streams never end by themselves: end them first, so
+		// that Shutdown finds no request in progress.
+		s.console.Close()
+	}
 	s.tcp.stop(ctx)
 }
 

@@ -88,6 +88,24 @@ func (s *adminServer) handleQueues(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, s.node.QueueStats())
 }
 
+// handleBrowse answers the first messages of a queue, consuming none.
+func (s *adminServer) handleBrowse(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get(adminapi.ParamLimit); v != "" {
+		var err error
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
+			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want 1 to 1000", v))
+			return
+		}
+	}
+	msgs, err := s.node.browseAPI(r.Context(), r.PathValue(adminapi.ParamQueue), limit)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	writeJSON(w, msgs)
+}
+
 func (s *adminServer) handlePurge(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue(adminapi.ParamQueue)
 	count, err := s.node.Purge(r.Context(), name)
@@ -142,6 +160,9 @@ func (s *adminServer) handleReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.onDeadLetters(w, r, func(ctx context.Context, addr string) (int, error) {
+		if len(req.Select) > 0 {
+			return s.node.replaySelected(ctx, addr, req.Select)
+		}
 		return s.node.Replay(ctx, addr, req.Count)
 	})
 }

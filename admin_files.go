@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/internal/adminapi"
@@ -21,6 +22,7 @@ import (
 type fileOutcomes struct {
 	mu    sync.Mutex
 	m     map[uint64]adminapi.FileProgress
+	at    map[uint64]time.Time // when each ended, for the console
 	order []uint64
 }
 
@@ -31,13 +33,16 @@ func (o *fileOutcomes) record(p adminapi.FileProgress) {
 	defer o.mu.Unlock()
 	if o.m == nil {
 		o.m = map[uint64]adminapi.FileProgress{}
+		o.at = map[uint64]time.Time{}
 	}
 	if _, ok := o.m[p.ID]; !ok {
 		o.order = append(o.order, p.ID)
 	}
 	o.m[p.ID] = p
+	o.at[p.ID] = time.Now()
 	if len(o.order) > maxOutcomes {
 		delete(o.m, o.order[0])
+		delete(o.at, o.order[0])
 		o.order = o.order[1:]
 	}
 }

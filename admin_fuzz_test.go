@@ -62,6 +62,7 @@ func FuzzAdminJSON(f *testing.F) {
 		`{"to":"inbox","text":"hello"}`,
 		`{"address":"inbox","count":2,"settle":"release"}`,
 		`{"count":1}`,
+		`{"select":[{"origin":"00","id":"1"}]}`,
 		`{"path":"` + filepath.Join(roots, "a.txt") + `","to":"inbox"}`,
 		``,
 	} {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/internal/console"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,9 +27,12 @@ import (
 //	   listener, or one of Admin.Hosts                              → 403
 //	Origin present and not http(s) of an allowed Host              → 403
 //	no or wrong "Authorization: Bearer <Admin.Token>", when a token
-//	   is set (not asked of /healthz, /readyz, nor of /metrics
-//	   unless Admin.MetricsAuth)                                   → 401
-//	a POST whose Content-Type is not application/json              → 415
+//	   is set (not asked of /healthz, /readyz, the console's pages,
+//	   which ask for their own login, nor of /metrics unless
+//	   Admin.MetricsAuth), and no console session cookie           → 401
+//	the console's session cookie on a POST without its CSRF token → 403
+//	a POST whose Content-Type is not application/json, but for the
+//	   console's login and logout forms                            → 415
 //
 // The unix socket gets only the Content-Type check (requireJSON): whoever
 // reaches it is the node's user, since the data directory is 0700 and the
@@ -41,13 +45,14 @@ const (
 	refusedToken       = "token"
 	refusedContentType = "content_type"
 	refusedFileRoot    = "file_root"
+	refusedCSRF        = "csrf"
 )
 
 // newAdminRefused is the counter of admin requests refused, by reason.
 func newAdminRefused() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "petrel_admin_refused_total",
-		Help: "Admin requests refused: bad Host, Origin, token or Content-Type, or a file outside admin.file_roots.",
+		Help: "Admin requests refused: bad Host, Origin, token, CSRF token or Content-Type, or a file outside admin.file_roots.",
 	}, []string{"reason"})
 }
 
@@ -63,6 +68,9 @@ type adminGuard struct {
 	hasToken    bool
 	metricsAuth bool
 	refused     *prometheus.CounterVec
+	// console, when set, serves its pages behind its own login, and its
+	// session cookie stands for the token with the CSRF token.
+	console *console.Server
 }
 
 func newAdminGuard(next http.Handler, cfg AdminConfig, bound net.Addr, refused *prometheus.CounterVec) *adminGuard {
@@ -86,11 +94,9 @@ func (g *adminGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("host %q is not this admin listener's address: add it to admin.hosts if it names this node", r.Host))
 	case !g.originAllowed(r.Header.Get("Origin")):
 		g.refuse(w, refusedOrigin, http.StatusForbidden, "requests from web pages of other origins are refused")
-	case g.needsToken(r) && !g.tokenMatches(r.Header.Get("Authorization")):
-		w.Header().Set("WWW-Authenticate", `Bearer realm="petrel admin"`)
-		g.refuse(w, refusedToken, http.StatusUnauthorized,
-			"missing or wrong bearer token: send Authorization: Bearer <the token of admin.token_file>")
-	case !jsonPOST(r):
+	case !g.authorized(w, r):
+		// authorized answered.
+	case !jsonPOST(r) && !(g.console != nil && console.FormPath(r.URL.Path)):
 		g.refuse(w, refusedContentType, http.StatusUnsupportedMediaType, errNotJSON)
 	default:
 		g.next.ServeHTTP(w, r)
@@ -102,10 +108,36 @@ func (g *adminGuard) refuse(w http.ResponseWriter, reason string, code int, msg 
 	writeJSONError(w, code, msg)
 }
 
+// authorized reports whether r may pass: it needs no token, carries it,
+// or comes from a console session (with the CSRF token, if it changes
+// anything). Otherwise it answers the refusal.
+func (g *adminGuard) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if !g.needsToken(r) || g.tokenMatches(r.Header.Get("Authorization")) {
+		return true
+	}
+	if g.console != nil && g.console.Session(r) {
+		// The cookie goes with every request the browser makes to this
+		// listener, whichever page asks: a change must also prove it
+		// comes from a page of the console, which alone knows the token.
+		if r.Method == http.MethodGet || r.Method == http.MethodHead || g.console.CSRFValid(r) {
+			return true
+		}
+		g.refuse(w, refusedCSRF, http.StatusForbidden, "missing or wrong CSRF token: reload the console page")
+		return false
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="petrel admin"`)
+	g.refuse(w, refusedToken, http.StatusUnauthorized,
+		"missing or wrong bearer token: send Authorization: Bearer <the token of admin.token_file>")
+	return false
+}
+
 // needsToken reports whether r must carry the token: probes and, unless
 // MetricsAuth, scrapes do not, so that they need no secret.
 func (g *adminGuard) needsToken(r *http.Request) bool {
 	if !g.hasToken {
+		return false
+	}
+	if g.console != nil && console.IsConsolePath(r.URL.Path) {
 		return false
 	}
 	switch r.URL.Path {

@@ -3,6 +3,7 @@ package queue
 import (
 	"container/heap"
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -386,4 +387,43 @@ func (q *Queue) dropLocked(gone func(rowid int64, prio uint8) bool) {
 	clear(q.delayed[n:])
 	q.delayed = q.delayed[:n]
 	heap.Init(&q.delayed)
+}
+
+// oldestSQL finds the first row of one priority: the messages_order
+// index answers it without a scan.
+const oldestSQL = `SELECT id FROM messages WHERE queue = ? AND priority = ? ORDER BY id LIMIT 1`
+
+// Oldest returns the encoded message of q stored first (the lowest row
+// id over every priority), false if q is empty. Like Browse, it reads
+// committed rows and changes nothing.
+func (q *Queue) Oldest(ctx context.Context) ([]byte, bool, error) {
+	if q.s.ctx.Err() != nil {
+		return nil, false, ErrClosed
+	}
+	first := int64(-1)
+	for p := 0; p < levels; p++ {
+		var id int64
+		err := q.s.rdb.QueryRowContext(ctx, oldestSQL, q.id, p).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("oldest of %q: %w", q.name, err)
+		}
+		if first < 0 || id < first {
+			first = id
+		}
+	}
+	if first < 0 {
+		return nil, false, nil
+	}
+	var data []byte
+	err := q.s.rdb.QueryRowContext(ctx, `SELECT data FROM messages WHERE id = ?`, first).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil // acked since
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("oldest of %q: %w", q.name, err)
+	}
+	return data, true, nil
 }

@@ -25,8 +25,9 @@ func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 //	POST /api/subscribe             SubscribeRequest → RecvResponse
 //	GET  /api/queues                → []petrel.QueueStats, by name
 //	POST /api/queues/{queue}/purge  → CountResponse: the messages deleted
+//	GET  /api/queues/{queue}/messages?limit=N  → []Message, in delivery order, consuming nothing (limit default 100, at most 1000)
 //	GET  /api/dlq/{addr}?limit=N    → DeadLettersResponse, consuming nothing
-//	POST /api/dlq/{addr}/replay     ReplayRequest (none: all) → CountResponse: the messages moved back
+//	POST /api/dlq/{addr}/replay     ReplayRequest (none: all; select: those named) → CountResponse: the messages moved back
 //	POST /api/dlq/{addr}/purge      → CountResponse: the dead letters deleted
 //	POST /api/files                 SendFileRequest → SendFileResponse, once durable
 //	GET  /api/files/{id}            FileProgress of a file sent from the node
@@ -47,6 +48,7 @@ const (
 	PathRecv        = "/api/recv"
 	PathQueues      = "/api/queues"
 	PathQueuePurge  = "/api/queues/{queue}/purge"
+	PathQueueBrowse = "/api/queues/{queue}/messages"
 	PathDeadLetters = "/api/dlq/{addr}"
 	PathReplay      = "/api/dlq/{addr}/replay"
 	PathDLQPurge    = "/api/dlq/{addr}/purge"

@@ -183,9 +183,20 @@ type SendFileResponse struct {
 }
 
 // ReplayRequest is the body of POST /api/dlq/{addr}/replay; none, or a
-// Count of 0, moves them all back.
+// Count of 0, moves them all back. Select, when set, moves back only the
+// dead letters it names (Count is then ignored).
 type ReplayRequest struct {
-	Count int `json:"count"`
+	Count  int          `json:"count"`
+	Select []MessageRef `json:"select,omitempty"`
+}
+
+// MessageRef names one message: its origin node id (hex, as
+// Message.Origin) and its id. The id is a JSON string here, unlike the
+// rest of the API: the console sends it, and a JavaScript number holds
+// only 53 bits.
+type MessageRef struct {
+	Origin string `json:"origin"`
+	ID     uint64 `json:"id,string"`
 }
 
 // ErrorResponse is the body of every answer with an error status.

@@ -1,0 +1,189 @@
+package petrel
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/internal/console"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// The web console (internal/console) is served by the admin TCP listener
+// at "/". It reads the node through consoleSource, the same figures the
+// JSON API answers, and its buttons call the JSON API.
+
+// consoleSource is the node as the console reads it.
+type consoleSource struct{ n adminNode }
+
+func (c consoleSource) Snapshot() console.Snapshot { return c.n.consoleSnapshot() }
+
+func (c consoleSource) Browse(ctx context.Context, name string, limit int) ([]adminapi.Message, error) {
+	return c.n.browseAPI(ctx, name, limit)
+}
+
+func (c consoleSource) Oldest(ctx context.Context, name string) (time.Time, bool) {
+	q, err := c.n.lookupQueue(name)
+	if err != nil {
+		return time.Time{}, false
+	}
+	data, ok, err := q.Oldest(ctx)
+	if err != nil || !ok {
+		return time.Time{}, false
+	}
+	m, err := message.Peek(data, message.Limits{})
+	if err != nil {
+		return time.Time{}, false
+	}
+	return m.Timestamp, true
+}
+
+// browseAPI browses the queue called name as the admin API shows
+// messages.
+func (n *Node) browseAPI(ctx context.Context, name string, limit int) ([]adminapi.Message, error) {
+	stored, err := n.Browse(ctx, name, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]adminapi.Message, len(stored))
+	for i, st := range stored {
+		out[i] = storedAPIMessage(st)
+	}
+	return out, nil
+}
+
+// consoleSnapshot gathers what the console shows.
+func (n *Node) consoleSnapshot() console.Snapshot {
+	st := n.Status()
+	snap := console.Snapshot{
+		Node: st.Node, ID: st.ID, DataDir: st.DataDir, Listen: st.Listen, Version: moduleVersion(),
+		Started: st.Started, Links: st.Links, Queues: st.Queues, Receiving: st.Transfers,
+		Subscriptions:    n.topicsResponse().Subscriptions,
+		Finished:         n.outcomes.recent(),
+		DiscoveryEnabled: st.Discovery.Enabled,
+		Config: console.Config{Source: st.Config.Source, Version: st.Config.Version, LoadedAt: st.Config.LoadedAt,
+			LastError: st.Config.LastError, NeedsRestart: st.Config.NeedsRestart},
+		StoreBytes: storeBytes(n.storePath()),
+		DiskFree:   diskFree(n.cfg.DataDir),
+	}
+	for _, e := range st.Nodes {
+		snap.Nodes = append(snap.Nodes, console.Peer{Name: e.Name, ID: e.ID, Connectors: e.Connectors, Source: e.Source, LastSeen: e.LastSeen})
+	}
+	n.reconfMu.Lock()
+	for _, r := range n.current.Routes {
+		snap.Routes = append(snap.Routes, console.Route{Node: r.Node, Via: r.Via})
+	}
+	n.reconfMu.Unlock()
+	return snap
+}
+
+// storePath is the store's database file (Config.Store.Path, by default
+// in the data directory).
+func (n *Node) storePath() string {
+	if n.cfg.Store.Path != "" {
+		return n.cfg.Store.Path
+	}
+	return filepath.Join(n.cfg.DataDir, "petrel.db")
+}
+
+// storeBytes is the size of the store's database and its journal files.
+func storeBytes(path string) int64 {
+	var total int64
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(p); err == nil {
+			total += fi.Size()
+		}
+	}
+	return total
+}
+
+// moduleVersion is the petrel module's version in the binary, "dev" for
+// a build from a working tree; read once.
+var moduleVersion = sync.OnceValue(readModuleVersion)
+
+func readModuleVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	v := ""
+	if info.Main.Path == "github.com/petrelmq/petrel" {
+		v = info.Main.Version
+	}
+	for _, d := range info.Deps {
+		if d.Path == "github.com/petrelmq/petrel" {
+			v = d.Version
+		}
+	}
+	if v == "" || v == "(devel)" {
+		v = "dev"
+	}
+	return v + " (" + info.GoVersion + ")"
+}
+
+// startConsole makes the console of the TCP listener.
+func (s *adminServer) startConsole(cfg AdminConfig) error {
+	c, err := console.New(console.Options{Source: consoleSource{s.node}, Token: cfg.Token, Log: s.log})
+	if err != nil {
+		return err
+	}
+	s.console = c
+	return nil
+}
+
+// recent returns the outcomes recorded in the last hour, oldest first.
+func (o *fileOutcomes) recent() []console.Finished {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cut := time.Now().Add(-time.Hour)
+	var out []console.Finished
+	for _, id := range o.order {
+		if at := o.at[id]; at.After(cut) {
+			out = append(out, console.Finished{FileProgress: o.m[id], At: at})
+		}
+	}
+	return out
+}
+
+// replaySelected moves the dead letters of addr that refs name back where
+// they were going, as Replay does with the oldest.
+func (n *Node) replaySelected(ctx context.Context, addr string, refs []adminapi.MessageRef) (int, error) {
+	dlq, err := n.deadLetterQueue(addr)
+	if dlq == nil {
+		return 0, err
+	}
+	want := make(map[adminapi.MessageRef]bool, len(refs))
+	for _, r := range refs {
+		want[r] = true
+	}
+	rows, err := dlq.Browse(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	var moves []queue.Move
+	for _, r := range rows {
+		if r.InFlight {
+			continue
+		}
+		m, err := message.Peek(r.Data, message.Limits{})
+		if err != nil || !want[adminapi.MessageRef{Origin: m.Origin.String(), ID: m.ID}] {
+			continue
+		}
+		to, err := n.replayTarget(ctx, r.Data, addr)
+		if err != nil {
+			return 0, err
+		}
+		if to != dlq {
+			moves = append(moves, queue.Move{RowID: r.RowID, To: to})
+		}
+	}
+	if len(moves) == 0 {
+		return 0, nil
+	}
+	return dlq.Move(ctx, moves)
+}

@@ -1,0 +1,512 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/internal/console"
+	"github.com/petrelmq/petrel/internal/petreltest"
+)
+
+// The console is tested in a real headless Chromium against real `petrel
+// node` processes: a, whose console is under test, and its neighbour b,
+// reached through a slow TCP proxy so that a file stays in flight long
+// enough to watch its progress bar.
+
+// chromiumPath is Debian's chromium; PETREL_CHROMIUM names another.
+func chromiumPath(t *testing.T) string {
+	p := os.Getenv("PETREL_CHROMIUM")
+	if p == "" {
+		p = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the console's browser tests need Chromium at %s (%v): install Debian's chromium package "+
+			"(apt-get install chromium; .ci/run does), or set PETREL_CHROMIUM to a Chromium binary", p, err)
+	}
+	return p
+}
+
+// screenshotDir is where the tests write screenshots: PETREL_SCREENSHOTS,
+// or a temporary directory.
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv("PETREL_SCREENSHOTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// newBrowser starts headless Chromium with a new empty profile and returns
+// a tab's context; the cleanup stops it.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	if err := chromedp.Do(ctx); err != nil {
+		cancel()
+		cancelAlloc()
+		t.Fatalf("start chromium: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// slowProxy forwards TCP connections to target, at most bps bytes a
+// second from the dialer to target: a slow link.
+type slowProxy struct {
+	ln     net.Listener
+	target string
+	bps    int
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func startSlowProxy(t *testing.T, target string, bps int) *slowProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &slowProxy{ln: ln, target: target, bps: bps}
+	p.wg.Add(1)
+	go p.acceptLoop()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *slowProxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(up, c, true)
+		go p.pipe(c, up, false)
+	}
+}
+
+// pipe copies src to dst, paced when slow, and closes both at the end.
+func (p *slowProxy) pipe(dst, src net.Conn, slow bool) {
+	defer p.wg.Done()
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+			if slow {
+				time.Sleep(time.Duration(n) * time.Second / time.Duration(p.bps))
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *slowProxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// consoleCluster is node a, with its console, and its neighbour b.
+type consoleCluster struct {
+	dir, admin, base string
+	api              *adminapi.Client
+	b                *nodeProc
+}
+
+func startConsoleCluster(t *testing.T) *consoleCluster {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "admin.token")
+	writeFile(t, tokenFile, testAdminToken+"\n")
+	bPort := freePort(t)
+	writeFile(t, filepath.Join(dir, "b.yaml"), fmt.Sprintf(`node: {name: b, data_dir: %s}
+listen: "127.0.0.1:%d"
+addresses:
+  - {name: orders}
+`, filepath.Join(dir, "b"), bPort))
+	cl := &consoleCluster{dir: dir}
+	cl.b = startNode(t, dir, "-c", filepath.Join(dir, "b.yaml"))
+	cl.b.ready(t)
+	// 2 MB/s: a 24 MiB file takes about 12 s.
+	proxy := startSlowProxy(t, fmt.Sprintf("127.0.0.1:%d", bPort), 2<<20)
+	writeFile(t, filepath.Join(dir, "a.yaml"), fmt.Sprintf(`node: {name: a, data_dir: %s}
+listen: "127.0.0.1:0"
+admin:
+  listen: "127.0.0.1:0"
+  token_file: %s
+nodes:
+  - {name: b, connector: "tcp://%s"}
+files:
+  chunk_size: 64KiB
+  window: 4
+addresses:
+  - {name: work}
+  - {name: jobs, max_deliveries: 1}
+`, filepath.Join(dir, "a"), tokenFile, proxy.ln.Addr()))
+	f := startNode(t, dir, "-c", filepath.Join(dir, "a.yaml")).ready(t)
+	cl.admin = f["admin"]
+	cl.base = "http://" + cl.admin
+	cl.api = adminapi.Dial(cl.admin, testAdminToken)
+	t.Cleanup(cl.api.Close)
+	return cl
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func (cl *consoleCluster) send(t *testing.T, to, text string) {
+	t.Helper()
+	var resp adminapi.SendResponse
+	if err := cl.api.Do(context.Background(), http.MethodPost, adminapi.PathSend, adminapi.SendRequest{To: to, Text: &text}, &resp); err != nil {
+		t.Fatalf("send to %s: %v", to, err)
+	}
+}
+
+func (cl *consoleCluster) recv(t *testing.T, req adminapi.RecvRequest) int {
+	t.Helper()
+	var resp adminapi.RecvResponse
+	if err := cl.api.Do(context.Background(), http.MethodPost, adminapi.PathRecv, req, &resp); err != nil {
+		t.Fatalf("recv from %s: %v", req.Address, err)
+	}
+	return len(resp.Messages)
+}
+
+// text returns the text of the first element matching sel, "" if none.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	js := fmt.Sprintf(`(function(){var e=document.querySelector(%q);return e?e.textContent:""})()`, sel)
+	s, err := runTab(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		t.Fatalf("read %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// waitText waits until the text of sel satisfies ok, as the page's event
+// stream redraws it.
+func waitText(t *testing.T, ctx context.Context, what, sel string, ok func(string) bool) string {
+	t.Helper()
+	var last string
+	petreltest.Eventually(t, what, func() bool {
+		last = text(t, ctx, sel)
+		return ok(last)
+	}, func() string { return fmt.Sprintf("%s reads %q", sel, last) })
+	return last
+}
+
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png, err := runTab(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", path)
+}
+
+// fetchStatus makes the page fetch url by POST with body, and the CSRF
+// token when withCSRF, and returns the answer's status.
+func fetchStatus(t *testing.T, ctx context.Context, url, body string, withCSRF bool) int {
+	t.Helper()
+	headers := `{'Content-Type':'application/json'}`
+	if withCSRF {
+		headers = `{'Content-Type':'application/json','` + console.CSRFHeader + `':document.querySelector('meta[name="csrf-token"]').content}`
+	}
+	js := fmt.Sprintf(`fetch(%q,{method:'POST',credentials:'same-origin',headers:%s,body:%q}).then(function(r){return r.status})`, url, headers, body)
+	status, err := runTab(ctx, chromedp.Evaluate[int](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("fetch %s: %v", url, err)
+	}
+	return status
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func TestConsoleInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a browser; without -short")
+	}
+	shots := screenshotDir(t)
+	cl := startConsoleCluster(t)
+	ctx := newBrowser(t)
+
+	// The login is required: every page sends to the login form, and the
+	// API refuses the browser without its cookie.
+	if err := do(ctx, chromedp.Navigate(cl.base+"/queues")); err != nil {
+		t.Fatal(err)
+	}
+	loc := location(t, ctx)
+	if !strings.HasSuffix(loc, "/login") {
+		t.Fatalf("without a session /queues led to %s, want the login form", loc)
+	}
+	screenshot(t, ctx, shots, "login")
+	if st := fetchStatus(t, ctx, "/api/queues/work/purge", "{}", false); st != http.StatusUnauthorized {
+		t.Fatalf("a purge before the login answered %d, want 401", st)
+	}
+	if err := do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#token"), "not-the-token-at-all"),
+		chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS(".error")),
+	); err != nil {
+		t.Fatalf("wrong token: %v; the page at %s reads %q", err, location(t, ctx), text(t, ctx, "body"))
+	}
+	if err := do(ctx,
+		chromedp.SetValue(chromedp.CSS("#token"), testAdminToken),
+		chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#live")),
+	); err != nil {
+		t.Fatalf("log in: %v", err)
+	}
+	loc = location(t, ctx)
+	if loc != cl.base+"/" {
+		t.Fatalf("after the login the browser is at %s", loc)
+	}
+
+	// The network: the link to b comes up once a is sending to b.
+	cl.send(t, "orders@b", "hello b")
+	waitText(t, ctx, "the link to b shown up", `tr[data-link="b"] .state`, func(s string) bool { return strings.Contains(s, "up") })
+	if err := do(ctx, chromedp.Click(chromedp.CSS(`tr[data-link="b"] a`)), chromedp.WaitVisible(chromedp.CSS("#detail"))); err != nil {
+		t.Fatalf("open the link's detail: %v", err)
+	}
+	waitText(t, ctx, "the link's detail", "#detail .lasterror", func(s string) bool { return s != "" })
+	screenshot(t, ctx, shots, "network")
+
+	// A queue's depth rises and falls, as its live row shows.
+	if err := do(ctx, chromedp.Navigate(cl.base+"/queues"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		cl.send(t, "work", fmt.Sprintf("job %d", i))
+	}
+	waitText(t, ctx, "work's depth at 20", `tr[data-queue="work"] .depth`, func(s string) bool { return atoi(s) == 20 })
+	// A dead letter for the DLQ page: jobs takes one delivery.
+	cl.send(t, "jobs", `{"job": 7, "input": "malformed"}`)
+	if n := cl.recv(t, adminapi.RecvRequest{Address: "jobs", Settle: adminapi.SettleNack, Reason: "input does not parse"}); n != 1 {
+		t.Fatalf("recv jobs took %d messages", n)
+	}
+	waitText(t, ctx, "jobs.dlq listed", `tr[data-queue="jobs.dlq"] .depth`, func(s string) bool { return atoi(s) == 1 })
+	screenshot(t, ctx, shots, "queues")
+	if n := cl.recv(t, adminapi.RecvRequest{Address: "work", Count: 20}); n != 20 {
+		t.Fatalf("recv work took %d messages", n)
+	}
+	waitText(t, ctx, "work's depth back to 0", `tr[data-queue="work"] .depth`, func(s string) bool { return atoi(s) == 0 })
+
+	// A request of the page's session without the CSRF token is refused;
+	// with it, it passes.
+	if st := fetchStatus(t, ctx, "/api/queues/work/purge", "{}", false); st != http.StatusForbidden {
+		t.Fatalf("a purge without the CSRF token answered %d, want 403", st)
+	}
+	if st := fetchStatus(t, ctx, "/api/queues/work/purge", "{}", true); st != http.StatusOK {
+		t.Fatalf("a purge with the CSRF token answered %d, want 200", st)
+	}
+
+	// The DLQ: its message with its reason, replayed from the page.
+	if err := do(ctx, chromedp.Navigate(cl.base+"/queues/jobs.dlq"), chromedp.WaitVisible(chromedp.CSS(".msg"))); err != nil {
+		t.Fatal(err)
+	}
+	if r := text(t, ctx, ".msg .reason"); !strings.Contains(r, "input does not parse") {
+		t.Fatalf("the dead letter's reason reads %q", r)
+	}
+	waitText(t, ctx, "jobs.dlq's depth at 1", ".stats .depth", func(s string) bool { return atoi(s) == 1 })
+	screenshot(t, ctx, shots, "queue-dlq")
+	if err := do(ctx, chromedp.Click(chromedp.CSS(`.msg button[name="one"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the replay's result", "#result", func(s string) bool { return strings.Contains(s, "Replayed 1") })
+	waitText(t, ctx, "jobs.dlq's depth at 0", ".stats .depth", func(s string) bool { return atoi(s) == 0 })
+	if n := cl.recv(t, adminapi.RecvRequest{Address: "jobs"}); n != 1 {
+		t.Fatalf("the replayed message is not back in jobs (recv took %d)", n)
+	}
+
+	// A selection, then all: two more dead letters.
+	cl.send(t, "jobs", "second")
+	cl.send(t, "jobs", "third")
+	if n := cl.recv(t, adminapi.RecvRequest{Address: "jobs", Count: 2, Settle: adminapi.SettleNack, Reason: "rejected"}); n != 2 {
+		t.Fatalf("recv jobs took %d messages, want 2", n)
+	}
+	if err := do(ctx, chromedp.Navigate(cl.base+"/queues/jobs.dlq"), chromedp.WaitVisible(chromedp.CSS(".msg"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "jobs.dlq's depth at 2", ".stats .depth", func(s string) bool { return atoi(s) == 2 })
+	if err := do(ctx, chromedp.Click(chromedp.CSS("#sel-0")), chromedp.Click(chromedp.CSS("#replay-selected"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the selection's replay", "#result", func(s string) bool { return strings.Contains(s, "Replayed 1") })
+	waitText(t, ctx, "jobs.dlq's depth at 1", ".stats .depth", func(s string) bool { return atoi(s) == 1 })
+	if err := do(ctx, chromedp.Click(chromedp.CSS("#replay-all"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "jobs.dlq's depth at 0 after replay all", ".stats .depth", func(s string) bool { return atoi(s) == 0 })
+	if n := cl.recv(t, adminapi.RecvRequest{Address: "jobs", Count: 2}); n != 2 {
+		t.Fatalf("the replayed messages are not back in jobs (recv took %d)", n)
+	}
+
+	// A test message sent from a queue's page, then a purge behind its
+	// confirmation.
+	if err := do(ctx, chromedp.Navigate(cl.base+"/queues/work"), chromedp.WaitVisible(chromedp.CSS("#send")),
+		chromedp.SetValue(chromedp.CSS("#send-text"), "sent from the page"),
+		chromedp.Click(chromedp.CSS("#send"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the send's result", "#result", func(s string) bool { return strings.Contains(s, "Sent message") })
+	waitText(t, ctx, "work's depth at 1", ".stats .depth", func(s string) bool { return atoi(s) == 1 })
+	waitText(t, ctx, "the message listed", ".msg .body", func(s string) bool { return s == "sent from the page" })
+	if err := do(ctx, chromedp.Click(chromedp.CSS("details.purge summary")), chromedp.WaitVisible(chromedp.CSS("#purge")),
+		chromedp.Click(chromedp.CSS("#purge"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the purge's result", "#result", func(s string) bool { return strings.Contains(s, "Purged 1") })
+	waitText(t, ctx, "work's depth at 0 after the purge", ".stats .depth", func(s string) bool { return atoi(s) == 0 })
+
+	// A file in flight: its progress bar advances.
+	src := filepath.Join(cl.dir, "big.bin")
+	writeRandom(t, src, 24<<20)
+	r := runPetrel(t, time.Minute, "sendfile", src, "orders@b", "-c", filepath.Join(cl.dir, "a.yaml"), "--no-wait")
+	r.wantCode(t, 0)
+	if err := do(ctx, chromedp.Navigate(cl.base+"/transfers"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
+		t.Fatal(err)
+	}
+	progress := func() int {
+		js := `(function(){var p=document.querySelector('tr[data-file] progress');return p?p.value:-1})()`
+		v, err := runTab(ctx, chromedp.Evaluate[float64](js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(v)
+	}
+	var first int
+	petreltest.Eventually(t, "the file's progress bar", func() bool { first = progress(); return first > 0 })
+	var later int
+	petreltest.Eventually(t, "the progress bar advancing", func() bool { later = progress(); return later > first },
+		func() string { return fmt.Sprintf("first %d, now %d", first, later) })
+	waitText(t, ctx, "the file's rate", "tr[data-file] td:nth-child(5)", func(s string) bool { return s != "0 B/s" })
+	screenshot(t, ctx, shots, "transfers")
+
+	if err := do(ctx, chromedp.Navigate(cl.base+"/node"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, ctx, shots, "node")
+
+	// The link goes down once b stops.
+	if err := do(ctx, chromedp.Navigate(cl.base+"/?link=b"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
+		t.Fatal(err)
+	}
+	cl.b.cmd.Process.Kill()
+	<-cl.b.exited
+	waitText(t, ctx, "the link to b shown down", `tr[data-link="b"] .state`, func(s string) bool { return strings.Contains(s, "down") })
+	waitText(t, ctx, "the link's last error", "#detail .lasterror", func(s string) bool { return s != "none" })
+	screenshot(t, ctx, shots, "network-down")
+}
+
+func writeRandom(t *testing.T, path string, size int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.CopyN(f, rand.Reader, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func location(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	loc, err := runTab(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// actionTimeout bounds one browser action of the tests.
+const actionTimeout = 30 * time.Second
+
+// short derives a context for one action from the tab's, bounded by
+// actionTimeout; it ends with the tab's, so nothing leaks.
+func short(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, actionTimeout)
+}
+
+// runTab runs a in the tab, within actionTimeout.
+func runTab[T any](ctx context.Context, a chromedp.Action[T]) (T, error) {
+	c, cancel := short(ctx)
+	defer cancel()
+	return chromedp.Run(c, a)
+}
+
+// do runs the steps in the tab, within actionTimeout.
+func do(ctx context.Context, steps ...chromedp.Action[chromedp.Void]) error {
+	_, err := runTab(ctx, chromedp.Steps(steps...))
+	return err
+}

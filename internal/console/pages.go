@@ -1,0 +1,222 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// pageNames are the pages; each has templates/<name>.html, which defines
+// "body" and, but for login, "live": the part the event stream redraws.
+var pageNames = []string{"login", "network", "queues", "queue", "transfers", "node"}
+
+var funcs = template.FuncMap{
+	"bytes":   formatBytes,
+	"rate":    func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"pct":     func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + "%" },
+	"dur":     formatDuration,
+	"ago":     func(t time.Time) string { return formatDuration(time.Since(t).Round(time.Second)) + " ago" },
+	"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"f1":      func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"escpath": pathEscape,
+	"bps":     func(f float64) string { return formatBytes(int64(f)) + "/s" },
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console templates: %w", err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// pageData is what every page's layout takes.
+type pageData struct {
+	Title, Page, Node, CSRF, Error string
+	// Events is the URL of the page's event stream, "" for none.
+	Events string
+	Logout bool
+	Live   any
+	Static any
+}
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, page string, d pageData) {
+	d.Page = page
+	d.CSRF = s.csrfToken(r)
+	d.Logout = s.hasToken && page != "login"
+	if d.Node == "" {
+		d.Node = s.sampler.snapshot().Node
+	}
+	var buf bytes.Buffer
+	if err := s.pages[page].ExecuteTemplate(&buf, "layout", d); err != nil {
+		s.log.Error("console page", "page", page, "error", err)
+		http.Error(w, "the page could not be drawn", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
+}
+
+// page serves one page: its live part drawn as the stream would, and the
+// rest.
+func (s *Server) page(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if name == "queue" {
+			q.Set("queue", r.PathValue("queue"))
+		}
+		d := pageData{Title: titles[name], Live: s.live(r.Context(), name, q)}
+		q.Set("page", name)
+		d.Events = "/events?" + q.Encode()
+		if name == "queue" {
+			d.Title = "Queue " + q.Get("queue")
+			limit, _ := strconv.Atoi(q.Get("limit"))
+			if limit <= 0 || limit > 1000 {
+				limit = 100
+			}
+			d.Static = s.queueMessages(r.Context(), q.Get("queue"), limit)
+		}
+		s.render(w, r, http.StatusOK, name, d)
+	}
+}
+
+var titles = map[string]string{"network": "Network", "queues": "Queues", "transfers": "Transfers", "node": "Node"}
+
+// live returns the data of the live part of page.
+func (s *Server) live(ctx context.Context, page string, q url.Values) any {
+	snap := s.sampler.snapshot()
+	switch page {
+	case "network":
+		return s.networkView(snap, q.Get("link"))
+	case "queues":
+		return s.queuesView(ctx, snap)
+	case "queue":
+		return s.queueView(ctx, snap, q.Get("queue"))
+	case "transfers":
+		return s.transfersView(snap)
+	case "node":
+		return s.nodeView(snap)
+	}
+	return nil
+}
+
+// handleEvents streams the live part of a page: each time the sampler
+// has new figures, the part is drawn again and sent if it changed, as one
+// event whose data is its HTML. A comment every 15 s keeps proxies from
+// closing a quiet stream.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page := q.Get("page")
+	t := s.pages[page]
+	if t == nil || page == "login" {
+		http.Error(w, "no such page", http.StatusNotFound)
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		http.Error(w, "the node is stopping", http.StatusServiceUnavailable)
+		return
+	}
+	s.streams.Add(1)
+	s.mu.Unlock()
+	defer s.streams.Done()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	tick := time.NewTicker(s.interval)
+	defer tick.Stop()
+	var last []byte
+	quiet := 0
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+		var buf bytes.Buffer
+		if err := t.ExecuteTemplate(&buf, "live", s.live(r.Context(), page, q)); err != nil {
+			s.log.Error("console stream", "page", page, "error", err)
+			return
+		}
+		if bytes.Equal(buf.Bytes(), last) {
+			if quiet++; quiet*int(s.interval) < int(15*time.Second) {
+				continue
+			}
+			quiet = 0
+			if _, err := fmt.Fprint(w, ": idle\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+			continue
+		}
+		last, quiet = buf.Bytes(), 0
+		if err := writeEvent(w, buf.Bytes()); err != nil {
+			return
+		}
+		fl.Flush()
+	}
+}
+
+// writeEvent writes data as one event: a "data:" line per line.
+func writeEvent(w http.ResponseWriter, data []byte) error {
+	var b bytes.Buffer
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		b.WriteString("data: ")
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+func formatBytes(n int64) string {
+	if n < 0 {
+		return "unknown"
+	}
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func formatDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < 24*time.Hour:
+		return strings.TrimSuffix(d.Round(time.Second).String(), "0s")
+	}
+	return fmt.Sprintf("%dd%s", d/(24*time.Hour), formatDuration(d%(24*time.Hour)))
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func pathEscape(s string) string { return url.PathEscape(s) }

@@ -1,0 +1,72 @@
+package console
+
+import (
+	"context"
+	"time"
+
+	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/receiver"
+	"github.com/petrelmq/petrel/sender"
+)
+
+// Source is what the console reads of a node. Its methods are called from
+// the sampler and from request handlers at once.
+type Source interface {
+	// Snapshot returns the node's figures now.
+	Snapshot() Snapshot
+	// Browse returns up to limit messages of the queue called name,
+	// consuming nothing.
+	Browse(ctx context.Context, name string, limit int) ([]adminapi.Message, error)
+	// Oldest returns when the oldest message of the queue called name was
+	// made, false if the queue is empty.
+	Oldest(ctx context.Context, name string) (time.Time, bool)
+}
+
+// Snapshot is a node's state at one moment, as the pages show it.
+type Snapshot struct {
+	Node, ID, DataDir, Listen string
+	Version                   string
+	Started                   time.Time
+	Links                     []sender.Status
+	Queues                    []queue.Stats
+	Subscriptions             []adminapi.Subscription
+	// Receiving are the files this node receives, and those paused.
+	Receiving []receiver.TransferStatus
+	// Finished are the files sent from this node that ended, newest last.
+	Finished []Finished
+	// Nodes are the directory: neighbours of the configuration and
+	// discovered nodes.
+	Nodes  []Peer
+	Routes []Route
+	Config Config
+	// DiscoveryEnabled says whether the node announces and listens.
+	DiscoveryEnabled bool
+	// StoreBytes is the size of the store's files; DiskFree the space
+	// left on the data directory's file system, -1 if unknown.
+	StoreBytes, DiskFree int64
+}
+
+// Finished is how a file sent from the node ended.
+type Finished struct {
+	adminapi.FileProgress
+	At time.Time
+}
+
+// Peer is one node of the directory.
+type Peer struct {
+	Name, ID, Connectors, Source string
+	LastSeen                     time.Time
+}
+
+// Route says that traffic for Node goes through Via.
+type Route struct{ Node, Via string }
+
+// Config says which configuration the node runs.
+type Config struct {
+	Source       string
+	Version      int
+	LoadedAt     time.Time
+	LastError    string
+	NeedsRestart []string
+}

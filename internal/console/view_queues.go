@@ -1,0 +1,201 @@
+package console
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/queue"
+)
+
+// The queues page and a queue's page.
+
+// queueView is one queue's row.
+type queueView struct {
+	queue.Stats
+	Label             string // receive, send, dead letters, subscription
+	EnqRate, AckRate  float64
+	Spark             string // the polyline of its depth over the recent minutes
+	SparkMin, SparkMx int64
+	// EnqSpark and AckSpark draw its enqueues and acks per second over
+	// the recent minutes, on one scale up to RateMax.
+	EnqSpark, AckSpark string
+	RateMax            float64
+	Oldest             time.Duration // the age of its oldest message; 0 when empty
+	DeadLetters        int64
+	DLQ                string // its dead-letter queue's name, "" if none
+	Href               string
+}
+
+// maxOldest bounds the queues whose oldest message a render looks up.
+const maxOldest = 200
+
+func (s *Server) queueViews(ctx context.Context, snap Snapshot) []queueView {
+	depth := map[string]int64{}
+	for _, q := range snap.Queues {
+		depth[q.Name] = q.Depth
+	}
+	out := make([]queueView, 0, len(snap.Queues))
+	for i, q := range snap.Queues {
+		v := queueView{Stats: q, Label: queueLabel(q), Href: "/queues/" + pathEscape(q.Name)}
+		pts := s.sampler.history("q:" + q.Name)
+		v.EnqRate, v.AckRate = rates(pts)
+		v.Spark, v.SparkMin, v.SparkMx = sparkline(pts)
+		v.EnqSpark, v.AckSpark, v.RateMax = rateLines(pts)
+		if d, ok := depth[q.Name+queue.DeadLetterSuffix]; ok {
+			v.DLQ, v.DeadLetters = q.Name+queue.DeadLetterSuffix, d
+		}
+		if q.Depth > 0 && i < maxOldest {
+			if t, ok := s.src.Oldest(ctx, q.Name); ok {
+				v.Oldest = max(time.Since(t), 0).Round(time.Second)
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func queueLabel(q queue.Stats) string {
+	switch {
+	case queue.IsDeadLetter(q.Name):
+		return "dead letters"
+	case strings.HasPrefix(q.Name, "sub:"):
+		return "subscription"
+	case q.Kind == queue.KindSend:
+		return "send"
+	}
+	return "receive"
+}
+
+// sparkline draws the depths of pts in a 120×24 box, and returns their
+// range.
+func sparkline(pts []point) (string, int64, int64) {
+	if len(pts) == 0 {
+		return "", 0, 0
+	}
+	lo, hi := pts[0].depth, pts[0].depth
+	for _, p := range pts {
+		lo, hi = min(lo, p.depth), max(hi, p.depth)
+	}
+	var b strings.Builder
+	span := float64(max(hi-lo, 1))
+	for i, p := range pts {
+		x := 120 * float64(i) / float64(max(len(pts)-1, 1))
+		y := 22 - 20*float64(p.depth-lo)/span
+		fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+	}
+	return strings.TrimSpace(b.String()), lo, hi
+}
+
+type queuesLive struct {
+	Queues        []queueView
+	Subscriptions []adminapi.Subscription
+	Minutes       int
+}
+
+func (s *Server) queuesView(ctx context.Context, snap Snapshot) queuesLive {
+	return queuesLive{Queues: s.queueViews(ctx, snap), Subscriptions: snap.Subscriptions, Minutes: s.minutes()}
+}
+
+func (s *Server) minutes() int { return int((time.Duration(historyLen) * s.interval).Minutes()) }
+
+// queueLive is the live part of a queue's page: its figures.
+type queueLive struct {
+	Name    string
+	Found   bool
+	Q       queueView
+	Minutes int
+}
+
+func (s *Server) queueView(ctx context.Context, snap Snapshot, name string) queueLive {
+	v := queueLive{Name: name, Minutes: s.minutes()}
+	for _, q := range s.queueViews(ctx, Snapshot{Queues: snap.Queues}) {
+		if q.Name == name {
+			v.Q, v.Found = q, true
+		}
+	}
+	return v
+}
+
+// messageView is one browsed message.
+type messageView struct {
+	adminapi.Message
+	Key     string // "origin/id", what replay selects it by
+	BodyLen int
+	Hex     string
+	Age     time.Duration
+}
+
+// maxHex bounds the body shown in hex.
+const maxHex = 4096
+
+// queuePage is the part of a queue's page read once, at load: its
+// messages.
+type queuePage struct {
+	Name     string
+	IsDLQ    bool
+	Messages []messageView
+	Limit    int
+	Err      string
+}
+
+func (s *Server) queueMessages(ctx context.Context, name string, limit int) queuePage {
+	p := queuePage{Name: name, IsDLQ: queue.IsDeadLetter(name), Limit: limit}
+	msgs, err := s.src.Browse(ctx, name, limit)
+	if err != nil {
+		p.Err = err.Error()
+		return p
+	}
+	for _, m := range msgs {
+		v := messageView{Message: m, Key: fmt.Sprintf("%s/%d", m.Origin, m.ID), BodyLen: len(m.Body)}
+		v.Hex = hexDump(m.Body)
+		if !m.Timestamp.IsZero() {
+			v.Age = max(time.Since(m.Timestamp), 0).Round(time.Second)
+		}
+		p.Messages = append(p.Messages, v)
+	}
+	return p
+}
+
+func hexDump(b []byte) string {
+	if len(b) > maxHex {
+		return hex.Dump(b[:maxHex]) + fmt.Sprintf("… %d more bytes\n", len(b)-maxHex)
+	}
+	return hex.Dump(b)
+}
+
+// rateLines draws the per-second rates of a series' two counters between
+// samples, in a 120×24 box on one scale, and returns its top.
+func rateLines(pts []point) (string, string, float64) {
+	if len(pts) < 2 {
+		return "", "", 0
+	}
+	ra := make([]float64, len(pts)-1)
+	rb := make([]float64, len(pts)-1)
+	top := 0.0
+	for i := 1; i < len(pts); i++ {
+		secs := pts[i].at.Sub(pts[i-1].at).Seconds()
+		if secs <= 0 {
+			continue
+		}
+		ra[i-1] = float64(max(pts[i].a-pts[i-1].a, 0)) / secs
+		rb[i-1] = float64(max(pts[i].b-pts[i-1].b, 0)) / secs
+		top = max(top, ra[i-1], rb[i-1])
+	}
+	draw := func(r []float64) string {
+		var b strings.Builder
+		for i, v := range r {
+			x := 120 * float64(i) / float64(max(len(r)-1, 1))
+			y := 22.0
+			if top > 0 {
+				y -= 20 * v / top
+			}
+			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+		}
+		return strings.TrimSpace(b.String())
+	}
+	return draw(ra), draw(rb), top
+}
