@@ -22,6 +22,9 @@ type Status struct {
 	Config    ConfigStatus     `json:"config"`
 	// Access is the access rules in force and what they denied.
 	Access AccessStats `json:"access"`
+	// Topics is the topic spaces, the subscriptions and the interest
+	// forwarding counters.
+	Topics TopicsStatus `json:"topics"`
 }
 
 // DirectoryEntry is one node this node knows, for `petrel nodes`.
@@ -88,6 +91,7 @@ func (n *Node) Status() Status {
 		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
 		Nodes: n.directoryEntries(), Discovery: n.discoveryStats(),
 		Config: n.configStatus(), Transfers: n.Transfers(), Access: n.AccessStats(),
+		Topics: n.topicsStatus(),
 	}
 }
 

@@ -68,10 +68,10 @@ type TopicConfig struct {
 type TopicKeep struct {
 	// Messages is how many publishes the space holds at most; past it the
 	// oldest is dropped, counted in petrel_topic_keep_dropped_total.
-	Messages int
+	Messages int `json:"messages,omitempty"`
 	// Age is how long a publish is held at most, from its timestamp; 0
 	// is no limit.
-	Age time.Duration
+	Age time.Duration `json:"age,omitempty"`
 }
 
 // SubscribeOptions say which subscription Subscribe makes or joins.
