@@ -13,6 +13,8 @@ var (
 		"Copies of topic publishes queued toward neighbours with matching interest (one per next hop), since the node started.", nil, nil)
 	descTopicInterestDropped = prometheus.NewDesc("petrel_topic_interest_dropped_total",
 		"Topic interest and forwards not taken or not sent: malformed, looped back, past the hop limit, or toward a node with no route, since the node started.", nil, nil)
+	descTopicInterestDenied = prometheus.NewDesc("petrel_topic_interest_denied_total",
+		"Topic interest refused because the neighbour that handed it over may not subscribe to its pattern (access rules), since the node started; also in petrel_topic_interest_dropped_total and petrel_access_denied_total.", nil, nil)
 	descTopicPruned = prometheus.NewDesc("petrel_topic_pruned_total",
 		"Publishes dropped from the send queue toward a neighbour because the interest they waited for went away: withdrawn by its subscriber (unsubscribed), or non-durable and its link down past topic_interest_grace (grace), since the node started.", []string{"reason"}, nil)
 	descTopicKept = prometheus.NewDesc("petrel_topic_kept_total",
@@ -54,6 +56,7 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(descTopicPruned, c.t.prunedUnsub.Load(), pruneUnsubscribed)
 	ch <- counter(descTopicPruned, c.t.prunedGrace.Load(), pruneGrace)
 	ch <- counter(descTopicKept, c.t.kept.Load())
+	ch <- counter(descTopicInterestDenied, c.t.interestDenied.Load())
 	ch <- counter(descTopicKeepTaken, c.t.keepTaken.Load())
 	ch <- counter(descTopicKeepDropped, c.t.keepDroppedCount.Load(), keepDropCount)
 	ch <- counter(descTopicKeepDropped, c.t.keepDroppedAge.Load(), keepDropAge)

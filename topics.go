@@ -129,6 +129,10 @@ type topics struct {
 	// fullLog rate-limits the warning about interest dropped for
 	// maxLearnedInterest, per neighbour.
 	fullLog ratelog.Limiter
+	// interestDenied counts the interest refused by the subscribe access
+	// rules; deniedLog rate-limits its warning, per neighbour.
+	interestDenied atomic.Int64
+	deniedLog      ratelog.Limiter
 
 	// pruneMu serialises the prunes of send queues (topic_prune.go), which
 	// share pruneBin; prunedUnsub and prunedGrace count what they dropped.
