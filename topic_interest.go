@@ -131,13 +131,19 @@ func (n *Node) neighbours() []string {
 // interestMessage builds one interest message.
 func (n *Node) interestMessage(op, pattern, node string, durable bool, hops []string) *message.Message {
 	m := n.Producer().CreateDataMessage(interestAddr)
+	setInterest(m, op, pattern, node, durable, hops)
+	return m
+}
+
+// setInterest makes m an interest message: its data type and properties,
+// in the order drawn in the README (Interest forwarding).
+func setInterest(m *message.Message, op, pattern, node string, durable bool, hops []string) {
 	m.Data.DataType = interestType
 	m.Properties.Set(propOp, message.String(op))
 	m.Properties.Set(propPattern, message.String(pattern))
 	m.Properties.Set(propDurable, message.Bool(durable))
 	m.Properties.Set(propNode, message.String(node))
 	m.Properties.Set(propHops, message.String(strings.Join(hops, ",")))
-	return m
 }
 
 // sendInterest sends m to every neighbour not in hops, in one store
