@@ -508,6 +508,9 @@ func (c Config) validateTopics() error {
 	if err != nil {
 		return cfgErr("topics", err.Error(), err)
 	}
+	if c.TopicInterestGrace < 0 {
+		return cfgErr("topic_interest_grace", fmt.Sprintf("%s is negative; leave it out for the default %s", c.TopicInterestGrace, DefaultTopicInterestGrace), nil)
+	}
 	for _, a := range c.Addresses {
 		if a.Name == interestAddr {
 			return cfgErr("addresses", fmt.Sprintf("address %q is reserved for the topic traffic between nodes; use another name", a.Name), nil)
