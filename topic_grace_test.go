@@ -136,3 +136,23 @@ func TestInterestGraceReannouncesAfterPartition(t *testing.T) {
 		t.Fatalf("unrouted %v, want 1: the publish during the partition", got)
 	}
 }
+
+// Interest follows discovered nodes as anycast does: A and B know each
+// other only by discovery, B's durable subscription is announced to A
+// once A is found, and A's publishes reach it.
+func TestInterestFollowsDiscoveredNodes(t *testing.T) {
+	disc := petrel.DiscoveryConfig{
+		Enabled: true, Group: fmt.Sprintf("127.255.255.255:%d", freeUDPPort(t)),
+		Period: 50 * time.Millisecond, Timeout: 5 * time.Second,
+	}
+	open := func(name string) *petrel.Node {
+		return nodes.Open(t, nodes.Name(name), nodes.Listen("127.0.0.1:0"), withTopics("orders.#"),
+			nodes.With(func(c *petrel.Config) { c.Discovery = disc }))
+	}
+	b := open("b")
+	audit := subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true})
+	a := open("a")
+	waitInterest(t, a, "b/b/orders.#")
+	bodies := publishN(t, a, "orders.eu.created", 5)
+	drainSub(t, audit, bodies, a)
+}
