@@ -1,6 +1,7 @@
 package petrel_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -152,6 +153,24 @@ func TestInterestFollowsDiscoveredNodes(t *testing.T) {
 	b := open("b")
 	audit := subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true})
 	a := open("a")
+	waitInterest(t, a, "b/b/orders.#")
+	bodies := publishN(t, a, "orders.eu.created", 5)
+	drainSub(t, audit, bodies, a)
+}
+
+// A neighbour added by a reload is sent the node's interest: B's
+// subscription, made before B knew A, reaches A once a reload adds A to
+// B's nodes, and A's publishes reach it.
+func TestInterestFollowsReloadedNeighbour(t *testing.T) {
+	m := newMesh(t, "a", "b")
+	var cfgB petrel.Config
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(m["b"]), withTopics("orders.#"), nodes.With(func(c *petrel.Config) { cfgB = *c }))
+	audit := subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true})
+	a := m.open(t, "a", "", "b")
+	cfgB.Nodes = []petrel.NodeConfig{{Name: "a", Connector: "tcp://" + m["a"]}}
+	if _, err := b.Reconfigure(context.Background(), cfgB); err != nil {
+		t.Fatal(err)
+	}
 	waitInterest(t, a, "b/b/orders.#")
 	bodies := publishN(t, a, "orders.eu.created", 5)
 	drainSub(t, audit, bodies, a)

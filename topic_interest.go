@@ -119,17 +119,16 @@ func (it *interestTable) nextHops(topic string, hops []string) []string {
 	return out
 }
 
-// neighbours are the nodes interest is announced to: those configured,
-// then those discovery found, which anycast reaches directly too (their
-// own next hop). The topic janitor announces to a node when it joins
-// them (topic_grace.go).
+// neighbours are the nodes interest is announced to: the directory's,
+// that is those configured in nodes (as the last reload left them) and
+// those discovery found, which anycast reaches directly too (their own
+// next hop). The topic janitor announces to a node when it joins them
+// (topic_grace.go).
 func (n *Node) neighbours() []string {
-	out := make([]string, 0, len(n.cfg.Nodes))
-	for _, c := range n.cfg.Nodes {
-		out = append(out, c.Name)
-	}
-	for _, e := range n.dir.Entries() {
-		if e.Source == address.SourceDiscovered && e.Name != n.cfg.Name && !slices.Contains(out, e.Name) {
+	entries := n.dir.Entries()
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.Name != n.cfg.Name {
 			out = append(out, e.Name)
 		}
 	}
