@@ -2,6 +2,7 @@ package petrel_test
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,43 @@ func TestHostileInterestInAnotherName(t *testing.T) {
 		if in.Neighbour != "mallory" || in.Node != "mallory" {
 			t.Fatalf("interest learned in another's name: %s", learned())
 		}
+	}
+}
+
+// TestHostileInterestPastSubscribeRules: interest is learned only for
+// patterns the neighbour that hands it over may subscribe to. Interest
+// past its subscribe rules is refused with the reason (logged, counted in
+// petrel_topic_interest_denied_total and the access denials), and draws
+// no publish; what it may subscribe to is learned.
+func TestHostileInterestPastSubscribeRules(t *testing.T) {
+	logs := &petreltest.SyncBuffer{}
+	n := openNode(t, "hub", "127.0.0.1:0", func(c *petrel.Config) {
+		c.Peers = []petrel.PeerConfig{{Name: "mallory", Secret: "m"}}
+		c.Topics = []petrel.TopicConfig{{Pattern: "orders.#"}}
+		c.Access = []petrel.AccessRule{{Identity: "mallory", Send: []string{"_petrel.topics"}, Subscribe: []string{"orders.eu.*"}}}
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		withAdmin(c)
+	})
+	mallory := nodeID("mallory")
+	sess := openLink(t, mustRawPeer(t, n, "mallory", "m", mallory))
+	wide := interestMsg(mallory, 1, "mallory", "mallory")
+	narrow := interestMsg(mallory, 2, "mallory", "mallory")
+	narrow.Properties.Set("petrel.pattern", message.String("orders.eu.*"))
+	if got := sendAll(t, sess, wide, narrow); got[0] != "" || got[1] != "" {
+		t.Fatalf("interest refused on its header: %q", got)
+	}
+	petreltest.Eventually(t, "the topic inbox drained", func() bool {
+		st, _ := n.QueueStat("topic:inbox")
+		return st.Depth == 0 && st.InFlight == 0 && len(n.TopicInterest()) == 1
+	}, func() string { return fmt.Sprintf("%+v", n.TopicInterest()) })
+	if got := n.TopicInterest()[0]; got.Pattern != "orders.eu.*" || got.Node != "mallory" {
+		t.Fatalf("learned %+v, want mallory's orders.eu.* alone", got)
+	}
+	m := scrape(t, n)
+	if m["petrel_topic_interest_denied_total"] != 1 || m[`petrel_access_denied_total{action="subscribe"}`] != 1 {
+		t.Fatalf("denied: topic %v, access %v; want 1 and 1", m["petrel_topic_interest_denied_total"], m[`petrel_access_denied_total{action="subscribe"}`])
+	}
+	if s := logs.String(); !strings.Contains(s, "refusing topic interest") || !strings.Contains(s, `may not subscribe`) || !strings.Contains(s, "orders.#") {
+		t.Fatalf("the refusal's reason is not logged:\n%s", s)
 	}
 }

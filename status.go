@@ -25,6 +25,9 @@ type Status struct {
 	// HA is the node's part in a live/backup pair; nil for a standalone
 	// node.
 	HA *HAStatus `json:"ha,omitempty"`
+	// Topics is the topic spaces, the subscriptions and the interest
+	// forwarding counters.
+	Topics TopicsStatus `json:"topics"`
 }
 
 // DirectoryEntry is one node this node knows, for `petrel nodes`.
@@ -95,6 +98,7 @@ func (n *Node) Status() Status {
 		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
 		Nodes: n.directoryEntries(), Discovery: n.discoveryStats(),
 		Config: n.configStatus(), Transfers: n.Transfers(), Access: n.AccessStats(),
+		Topics: n.topicsStatus(),
 	}
 }
 

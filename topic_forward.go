@@ -77,10 +77,26 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 		n.topics.interestDropped.Add(1)
 		return nil
 	}
+	neighbour := im.hops[len(im.hops)-1]
+	if im.op == opSubscribe {
+		// The neighbour that hands the interest over must be allowed to
+		// subscribe to its pattern: its access rules, not the subscribing
+		// node's, which this node may not know. The message was acked on
+		// its header already, so the refusal is logged and counted.
+		if err := n.Authorize(neighbour, ActionSubscribe, im.pattern); err != nil {
+			n.topics.interestDropped.Add(1)
+			n.topics.interestDenied.Add(1)
+			if held, ok := n.topics.deniedLog.Allow(neighbour); ok {
+				n.log.Warn("refusing topic interest", slog.String("neighbour", neighbour), slog.String("node", im.node),
+					slog.String("pattern", im.pattern), slog.Int64("suppressed", held), slog.Any(logkey.Error, err))
+			}
+			return nil
+		}
+	}
 	it := &n.topics.remote
 	it.changeMu.Lock()
 	defer it.changeMu.Unlock()
-	key := interestKey{im.hops[len(im.hops)-1], im.node, im.pattern}
+	key := interestKey{neighbour, im.node, im.pattern}
 	it.mu.Lock()
 	_, had := it.learned[key]
 	if im.op == opSubscribe && !had && len(it.learned) >= it.limit() {

@@ -52,8 +52,9 @@ func (n *Node) topicJanitor(ctx context.Context) {
 	// then until its link is seen up.
 	start := n.now()
 	down := map[string]time.Time{}
+	known := map[string]bool{}
 	for _, nb := range n.neighbours() {
-		down[nb] = start
+		down[nb], known[nb] = start, true
 	}
 	dropped := map[string]bool{}
 	tick := time.NewTicker(n.janitorTick())
@@ -67,6 +68,7 @@ func (n *Node) topicJanitor(ctx context.Context) {
 			continue
 		case <-tick.C:
 		}
+		n.greetNew(ctx, known, down)
 		n.checkGrace(ctx, down, dropped)
 		n.trimKeeps(ctx)
 	}
@@ -83,7 +85,7 @@ func (n *Node) checkGrace(ctx context.Context, down map[string]time.Time, droppe
 			up[nb] = true
 		}
 	}
-	for _, nb := range n.neighbours() {
+	for _, nb := range n.graceNodes() {
 		since, wasDown := down[nb]
 		if up[nb] {
 			delete(down, nb)
@@ -101,6 +103,39 @@ func (n *Node) checkGrace(ctx context.Context, down map[string]time.Time, droppe
 			dropped[nb] = true
 		}
 	}
+}
+
+// greetNew announces this node's interest, and what it learned, to the
+// nodes that became neighbours since the janitor last looked: found by
+// discovery, or added to nodes by a reload. The start announced to the
+// others.
+func (n *Node) greetNew(ctx context.Context, known map[string]bool, down map[string]time.Time) {
+	for _, nb := range n.neighbours() {
+		if known[nb] {
+			continue
+		}
+		known[nb] = true
+		if _, ok := down[nb]; !ok {
+			down[nb] = n.now()
+		}
+		n.reannounceTo(ctx, nb)
+	}
+}
+
+// graceNodes are the neighbours, and the nodes interest was learned from
+// that are neighbours no more (a discovered node gone silent): the
+// non-durable interest of either may outlast its link.
+func (n *Node) graceNodes() []string {
+	out := n.neighbours()
+	it := &n.topics.remote
+	it.mu.RLock()
+	for k := range it.learned {
+		if !slices.Contains(out, k.Neighbour) {
+			out = append(out, k.Neighbour)
+		}
+	}
+	it.mu.RUnlock()
+	return out
 }
 
 // dropNonDurable forgets the non-durable interest learned from nb, passes

@@ -119,11 +119,18 @@ func (it *interestTable) nextHops(topic string, hops []string) []string {
 	return out
 }
 
-// neighbours are the nodes interest is announced to: those configured.
+// neighbours are the nodes interest is announced to: the directory's,
+// that is those configured in nodes (as the last reload left them) and
+// those discovery found, which anycast reaches directly too (their own
+// next hop). The topic janitor announces to a node when it joins them
+// (topic_grace.go).
 func (n *Node) neighbours() []string {
-	out := make([]string, 0, len(n.cfg.Nodes))
-	for _, c := range n.cfg.Nodes {
-		out = append(out, c.Name)
+	entries := n.dir.Entries()
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.Name != n.cfg.Name {
+			out = append(out, e.Name)
+		}
 	}
 	return out
 }
@@ -131,13 +138,19 @@ func (n *Node) neighbours() []string {
 // interestMessage builds one interest message.
 func (n *Node) interestMessage(op, pattern, node string, durable bool, hops []string) *message.Message {
 	m := n.Producer().CreateDataMessage(interestAddr)
+	setInterest(m, op, pattern, node, durable, hops)
+	return m
+}
+
+// setInterest makes m an interest message: its data type and properties,
+// in the order drawn in the README (Interest forwarding).
+func setInterest(m *message.Message, op, pattern, node string, durable bool, hops []string) {
 	m.Data.DataType = interestType
 	m.Properties.Set(propOp, message.String(op))
 	m.Properties.Set(propPattern, message.String(pattern))
 	m.Properties.Set(propDurable, message.Bool(durable))
 	m.Properties.Set(propNode, message.String(node))
 	m.Properties.Set(propHops, message.String(strings.Join(hops, ",")))
-	return m
 }
 
 // sendInterest sends m to every neighbour not in hops, in one store

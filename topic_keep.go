@@ -80,7 +80,9 @@ func (n *Node) openKeeps(ctx context.Context) error {
 // keepPut returns the put that holds m in k's queue, and counts it.
 func (n *Node) keepPut(k *keepSpace, m *message.Message, data []byte, dedupe bool) queue.Put {
 	n.topics.kept.Add(1)
-	k.oldest.CompareAndSwap(0, m.Timestamp.UnixNano())
+	if !m.Timestamp.IsZero() {
+		k.oldest.CompareAndSwap(0, m.Timestamp.UnixNano())
+	}
 	return queue.Put{Queue: k.q, Msg: m, Data: data, Dedupe: dedupe}
 }
 
@@ -132,8 +134,8 @@ func (n *Node) trimKeep(ctx context.Context, k *keepSpace, byAge bool) error {
 			continue
 		}
 		var m message.Message
-		if err := m.UnmarshalBinary(r.Data); err != nil {
-			continue
+		if err := m.UnmarshalBinary(r.Data); err != nil || m.Timestamp.IsZero() {
+			continue // no age to judge: only the count bound drops it
 		}
 		ts := m.Timestamp.UnixNano()
 		if byAge && ts < cutoff {

@@ -13,6 +13,8 @@ var (
 		"Copies of topic publishes queued toward neighbours with matching interest (one per next hop), since the node started.", nil, nil)
 	descTopicInterestDropped = prometheus.NewDesc("petrel_topic_interest_dropped_total",
 		"Topic interest and forwards not taken or not sent: malformed, looped back, past the hop limit, or toward a node with no route, since the node started.", nil, nil)
+	descTopicInterestDenied = prometheus.NewDesc("petrel_topic_interest_denied_total",
+		"Topic interest refused because the neighbour that handed it over may not subscribe to its pattern (access rules), since the node started; also in petrel_topic_interest_dropped_total and petrel_access_denied_total.", nil, nil)
 	descTopicPruned = prometheus.NewDesc("petrel_topic_pruned_total",
 		"Publishes dropped from the send queue toward a neighbour because the interest they waited for went away: withdrawn by its subscriber (unsubscribed), or non-durable and its link down past topic_interest_grace (grace), since the node started.", []string{"reason"}, nil)
 	descTopicKept = prometheus.NewDesc("petrel_topic_kept_total",
@@ -54,6 +56,7 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(descTopicPruned, c.t.prunedUnsub.Load(), pruneUnsubscribed)
 	ch <- counter(descTopicPruned, c.t.prunedGrace.Load(), pruneGrace)
 	ch <- counter(descTopicKept, c.t.kept.Load())
+	ch <- counter(descTopicInterestDenied, c.t.interestDenied.Load())
 	ch <- counter(descTopicKeepTaken, c.t.keepTaken.Load())
 	ch <- counter(descTopicKeepDropped, c.t.keepDroppedCount.Load(), keepDropCount)
 	ch <- counter(descTopicKeepDropped, c.t.keepDroppedAge.Load(), keepDropAge)
@@ -78,4 +81,53 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	c.t.mu.RUnlock()
 	ch <- gauge(descTopicSubscriptions, durable, "true")
 	ch <- gauge(descTopicSubscriptions, other, "false")
+}
+
+// TopicsStatus is the topics part of Status: what `petrel stat` shows of
+// them. Its counters are those of the metrics, since the node started.
+type TopicsStatus struct {
+	Spaces        []TopicSpaceStatus `json:"spaces"`
+	Subscriptions []SubscriptionInfo `json:"subscriptions"`
+	// Interest is how many pieces of interest the node learned from its
+	// neighbours (Node.TopicInterest lists them).
+	Interest  int   `json:"interest"`
+	Published int64 `json:"published"`
+	Unrouted  int64 `json:"unrouted"`
+	Forwarded int64 `json:"forwarded"`
+	// Pruned counts the publishes dropped from send queues for interest
+	// that went away; KeepDropped the held ones dropped past a bound.
+	Pruned      int64 `json:"pruned"`
+	Kept        int64 `json:"kept"`
+	KeepDropped int64 `json:"keep_dropped"`
+}
+
+// TopicSpaceStatus is one topic space, with its keep policy, if any, and
+// how many publishes that holds.
+type TopicSpaceStatus struct {
+	Pattern string    `json:"pattern"`
+	Keep    TopicKeep `json:"keep"`
+	Held    int64     `json:"held"`
+}
+
+func (n *Node) topicsStatus() TopicsStatus {
+	t := n.topics
+	st := TopicsStatus{
+		Spaces: []TopicSpaceStatus{}, Subscriptions: n.Subscriptions(),
+		Published: t.published.Load(), Unrouted: t.unrouted.Load(), Forwarded: t.forwarded.Load(),
+		Pruned: t.prunedUnsub.Load() + t.prunedGrace.Load(), Kept: t.kept.Load(),
+		KeepDropped: t.keepDroppedCount.Load() + t.keepDroppedAge.Load(),
+	}
+	for _, p := range t.spaces {
+		sp := TopicSpaceStatus{Pattern: p.String()}
+		for _, k := range t.keeps {
+			if k.pattern.String() == sp.Pattern && k.q != nil {
+				sp.Keep, sp.Held = k.cfg, k.q.Stats().Depth
+			}
+		}
+		st.Spaces = append(st.Spaces, sp)
+	}
+	t.remote.mu.RLock()
+	st.Interest = len(t.remote.learned)
+	t.remote.mu.RUnlock()
+	return st
 }

@@ -68,10 +68,10 @@ type TopicConfig struct {
 type TopicKeep struct {
 	// Messages is how many publishes the space holds at most; past it the
 	// oldest is dropped, counted in petrel_topic_keep_dropped_total.
-	Messages int
+	Messages int `json:"messages,omitempty"`
 	// Age is how long a publish is held at most, from its timestamp; 0
 	// is no limit.
-	Age time.Duration
+	Age time.Duration `json:"age,omitempty"`
 }
 
 // SubscribeOptions say which subscription Subscribe makes or joins.
@@ -129,6 +129,10 @@ type topics struct {
 	// fullLog rate-limits the warning about interest dropped for
 	// maxLearnedInterest, per neighbour.
 	fullLog ratelog.Limiter
+	// interestDenied counts the interest refused by the subscribe access
+	// rules; deniedLog rate-limits its warning, per neighbour.
+	interestDenied atomic.Int64
+	deniedLog      ratelog.Limiter
 
 	// pruneMu serialises the prunes of send queues (topic_prune.go), which
 	// share pruneBin; prunedUnsub and prunedGrace count what they dropped.
@@ -503,6 +507,9 @@ func (c Config) validateTopics() error {
 	t, err := newTopics(c.Topics)
 	if err != nil {
 		return cfgErr("topics", err.Error(), err)
+	}
+	if c.TopicInterestGrace < 0 {
+		return cfgErr("topic_interest_grace", fmt.Sprintf("%s is negative; leave it out for the default %s", c.TopicInterestGrace, DefaultTopicInterestGrace), nil)
 	}
 	for _, a := range c.Addresses {
 		if a.Name == interestAddr {

@@ -3,6 +3,7 @@ package conf
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTopicsSection(t *testing.T) {
@@ -19,6 +20,37 @@ func TestTopicsSection(t *testing.T) {
 		{"topics:\n  - {}\n", "pattern"},
 		{"topics:\n  - pattern: a.#\n  - pattern: a.#\n", "declared twice"},
 		{"topics:\n  - pattern: orders.#\naddresses:\n  - name: orders.eu\n", "a name is an address or a topic"},
+	} {
+		_, err := Parse("t.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want an error with %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// TestTopicsKeepAndGrace: a space's keep policy and topic_interest_grace
+// reach petrel.Config, and their bad values are refused with the key.
+func TestTopicsKeepAndGrace(t *testing.T) {
+	f, err := Parse("t.yaml", []byte("topics:\n  - pattern: orders.#\n    keep: {messages: 50, age: 2h}\n  - pattern: alerts.*\ntopic_interest_grace: 90s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.NodeConfig()
+	if k := cfg.Topics[0].Keep; k.Messages != 50 || k.Age != 2*time.Hour {
+		t.Fatalf("keep = %+v", k)
+	}
+	if k := cfg.Topics[1].Keep; k.Messages != 0 || k.Age != 0 {
+		t.Fatalf("a space without keep got %+v", k)
+	}
+	if cfg.TopicInterestGrace != 90*time.Second {
+		t.Fatalf("grace = %v", cfg.TopicInterestGrace)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"topics:\n  - pattern: a.#\n    keep: {age: 1h}\n", "topics[0].keep: a keep policy needs a bound"},
+		{"topics:\n  - pattern: a.#\n    keep: {messages: 0}\n", "topics[0].keep.messages"},
+		{"topics:\n  - pattern: a.#\n    keep: {messages: 5, age: -1s}\n", "topics[0].keep.age"},
+		{"topics:\n  - pattern: a.#\n    keep: {messages: 5, size: 3}\n", "unknown field"},
+		{"topic_interest_grace: 0s\n", "topic_interest_grace"},
 	} {
 		_, err := Parse("t.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

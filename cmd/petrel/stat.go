@@ -110,6 +110,7 @@ func printStatus(w io.Writer, st petrel.Status) {
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, q.Kind, q.Depth, q.InFlight, q.Enqueued, q.Acked, q.Expired, q.Deduped, q.DeadLettered, q.DedupeEntries)
 	}
 	tw.Flush()
+	printTopicsStatus(w, st.Topics)
 	if d := st.Discovery; d.Enabled {
 		fmt.Fprintf(w, "\ndiscovery  sent %d  received %d  accepted %d  malformed %d  bad mac %d  own %d  unusable %d  nodes known %d\n",
 			d.Sent, d.Received, d.Accepted, d.Malformed, d.BadMAC, d.Own, d.Unusable, len(st.Nodes))
@@ -122,4 +123,33 @@ func printStatus(w io.Writer, st petrel.Status) {
 			a.Denied[petrel.ActionSend], a.Denied[petrel.ActionConsume], a.Denied[petrel.ActionRelay],
 			a.Denied[petrel.ActionPublish], a.Denied[petrel.ActionSubscribe])
 	}
+}
+
+// printTopicsStatus prints the topic spaces, with their keep policies,
+// and the subscriptions, with pattern, depth and consumers; nothing for a
+// node without topics.
+func printTopicsStatus(w io.Writer, t petrel.TopicsStatus) {
+	if len(t.Spaces) == 0 && len(t.Subscriptions) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ntopics  published %d  unrouted %d  forwarded %d  pruned %d  kept %d (dropped %d)  interest learned %d\n",
+		t.Published, t.Unrouted, t.Forwarded, t.Pruned, t.Kept, t.KeepDropped, t.Interest)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SPACE\tKEEP\tHELD")
+	for _, s := range t.Spaces {
+		keep := "-"
+		if s.Keep.Messages > 0 {
+			keep = fmt.Sprintf("%d messages", s.Keep.Messages)
+			if s.Keep.Age > 0 {
+				keep += ", " + s.Keep.Age.String()
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\n", s.Pattern, keep, s.Held)
+	}
+	tw.Flush()
+	fmt.Fprintln(tw, "  SUBSCRIPTION\tPATTERN\tDURABLE\tCONSUMERS\tDEPTH")
+	for _, s := range t.Subscriptions {
+		fmt.Fprintf(tw, "  %s\t%s\t%v\t%d\t%d\n", s.Name, s.Pattern, s.Durable, s.Consumers, s.Depth)
+	}
+	tw.Flush()
 }

@@ -71,3 +71,49 @@ addresses:
 	r = runPetrel(t, 10*time.Second, "stat", "--data-dir", "x", "-c", cfg)
 	r.wantCode(t, 2)
 }
+
+// TestStatShowsTopics: petrel stat lists the topic spaces, with their
+// keep policy and what it holds, and the subscriptions with pattern,
+// depth and consumers, as text and as JSON.
+func TestStatShowsTopics(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "a.yaml")
+	writeFile(t, cfg, `node: {name: a, data_dir: data}
+topics:
+  - pattern: events.#
+  - {pattern: orders.#, keep: {messages: 100, age: 1h}}
+`)
+	startNode(t, dir, "-c", cfg).ready(t)
+	data := filepath.Join(dir, "data")
+	run := func(args ...string) result {
+		return runPetrel(t, 20*time.Second, append(args, "--data-dir", data)...)
+	}
+	run("subscribe", "events.door.*", "--durable", "audit").wantCode(t, exitOK)
+	run("send", "events.door.open", "one").wantCode(t, exitOK)
+	run("send", "events.door.close", "two").wantCode(t, exitOK)
+	run("send", "orders.eu.created", "held").wantCode(t, exitOK)
+	r := run("stat", "--json")
+	r.wantCode(t, exitOK)
+	var st petrel.Status
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("stat --json: %v\n%s", err, r.stdout)
+	}
+	tp := st.Topics
+	if len(tp.Spaces) != 2 || tp.Spaces[1].Pattern != "orders.#" || tp.Spaces[1].Keep.Messages != 100 || tp.Spaces[1].Keep.Age != time.Hour || tp.Spaces[1].Held != 1 {
+		t.Fatalf("topic spaces %+v", tp.Spaces)
+	}
+	if len(tp.Subscriptions) != 1 || tp.Subscriptions[0].Name != "audit" || tp.Subscriptions[0].Pattern != "events.door.*" ||
+		tp.Subscriptions[0].Depth != 2 || tp.Subscriptions[0].Consumers != 0 {
+		t.Fatalf("subscriptions %+v", tp.Subscriptions)
+	}
+	if tp.Published != 3 || tp.Kept != 1 {
+		t.Fatalf("topic counters %+v", tp)
+	}
+	r = run("stat")
+	r.wantCode(t, exitOK)
+	for _, want := range []string{"topics  published 3", "SPACE", "orders.#  100 messages, 1h0m0s  1", "SUBSCRIPTION", "audit         events.door.*  true     0          2"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("stat output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

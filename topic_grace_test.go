@@ -1,0 +1,177 @@
+package petrel_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
+)
+
+// gate forwards TCP connections to target over real loopback TCP; shut,
+// it drops what it carries and closes what comes, as a partition would.
+type gate struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	shut   bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+func newGate(t *testing.T, target string) *gate {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	g.wg.Add(1)
+	go g.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		g.set(true)
+		g.wg.Wait()
+	})
+	return g
+}
+
+func (g *gate) accept() {
+	defer g.wg.Done()
+	for {
+		in, err := g.ln.Accept()
+		if err != nil {
+			return
+		}
+		g.mu.Lock()
+		shut := g.shut
+		g.mu.Unlock()
+		if shut {
+			in.Close()
+			continue
+		}
+		out, err := net.Dial("tcp", g.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		g.mu.Lock()
+		g.conns[in], g.conns[out] = struct{}{}, struct{}{}
+		g.mu.Unlock()
+		g.wg.Add(2)
+		go g.pipe(in, out)
+		go g.pipe(out, in)
+	}
+}
+
+func (g *gate) pipe(dst, src net.Conn) {
+	defer g.wg.Done()
+	io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	g.mu.Lock()
+	delete(g.conns, dst)
+	delete(g.conns, src)
+	g.mu.Unlock()
+}
+
+// set shuts the gate (dropping every connection) or opens it.
+func (g *gate) set(shut bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.shut = shut
+	if shut {
+		for c := range g.conns {
+			c.Close()
+		}
+	}
+}
+
+func (g *gate) addr() string { return "tcp://" + g.ln.Addr().String() }
+
+// A partition between A and B outlasts the grace: A drops B's non-durable
+// interest (a publish meanwhile is unrouted); once the partition heals, B
+// announces it again, and A's publishes reach B's subscription.
+func TestInterestGraceReannouncesAfterPartition(t *testing.T) {
+	var clk clock
+	const grace = time.Hour
+	m := newMesh(t, "a", "b")
+	toA, toB := newGate(t, m["a"]), newGate(t, m["b"])
+	open := func(name, nb string, via *gate) *petrel.Node {
+		return nodes.Open(t, nodes.Name(name), nodes.Listen(m[name]), withTopics("orders.#"), clk.option(), nodes.With(withAdmin),
+			nodes.With(func(c *petrel.Config) {
+				c.TopicInterestGrace = grace
+				c.Nodes = []petrel.NodeConfig{{Name: nb, Connector: via.addr()}}
+			}))
+	}
+	a := open("a", "b", toB)
+	b := open("b", "a", toA)
+	live := subscribe(t, b, "orders.eu.*", petrel.SubscribeOptions{})
+	waitInterest(t, a, "b/b/orders.eu.*")
+
+	toA.set(true)
+	toB.set(true)
+	// Each poll moves both clocks on, so that whenever each janitor saw
+	// its link go down, the grace runs out after it.
+	petreltest.Eventually(t, "a dropped b's non-durable interest", func() bool {
+		clk.advance(grace / 4)
+		return len(a.TopicInterest()) == 0
+	}, func() string { return fmt.Sprintf("a learned %+v; links %+v", a.TopicInterest(), a.Links()) })
+	publish(t, a, "orders.eu.lost", "lost", nil)
+
+	toA.set(false)
+	toB.set(false)
+	petreltest.Eventually(t, "b announced its interest again", func() bool {
+		clk.advance(grace / 4)
+		return len(a.TopicInterest()) == 1
+	}, func() string { return fmt.Sprintf("a learned %+v; b's links %+v", a.TopicInterest(), b.Links()) })
+	publish(t, a, "orders.eu.after", "after", nil)
+	drainSub(t, live, []string{"after"}, a, b)
+	if got := scrape(t, a)["petrel_topic_unrouted_total"]; got != 1 {
+		t.Fatalf("unrouted %v, want 1: the publish during the partition", got)
+	}
+}
+
+// Interest follows discovered nodes as anycast does: A and B know each
+// other only by discovery, B's durable subscription is announced to A
+// once A is found, and A's publishes reach it.
+func TestInterestFollowsDiscoveredNodes(t *testing.T) {
+	disc := petrel.DiscoveryConfig{
+		Enabled: true, Group: fmt.Sprintf("127.255.255.255:%d", freeUDPPort(t)),
+		Period: 50 * time.Millisecond, Timeout: 5 * time.Second,
+	}
+	open := func(name string) *petrel.Node {
+		return nodes.Open(t, nodes.Name(name), nodes.Listen("127.0.0.1:0"), withTopics("orders.#"),
+			nodes.With(func(c *petrel.Config) { c.Discovery = disc }))
+	}
+	b := open("b")
+	audit := subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true})
+	a := open("a")
+	waitInterest(t, a, "b/b/orders.#")
+	bodies := publishN(t, a, "orders.eu.created", 5)
+	drainSub(t, audit, bodies, a)
+}
+
+// A neighbour added by a reload is sent the node's interest: B's
+// subscription, made before B knew A, reaches A once a reload adds A to
+// B's nodes, and A's publishes reach it.
+func TestInterestFollowsReloadedNeighbour(t *testing.T) {
+	m := newMesh(t, "a", "b")
+	var cfgB petrel.Config
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(m["b"]), withTopics("orders.#"), nodes.With(func(c *petrel.Config) { cfgB = *c }))
+	audit := subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true})
+	a := m.open(t, "a", "", "b")
+	cfgB.Nodes = []petrel.NodeConfig{{Name: "a", Connector: "tcp://" + m["a"]}}
+	if _, err := b.Reconfigure(context.Background(), cfgB); err != nil {
+		t.Fatal(err)
+	}
+	waitInterest(t, a, "b/b/orders.#")
+	bodies := publishN(t, a, "orders.eu.created", 5)
+	drainSub(t, audit, bodies, a)
+}
