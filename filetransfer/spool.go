@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/petrelmq/petrel/internal/durable"
 	"hash"
 	"io/fs"
 	"log/slog"
@@ -87,7 +88,7 @@ type PendingTransfer struct {
 // a crash can leave and nothing needs: a state temp file, and a partial
 // file without a state (a transfer whose end was under way).
 func OpenSpool(dir string, opts ...SpoolOption) (*Spool, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", dir, err)
 	}
 	s := &Spool{dir: dir, log: slog.Default(), open: map[string]bool{}}
