@@ -62,6 +62,10 @@ type plCluster struct {
 	// with "i<i>-".
 	incarnations []*nodeproc.Proc
 	cuts         int
+	// aPlain starts a as a plain node rather than a producer.
+	aPlain bool
+	// released says the mount is gone (release).
+	released bool
 }
 
 // newPLCluster mounts the power-cut filesystem (keeping a random prefix of
@@ -105,6 +109,9 @@ func newPLCluster(t *testing.T, victim, sync string, plan powerPlan, rng *rand.R
 }
 
 func (cl *plCluster) dataDir(name string) string {
+	if name == cl.victim && cl.released {
+		return filepath.Join(cl.fs.Backing(), name)
+	}
 	if name == cl.victim {
 		return filepath.Join(cl.fs.Dir(), name)
 	}
@@ -118,7 +125,7 @@ func (cl *plCluster) configPath(name string) string { return filepath.Join(cl.di
 func (cl *plCluster) start(name string) {
 	cl.t.Helper()
 	args := []string{"node", "-c", cl.configPath(name)}
-	if name == "a" {
+	if name == "a" && !cl.aPlain {
 		owed := cl.plan.messages - countPrefixed(cl.aLines(), "ok ")
 		args = []string{"bench", "agent", "produce", "-c", cl.configPath("a"), "--to", "crash@b",
 			"--messages", strconv.Itoa(owed), "--size", strconv.Itoa(crashBodySize), "--rate", strconv.Itoa(cl.plan.rate),
@@ -156,17 +163,31 @@ func (cl *plCluster) cut() powercut.CutReport {
 		cl.t.Fatal(p.ExitError("ended by itself"))
 	}
 	p.Kill()
-	rep, err := cl.fs.Cut()
-	if err != nil {
-		cl.t.Fatal(err)
-	}
 	cl.cuts++
 	ctx, cancel := context.WithTimeout(cl.ctx, time.Minute)
 	defer cancel()
-	if err := queue.Check(ctx, filepath.Join(cl.dataDir(cl.victim), "petrel.db")); err != nil {
-		cl.t.Fatalf("after cut %d: %v", cl.cuts, err)
+	rep, err := cl.fs.CutAndCheck(func(backing string) error {
+		if err := queue.Check(ctx, filepath.Join(backing, cl.victim, "petrel.db")); err != nil {
+			return fmt.Errorf("after cut %d: %w", cl.cuts, err)
+		}
+		return nil
+	})
+	if err != nil {
+		cl.t.Fatal(err)
 	}
 	return rep
+}
+
+// release stops both nodes and unmounts: from then on dataDir names the
+// backing directory, which the test may open a store in (a process must
+// not map files of a FUSE mount it serves itself, as SQLite would).
+func (cl *plCluster) release() {
+	cl.t.Helper()
+	cl.stopAll()
+	if err := cl.fs.Close(); err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.released = true
 }
 
 func (cl *plCluster) aLines() []string {
@@ -181,7 +202,7 @@ func (cl *plCluster) aProduced() bool {
 	return countPrefixed(cl.procs["a"].Lines(), `{"event":"produced"`) > 0
 }
 
-// drain waits until a's send queue is empty, then stops both nodes.
+// drain waits until a's send queue is empty, then releases the cluster.
 func (cl *plCluster) drain() {
 	cl.t.Helper()
 	ctx, cancel := context.WithTimeout(cl.ctx, 3*time.Minute)
@@ -193,9 +214,7 @@ func (cl *plCluster) drain() {
 	if err := waitLinksEmpty(ctx, cl.dataDir("a")); err != nil {
 		cl.t.Fatalf("a: %v", err)
 	}
-	if err := nodeproc.StopAll(30*time.Second, cl.procs["a"], cl.procs["b"]); err != nil {
-		cl.t.Fatalf("stop: %v", err)
-	}
+	cl.release()
 }
 
 // powerTally is what a power-loss test prints: the cuts, the sends that
@@ -316,9 +335,7 @@ func TestPowerLossAcks(t *testing.T) {
 		cl.cut()
 		cl.start("b")
 	}
-	if err := nodeproc.StopAll(30*time.Second, cl.procs["a"], cl.procs["b"]); err != nil {
-		t.Fatalf("stop: %v", err)
-	}
+	cl.release()
 	stored := readCrashQueue(t, cl.dataDir("b"))
 	tally := tallyCrash(cl.aLines(), stored)
 	count := map[string]int{}

@@ -153,14 +153,21 @@ func (f *FS) unmount() error {
 }
 
 // Close unmounts. The backing directory keeps what was written, synced or
-// not.
+// not. Close may be called more than once.
 func (f *FS) Close() error { return f.unmount() }
 
 // Cut cuts the power: it unmounts (every process using the mount must
 // have been killed), rolls every file and directory back to its last
 // synced state, keeps a random prefix of the unsynced writes if asked,
 // and mounts again.
-func (f *FS) Cut() (CutReport, error) {
+func (f *FS) Cut() (CutReport, error) { return f.CutAndCheck(nil) }
+
+// CutAndCheck is Cut, and runs check on the backing directory after the
+// rollback, before the mount is back: what a check finds there is what
+// the next process will find. A process that serves a FUSE mount must not
+// map files of it, as SQLite does, so a test opens a store on the
+// backing directory, never through the mount.
+func (f *FS) CutAndCheck(check func(backing string) error) (CutReport, error) {
 	if err := f.unmount(); err != nil {
 		return CutReport{}, err
 	}
@@ -170,6 +177,11 @@ func (f *FS) Cut() (CutReport, error) {
 	}
 	if f.opt.Logf != nil {
 		f.opt.Logf("power cut at %s: %s", f.mountpoint, rep)
+	}
+	if check != nil {
+		if err := check(f.root); err != nil {
+			return rep, err
+		}
 	}
 	return rep, f.mount()
 }
