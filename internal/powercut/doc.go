@@ -43,5 +43,13 @@
 // does it); the kept prefix covers file content, not directory changes;
 // content and directory changes are not ordered against each other.
 //
+// The process that serves the mount (the test) must not map files of it,
+// as SQLite does with its shared memory: a page fault on such a mapping
+// waits for this process's own FUSE server, which may need the memory
+// lock the fault holds, and both hang. Open stores through the backing
+// directory instead (FS.CutAndCheck, or after FS.Close). Child processes
+// may map what they like. A test process killed while the mount is up
+// leaves it behind, answering ENOTCONN; `umount -l` removes it.
+//
 // It is test-only code.
 package powercut
