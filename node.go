@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/petrelmq/petrel/internal/durable"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -206,7 +207,7 @@ func storeConfig(cfg Config, cm *commitMetrics, _ nodeTLS, ha haIn) (queue.Confi
 // other user may read or reach. A directory that cannot be changed (not
 // the node's user's own) is accepted if it is already closed to others.
 func privateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("make data directory: %w", err)
 	}
 	err := os.Chmod(dir, 0o700)

@@ -3,6 +3,7 @@ package filetransfer
 import (
 	"errors"
 	"fmt"
+	"github.com/petrelmq/petrel/internal/durable"
 	"io"
 	"io/fs"
 	"os"
@@ -33,7 +34,7 @@ import (
 // linked as above. The temp name starts with a dot, so it is not taken for
 // a received file, and it is recognised the same way after a crash.
 func deliver(partPath, destDir, name, id string) (string, error) {
-	if err := os.MkdirAll(destDir, 0o750); err != nil {
+	if err := durable.MkdirAll(destDir, 0o750); err != nil {
 		return "", err
 	}
 	if p := findPlaced(partPath, destDir, name); p != "" {

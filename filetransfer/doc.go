@@ -31,10 +31,11 @@
 //
 //   - A byte counts toward a resume only once it is durable: Sync fsyncs
 //     the partial file before it writes the state that counts it (temp
-//     file, fsync, rename, as nsq's diskqueue does; the rename is made
-//     durable, with an fsync of the directory, only before delivery: a
-//     crash that loses a checkpoint's rename resumes from the one before,
-//     which the partial file also covers). After a crash the transfer
+//     file, fsync, rename, fsync of the directory, as nsq's diskqueue
+//     does; the partial file's name is made durable when it is created).
+//     Every checkpoint's rename is durable: were it left to the kernel, a
+//     power loss could keep only the first state, and the transfer would
+//     start again from 0. After a crash or a power loss the transfer
 //     resumes at the durable offset; bytes written past it are cut off.
 //   - Writing never waits for hashing: the running SHA-256 is computed by
 //     one goroutine per open transfer, beside the writes, and caught up

@@ -122,8 +122,9 @@ func (in *Incoming) Sync() error {
 	return in.sync(false)
 }
 
-// sync makes the bytes written durable. final also makes the state's
-// rename durable, as delivery needs (see Deliver); a checkpoint does not.
+// sync makes the bytes written durable, and the state that says so, its
+// rename included. final syncs even when nothing was written since, as
+// delivery needs (see Deliver).
 func (in *Incoming) sync(final bool) error {
 	if in.end == in.durable && !final {
 		return nil
@@ -137,11 +138,7 @@ func (in *Incoming) sync(final bool) error {
 	in.bg.wait()
 	hs, err := in.h.(encoding.BinaryMarshaler).MarshalBinary()
 	if err == nil {
-		if final {
-			err = writeState(in.statePath, in.info, in.end, hs)
-		} else {
-			err = checkpointState(in.statePath, in.info, in.end, hs)
-		}
+		err = writeState(in.statePath, in.info, in.end, hs)
 	}
 	if err != nil {
 		in.rollback()

@@ -3,6 +3,7 @@ package filetransfer
 import (
 	"errors"
 	"fmt"
+	"github.com/petrelmq/petrel/internal/durable"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -163,7 +164,7 @@ func newOutbox(cfg OutboxConfig, ready func(path string)) (*Outbox, error) {
 	}
 	o.log = o.log.With(slog.String(logkey.Component, "filetransfer"), slog.String(logkey.Outbox, dir))
 	for _, sub := range []string{o.sent, o.failed} {
-		if err := os.MkdirAll(sub, 0o750); err != nil {
+		if err := durable.MkdirAll(sub, 0o750); err != nil {
 			return nil, fmt.Errorf("watch outbox %s: %w", dir, err)
 		}
 	}

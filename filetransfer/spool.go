@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/petrelmq/petrel/internal/durable"
 	"hash"
 	"io/fs"
 	"log/slog"
@@ -87,7 +88,7 @@ type PendingTransfer struct {
 // a crash can leave and nothing needs: a state temp file, and a partial
 // file without a state (a transfer whose end was under way).
 func OpenSpool(dir string, opts ...SpoolOption) (*Spool, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open spool %s: %w", dir, err)
 	}
 	s := &Spool{dir: dir, log: slog.Default(), open: map[string]bool{}}
@@ -229,6 +230,13 @@ func (s *Spool) fresh(id string, info Info) (*Incoming, error) {
 		os.Remove(s.statePath(id))
 		return nil, ioError("begin transfer "+id, err)
 	}
+	// The partial file's name must be durable before any checkpoint says
+	// its bytes are: a power loss would otherwise keep the state and take
+	// the file, and the transfer would start again from 0.
+	if err := syncDir(s.dir); err != nil {
+		f.Close()
+		return nil, ioError("begin transfer "+id, err)
+	}
 	return s.newIncoming(id, info, f, h, hs, 0), nil
 }
 
@@ -351,24 +359,16 @@ func decodeState(data []byte) (state, error) {
 	return st, nil
 }
 
-// writeState replaces the state file at path atomically and durably.
+// writeState replaces the state file at path atomically and durably, at
+// every checkpoint too. A checkpoint whose rename were left to the kernel
+// would be lost with the power (only a directory fsync makes a rename
+// durable), and each one would: the transfer would start again from 0,
+// not from its last checkpoint. The directory fsync costs little next to
+// the file's own, made once per sync_bytes.
 func writeState(path string, info Info, offset int64, hash []byte) error {
 	data, err := json.Marshal(state{Version: stateVersion, Info: info, Offset: offset, Hash: hash})
 	if err != nil {
 		return err
 	}
 	return writeFileAtomic(path, data)
-}
-
-// checkpointState replaces the state file at path atomically, without
-// waiting for the rename to be durable: a crash may bring back the state
-// before, whose offset the partial file also covers, so the transfer
-// resumes a little earlier; nothing is lost and nothing is wrong. It saves
-// the directory fsync of every checkpoint.
-func checkpointState(path string, info Info, offset int64, hash []byte) error {
-	data, err := json.Marshal(state{Version: stateVersion, Info: info, Offset: offset, Hash: hash})
-	if err != nil {
-		return err
-	}
-	return replaceFile(path, data)
 }

@@ -106,9 +106,12 @@ func dsn(path string, sync SyncMode, readOnly bool) string {
 	q.Set("_journal_mode", "WAL")
 	// FULL fsyncs the WAL at every commit: an acked put survives power loss.
 	// NORMAL fsyncs only at checkpoints: safe against process crashes.
-	if sync == SyncNormal {
+	switch {
+	case syncOffForTest:
+		q.Set("_synchronous", "OFF")
+	case sync == SyncNormal:
 		q.Set("_synchronous", "NORMAL")
-	} else {
+	default:
 		q.Set("_synchronous", "FULL")
 	}
 	// Readers may meet a checkpoint; wait rather than fail.
