@@ -98,7 +98,8 @@ func mosquitto(t testing.TB, tool string, args ...string) (string, error) {
 type bgSub struct {
 	cmd  *exec.Cmd
 	out  *petreltest.SyncBuffer
-	done chan error
+	done chan struct{} // closed when it exited, err set
+	err  error
 }
 
 func startSub(t testing.TB, args ...string) *bgSub {
@@ -106,33 +107,36 @@ func startSub(t testing.TB, args ...string) *bgSub {
 	if _, err := exec.LookPath("mosquitto_sub"); err != nil {
 		t.Skip("mosquitto_sub not installed (apt-get install mosquitto-clients)")
 	}
-	s := &bgSub{out: &petreltest.SyncBuffer{}, done: make(chan error, 1)}
+	s := &bgSub{out: &petreltest.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command("mosquitto_sub", args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { s.done <- s.cmd.Wait() }()
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.done)
+	}()
 	t.Cleanup(func() { s.kill() })
 	return s
 }
 
 func (s *bgSub) kill() {
-	if s.cmd.ProcessState == nil {
+	select {
+	case <-s.done:
+	default:
 		_ = s.cmd.Process.Kill()
+		<-s.done
 	}
-	<-s.done
-	s.done <- nil
 }
 
 // wait returns the output once the client exits.
 func (s *bgSub) wait(t testing.TB) string {
 	t.Helper()
 	select {
-	case err := <-s.done:
-		s.done <- err
-		if err != nil {
-			t.Fatalf("mosquitto_sub: %v\n%s", err, s.out.String())
+	case <-s.done:
+		if s.err != nil {
+			t.Fatalf("mosquitto_sub: %v\n%s", s.err, s.out.String())
 		}
 	case <-time.After(petreltest.Patience):
 		t.Fatalf("mosquitto_sub did not end\n%s", s.out.String())
