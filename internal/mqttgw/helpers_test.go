@@ -212,3 +212,5 @@ func testLogger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
+
+func netDial(tn *testNode) (net.Conn, error) { return net.Dial("tcp", tn.MQTTAddr()) }
