@@ -1,7 +1,6 @@
 package mqttgw_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -202,8 +201,6 @@ func (r *received) none(t testing.TB, d time.Duration) {
 	case <-time.After(d):
 	}
 }
-
-var _ = bytes.NewReader
 
 // testLogger discards the node's log, unless PETREL_TEST_LOG is set.
 func testLogger() *slog.Logger {
