@@ -89,6 +89,10 @@ type Config struct {
 	// kept whatever the outage. Default DefaultTopicInterestGrace (5m). A
 	// change needs a restart.
 	TopicInterestGrace time.Duration
+
+	// MQTT is the node's MQTT listener; off unless MQTT.Listen is set. A
+	// change needs a restart.
+	MQTT MQTTConfig
 	// ConfigSource names the file this configuration came from, for
 	// status; "" when there is none.
 	ConfigSource string

@@ -28,6 +28,9 @@ type Status struct {
 	// Topics is the topic spaces, the subscriptions and the interest
 	// forwarding counters.
 	Topics TopicsStatus `json:"topics"`
+	// MQTT is the MQTT listener's clients, sessions and traffic; nil when
+	// it is off.
+	MQTT *MQTTStats `json:"mqtt,omitempty"`
 }
 
 // DirectoryEntry is one node this node knows, for `petrel nodes`.
@@ -99,6 +102,7 @@ func (n *Node) Status() Status {
 		Nodes: n.directoryEntries(), Discovery: n.discoveryStats(),
 		Config: n.configStatus(), Transfers: n.Transfers(), Access: n.AccessStats(),
 		Topics: n.topicsStatus(),
+		MQTT:   n.mqttStats(),
 	}
 }
 

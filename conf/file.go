@@ -63,6 +63,8 @@ type File struct {
 	// the non-durable topic interest learned from it is dropped. Default:
 	// petrel.DefaultTopicInterestGrace.
 	TopicInterestGrace Duration `yaml:"topic_interest_grace"`
+	// MQTT is the node's MQTT listener; see MQTTSection.
+	MQTT MQTTSection `yaml:"mqtt"`
 }
 
 // section is one part of File with its own checks. To add a section: add
@@ -104,6 +106,7 @@ func (f *File) sections() []keyedSection {
 		{"access", accessList(f.Access)},
 		{"peers", peerList(f.Peers)},
 		{"ha", &f.HA},
+		{"mqtt", &f.MQTT},
 	}
 }
 
@@ -261,6 +264,7 @@ func (f *File) NodeConfig() petrel.Config {
 		Peers:         f.peerConfigs(),
 		Topics:        f.topicConfigs(),
 		HA:            f.HA.haConfig(),
+		MQTT:          f.MQTT.mqttConfig(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

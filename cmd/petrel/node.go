@@ -29,10 +29,11 @@ the built-in defaults (node name from the host name, data in ./petrel-data).
 
 Once the node is open, one line goes to stdout:
 
-  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>] [admin=<host:port>] [role=live|backup]
+  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>] [admin=<host:port>] [role=live|backup] [mqtt=<host:port>]
 
 admin= is the admin HTTP endpoint (/healthz, /readyz, /metrics, /api/status),
-served only when the file sets admin.listen.
+served only when the file sets admin.listen; mqtt= the MQTT listener, only
+when the file sets mqtt.listen.
 
 With ha: {role: backup} in the file, the node first prints
 
@@ -95,6 +96,9 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	}
 	if ha, ok := node.HA(); ok {
 		ready += " role=" + string(ha.Role)
+	}
+	if addr := node.MQTTAddr(); addr != "" {
+		ready += " mqtt=" + addr
 	}
 	if cfgPath != "" {
 		w, err := watchConfig(ctx, cfgPath, node, log, level)

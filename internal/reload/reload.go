@@ -98,6 +98,9 @@ var Rules = []Rule{
 	{Key: "topics", Field: "Topics"},
 	// The topic janitor takes the grace when it starts, with the node.
 	{Key: "topic_interest_grace", Field: "TopicInterestGrace"},
+	// The MQTT listeners are bound at start, as listen is, and their
+	// clients' sessions hang on them.
+	{Key: "mqtt", Field: "MQTT"},
 	// Removed outboxes stop being watched, new ones start.
 	{Key: "outboxes", Field: "Outboxes", Section: Outboxes},
 	// The spool and chunk settings are read by the receiver and the
