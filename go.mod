@@ -3,6 +3,7 @@ module github.com/petrelmq/petrel
 go 1.26.8
 
 require (
+	github.com/eclipse/paho.golang v0.23.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/prometheus/client_golang v1.25.0
