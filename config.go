@@ -77,6 +77,9 @@ type Config struct {
 	// matches is a topic (multicast), published to every subscription
 	// whose pattern matches it. A change needs a restart.
 	Topics []TopicConfig
+	// MQTT is the node's MQTT listener; off unless MQTT.Listen is set. A
+	// change needs a restart.
+	MQTT MQTTConfig
 	// ConfigSource names the file this configuration came from, for
 	// status; "" when there is none.
 	ConfigSource string

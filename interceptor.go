@@ -81,9 +81,11 @@ const (
 	PathClient
 	// PathLink is a link from another node.
 	PathLink
+	// PathMQTT is an MQTT client of the node's MQTT listener.
+	PathMQTT
 )
 
-// String returns "embedded", "client" or "link".
+// String returns "embedded", "client", "link" or "mqtt".
 func (p Path) String() string {
 	switch p {
 	case PathEmbedded:
@@ -92,6 +94,8 @@ func (p Path) String() string {
 		return "client"
 	case PathLink:
 		return "link"
+	case PathMQTT:
+		return "mqtt"
 	}
 	return "unknown"
 }

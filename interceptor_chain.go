@@ -213,10 +213,15 @@ func (ic *interceptors) ack(a AckInfo) {
 // backend so that deliveries, settles and Close reach the chain. With no
 // interceptors it returns c as it is.
 func (ic *interceptors) consumer(c *Consumer) (*Consumer, error) {
+	return ic.consumerFor(c, ic.local())
+}
+
+// consumerFor is consumer for a consumer on conn's behalf.
+func (ic *interceptors) consumerFor(c *Consumer, conn ConnInfo) (*Consumer, error) {
 	if !ic.on() {
 		return c, nil
 	}
-	sub := SubscribeInfo{Address: c.addr, Conn: ic.local()}
+	sub := SubscribeInfo{Address: c.addr, Conn: conn}
 	if err := ic.subscribe(context.Background(), sub); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/mqttgw"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
@@ -93,6 +94,8 @@ type Node struct {
 	topics    *topics
 	inboxStop context.CancelFunc
 	inboxDone chan struct{}
+	// mqtt is the MQTT listener; nil when it is off.
+	mqtt *mqttgw.Gateway
 
 	// mu guards addresses, listeners, closed and confStatus.
 	mu        sync.Mutex
@@ -317,6 +320,10 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.startInbox(ctx); err != nil {
 		return err
 	}
+	if err := n.startMQTT(); err != nil {
+		n.stopInbox()
+		return err
+	}
 	n.dropAbandoned()
 	n.janitorStop, n.janitorDone = make(chan struct{}), make(chan struct{})
 	go n.janitor(n.janitorStop, n.janitorDone)
@@ -368,6 +375,9 @@ func (n *Node) stop(ctx context.Context) error {
 		l.Stop()
 	}
 	n.stopOutboxes()
+	// MQTT clients publish to topics and take from subscriptions: they
+	// go before the inbox and the store.
+	n.stopMQTT()
 	n.stopInbox()
 	if n.janitorStop != nil {
 		close(n.janitorStop)

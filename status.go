@@ -22,6 +22,9 @@ type Status struct {
 	Config    ConfigStatus     `json:"config"`
 	// Access is the access rules in force and what they denied.
 	Access AccessStats `json:"access"`
+	// MQTT is the MQTT listener's clients, sessions and traffic; nil when
+	// it is off.
+	MQTT *MQTTStats `json:"mqtt,omitempty"`
 }
 
 // DirectoryEntry is one node this node knows, for `petrel nodes`.
@@ -88,6 +91,7 @@ func (n *Node) Status() Status {
 		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
 		Nodes: n.directoryEntries(), Discovery: n.discoveryStats(),
 		Config: n.configStatus(), Transfers: n.Transfers(), Access: n.AccessStats(),
+		MQTT: n.mqttStats(),
 	}
 }
 

@@ -72,6 +72,9 @@ func (c Config) Validate() error {
 	if err := c.validateTopics(); err != nil {
 		return err
 	}
+	if err := c.validateMQTT(); err != nil {
+		return err
+	}
 	if err := c.TLS.validate(); err != nil {
 		return err
 	}

@@ -55,6 +55,8 @@ type File struct {
 	// Peers are the identities that may connect, each with its own
 	// credentials; none: the shared secret mode.
 	Peers []PeerSection `yaml:"peers"`
+	// MQTT is the node's MQTT listener; see MQTTSection.
+	MQTT MQTTSection `yaml:"mqtt"`
 }
 
 // section is one part of File with its own checks. To add a section: add
@@ -94,6 +96,7 @@ func (f *File) sections() []keyedSection {
 		{"tls", &f.TLS},
 		{"access", accessList(f.Access)},
 		{"peers", peerList(f.Peers)},
+		{"mqtt", &f.MQTT},
 	}
 }
 
@@ -250,6 +253,7 @@ func (f *File) NodeConfig() petrel.Config {
 		Access:        f.accessRules(),
 		Peers:         f.peerConfigs(),
 		Topics:        f.topicConfigs(),
+		MQTT:          f.MQTT.mqttConfig(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

@@ -29,10 +29,11 @@ the built-in defaults (node name from the host name, data in ./petrel-data).
 
 Once the node is open, one line goes to stdout:
 
-  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>] [admin=<host:port>]
+  ready node=<name> id=<unique id> data_dir=<absolute path> [listen=<host:port>] [admin=<host:port>] [mqtt=<host:port>]
 
 admin= is the admin HTTP endpoint (/healthz, /readyz, /metrics, /api/status),
-served only when the file sets admin.listen.
+served only when the file sets admin.listen; mqtt= the MQTT listener, only
+when the file sets mqtt.listen.
 
 Logs go to stderr, in the format and at the level of the file's log section.
 SIGINT or SIGTERM stops the node cleanly: what was submitted is committed
@@ -79,6 +80,9 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	}
 	if addr := node.AdminAddr(); addr != "" {
 		ready += " admin=" + addr
+	}
+	if addr := node.MQTTAddr(); addr != "" {
+		ready += " mqtt=" + addr
 	}
 	if cfgPath != "" {
 		w, err := watchConfig(ctx, cfgPath, node, log, level)

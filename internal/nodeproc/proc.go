@@ -184,7 +184,7 @@ func (p *Proc) WaitReady(ctx context.Context) (ReadyInfo, error) {
 	if err != nil {
 		return ReadyInfo{}, fmt.Errorf("%s: %w", p.name, err)
 	}
-	return ReadyInfo{Node: kv["node"], ID: kv["id"], DataDir: kv["data_dir"], Listen: kv["listen"]}, nil
+	return ReadyInfo{Node: kv["node"], ID: kv["id"], DataDir: kv["data_dir"], Listen: kv["listen"], MQTT: kv["mqtt"]}, nil
 }
 
 // WaitEvent waits for the JSON event line {"event":name,...} and decodes

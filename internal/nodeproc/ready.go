@@ -9,7 +9,7 @@ import (
 // The ready line is the first thing `petrel node` and every bench agent
 // print on stdout once their node is open:
 //
-//	ready node=<name> id=<id> data_dir=<dir> [listen=<host:port>] [admin=<host:port>] [pid=<pid>]
+//	ready node=<name> id=<id> data_dir=<dir> [listen=<host:port>] [admin=<host:port>] [mqtt=<host:port>] [pid=<pid>]
 //
 // Values are plain words, or quoted as Go quotes strings when they hold a
 // space, a quote, an equals sign or a backslash (QuoteValue).
@@ -17,6 +17,8 @@ import (
 // ReadyInfo is what a ready line says.
 type ReadyInfo struct {
 	Node, ID, DataDir, Listen string
+	// MQTT is the MQTT listener's host:port, "" when it is off.
+	MQTT string
 }
 
 // QuoteValue quotes v if it would not read back as one key=value field.

@@ -96,6 +96,9 @@ var Rules = []Rule{
 	// and a name's being a topic decided where its messages went: a
 	// change applies at the next start.
 	{Key: "topics", Field: "Topics"},
+	// The MQTT listeners are bound at start, as listen is, and their
+	// clients' sessions hang on them.
+	{Key: "mqtt", Field: "MQTT"},
 	// Removed outboxes stop being watched, new ones start.
 	{Key: "outboxes", Field: "Outboxes", Section: Outboxes},
 	// The spool and chunk settings are read by the receiver and the

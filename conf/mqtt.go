@@ -1,0 +1,36 @@
+package conf
+
+import petrel "github.com/petrelmq/petrel"
+
+// MQTTSection is the node's MQTT listener (petrel.MQTTConfig). Off
+// unless listen is set; a change needs a restart.
+type MQTTSection struct {
+	// Listen is the host:port MQTT clients connect to ("0.0.0.0:1883").
+	Listen string `yaml:"listen"`
+	// TLS makes the MQTT listeners speak TLS with the certificate of the
+	// tls section (and its client_auth).
+	TLS bool `yaml:"tls"`
+	// WebSocket is the host:port of an MQTT over WebSocket listener.
+	WebSocket string `yaml:"websocket"`
+	// MaxInflight bounds the QoS 1 and 2 deliveries awaiting each
+	// client's acknowledgement (default 100).
+	MaxInflight int `yaml:"max_inflight"`
+}
+
+func (s *MQTTSection) check(c *checker, path string) {
+	for _, k := range []struct{ key, v string }{{"listen", s.Listen}, {"websocket", s.WebSocket}} {
+		key := join(path, k.key)
+		if c.has(key) {
+			if err := checkListen(k.v); err != nil {
+				c.fail(key, err)
+			}
+		}
+	}
+	if key := join(path, "max_inflight"); c.has(key) {
+		c.atLeast(key, int64(s.MaxInflight), 1)
+	}
+}
+
+func (s *MQTTSection) mqttConfig() petrel.MQTTConfig {
+	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight}
+}

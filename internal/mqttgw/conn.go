@@ -1,0 +1,261 @@
+package mqttgw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/petrelmq/petrel/message"
+)
+
+// connState is one MQTT connection's deliveries: a pump per filter, each
+// taking from the filter's Petrel subscription, and the QoS 1 and 2
+// deliveries awaiting the client's PUBACK or PUBCOMP, whose Petrel leases
+// are acked then. slots bounds those in flight: the client's Receive
+// Maximum, or Config.MaxInflight if lower.
+type connState struct {
+	g    *Gateway
+	cl   *mqtt.Client
+	conn Conn
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	slots  chan struct{}
+
+	mu       sync.Mutex
+	stopped  bool
+	pumps    map[string]*pump
+	inflight map[uint16]Delivery
+}
+
+type pump struct {
+	st     *connState
+	filter string
+	sub    atomic.Pointer[packets.Subscription]
+	ps     Subscription
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
+	n := g.cfg.MaxInflight
+	if rm := int(cl.Properties.Props.ReceiveMaximum); cl.Properties.ProtocolVersion == 5 && rm > 0 && rm < n {
+		n = rm
+	}
+	st := &connState{g: g, cl: cl, conn: c, slots: make(chan struct{}, n),
+		pumps: map[string]*pump{}, inflight: map[uint16]Delivery{}}
+	st.ctx, st.cancel = context.WithCancel(g.ctx)
+	return st
+}
+
+// subscribe starts the delivery of filter, or changes the options of the
+// one running (MQTT-3.8.4-3: a repeated filter replaces the subscription
+// without interrupting its flow).
+func (st *connState) subscribe(sub packets.Subscription, durable bool) error {
+	pattern, err := FilterToPetrel(sub.Filter)
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	if p := st.pumps[sub.Filter]; p != nil {
+		p.sub.Store(&sub)
+		st.mu.Unlock()
+		return nil
+	}
+	stopped := st.stopped
+	st.mu.Unlock()
+	if stopped {
+		return ErrClosed
+	}
+	name := ""
+	if durable {
+		name = durableName(st.cl.ID, sub.Filter)
+	}
+	ps, err := st.g.be.Subscribe(st.ctx, pattern, name, durable, st.conn)
+	if err != nil {
+		return fmt.Errorf("subscribe to %q: %w", sub.Filter, err)
+	}
+	pctx, cancel := context.WithCancel(st.ctx)
+	p := &pump{st: st, filter: sub.Filter, ps: ps, cancel: cancel, done: make(chan struct{})}
+	p.sub.Store(&sub)
+	st.mu.Lock()
+	if st.stopped || st.pumps[sub.Filter] != nil {
+		st.mu.Unlock()
+		cancel()
+		ps.Close()
+		return nil
+	}
+	st.pumps[sub.Filter] = p
+	st.g.wg.Add(1)
+	st.mu.Unlock()
+	go func() {
+		defer st.g.wg.Done()
+		p.run(pctx)
+	}()
+	return nil
+}
+
+// unsubscribe stops the delivery of filter. What it has in flight stays,
+// to be completed (MQTT-3.10.4-3).
+func (st *connState) unsubscribe(filter string) {
+	st.mu.Lock()
+	p := st.pumps[filter]
+	delete(st.pumps, filter)
+	st.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+// stop ends every pump and gives back, with a nack, what the connection
+// had in flight: the subscription delivers it again, to the next
+// connection of a persistent session.
+func (st *connState) stop() {
+	st.mu.Lock()
+	st.stopped = true
+	pumps := st.pumps
+	st.pumps = map[string]*pump{}
+	st.mu.Unlock()
+	st.cancel()
+	for _, p := range pumps {
+		p.stop()
+	}
+	st.mu.Lock()
+	inflight := st.inflight
+	st.inflight = map[uint16]Delivery{}
+	st.mu.Unlock()
+	for id, d := range inflight {
+		_ = d.Nack("mqtt: connection closed before the client acknowledged it")
+		st.cl.State.Inflight.Delete(id)
+	}
+}
+
+func (p *pump) stop() {
+	p.cancel()
+	<-p.done
+	p.ps.Close()
+}
+
+// complete acks the delivery the client acknowledged.
+func (st *connState) complete(id uint16) {
+	st.mu.Lock()
+	d := st.inflight[id]
+	delete(st.inflight, id)
+	st.mu.Unlock()
+	if d == nil {
+		return // a retained message, which mochi delivered
+	}
+	_ = d.Ack()
+	st.g.metrics.acked.Add(1)
+	<-st.slots
+}
+
+// dropped gives back a delivery mochi dropped (expired in flight).
+func (st *connState) dropped(id uint16) {
+	st.mu.Lock()
+	d := st.inflight[id]
+	delete(st.inflight, id)
+	st.mu.Unlock()
+	if d != nil {
+		_ = d.Nack("mqtt: dropped in flight")
+		<-st.slots
+	}
+}
+
+func (p *pump) run(ctx context.Context) {
+	defer close(p.done)
+	st := p.st
+	for {
+		select {
+		case st.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		d, err := p.ps.Receive(ctx)
+		if err != nil {
+			<-st.slots
+			if ctx.Err() == nil {
+				st.g.log.Warn("mqtt delivery stopped", "client", st.cl.ID, "filter", p.filter, "error", err)
+			}
+			return
+		}
+		if !p.deliver(d) {
+			<-st.slots
+		}
+	}
+}
+
+// deliver sends d to the client; it reports whether d holds a slot, in
+// flight until the client acknowledges it.
+func (p *pump) deliver(d Delivery) bool {
+	st := p.st
+	cl := st.cl
+	m := d.Message()
+	name, _, _ := message.ParseDestination(m.Destination)
+	topic, err := TopicFromPetrel(name)
+	if err != nil {
+		st.g.metrics.undeliverable.Add(1)
+		_ = d.Ack()
+		return false
+	}
+	sub := p.sub.Load()
+	if sub.NoLocal { // MQTT-3.8.3-3
+		if v, ok := m.Properties.Get(propClient); ok && v.Str() == cl.ID {
+			_ = d.Ack()
+			return false
+		}
+	}
+	qos := min(msgQoS(m), sub.Qos)
+	pk := toPacket(m, topic, qos, time.Now())
+	if !sub.RetainAsPublished || cl.Properties.ProtocolVersion < 5 {
+		pk.FixedHeader.Retain = false // MQTT-3.3.1-12
+	}
+	if sub.Identifier > 0 {
+		pk.Properties.SubscriptionIdentifier = []int{sub.Identifier}
+	}
+	if qos == 0 {
+		err := cl.WritePacket(pk)
+		_ = d.Ack() // QoS 0: at most once, no custody
+		if err == nil {
+			st.g.metrics.delivered[0].Add(1)
+		}
+		return false
+	}
+	id, err := cl.NextPacketID()
+	if err != nil {
+		_ = d.Nack("mqtt: packet identifiers exhausted")
+		return false
+	}
+	pk.PacketID = uint16(id)
+	pk.FixedHeader.Dup = d.Attempt() > 1
+	st.mu.Lock()
+	if st.stopped {
+		st.mu.Unlock()
+		_ = d.Nack("mqtt: connection closed")
+		return false
+	}
+	st.inflight[pk.PacketID] = d
+	st.mu.Unlock()
+	cl.State.Inflight.Set(pk)
+	if err := cl.WritePacket(pk); err != nil {
+		if errors.Is(err, packets.ErrPacketTooLarge) {
+			// Larger than the client takes (MQTT-3.1.2-25): discarded.
+			st.mu.Lock()
+			delete(st.inflight, pk.PacketID)
+			st.mu.Unlock()
+			cl.State.Inflight.Delete(pk.PacketID)
+			st.g.metrics.undeliverable.Add(1)
+			_ = d.Ack()
+			return false
+		}
+		return true // the connection is going: stop gives it back
+	}
+	st.g.metrics.delivered[qos].Add(1)
+	return true
+}

@@ -1,0 +1,224 @@
+package mqttgw
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/petrelmq/petrel/message"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	// Listen is the host:port of the MQTT listener (TCP, or TLS when TLS
+	// is set).
+	Listen string
+	// TLS, when set, makes Listen (and WebSocket) speak TLS; with
+	// ClientAuth RequireAndVerifyClientCert a verified certificate's
+	// Common Name is the client's identity.
+	TLS *tls.Config
+	// WebSocket, when set, is the host:port of an MQTT over WebSocket
+	// listener (path /).
+	WebSocket string
+	// DataDir holds mqtt.db, the retained messages and sessions.
+	DataDir string
+	// MaxInflight bounds the QoS 1 and 2 deliveries awaiting a client's
+	// acknowledgement, per connection (default 100; the client's own
+	// Receive Maximum lowers it).
+	MaxInflight int
+	// Limits are the node's message limits: a publish past them is
+	// refused with a reason code, and packets past MaxBody plus 64 KiB are
+	// refused by the decoder.
+	Limits message.Limits
+	Logger *slog.Logger
+}
+
+// Conn says who an MQTT connection is, for the Backend.
+type Conn struct {
+	// Identity is what the client proved (see Backend.Authenticate).
+	Identity string
+	// ClientID is the MQTT client identifier.
+	ClientID string
+	Remote   string
+}
+
+// Backend is the node, as the gateway needs it. Its methods are called
+// from many connections at once.
+type Backend interface {
+	// Authenticate returns the identity that a username and password, or
+	// a verified client certificate's Common Name (certCN, empty without
+	// one), prove; an error refuses the connection.
+	Authenticate(username string, password []byte, certCN string) (identity string, err error)
+	// Connect and Disconnect tell the node's interceptors; Connect may
+	// refuse.
+	Connect(ctx context.Context, c Conn) error
+	Disconnect(c Conn)
+	// AuthorizeSubscribe checks that c may subscribe to the Petrel pattern.
+	AuthorizeSubscribe(c Conn, pattern string) error
+	// NewMessage returns a data message for the Petrel topic, with its
+	// id, origin and timestamp.
+	NewMessage(topic string) *message.Message
+	// Publish runs the interceptors and the publish access rule, and
+	// stores m's copies. With wait it returns once they are committed;
+	// without, once they are submitted. A refusal wraps a *Refusal.
+	Publish(ctx context.Context, m *message.Message, c Conn, wait bool) error
+	// Subscribe makes or joins the subscription name (private when empty)
+	// to the Petrel pattern.
+	Subscribe(ctx context.Context, pattern, name string, durable bool, c Conn) (Subscription, error)
+	// Unsubscribe deletes the durable subscription name, if it exists.
+	Unsubscribe(ctx context.Context, name string) error
+}
+
+// Subscription is a Petrel subscription's consumer.
+type Subscription interface {
+	Receive(ctx context.Context) (Delivery, error)
+	Close()
+}
+
+// Delivery is one message delivered under a lease.
+type Delivery interface {
+	Message() *message.Message
+	Attempt() int
+	Ack() error
+	Nack(reason string) error
+}
+
+// Refusal is a publish the node refused for good, with the MQTT reason
+// code that says why.
+type Refusal struct {
+	Code   byte
+	Reason string
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+
+// MQTT 5 reason codes the gateway answers with.
+const (
+	CodeUnspecified    byte = 0x80
+	CodeImplementation byte = 0x83
+	CodeNotAuthorized  byte = 0x87
+	CodeTopicNameBad   byte = 0x90
+	CodePacketTooLarge byte = 0x95
+	CodeQuotaExceeded  byte = 0x97
+	CodePayloadFormat  byte = 0x99
+	maxPacketOverhead       = 64 << 10
+	defaultMaxInflight      = 100
+)
+
+// Gateway is a running MQTT listener in front of a Backend.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	be      Backend
+	srv     *mqtt.Server
+	store   *sessionStore
+	hook    *hook
+	metrics *metrics
+	tcp     *listeners.TCP
+	ws      *listeners.Websocket
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// ErrClosed is returned by calls on a closed Gateway.
+var ErrClosed = errors.New("mqtt gateway closed")
+
+// Start opens the store, binds the listeners and serves until Close.
+func Start(cfg Config, be Backend) (*Gateway, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = defaultMaxInflight
+	}
+	st, err := openStore(filepath.Join(cfg.DataDir, "mqtt.db"))
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics()}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	caps := mqtt.NewDefaultServerCapabilities()
+	// Retained messages and in-flight deliveries expire by their own
+	// expiry only; mochi's default would drop them after a day.
+	caps.MaximumMessageExpiryInterval = 0
+	maxBody := cfg.Limits.MaxBody
+	if maxBody <= 0 {
+		maxBody = message.DefaultLimits().MaxBody
+	}
+	caps.MaximumPacketSize = uint32(maxBody + maxPacketOverhead)
+	caps.ReceiveMaximum = uint16(min(cfg.MaxInflight*10, 65535))
+	// The broker's $SYS topics are not served: '$' topics have no Petrel
+	// form, and every subscription is a Petrel one.
+	g.srv = mqtt.New(&mqtt.Options{
+		Capabilities:           caps,
+		Logger:                 g.log,
+		InlineClient:           false,
+		SysTopicResendInterval: 1 << 30,
+	})
+	g.hook = &hook{g: g, conns: map[*mqtt.Client]*connState{}}
+	if err := g.srv.AddHook(g.hook, nil); err != nil {
+		_ = st.close()
+		return nil, err
+	}
+	g.tcp = listeners.NewTCP(listeners.Config{ID: "mqtt", Address: cfg.Listen, TLSConfig: cfg.TLS})
+	if err := g.srv.AddListener(g.tcp); err != nil {
+		_ = st.close()
+		return nil, fmt.Errorf("mqtt listen %s: %w", cfg.Listen, err)
+	}
+	if cfg.WebSocket != "" {
+		g.ws = listeners.NewWebsocket(listeners.Config{ID: "mqtt-ws", Address: cfg.WebSocket, TLSConfig: cfg.TLS})
+		if err := g.srv.AddListener(g.ws); err != nil {
+			g.tcp.Close(func(string) {})
+			_ = st.close()
+			return nil, fmt.Errorf("mqtt websocket listen %s: %w", cfg.WebSocket, err)
+		}
+	}
+	if err := g.srv.Serve(); err != nil {
+		g.closeServer()
+		_ = st.close()
+		return nil, fmt.Errorf("mqtt serve: %w", err)
+	}
+	g.log.Info("mqtt listening", slog.String("listen", g.Addr()), slog.String("websocket", g.WebSocketAddr()))
+	return g, nil
+}
+
+// Addr returns the MQTT listener's address, with the port it took.
+func (g *Gateway) Addr() string { return g.tcp.Address() }
+
+// WebSocketAddr returns the WebSocket listener's address, "" without one.
+func (g *Gateway) WebSocketAddr() string {
+	if g.ws == nil {
+		return ""
+	}
+	return g.ws.Address()
+}
+
+// Close stops the listeners, disconnects the clients, stops every
+// delivery and closes the store. In-flight deliveries go back to their
+// subscriptions.
+func (g *Gateway) Close() error {
+	var err error
+	g.once.Do(func() {
+		g.closeServer()
+		g.cancel()
+		g.hook.stopAll()
+		g.wg.Wait()
+		err = g.store.close()
+	})
+	return err
+}
+
+func (g *Gateway) closeServer() {
+	// Close disconnects every client and waits for their goroutines.
+	_ = g.srv.Close()
+}

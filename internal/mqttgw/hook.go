@@ -1,0 +1,283 @@
+package mqttgw
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/storage"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// hook is the gateway inside mochi: authentication, publishes to the
+// node, subscriptions as Petrel subscriptions, acks of deliveries, and the
+// persistence of sessions and retained messages.
+type hook struct {
+	mqtt.HookBase
+	g *Gateway
+
+	pending sync.Map // *mqtt.Client -> Conn, from authentication to OnDisconnect
+
+	mu    sync.Mutex
+	conns map[*mqtt.Client]*connState
+}
+
+var provided = []byte{
+	mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnSessionEstablish, mqtt.OnSessionEstablished,
+	mqtt.OnDisconnect, mqtt.OnPublish, mqtt.OnSubscribed, mqtt.OnUnsubscribed, mqtt.OnQosComplete,
+	mqtt.OnQosDropped, mqtt.OnWill, mqtt.OnClientExpired, mqtt.OnRetainedExpired,
+	mqtt.StoredClients, mqtt.StoredSubscriptions, mqtt.StoredRetainedMessages,
+}
+
+func (h *hook) ID() string { return "petrel" }
+
+func (h *hook) Provides(b byte) bool { return bytes.IndexByte(provided, b) >= 0 }
+
+// persistent reports whether cl's session outlives its connection: MQTT 5
+// with a session expiry interval, MQTT 3 without clean session.
+func persistent(cl *mqtt.Client) bool {
+	if cl.Properties.ProtocolVersion == 5 {
+		return cl.Properties.Props.SessionExpiryInterval > 0
+	}
+	return !cl.Properties.Clean
+}
+
+// durableName names the durable Petrel subscription of a persistent
+// session's filter: "mqtt." then up to 40 bytes of the client id that
+// are name bytes (for whoever reads petrel topics), then hashes of the
+// client id and of the filter, which make it unique.
+func durableName(clientID, filter string) string {
+	var b strings.Builder
+	b.WriteString("mqtt.")
+	for i := 0; i < len(clientID) && b.Len() < 45; i++ {
+		c := clientID[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		}
+	}
+	ch := sha256.Sum256([]byte(clientID))
+	fh := sha256.Sum256([]byte(filter))
+	b.WriteByte('.')
+	b.WriteString(hex.EncodeToString(ch[:6]))
+	b.WriteByte('.')
+	b.WriteString(hex.EncodeToString(fh[:6]))
+	return b.String()
+}
+
+func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+	var certCN string
+	if tc, ok := cl.Net.Conn.(*tls.Conn); ok {
+		cs := tc.ConnectionState()
+		if len(cs.VerifiedChains) > 0 && len(cs.PeerCertificates) > 0 {
+			certCN = cs.PeerCertificates[0].Subject.CommonName
+		}
+	}
+	id, err := h.g.be.Authenticate(string(cl.Properties.Username), pk.Connect.Password, certCN)
+	if err != nil {
+		h.g.metrics.authFailed.Add(1)
+		h.g.log.Info("mqtt connection refused", slog.String("client", cl.ID), slog.String("remote", cl.Net.Remote), slog.Any("error", err))
+		return false
+	}
+	c := Conn{Identity: id, ClientID: cl.ID, Remote: cl.Net.Remote}
+	if err := h.g.be.Connect(h.g.ctx, c); err != nil {
+		h.g.log.Info("mqtt connection refused", slog.String("client", cl.ID), slog.Any("error", err))
+		return false
+	}
+	h.pending.Store(cl, c)
+	return true
+}
+
+// OnSessionEstablish runs before mochi takes over an existing session of
+// the same client id: the old connection's deliveries stop, and what it
+// had in flight goes back to its subscriptions (redelivered, with DUP,
+// to the new connection) rather than being resent by mochi as well.
+func (h *hook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
+	if old, ok := h.g.srv.Clients.Get(cl.ID); ok && old != cl {
+		h.detach(old)
+		old.ClearInflights()
+	}
+}
+
+func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+	v, ok := h.pending.Load(cl)
+	if !ok {
+		return
+	}
+	st := newConnState(h.g, cl, v.(Conn))
+	h.mu.Lock()
+	h.conns[cl] = st
+	h.mu.Unlock()
+	h.g.metrics.connections.Add(1)
+	h.g.metrics.connected.Add(1)
+	ctx := h.g.ctx
+	if persistent(cl) {
+		if err := h.g.store.saveSession(ctx, cl); err != nil {
+			h.g.log.Warn("mqtt session not saved", slog.String("client", cl.ID), slog.Any("error", err))
+		}
+	} else if err := h.g.store.dropSession(ctx, cl.ID); err != nil {
+		h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
+	}
+	// A resumed session's filters (taken over, or loaded at start) are
+	// durable Petrel subscriptions already: join them.
+	for _, sub := range cl.State.Subscriptions.GetAll() {
+		if err := st.subscribe(sub, true); err != nil {
+			h.g.log.Warn("mqtt session subscription not resumed", slog.String("client", cl.ID), slog.String("filter", sub.Filter), slog.Any("error", err))
+		}
+	}
+}
+
+func (h *hook) conn(cl *mqtt.Client) *connState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[cl]
+}
+
+// detach stops cl's deliveries and gives back what it had in flight.
+func (h *hook) detach(cl *mqtt.Client) {
+	h.mu.Lock()
+	st := h.conns[cl]
+	delete(h.conns, cl)
+	h.mu.Unlock()
+	if st == nil {
+		return
+	}
+	st.stop()
+	h.g.metrics.connections.Add(-1)
+	h.g.be.Disconnect(st.conn)
+}
+
+func (h *hook) stopAll() {
+	h.mu.Lock()
+	cls := make([]*mqtt.Client, 0, len(h.conns))
+	for cl := range h.conns {
+		cls = append(cls, cl)
+	}
+	h.mu.Unlock()
+	for _, cl := range cls {
+		h.detach(cl)
+	}
+}
+
+func (h *hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+	h.pending.Delete(cl)
+	h.detach(cl)
+	// mochi resends its own in-flight copies to a resumed session; the
+	// Petrel subscription redelivers them instead.
+	cl.ClearInflights()
+	if expire && !cl.IsTakenOver() {
+		if err := h.g.store.dropSession(h.g.ctx, cl.ID); err != nil {
+			h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
+		}
+	}
+}
+
+func (h *hook) OnClientExpired(cl *mqtt.Client) {
+	for _, sub := range cl.State.Subscriptions.GetAll() {
+		h.dropDurable(cl.ID, sub.Filter)
+	}
+	if err := h.g.store.dropSession(h.g.ctx, cl.ID); err != nil {
+		h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
+	}
+}
+
+func (h *hook) dropDurable(clientID, filter string) {
+	if err := h.g.be.Unsubscribe(h.g.ctx, durableName(clientID, filter)); err != nil && !errors.Is(err, context.Canceled) {
+		h.g.log.Debug("mqtt durable subscription not deleted", slog.String("client", clientID), slog.String("filter", filter), slog.Any("error", err))
+	}
+	if err := h.g.store.dropSubscription(h.g.ctx, clientID, filter); err != nil {
+		h.g.log.Warn("mqtt subscription not dropped", slog.String("client", clientID), slog.Any("error", err))
+	}
+}
+
+// OnACLCheck decides subscriptions (write false: a filter, or the topic
+// of a retained message delivered to one). Publishes are decided in
+// OnPublish, which answers with a reason code.
+func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	if write {
+		return true
+	}
+	pattern, err := FilterToPetrel(topic)
+	if err != nil {
+		return false
+	}
+	st := h.conn(cl)
+	if st == nil {
+		return false
+	}
+	return h.g.be.AuthorizeSubscribe(st.conn, pattern) == nil
+}
+
+func (h *hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
+	st := h.conn(cl)
+	for i, sub := range pk.Filters {
+		if i >= len(codes) || codes[i] >= CodeUnspecified {
+			continue
+		}
+		var err error
+		if st == nil {
+			err = ErrClosed
+		} else {
+			err = st.subscribe(sub, persistent(cl))
+		}
+		if err != nil {
+			h.g.log.Info("mqtt subscription refused", slog.String("client", cl.ID), slog.String("filter", sub.Filter), slog.Any("error", err))
+			codes[i] = CodeUnspecified
+			cl.State.Subscriptions.Delete(sub.Filter)
+			h.g.srv.Topics.Unsubscribe(sub.Filter, cl.ID)
+			continue
+		}
+		if persistent(cl) {
+			if err := h.g.store.saveSubscription(h.g.ctx, cl.ID, sub); err != nil {
+				h.g.log.Warn("mqtt subscription not saved", slog.String("client", cl.ID), slog.Any("error", err))
+			}
+		}
+	}
+}
+
+func (h *hook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
+	st := h.conn(cl)
+	for _, sub := range pk.Filters {
+		if st != nil {
+			st.unsubscribe(sub.Filter)
+		}
+		h.dropDurable(cl.ID, sub.Filter)
+	}
+}
+
+func (h *hook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
+	if pk.FixedHeader.Type != packets.Puback && pk.FixedHeader.Type != packets.Pubcomp {
+		return // a PUBREL completes a publish from the client
+	}
+	if st := h.conn(cl); st != nil {
+		st.complete(pk.PacketID)
+	}
+}
+
+func (h *hook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
+	if st := h.conn(cl); st != nil {
+		st.dropped(pk.PacketID)
+	}
+}
+
+func (h *hook) OnRetainedExpired(topic string) {
+	if err := h.g.store.deleteRetained(h.g.ctx, topic); err != nil {
+		h.g.log.Warn("mqtt expired retained message not deleted", slog.String("topic", topic), slog.Any("error", err))
+	}
+}
+
+func (h *hook) StoredClients() ([]storage.Client, error) { return h.g.store.sessions(h.g.ctx) }
+
+func (h *hook) StoredSubscriptions() ([]storage.Subscription, error) {
+	return h.g.store.subscriptions(h.g.ctx)
+}
+
+func (h *hook) StoredRetainedMessages() ([]storage.Message, error) {
+	return h.g.store.retained(h.g.ctx)
+}

@@ -1,0 +1,107 @@
+package mqttgw
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics counts the gateway's traffic for petrel stat and Prometheus.
+type metrics struct {
+	connections   atomic.Int64 // open now
+	connected     atomic.Int64 // accepted since start
+	authFailed    atomic.Int64
+	published     [3]atomic.Int64 // by QoS
+	refused       atomic.Int64
+	delivered     [3]atomic.Int64 // by QoS
+	acked         atomic.Int64
+	undeliverable atomic.Int64 // Petrel topics with no MQTT form
+}
+
+func newMetrics() *metrics { return &metrics{} }
+
+// Stats are the gateway's figures.
+type Stats struct {
+	Listen        string   `json:"listen"`
+	WebSocket     string   `json:"websocket,omitempty"`
+	Clients       int64    `json:"clients"`
+	Sessions      int      `json:"sessions"`
+	Persistent    int      `json:"persistent_sessions"`
+	Subscriptions int      `json:"subscriptions"`
+	Connections   int64    `json:"connections_total"`
+	AuthFailed    int64    `json:"auth_failed"`
+	Published     [3]int64 `json:"published_by_qos"`
+	Refused       int64    `json:"publishes_refused"`
+	Delivered     [3]int64 `json:"delivered_by_qos"`
+	Acked         int64    `json:"deliveries_acked"`
+	Inflight      int      `json:"inflight"`
+	Undeliverable int64    `json:"undeliverable"`
+	Retained      int64    `json:"retained"`
+}
+
+// Stats returns the gateway's figures.
+func (g *Gateway) Stats() Stats {
+	m := g.metrics
+	s := Stats{
+		Listen: g.Addr(), WebSocket: g.WebSocketAddr(),
+		Clients: m.connections.Load(), Connections: m.connected.Load(), AuthFailed: m.authFailed.Load(),
+		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
+		Retained: int64(g.srv.Topics.Retained.Len()),
+	}
+	for i := range 3 {
+		s.Published[i] = m.published[i].Load()
+		s.Delivered[i] = m.delivered[i].Load()
+	}
+	for _, cl := range g.srv.Clients.GetAll() {
+		s.Sessions++
+		if persistent(cl) {
+			s.Persistent++
+		}
+		s.Subscriptions += cl.State.Subscriptions.Len()
+		s.Inflight += cl.State.Inflight.Len()
+	}
+	return s
+}
+
+var (
+	descConns     = prometheus.NewDesc("petrel_mqtt_connections", "MQTT connections open.", nil, nil)
+	descConnTotal = prometheus.NewDesc("petrel_mqtt_connections_total", "MQTT connections accepted.", nil, nil)
+	descAuth      = prometheus.NewDesc("petrel_mqtt_auth_failures_total", "MQTT connections refused by authentication.", nil, nil)
+	descSessions  = prometheus.NewDesc("petrel_mqtt_sessions", "MQTT sessions known, connected or not, by persistence.", []string{"persistent"}, nil)
+	descPub       = prometheus.NewDesc("petrel_mqtt_published_total", "MQTT publishes accepted, by QoS.", []string{"qos"}, nil)
+	descRefused   = prometheus.NewDesc("petrel_mqtt_publishes_refused_total", "MQTT publishes refused with a reason code.", nil, nil)
+	descDeliv     = prometheus.NewDesc("petrel_mqtt_delivered_total", "Messages delivered to MQTT clients, by QoS, redeliveries included.", []string{"qos"}, nil)
+	descAcked     = prometheus.NewDesc("petrel_mqtt_deliveries_acked_total", "QoS 1 and 2 deliveries acknowledged by MQTT clients.", nil, nil)
+	descInflight  = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
+	descRetained  = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
+)
+
+// Collector returns the gateway's Prometheus collector.
+func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
+
+type collector struct{ g *Gateway }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.g.Stats()
+	ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(s.Clients))
+	ch <- prometheus.MustNewConstMetric(descConnTotal, prometheus.CounterValue, float64(s.Connections))
+	ch <- prometheus.MustNewConstMetric(descAuth, prometheus.CounterValue, float64(s.AuthFailed))
+	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(s.Persistent), "true")
+	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(s.Sessions-s.Persistent), "false")
+	for q := range 3 {
+		ch <- prometheus.MustNewConstMetric(descPub, prometheus.CounterValue, float64(s.Published[q]), qosLabel[q])
+		ch <- prometheus.MustNewConstMetric(descDeliv, prometheus.CounterValue, float64(s.Delivered[q]), qosLabel[q])
+	}
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(s.Refused))
+	ch <- prometheus.MustNewConstMetric(descAcked, prometheus.CounterValue, float64(s.Acked))
+	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(s.Inflight))
+	ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(s.Retained))
+}
+
+var qosLabel = [3]string{"0", "1", "2"}

@@ -1,0 +1,131 @@
+package mqttgw
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// OnPublish hands a client's publish to the node. For QoS 1 and 2 it
+// returns only once the node committed it, so mochi's PUBACK or PUBREC,
+// which follows, never acknowledges what a crash could lose. Each
+// connection's packets are handled in its own goroutine, so publishes of
+// many clients wait for their commits at once, and share them: the
+// store group-commits concurrent sends. QoS 0 is submitted, not awaited.
+//
+// mochi is told to ignore the message (CodeSuccessIgnore): it acks but
+// does not route it; every delivery comes from a Petrel subscription.
+func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	st := h.conn(cl)
+	if st == nil {
+		return pk, packets.ErrRejectPacket
+	}
+	qos := pk.FixedHeader.Qos
+	if err := h.g.publish(st.conn, pk); err != nil {
+		h.g.metrics.refused.Add(1)
+		h.refuse(cl, pk, err)
+		return pk, packets.ErrRejectPacket
+	}
+	h.g.metrics.published[qos].Add(1)
+	return pk, packets.CodeSuccessIgnore
+}
+
+// publish stores pk in the node, then, for a retained publish, as its
+// topic's retained message.
+func (g *Gateway) publish(c Conn, pk packets.Packet) error {
+	topic, err := TopicToPetrel(pk.TopicName)
+	if err != nil {
+		return &Refusal{Code: CodeTopicNameBad, Reason: err.Error()}
+	}
+	m := g.be.NewMessage(topic)
+	if err := toMessage(m, pk, c.ClientID, g.cfg.Limits); err != nil {
+		return err
+	}
+	if err := g.be.Publish(g.ctx, m, c, pk.FixedHeader.Qos > 0); err != nil {
+		return err
+	}
+	if pk.FixedHeader.Retain {
+		if err := g.retain(pk); err != nil {
+			return &Refusal{Code: CodeUnspecified, Reason: "retained message not stored: " + err.Error()}
+		}
+	}
+	return nil
+}
+
+// retain stores pk as its topic's retained message (or deletes it, for an
+// empty payload) durably, then in mochi's index, which delivers it to new
+// subscriptions.
+func (g *Gateway) retain(pk packets.Packet) error {
+	if err := g.store.setRetained(g.ctx, pk); err != nil {
+		return err
+	}
+	out := pk.Copy(false)
+	g.srv.Topics.RetainMessage(out)
+	return nil
+}
+
+// refuse answers a refused publish. MQTT 5 has reason codes: the PUBACK
+// or PUBREC carries one, and the reason string. MQTT 3.1.1 has none, and
+// an ack would claim custody: the connection is closed instead, so the
+// client knows the message was not taken (MQTT-3.3.5-2 allows either).
+// A refused QoS 0 publish is dropped, as MQTT has nothing to answer it
+// with.
+func (h *hook) refuse(cl *mqtt.Client, pk packets.Packet, err error) {
+	var r *Refusal
+	if !errors.As(err, &r) {
+		r = &Refusal{Code: CodeUnspecified, Reason: err.Error()}
+	}
+	h.g.log.Info("mqtt publish refused", slog.String("client", cl.ID), slog.String("topic", clip(pk.TopicName)),
+		slog.String("code", fmt.Sprintf("0x%02x", r.Code)), slog.String("reason", r.Reason))
+	if pk.FixedHeader.Qos == 0 {
+		return
+	}
+	if cl.Properties.ProtocolVersion < 5 {
+		cl.Stop(fmt.Errorf("publish refused: %w", err))
+		return
+	}
+	typ := packets.Puback
+	if pk.FixedHeader.Qos == 2 {
+		typ = packets.Pubrec
+	}
+	ack := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: typ},
+		PacketID:    pk.PacketID,
+		ReasonCode:  r.Code,
+		Properties:  packets.Properties{ReasonString: r.Reason},
+	}
+	_ = cl.WritePacket(ack)
+}
+
+// OnWill publishes a client's will through the node, as a publish of its
+// own, and hands mochi a will it cannot deliver (a '$' topic, which no
+// client may subscribe to here): every delivery comes from Petrel.
+func (h *hook) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
+	c := Conn{ClientID: cl.ID, Remote: cl.Net.Remote}
+	if v, ok := h.pending.Load(cl); ok {
+		c = v.(Conn)
+	}
+	pk := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: will.Qos, Retain: will.Retain},
+		TopicName:       will.TopicName,
+		Payload:         will.Payload,
+		Properties:      packets.Properties{User: will.User},
+		Origin:          cl.ID,
+		Created:         cl.StopTime(),
+		ProtocolVersion: cl.Properties.ProtocolVersion,
+	}
+	if err := h.g.publish(c, pk); err != nil {
+		h.g.log.Warn("mqtt will refused", slog.String("client", cl.ID), slog.String("topic", clip(will.TopicName)), slog.Any("error", err))
+	} else {
+		h.g.metrics.published[min(will.Qos, 2)].Add(1)
+	}
+	will.TopicName = willSink
+	will.Retain = false
+	return will, nil
+}
+
+// willSink is where mochi sends the will after OnWill published it.
+const willSink = "$petrel/will"

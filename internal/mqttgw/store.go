@@ -1,0 +1,232 @@
+package mqttgw
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/storage"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	// The SQLite driver, as the node's store uses it.
+	_ "github.com/mattn/go-sqlite3"
+)
+
+// sessionStore keeps, in its own SQLite file in the node's data directory
+// (mqtt.db), what MQTT needs beyond the node's queues: the retained
+// message of each topic, and the persistent sessions with their
+// subscriptions, so that a restarted node knows them (CONNACK's session
+// present flag, each filter's QoS and options). The messages a persistent
+// session has not taken are not here: they are in its durable Petrel
+// subscriptions, in the node's store.
+//
+// Writes are synchronous and fsynced (synchronous=FULL): a retained
+// message is acknowledged to its publisher only once it is here too.
+type sessionStore struct {
+	db *sql.DB
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS retained (
+	topic TEXT PRIMARY KEY,
+	packet BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+	client_id TEXT PRIMARY KEY,
+	client BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS subscriptions (
+	client_id TEXT NOT NULL,
+	filter TEXT NOT NULL,
+	sub BLOB NOT NULL,
+	PRIMARY KEY (client_id, filter)
+);
+`
+
+func openStore(path string) (*sessionStore, error) {
+	q := url.Values{}
+	// WAL and FULL, as the node's store: a commit is one append and one
+	// fsync, and survives power loss.
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_busy_timeout", "10000")
+	db, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open mqtt store: %w", err)
+	}
+	// One writer: SQLite serialises writers anyway, and one connection
+	// avoids busy retries between them.
+	db.SetMaxOpenConns(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
+	}
+	return &sessionStore{db: db}, nil
+}
+
+func (s *sessionStore) close() error { return s.db.Close() }
+
+// setRetained stores pk as its topic's retained message, or deletes it
+// when its payload is empty (MQTT-3.3.1-6, -7).
+func (s *sessionStore) setRetained(ctx context.Context, pk packets.Packet) error {
+	if len(pk.Payload) == 0 {
+		_, err := s.db.ExecContext(ctx, `DELETE FROM retained WHERE topic = ?`, pk.TopicName)
+		return err
+	}
+	b, err := json.Marshal(storage.Message{
+		Payload:     pk.Payload,
+		TopicName:   pk.TopicName,
+		Origin:      pk.Origin,
+		FixedHeader: pk.FixedHeader,
+		Created:     pk.Created,
+		Properties: storage.MessageProperties{
+			CorrelationData:       pk.Properties.CorrelationData,
+			User:                  pk.Properties.User,
+			ContentType:           pk.Properties.ContentType,
+			ResponseTopic:         pk.Properties.ResponseTopic,
+			MessageExpiryInterval: pk.Properties.MessageExpiryInterval,
+			PayloadFormat:         pk.Properties.PayloadFormat,
+			PayloadFormatFlag:     pk.Properties.PayloadFormatFlag,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO retained (topic, packet) VALUES (?, ?)
+		ON CONFLICT (topic) DO UPDATE SET packet = excluded.packet`, pk.TopicName, b)
+	return err
+}
+
+func (s *sessionStore) deleteRetained(ctx context.Context, topic string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM retained WHERE topic = ?`, topic)
+	return err
+}
+
+func (s *sessionStore) retained(ctx context.Context) ([]storage.Message, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT packet FROM retained ORDER BY topic`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []storage.Message
+	for rows.Next() {
+		var b []byte
+		var m storage.Message
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("retained message: %w", err)
+		}
+		m.T = storage.RetainedKey
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// saveSession records a persistent session's client.
+func (s *sessionStore) saveSession(ctx context.Context, cl *mqtt.Client) error {
+	c := storage.Client{
+		ID:              cl.ID,
+		T:               storage.ClientKey,
+		Listener:        cl.Net.Listener,
+		Username:        cl.Properties.Username,
+		ProtocolVersion: cl.Properties.ProtocolVersion,
+		Clean:           cl.Properties.Clean,
+		Properties: storage.ClientProperties{
+			SessionExpiryInterval:     cl.Properties.Props.SessionExpiryInterval,
+			SessionExpiryIntervalFlag: cl.Properties.Props.SessionExpiryIntervalFlag,
+			ReceiveMaximum:            cl.Properties.Props.ReceiveMaximum,
+			MaximumPacketSize:         cl.Properties.Props.MaximumPacketSize,
+		},
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (client_id, client) VALUES (?, ?)
+		ON CONFLICT (client_id) DO UPDATE SET client = excluded.client`, cl.ID, b)
+	return err
+}
+
+// dropSession forgets a session and its subscriptions.
+func (s *sessionStore) dropSession(ctx context.Context, clientID string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE client_id = ?`, clientID); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM subscriptions WHERE client_id = ?`, clientID); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *sessionStore) saveSubscription(ctx context.Context, clientID string, sub packets.Subscription) error {
+	b, err := json.Marshal(storage.Subscription{
+		T: storage.SubscriptionKey, Client: clientID, Filter: sub.Filter, Identifier: sub.Identifier,
+		RetainHandling: sub.RetainHandling, Qos: sub.Qos, RetainAsPublished: sub.RetainAsPublished, NoLocal: sub.NoLocal,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO subscriptions (client_id, filter, sub) VALUES (?, ?, ?)
+		ON CONFLICT (client_id, filter) DO UPDATE SET sub = excluded.sub`, clientID, sub.Filter, b)
+	return err
+}
+
+func (s *sessionStore) dropSubscription(ctx context.Context, clientID, filter string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM subscriptions WHERE client_id = ? AND filter = ?`, clientID, filter)
+	return err
+}
+
+func (s *sessionStore) sessions(ctx context.Context) ([]storage.Client, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT client FROM sessions ORDER BY client_id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []storage.Client
+	for rows.Next() {
+		var b []byte
+		var c storage.Client
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			return nil, fmt.Errorf("mqtt session: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (s *sessionStore) subscriptions(ctx context.Context) ([]storage.Subscription, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT sub FROM subscriptions ORDER BY client_id, filter`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []storage.Subscription
+	for rows.Next() {
+		var b []byte
+		var c storage.Subscription
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			return nil, fmt.Errorf("mqtt subscription: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

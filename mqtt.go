@@ -1,0 +1,262 @@
+package petrel
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/mqttgw"
+	"github.com/petrelmq/petrel/message"
+)
+
+// MQTTConfig is the node's MQTT listener (see the README's MQTT section):
+// MQTT 3.1.1 and 5 clients publish to and subscribe to the node's topics.
+type MQTTConfig struct {
+	// Listen is the host:port of the MQTT listener, such as
+	// "0.0.0.0:1883"; port 0 takes a free one (Node.MQTTAddr). Empty: no
+	// MQTT listener.
+	Listen string
+	// TLS makes the MQTT listeners speak TLS with the node's TLS section
+	// (its certificate, and with client_auth require_and_verify, client
+	// certificates whose Common Name is the identity).
+	TLS bool
+	// WebSocket is the host:port of an MQTT over WebSocket listener;
+	// empty for none.
+	WebSocket string
+	// MaxInflight bounds the QoS 1 and 2 deliveries awaiting each
+	// connection's acknowledgement (default 100).
+	MaxInflight int
+}
+
+// MQTTStats are the MQTT listener's figures, in Status.
+type MQTTStats = mqttgw.Stats
+
+// mqttPolicy is the queue policy of MQTT subscriptions. An MQTT delivery
+// is settled by the client's PUBACK or PUBCOMP, or given back when its
+// connection ends, so the lease is long; MQTT has no nack, and a message
+// given back when a client went away is no poison: nothing is dead-lettered.
+var mqttPolicy = QueuePolicy{
+	MaxDeliveries:      1 << 30,
+	LeaseTimeout:       24 * time.Hour,
+	RedeliveryDelay:    time.Millisecond,
+	MaxRedeliveryDelay: time.Millisecond,
+}
+
+// startMQTT starts the MQTT listener, when one is configured.
+func (n *Node) startMQTT() error {
+	c := n.cfg.MQTT
+	if c.Listen == "" {
+		return nil
+	}
+	gc := mqttgw.Config{
+		Listen: c.Listen, WebSocket: c.WebSocket, DataDir: n.cfg.DataDir,
+		MaxInflight: c.MaxInflight, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
+	}
+	if c.TLS {
+		tc, err := n.cfg.TLS.ServerConfig()
+		if err != nil {
+			return fmt.Errorf("mqtt.tls: %w", err)
+		}
+		gc.TLS = tc
+	}
+	g, err := mqttgw.Start(gc, mqttBackend{n})
+	if err != nil {
+		return err
+	}
+	n.mqtt = g
+	n.registry.MustRegister(g.Collector())
+	return nil
+}
+
+func (n *Node) stopMQTT() {
+	if n.mqtt != nil {
+		if err := n.mqtt.Close(); err != nil {
+			n.log.Warn("mqtt close", "error", err)
+		}
+	}
+}
+
+// MQTTAddr returns the address the MQTT listener is bound to, with the
+// port it took; "" when it is off.
+func (n *Node) MQTTAddr() string {
+	if n.mqtt == nil {
+		return ""
+	}
+	return n.mqtt.Addr()
+}
+
+func (n *Node) mqttStats() *MQTTStats {
+	if n.mqtt == nil {
+		return nil
+	}
+	s := n.mqtt.Stats()
+	return &s
+}
+
+// mqttBackend is the node as the MQTT gateway sees it.
+type mqttBackend struct{ n *Node }
+
+var errMQTTAuth = errors.New("mqtt authentication failed")
+
+// Authenticate: a verified client certificate's Common Name, when there
+// is one; else, with peers listed, the username's entry and its secret as
+// the password; else, with a shared secret, the secret as the password
+// and the username as a claimed identity; else anyone, as its username.
+func (b mqttBackend) Authenticate(username string, password []byte, certCN string) (string, error) {
+	n := b.n
+	peers := n.idents != nil && n.idents.listed()
+	if certCN != "" {
+		if username != "" && username != certCN {
+			return "", fmt.Errorf("%w: username %q is not the certificate's name %q", errMQTTAuth, username, certCN)
+		}
+		if peers {
+			if _, ok := n.idents.credential(certCN); !ok {
+				return "", fmt.Errorf("%w: %q is not listed under peers", errMQTTAuth, certCN)
+			}
+		}
+		return certCN, nil
+	}
+	if n.cfg.MQTT.TLS && n.cfg.TLS.ClientAuth == ClientAuthRequireAndVerify {
+		return "", fmt.Errorf("%w: a verified client certificate is required", errMQTTAuth)
+	}
+	if peers {
+		cred, ok := n.idents.credential(username)
+		if !ok || cred.Secret == nil || subtle.ConstantTimeCompare(cred.Secret, password) != 1 {
+			return "", fmt.Errorf("%w: unknown username %q or wrong password", errMQTTAuth, username)
+		}
+		return username, nil
+	}
+	if secret := n.sharedSecret(); secret != "" && subtle.ConstantTimeCompare([]byte(secret), password) != 1 {
+		return "", fmt.Errorf("%w: wrong password (the node's shared secret)", errMQTTAuth)
+	}
+	return username, nil
+}
+
+func (b mqttBackend) info(c mqttgw.Conn) ConnInfo {
+	return ConnInfo{Identity: c.Identity, Kind: PeerKindClient, Remote: c.Remote, Path: PathMQTT}
+}
+
+func (b mqttBackend) Connect(ctx context.Context, c mqttgw.Conn) error {
+	return b.n.icpt.connect(ctx, b.info(c))
+}
+
+func (b mqttBackend) Disconnect(c mqttgw.Conn) {
+	if b.n.icpt.on() {
+		b.n.icpt.disconnect(b.info(c))
+	}
+}
+
+func (b mqttBackend) AuthorizeSubscribe(c mqttgw.Conn, pattern string) error {
+	p, err := address.ParsePattern(pattern)
+	if err != nil {
+		return err
+	}
+	if !b.n.topics.inSpace(p) {
+		return fmt.Errorf("subscribe to %q: %w", pattern, ErrNoTopicSpace)
+	}
+	return b.n.authorizeSubscribe(c.Identity, pattern)
+}
+
+func (b mqttBackend) NewMessage(topic string) *message.Message {
+	return b.n.stamper().create(topic, message.KindData)
+}
+
+// Publish: the interceptors, then the publish rule, then the store, as a
+// remote client's publish.
+func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.Conn, wait bool) error {
+	n := b.n
+	topic := n.localTopic(m.Destination)
+	if topic == "" {
+		return &mqttgw.Refusal{Code: mqttgw.CodeTopicNameBad,
+			Reason: fmt.Sprintf("topic %q is in no topic space of node %s (declare one under topics)", m.Destination, n.cfg.Name)}
+	}
+	if err := n.icpt.publish(ctx, m, b.info(c)); err != nil {
+		return &mqttgw.Refusal{Code: mqttgw.CodeImplementation, Reason: err.Error()}
+	}
+	if err := n.Authorize(c.Identity, ActionPublish, topic); err != nil {
+		return &mqttgw.Refusal{Code: mqttgw.CodeNotAuthorized, Reason: err.Error()}
+	}
+	if err := m.Validate(n.cfg.Limits); err != nil {
+		return &mqttgw.Refusal{Code: mqttgw.CodePacketTooLarge, Reason: err.Error()}
+	}
+	done, err := n.publish(m, topic)
+	if err == nil && wait {
+		err = done.Wait(ctx)
+	}
+	if errors.Is(err, ErrStoreFull) {
+		return &mqttgw.Refusal{Code: mqttgw.CodeQuotaExceeded, Reason: err.Error()}
+	}
+	return err
+}
+
+func (b mqttBackend) Subscribe(ctx context.Context, pattern, name string, durable bool, c mqttgw.Conn) (mqttgw.Subscription, error) {
+	n := b.n
+	con, err := n.subscribe(ctx, pattern, SubscribeOptions{Name: name, Durable: durable, Policy: mqttPolicy})
+	if err != nil {
+		return nil, err
+	}
+	ic, err := n.icpt.consumerFor(con, b.info(c))
+	if err != nil {
+		con.Close()
+		return nil, err
+	}
+	return mqttSubscription{ic}, nil
+}
+
+func (b mqttBackend) Unsubscribe(ctx context.Context, name string) error {
+	err := b.n.Unsubscribe(ctx, name)
+	if errors.Is(err, ErrSubscription) {
+		return nil // none: a session that never subscribed durably
+	}
+	return err
+}
+
+type mqttSubscription struct{ c *Consumer }
+
+func (s mqttSubscription) Receive(ctx context.Context) (mqttgw.Delivery, error) {
+	d, err := s.c.Receive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return mqttDelivery{d}, nil
+}
+
+func (s mqttSubscription) Close() { _ = s.c.Close() }
+
+type mqttDelivery struct{ d *Delivery }
+
+func (d mqttDelivery) Message() *message.Message { return d.d.Message }
+func (d mqttDelivery) Attempt() int              { return d.d.Attempt }
+func (d mqttDelivery) Ack() error                { return d.d.Ack() }
+func (d mqttDelivery) Nack(reason string) error  { return d.d.Nack(reason) }
+
+// sharedSecret is the shared secret in force.
+func (n *Node) sharedSecret() string {
+	n.reconfMu.Lock()
+	defer n.reconfMu.Unlock()
+	return n.current.Secret
+}
+
+// listed reports whether any identity is listed under peers.
+func (ids *identities) listed() bool {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	return len(ids.peers) > 0
+}
+
+// validateMQTT checks the mqtt section.
+func (c Config) validateMQTT() error {
+	m := c.MQTT
+	switch {
+	case m.Listen == "" && (m.TLS || m.WebSocket != ""):
+		return cfgErr("mqtt.listen", "mqtt.tls and mqtt.websocket need mqtt.listen: set it, such as 0.0.0.0:1883", nil)
+	case m.TLS && !c.TLS.Listening():
+		return cfgErr("mqtt.tls", "the MQTT listener takes the node's certificate: set tls.cert and tls.key", nil)
+	case m.MaxInflight < 0 || m.MaxInflight > 65535:
+		return cfgErr("mqtt.max_inflight", fmt.Sprintf("%d is out of range (1 to 65535, 0 for the default 100)", m.MaxInflight), nil)
+	}
+	return nil
+}
