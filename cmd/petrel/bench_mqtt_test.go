@@ -66,6 +66,32 @@ func TestBenchMQTTAgainstMosquitto(t *testing.T) {
 	}
 }
 
+// Without --broker the bench measures a Petrel node of its own, a petrel
+// process with its MQTT listener, beside mosquitto.
+func TestBenchMQTTPetrelAgainstMosquitto(t *testing.T) {
+	r := runPetrel(t, 2*time.Minute, "bench", "mqtt", "--against-mosquitto",
+		"--clients", "2", "--subscribers", "2", "--messages", "300", "--qos", "1", "--json")
+	r.wantCode(t, exitOK)
+	var got bench.MQTTResult
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("stdout is not an MQTT result: %v\n%s", err, r.stdout)
+	}
+	if got.Broker != "petrel" || got.Mosquitto == nil {
+		t.Fatalf("result %+v, want petrel with mosquitto beside it", got)
+	}
+	for name, f := range map[string]bench.MQTTFigures{"petrel": got.MQTTFigures, "mosquitto": *got.Mosquitto} {
+		if f.Delivered != 600 || f.Lost != 0 || f.PublishMsgsPerSec <= 0 || f.DeliveredMsgsPerSec <= 0 {
+			t.Errorf("%s figures %+v, want 600 copies, none lost, and rates", name, f)
+		}
+	}
+	if got.PublishRatio <= 0 || got.DeliveredRatio <= 0 {
+		t.Errorf("ratios %v, %v: want both", got.PublishRatio, got.DeliveredRatio)
+	}
+	if !strings.Contains(r.stderr, "petrel node, MQTT on 127.0.0.1:") {
+		t.Errorf("progress does not name the node's MQTT listener:\n%s", r.stderr)
+	}
+}
+
 // At QoS 0 the human output names the broker and its figures.
 func TestBenchMQTTQoS0Figures(t *testing.T) {
 	m := startMosquitto(t)
@@ -89,6 +115,7 @@ func TestBenchMQTTUsage(t *testing.T) {
 		{[]string{"--broker", "tcp://127.0.0.1:1", "--size", "8"}, "--size"},
 		{[]string{"--broker", "http://127.0.0.1:1"}, "--broker"},
 		{[]string{"--broker", "tcp://127.0.0.1:1", "--clients", "0"}, "--clients"},
+		{[]string{"--sync", "fast"}, "--sync"},
 	} {
 		r := runPetrel(t, 10*time.Second, append([]string{"bench", "mqtt"}, c.args...)...)
 		r.wantCode(t, exitUsage)

@@ -125,7 +125,7 @@ func (o MQTTOptions) validate() error {
 		if err != nil || u.Scheme != "tcp" || u.Host == "" || u.Port() == "" {
 			return usageErrorf("invalid argument %q for \"--broker\" flag: want tcp://host:port", o.Broker)
 		}
-	} else if err := petrelMQTTAvailable(); err != nil {
+	} else if _, err := parseSync(o.Sync); err != nil {
 		return err
 	}
 	if o.Timeout <= 0 {
