@@ -29,6 +29,7 @@ type connState struct {
 	slots  chan struct{}
 
 	mu       sync.Mutex
+	lastID   uint16
 	stopped  bool
 	pumps    map[string]*pump
 	inflight map[uint16]Delivery
@@ -168,6 +169,25 @@ func (st *connState) dropped(id uint16) {
 	}
 }
 
+// packetID picks the identifier of a delivery. mochi keeps one table of
+// identifiers in flight for both directions, and refuses a client's
+// SUBSCRIBE (0x91) whose identifier a delivery holds; clients count
+// theirs up from 1, so deliveries take theirs from the top half down.
+func (st *connState) packetID() (uint16, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for range 1 << 15 {
+		st.lastID--
+		if st.lastID < 1<<15 {
+			st.lastID = 1<<16 - 1
+		}
+		if _, used := st.cl.State.Inflight.Get(st.lastID); !used && st.inflight[st.lastID] == nil {
+			return st.lastID, true
+		}
+	}
+	return 0, false
+}
+
 func (p *pump) run(ctx context.Context) {
 	defer close(p.done)
 	st := p.st
@@ -227,12 +247,12 @@ func (p *pump) deliver(d Delivery) bool {
 		}
 		return false
 	}
-	id, err := cl.NextPacketID()
-	if err != nil {
+	id, ok := st.packetID()
+	if !ok {
 		_ = d.Nack("mqtt: packet identifiers exhausted")
 		return false
 	}
-	pk.PacketID = uint16(id)
+	pk.PacketID = id
 	pk.FixedHeader.Dup = d.Attempt() > 1
 	st.mu.Lock()
 	if st.stopped {

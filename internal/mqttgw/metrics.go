@@ -1,6 +1,7 @@
 package mqttgw
 
 import (
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,7 +47,11 @@ func (g *Gateway) Stats() Stats {
 		Listen: g.Addr(), WebSocket: g.WebSocketAddr(),
 		Clients: m.connections.Load(), Connections: m.connected.Load(), AuthFailed: m.authFailed.Load(),
 		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
-		Retained: int64(g.srv.Topics.Retained.Len()),
+	}
+	for topic := range g.srv.Topics.Retained.GetAll() {
+		if !strings.HasPrefix(topic, "$") { // mochi's $SYS figures
+			s.Retained++
+		}
 	}
 	for i := range 3 {
 		s.Published[i] = m.published[i].Load()
