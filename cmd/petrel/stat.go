@@ -118,4 +118,28 @@ func printStatus(w io.Writer, st petrel.Status) {
 			a.Denied[petrel.ActionSend], a.Denied[petrel.ActionConsume], a.Denied[petrel.ActionRelay],
 			a.Denied[petrel.ActionPublish], a.Denied[petrel.ActionSubscribe])
 	}
+	if m := st.MQTT; m != nil {
+		printMQTT(w, m)
+	}
+}
+
+// printMQTT shows the MQTT listener: its clients, sessions and traffic.
+func printMQTT(w io.Writer, m *petrel.MQTTStats) {
+	fmt.Fprintf(w, "\nmqtt      %s  clients %d  sessions %d (persistent %d)  subscriptions %d  in flight %d  retained %d\n",
+		m.Listen, m.Clients, m.Sessions, m.Persistent, m.Subscriptions, m.Inflight, m.Retained)
+	fmt.Fprintf(w, "          published qos0 %d  qos1 %d  qos2 %d  refused %d  delivered qos0 %d  qos1 %d  qos2 %d  acked %d  auth failures %d\n",
+		m.Published[0], m.Published[1], m.Published[2], m.Refused, m.Delivered[0], m.Delivered[1], m.Delivered[2], m.Acked, m.AuthFailed)
+	if len(m.List) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CLIENT\tUSER\tCONNECTED\tPERSISTENT\tMQTT\tIN FLIGHT\tFILTERS")
+	for _, s := range m.List {
+		v := "3.1.1"
+		if s.Version == 5 {
+			v = "5"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%v\t%v\t%s\t%d\t%s\n", s.ClientID, s.Username, s.Connected, s.Persistent, v, s.Inflight, strings.Join(s.Subscriptions, " "))
+	}
+	tw.Flush()
 }

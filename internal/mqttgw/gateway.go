@@ -104,6 +104,7 @@ const (
 	CodeUnspecified    byte = 0x80
 	CodeImplementation byte = 0x83
 	CodeNotAuthorized  byte = 0x87
+	CodeFilterInvalid  byte = 0x8F
 	CodeTopicNameBad   byte = 0x90
 	CodePacketTooLarge byte = 0x95
 	CodeQuotaExceeded  byte = 0x97

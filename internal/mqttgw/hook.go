@@ -217,6 +217,11 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 func (h *hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	st := h.conn(cl)
 	for i, sub := range pk.Filters {
+		if i < len(codes) && codes[i] == CodeNotAuthorized && errors.Is(checkFilter(sub.Filter), errWildcard) {
+			// mochi takes "a+" and "a#" for valid filters; MQTT-4.7.1
+			// does not, and says so with 0x8F.
+			codes[i] = CodeFilterInvalid
+		}
 		if i >= len(codes) || codes[i] >= CodeUnspecified {
 			continue
 		}

@@ -1,6 +1,7 @@
 package mqttgw
 
 import (
+	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -38,7 +39,24 @@ type Stats struct {
 	Inflight      int      `json:"inflight"`
 	Undeliverable int64    `json:"undeliverable"`
 	Retained      int64    `json:"retained"`
+	// List is the sessions, connected or not, sorted by client id, at
+	// most maxListed of them.
+	List []SessionInfo `json:"list,omitempty"`
 }
+
+// SessionInfo is one MQTT session.
+type SessionInfo struct {
+	ClientID      string   `json:"client_id"`
+	Username      string   `json:"username,omitempty"`
+	Connected     bool     `json:"connected"`
+	Persistent    bool     `json:"persistent"`
+	Version       byte     `json:"protocol_version"`
+	Subscriptions []string `json:"subscriptions,omitempty"`
+	Inflight      int      `json:"inflight"`
+}
+
+// maxListed bounds the sessions Stats lists.
+const maxListed = 1000
 
 // Stats returns the gateway's figures.
 func (g *Gateway) Stats() Stats {
@@ -62,9 +80,20 @@ func (g *Gateway) Stats() Stats {
 		if persistent(cl) {
 			s.Persistent++
 		}
-		s.Subscriptions += cl.State.Subscriptions.Len()
+		subs := cl.State.Subscriptions.GetAll()
+		s.Subscriptions += len(subs)
 		s.Inflight += cl.State.Inflight.Len()
+		if len(s.List) < maxListed {
+			si := SessionInfo{ClientID: cl.ID, Username: string(cl.Properties.Username), Connected: !cl.Closed(),
+				Persistent: persistent(cl), Version: cl.Properties.ProtocolVersion, Inflight: cl.State.Inflight.Len()}
+			for f := range subs {
+				si.Subscriptions = append(si.Subscriptions, f)
+			}
+			sort.Strings(si.Subscriptions)
+			s.List = append(s.List, si)
+		}
 	}
+	sort.Slice(s.List, func(i, j int) bool { return s.List[i].ClientID < s.List[j].ClientID })
 	return s
 }
 

@@ -57,13 +57,23 @@ func FilterToPetrel(filter string) (string, error) {
 	if err := checkMQTT(filter); err != nil {
 		return "", err
 	}
+	if err := checkFilter(filter); err != nil {
+		return "", err
+	}
+	return joinLevels(filter, true)
+}
+
+// errWildcard marks a filter whose wildcards break MQTT-4.7.1.
+var errWildcard = fmt.Errorf("'+' and '#' must be whole levels, '#' the last: %w", ErrTopic)
+
+func checkFilter(filter string) error {
 	levels := strings.Split(filter, "/")
 	for i, l := range levels {
 		if strings.ContainsAny(l, "+#") && len(l) > 1 || l == "#" && i != len(levels)-1 {
-			return "", fmt.Errorf("topic filter %q: '+' and '#' must be whole levels, '#' the last: %w", clip(filter), ErrTopic)
+			return fmt.Errorf("topic filter %q: %w", clip(filter), errWildcard)
 		}
 	}
-	return joinLevels(filter, true)
+	return nil
 }
 
 func checkMQTT(s string) error {
