@@ -87,6 +87,12 @@ func TestBenchMQTTPetrelAgainstMosquitto(t *testing.T) {
 	if got.PublishRatio <= 0 || got.DeliveredRatio <= 0 {
 		t.Errorf("ratios %v, %v: want both", got.PublishRatio, got.DeliveredRatio)
 	}
+	// Every QoS 1 publish waited for a commit: the node's store committed
+	// at least once, and carried at least the 300 publishes.
+	if got.StoreCommits <= 0 || got.StoreCommitRequests < 300 || got.Mosquitto.StoreCommits != 0 {
+		t.Errorf("store commits %d carrying %d requests (mosquitto %d): want the node's commits, and none for mosquitto",
+			got.StoreCommits, got.StoreCommitRequests, got.Mosquitto.StoreCommits)
+	}
 	if !strings.Contains(r.stderr, "petrel node, MQTT on 127.0.0.1:") {
 		t.Errorf("progress does not name the node's MQTT listener:\n%s", r.stderr)
 	}

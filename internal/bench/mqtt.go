@@ -59,6 +59,12 @@ type MQTTFigures struct {
 	P50ms float64 `json:"p50_ms"`
 	P99ms float64 `json:"p99_ms"`
 	MaxMs float64 `json:"max_ms"`
+	// StoreCommits, for a Petrel node the bench started, are its store's
+	// group commits during the round (each one fsync with sync full),
+	// for publishes, deliveries and acks together, and
+	// StoreCommitRequests the requests they carried; 0 for other brokers.
+	StoreCommits        int64 `json:"store_commits,omitempty"`
+	StoreCommitRequests int64 `json:"store_commit_requests,omitempty"`
 }
 
 // MQTTRound is one round: the broker measured, and mosquitto beside it.
@@ -313,6 +319,8 @@ func (r *MQTTResult) summarize() {
 		f.P50ms = round(m(func(f MQTTFigures) float64 { return f.P50ms }), 3)
 		f.P99ms = round(m(func(f MQTTFigures) float64 { return f.P99ms }), 3)
 		f.MaxMs = round(m(func(f MQTTFigures) float64 { return f.MaxMs }), 3)
+		f.StoreCommits = int64(m(func(f MQTTFigures) float64 { return float64(f.StoreCommits) }))
+		f.StoreCommitRequests = int64(m(func(f MQTTFigures) float64 { return float64(f.StoreCommitRequests) }))
 		return f
 	}
 	r.MQTTFigures = pick(func(rd MQTTRound) MQTTFigures { return rd.Broker })
@@ -358,10 +366,15 @@ func (r *MQTTResult) figures() []figure {
 
 // lines are the human figures of one broker.
 func (f MQTTFigures) lines(name string) []figure {
-	return []figure{
+	figs := []figure{
 		{name + " publish", fmt.Sprintf("%.0f msgs/s", f.PublishMsgsPerSec)},
 		{name + " delivered", fmt.Sprintf("%.0f msgs/s (%d copies, %d duplicates, %d lost)",
 			f.DeliveredMsgsPerSec, f.Delivered, f.Duplicates, f.Lost)},
 		{name + " latency", fmt.Sprintf("p50 %.3f ms, p99 %.3f ms, max %.3f ms (publish -> delivery)", f.P50ms, f.P99ms, f.MaxMs)},
 	}
+	if f.StoreCommits > 0 {
+		figs = append(figs, figure{name + " store commits", fmt.Sprintf("%d group commits carrying %d requests (publishes, deliveries, acks)",
+			f.StoreCommits, f.StoreCommitRequests)})
+	}
+	return figs
 }
