@@ -15,10 +15,11 @@ func newBenchMQTTCmd() *cobra.Command {
 		Use:   "mqtt",
 		Short: "MQTT clients through a Petrel node or any MQTT broker, beside mosquitto",
 		Long: `Measure an MQTT broker with paho clients on loopback: --subscribers clients
-subscribe to ` + bench.MQTTFilter + ` at --qos, then --clients clients publish
---messages messages of --size bytes between them, each to its own topic
-under ` + bench.MQTTTopicPrefix + `, keeping --inflight QoS 1 publishes
-unacknowledged. Every subscriber gets every message.
+subscribe to ` + bench.MQTTTopicPrefix + `<run>/# at --qos, then --clients clients
+publish --messages messages of --size bytes between them, each to its own
+topic ` + bench.MQTTTopicPrefix + `<run>/<client>, keeping --inflight QoS 1
+publishes unacknowledged; <run> is random, so that runs sharing a broker
+keep apart. Every subscriber gets every message.
 
 Without --broker, each round starts a Petrel node (petrel node, store sync
 --sync) with its MQTT listener on loopback and measures it; with --broker

@@ -338,8 +338,8 @@ func (r *MQTTResult) figures() []figure {
 		of = fmt.Sprintf("; medians of %d rounds", len(r.Rounds))
 	}
 	figs := []figure{
-		{"scenario", fmt.Sprintf("mqtt: %d publishers (QoS %d, %d in flight each), %d subscribers to %s, %d messages of %d B%s",
-			r.Clients, r.QoS, r.Inflight, r.Subscribers, MQTTFilter, r.Messages, r.Size, of)},
+		{"scenario", fmt.Sprintf("mqtt: %d publishers (QoS %d, %d in flight each), %d subscribers to %s<run>/#, %d messages of %d B%s",
+			r.Clients, r.QoS, r.Inflight, r.Subscribers, MQTTTopicPrefix, r.Messages, r.Size, of)},
 	}
 	figs = append(figs, r.MQTTFigures.lines(r.Broker)...)
 	if m := r.Mosquitto; m != nil {

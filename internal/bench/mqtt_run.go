@@ -18,18 +18,17 @@ import (
 )
 
 // One round of the MQTT bench against one broker: --subscribers clients
-// subscribe to MQTTFilter, then --clients clients publish --messages
-// messages between them to MQTTTopicPrefix<client>, each keeping
-// --inflight QoS 1 publishes unacknowledged. Every message carries its
+// subscribe to MQTTTopicPrefix<run>/#, then --clients clients publish
+// --messages messages between them to MQTTTopicPrefix<run>/<client>, each
+// keeping --inflight QoS 1 publishes unacknowledged. <run> is random, so
+// that two runs sharing a broker do not count each other's messages. Every message carries its
 // send time and its number, so that each subscriber counts every copy,
 // once, and times publish -> delivery.
 
-// The MQTT topics of the bench: publisher i publishes to
-// MQTTTopicPrefix+i, the subscribers subscribe to MQTTFilter, which a
-// Petrel node maps to the topic space MQTTSpace.
+// The MQTT topics of the bench are under MQTTTopicPrefix, which a Petrel
+// node maps to the topic space MQTTSpace.
 const (
 	MQTTTopicPrefix = "bench/mqtt/"
-	MQTTFilter      = "bench/mqtt/#"
 	MQTTSpace       = "bench.mqtt.#"
 )
 
@@ -42,8 +41,8 @@ const (
 //	+---------------+-------+-----------+
 const mqttStamp = 12
 
-// mqttFigures are the figures of one round against one broker.
-type mqttFigures struct {
+// mqttCounts are the counts and rates of one round against one broker.
+type mqttCounts struct {
 	publish, delivered float64 // msgs/s
 	copies, duplicates int64   // distinct copies delivered; copies delivered again
 	lost               int64   // copies never delivered (QoS 0 only; QoS 1 waits for all)
@@ -75,7 +74,7 @@ type mqttSub struct {
 }
 
 // measureMQTT runs one round against the broker at url.
-func measureMQTT(ctx context.Context, o MQTTOptions, url string) (mqttFigures, error) {
+func measureMQTT(ctx context.Context, o MQTTOptions, url string) (mqttCounts, error) {
 	var id [4]byte
 	crand.Read(id[:])
 	ctx, lost := context.WithCancelCause(ctx)
@@ -94,14 +93,14 @@ func measureMQTT(ctx context.Context, o MQTTOptions, url string) (mqttFigures, e
 			clients = append(clients, c)
 		}
 		if err != nil {
-			return mqttFigures{}, err
+			return mqttCounts{}, err
 		}
 	}
 	pubs := make([]*paho.Client, 0, o.Clients)
 	for i := range o.Clients {
 		c, err := r.connect(ctx, fmt.Sprintf("pub-%d", i), nil)
 		if err != nil {
-			return mqttFigures{}, err
+			return mqttCounts{}, err
 		}
 		clients = append(clients, c)
 		pubs = append(pubs, c)
@@ -110,10 +109,10 @@ func measureMQTT(ctx context.Context, o MQTTOptions, url string) (mqttFigures, e
 	r.start.Store(&start)
 	lastAck, err := r.publishAll(ctx, pubs)
 	if err != nil {
-		return mqttFigures{}, err
+		return mqttCounts{}, err
 	}
 	if err := r.waitDelivered(ctx); err != nil {
-		return mqttFigures{}, fmt.Errorf("delivery: %w (%d of %d copies)", err, r.copies.Load(), r.want())
+		return mqttCounts{}, fmt.Errorf("delivery: %w (%d of %d copies)", err, r.copies.Load(), r.want())
 	}
 	return r.figures(lastAck), nil
 }
@@ -160,7 +159,11 @@ func (r *mqttRound) connect(ctx context.Context, role string, onPublish func(pah
 	return c, nil
 }
 
-// subscribe connects subscriber i and subscribes it to MQTTFilter. It
+// filter is the round's topic filter: every publisher's topic.
+func (r *mqttRound) filter() string { return MQTTTopicPrefix + r.runID + "/#" }
+
+// subscribe connects subscriber i and subscribes it to the round's
+// filter. It
 // returns the client, to disconnect, also when the subscribe failed.
 func (r *mqttRound) subscribe(ctx context.Context, i int) (*paho.Client, error) {
 	s := &mqttSub{r: r, seen: make([]bool, r.o.Messages)}
@@ -171,12 +174,12 @@ func (r *mqttRound) subscribe(ctx context.Context, i int) (*paho.Client, error) 
 	r.subs = append(r.subs, s)
 	sctx, cancel := context.WithTimeout(ctx, mqttPacketTimeout)
 	defer cancel()
-	ack, err := c.Subscribe(sctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: MQTTFilter, QoS: byte(r.o.QoS)}}})
+	ack, err := c.Subscribe(sctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: r.filter(), QoS: byte(r.o.QoS)}}})
 	if err != nil {
-		return c, fmt.Errorf("subscribe %d to %s: %w", i, MQTTFilter, err)
+		return c, fmt.Errorf("subscribe %d to %s: %w", i, r.filter(), err)
 	}
 	if len(ack.Reasons) != 1 || ack.Reasons[0] >= 0x80 {
-		return c, fmt.Errorf("subscribe %d to %s: refused by the broker (reasons %x)", i, MQTTFilter, ack.Reasons)
+		return c, fmt.Errorf("subscribe %d to %s: refused by the broker (reasons %x)", i, r.filter(), ack.Reasons)
 	}
 	return c, nil
 }
@@ -257,7 +260,7 @@ func (r *mqttRound) publishAll(ctx context.Context, pubs []*paho.Client) (time.D
 // broker's receive maximum says so (paho holds the rest back).
 func (r *mqttRound) publish(ctx context.Context, c *paho.Client, i, from, n int) (time.Duration, error) {
 	start := *r.start.Load()
-	topic := MQTTTopicPrefix + strconv.Itoa(i)
+	topic := MQTTTopicPrefix + r.runID + "/" + strconv.Itoa(i)
 	workers := r.o.Inflight
 	if r.o.QoS == 0 {
 		workers = 1 // a QoS 0 publish returns once written
@@ -334,8 +337,8 @@ func (r *mqttRound) waitDelivered(ctx context.Context) error {
 
 // figures turns the round's counts into its figures. Call it only once
 // every subscriber's handler is done with the copies it counted.
-func (r *mqttRound) figures(lastAck time.Duration) mqttFigures {
-	f := mqttFigures{publish: rate(int64(r.o.Messages), lastAck)}
+func (r *mqttRound) figures(lastAck time.Duration) mqttCounts {
+	f := mqttCounts{publish: rate(int64(r.o.Messages), lastAck)}
 	var last time.Duration
 	ls := make([]latencies, 0, len(r.subs))
 	for _, s := range r.subs {
