@@ -424,4 +424,22 @@
 //	#   - name: app-1
 //	#     secret_file: /etc/petrel/peers/app-1.secret
 //	#     kind: client
+//
+//	# The MQTT listener (mapping). MQTT 3.1.1 and 5 clients publish to and
+//	# subscribe to this node's topics (topics: above); see the README's MQTT
+//	# section. A change takes a restart. Default: none; no MQTT listener.
+//	# mqtt:
+//	#   # Host and port MQTT clients connect to (string, host:port); port 0
+//	#   # takes a free one, printed as mqtt= on the ready line.
+//	#   listen: 0.0.0.0:1883
+//	#   # Whether the MQTT listeners speak TLS with the certificate of tls:
+//	#   # (bool), and its client_auth: with require_and_verify, a client
+//	#   # certificate's Common Name is the identity. Default: false.
+//	#   tls: false
+//	#   # Host and port of an MQTT over WebSocket listener (string). Default:
+//	#   # none.
+//	#   websocket: 0.0.0.0:8083
+//	#   # QoS 1 and 2 deliveries awaiting each client's acknowledgement (int,
+//	#   # 1 to 65535; the client's Receive Maximum lowers it). Default: 100.
+//	#   max_inflight: 100
 package conf
