@@ -45,6 +45,11 @@ Figures:
   publish_ratio,          the broker's rates over mosquitto's in the same
   delivered_ratio         round, with --against-mosquitto
 
+--subscribers 0 measures publishing alone: the ceiling of the clients and
+the machine. A Petrel node then stores nothing (a topic publish that no
+subscription matches is dropped and counted), so it is no test of its
+store.
+
 Each of --runs rounds measures both brokers, in turn; the figures are the
 medians and "rounds" in the JSON lists every round.`,
 		Example: `  petrel bench mqtt --against-mosquitto --qos 1 --clients 8 --size 128 --runs 3
@@ -61,7 +66,7 @@ medians and "rounds" in the JSON lists every round.`,
 	f.IntVar(&o.QoS, "qos", 1, "QoS of the publishes and the subscriptions: 0 or 1")
 	f.IntVar(&o.Messages, "messages", 50000, "messages to publish, shared among the clients")
 	f.IntVar(&o.Size, "size", 128, "payload size in `bytes` (at least 12: a send time and a number)")
-	f.IntVar(&o.Subscribers, "subscribers", 1, "subscribing clients, each getting every message")
+	f.IntVar(&o.Subscribers, "subscribers", 1, "subscribing clients, each getting every message (0: publishing alone)")
 	f.IntVar(&o.Inflight, "inflight", 64, "QoS 1 publishes unacknowledged per client")
 	f.StringVar(&o.Broker, "broker", "", "measure the MQTT broker at this `URL` (tcp://host:port) instead of a Petrel node")
 	f.BoolVar(&o.AgainstMosquitto, "against-mosquitto", false, "measure mosquitto (persistence on) in each round too, as the baseline")

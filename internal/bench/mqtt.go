@@ -111,7 +111,8 @@ func (o MQTTOptions) validate() error {
 		v    int
 		min  int
 	}{
-		{"clients", o.Clients, 1}, {"messages", o.Messages, 1}, {"subscribers", o.Subscribers, 1},
+		// No subscribers measures publishing alone.
+		{"clients", o.Clients, 1}, {"messages", o.Messages, 1}, {"subscribers", o.Subscribers, 0},
 		{"inflight", o.Inflight, 1}, {"runs", o.Runs, 1},
 		// Every message carries its send time and number.
 		{"size", o.Size, mqttStamp},

@@ -311,6 +311,9 @@ const mqttQuiet = 2 * time.Second
 // waitDelivered waits for every copy; at QoS 0, which may drop copies,
 // only until none has arrived for mqttQuiet.
 func (r *mqttRound) waitDelivered(ctx context.Context) error {
+	if r.want() == 0 {
+		return nil // no subscribers: publishing alone
+	}
 	if r.o.QoS > 0 {
 		select {
 		case <-r.allIn:

@@ -21,7 +21,7 @@ func TestMQTTOptionsValidate(t *testing.T) {
 		{"no clients", func(o *MQTTOptions) { o.Clients = 0 }, "--clients"},
 		{"qos 2", func(o *MQTTOptions) { o.QoS = 2 }, "--qos"},
 		{"size below the stamp", func(o *MQTTOptions) { o.Size = mqttStamp - 1 }, "--size"},
-		{"no subscribers", func(o *MQTTOptions) { o.Subscribers = 0 }, "--subscribers"},
+		{"negative subscribers", func(o *MQTTOptions) { o.Subscribers = -1 }, "--subscribers"},
 		{"no inflight", func(o *MQTTOptions) { o.Inflight = 0 }, "--inflight"},
 		{"no runs", func(o *MQTTOptions) { o.Runs = 0 }, "--runs"},
 		{"broker not tcp", func(o *MQTTOptions) { o.Broker = "ws://127.0.0.1:80" }, "--broker"},
