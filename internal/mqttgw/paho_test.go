@@ -353,3 +353,43 @@ func TestInterceptorsSeeMQTT(t *testing.T) {
 		return true
 	}, func() string { rec.mu.Lock(); defer rec.mu.Unlock(); return strings.Join(rec.events, "; ") })
 }
+
+// MQTT-3.1.2-11 (session expiry): an MQTT 5 session ends its expiry
+// interval after its connection, and its durable subscriptions with it;
+// MQTT-3.1.2-4: a clean start discards a session at once.
+func TestPahoSessionExpiry(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "brief", CleanStart: false,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(uint32(1))}}, paho.ClientConfig{})
+	subscribe(t, c, "sensors/#", 1)
+	if len(tn.Subscriptions()) != 1 || !tn.Subscriptions()[0].Durable {
+		t.Fatalf("subscriptions %+v, want one durable", tn.Subscriptions())
+	}
+	_ = c.Disconnect(&paho.Disconnect{})
+	<-c.Done()
+	petreltest.Eventually(t, "session expired", func() bool {
+		return len(tn.Subscriptions()) == 0 && tn.Status().MQTT.Sessions == 0
+	})
+
+	c, _ = pahoClient(t, tn, &paho.Connect{ClientID: "long", CleanStart: false,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(uint32(3600))}}, paho.ClientConfig{})
+	subscribe(t, c, "sensors/#", 1)
+	_ = c.Disconnect(&paho.Disconnect{})
+	<-c.Done()
+	tn.restart()
+	if len(tn.Subscriptions()) != 1 || tn.Status().MQTT.Persistent != 1 {
+		t.Fatalf("after restart: %+v", tn.Subscriptions())
+	}
+	c, ca := pahoClient(t, tn, &paho.Connect{ClientID: "long", CleanStart: false,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(uint32(3600))}}, paho.ClientConfig{})
+	if !ca.SessionPresent { // MQTT-3.2.2-3, from mqtt.db after the restart
+		t.Fatal("resumed after a restart: session not present")
+	}
+	_ = c.Disconnect(&paho.Disconnect{})
+	<-c.Done()
+	_, ca = pahoClient(t, tn, &paho.Connect{ClientID: "long", CleanStart: true}, paho.ClientConfig{})
+	if ca.SessionPresent {
+		t.Fatal("clean start: session present")
+	}
+	petreltest.Eventually(t, "clean start drops the durable subscription", func() bool { return len(tn.Subscriptions()) == 0 })
+}
