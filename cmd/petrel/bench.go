@@ -30,7 +30,7 @@ peak resident set size (VmHWM) in MiB.`,
 	parentCommand(cmd)
 	cmd.AddCommand(newBenchLocalCmd())
 	cmd.AddCommand(newBenchLinkCmd(), newBenchAgentCmd(), newBenchClientCmd())
-	cmd.AddCommand(newBenchFileCmd(), newBenchFanoutCmd())
+	cmd.AddCommand(newBenchFileCmd(), newBenchFanoutCmd(), newBenchMQTTCmd())
 	return cmd
 }
 

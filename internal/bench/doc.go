@@ -1,6 +1,6 @@
 // Package bench measures Petrel: the runners behind `petrel bench local`,
-// `link`, `client` and `file`, and the agents (`petrel bench agent ...`)
-// that the multi-process benches run as their nodes.
+// `link`, `client`, `file`, `fanout` and `mqtt`, and the agents (`petrel
+// bench agent ...`) that the multi-process benches run as their nodes.
 //
 // The local bench runs one embedded node in this process. The others re-run
 // the petrel binary (os.Executable) as node processes on loopback, through
@@ -9,6 +9,9 @@
 // do the bench's work. An agent prints its ready line, then JSON event
 // lines (produced, drained, consumed, sent, handed, received) that carry
 // its own clock readings and peak RSS; the runner turns them into figures.
+// The MQTT bench drives paho clients (MQTT 5) against a `petrel node`
+// with its MQTT listener, or any broker, and runs Eclipse Mosquitto as
+// its baseline (Mosquitto).
 // The CLI owns the commands, their flags and their help; this package owns
 // what they do.
 //

@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/petrelmq/petrel/internal/nodeproc"
+)
+
+// Mosquitto is one run of Eclipse Mosquitto, the broker the MQTT bench
+// measures Petrel against, with persistence on. It is a child process,
+// killed when the context it was started with ends.
+type Mosquitto struct {
+	proc *nodeproc.Proc
+	addr string
+}
+
+// DefaultMosquitto is where Debian's package installs the broker; it is
+// tried when no mosquitto is on PATH (/usr/sbin is not on every user's).
+const DefaultMosquitto = "/usr/sbin/mosquitto"
+
+// FindMosquitto returns the mosquitto binary to run: path if given, else
+// the one on PATH, else DefaultMosquitto.
+func FindMosquitto(path string) (string, error) {
+	if path != "" {
+		return exec.LookPath(path)
+	}
+	if p, err := exec.LookPath("mosquitto"); err == nil {
+		return p, nil
+	}
+	if _, err := os.Stat(DefaultMosquitto); err != nil {
+		return "", fmt.Errorf("no mosquitto broker on PATH nor at %s: install the mosquitto package, or name it with --mosquitto", DefaultMosquitto)
+	}
+	return DefaultMosquitto, nil
+}
+
+// mosquittoConf is the broker's configuration: persistence on, as a
+// production broker runs; one listener on loopback; anonymous clients.
+// max_queued_messages 0 lifts the default cap of 1000 QoS 1 messages
+// queued per client, past which mosquitto drops messages for a subscriber
+// that lags: the bench counts every copy and must not wait for dropped
+// ones. As root, mosquitto would drop its privileges to the mosquitto
+// user, which may not write the temporary persistence folder.
+func mosquittoConf(dir string, port int) string {
+	conf := fmt.Sprintf("persistence true\npersistence_location %s/\nlistener %d 127.0.0.1\nallow_anonymous true\n"+
+		"max_queued_messages 0\nlog_dest stderr\nlog_type error\nlog_type warning\n", dir, port)
+	if os.Geteuid() == 0 {
+		conf += "user root\n"
+	}
+	return conf
+}
+
+// StartMosquitto runs the mosquitto binary exe with a configuration and
+// persistence folder in dir, listening on a free port of 127.0.0.1, and
+// returns once it accepts connections. It tries other ports while one
+// turns out taken.
+func StartMosquitto(ctx context.Context, exe, dir string) (*Mosquitto, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("mosquitto folder: %w", err)
+	}
+	var errs []error
+	for range 5 {
+		m, err := startMosquittoOnce(ctx, exe, dir)
+		if err == nil {
+			return m, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("start mosquitto: %w", errors.Join(errs...))
+}
+
+func startMosquittoOnce(ctx context.Context, exe, dir string) (*Mosquitto, error) {
+	port, err := nodeproc.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(dir, "mosquitto.conf")
+	if err := os.WriteFile(conf, []byte(mosquittoConf(dir, port)), 0o644); err != nil {
+		return nil, fmt.Errorf("write mosquitto configuration: %w", err)
+	}
+	p, err := nodeproc.Start(ctx, "mosquitto", exe, filepath.Join(dir, "mosquitto.stderr"), "-c", conf)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mosquitto{proc: p, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	if err := m.waitListening(ctx); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return m, nil
+}
+
+// waitListening polls the port until a TCP connection is accepted, for up
+// to readyTimeout; mosquitto prints no ready line.
+func (m *Mosquitto) waitListening(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	var d net.Dialer
+	for {
+		if !m.proc.Running() {
+			return m.proc.ExitError("ended before it listened")
+		}
+		c, err := d.DialContext(ctx, "tcp", m.addr)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("mosquitto: not listening on %s: %w", m.addr, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// URL is the broker's address as the bench's --broker flag spells it.
+func (m *Mosquitto) URL() string { return "tcp://" + m.addr }
+
+// Pid is the broker's process id.
+func (m *Mosquitto) Pid() int { return m.proc.Pid() }
+
+// Stop stops the broker with SIGTERM (it then writes its persistence
+// file) and fails unless it exits 0 in time.
+func (m *Mosquitto) Stop() error { return m.proc.Stop(stopGrace) }
