@@ -490,7 +490,14 @@ func (w *writer) applyCreate(r *request, b *batch) error {
 		return fmt.Errorf("create queue %q: %w", r.name, err)
 	}
 	id := dest[0].(int64)
-	b.created = append(b.created, newQueue(w.s, id, r.name, r.qkind))
+	q := newQueue(w.s, id, r.name, r.qkind)
+	// A queue made now has no rows on disk (a dropped queue's rows went
+	// with it), so its first polls need not look there: with many send
+	// queues made at once, those empty refills were a tenth of the work.
+	for i := range q.lv {
+		q.lv[i].spilled = false
+	}
+	b.created = append(b.created, q)
 	return nil
 }
 

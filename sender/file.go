@@ -94,11 +94,15 @@ type FileStatus struct {
 }
 
 // files runs a sender's file transfers: Concurrency workers take leased
-// file messages from todo. They live as long as the Sender.
+// file messages from todo. They start with the first file, so that a send
+// queue that never carries one costs no goroutines for them, and live as
+// long as the Sender.
 type files struct {
-	cfg  FileConfig
-	todo chan *queue.Delivery
-	wg   sync.WaitGroup
+	cfg   FileConfig
+	todo  chan *queue.Delivery
+	wg    sync.WaitGroup
+	ctx   context.Context // the Sender's
+	start sync.Once
 
 	mu     sync.Mutex
 	active map[*fileRun]struct{}
@@ -124,9 +128,18 @@ func (s *Sender) startFiles(ctx context.Context) {
 	f.cfg = s.cfg.Files.withDefaults()
 	f.todo = make(chan *queue.Delivery, 4*f.cfg.Concurrency)
 	f.active = map[*fileRun]struct{}{}
-	for range f.cfg.Concurrency {
-		f.wg.Go(func() { s.fileWorker(ctx) })
-	}
+	f.ctx = ctx
+}
+
+// startFileWorkers starts the workers, once. Only the send loop calls it,
+// and Stop waits for that loop before stopFiles waits for the workers.
+func (s *Sender) startFileWorkers() {
+	f := &s.files
+	f.start.Do(func() {
+		for range f.cfg.Concurrency {
+			f.wg.Go(func() { s.fileWorker(f.ctx) })
+		}
+	})
 }
 
 // stopFiles waits for the workers (ctx is cancelled) and gives back the
@@ -150,6 +163,7 @@ func (s *Sender) handOff(ctx context.Context, d *queue.Delivery) error {
 	if err := d.Hold(); err != nil {
 		return nil // settled meanwhile: nothing to send
 	}
+	s.startFileWorkers()
 	select {
 	case s.files.todo <- d:
 		return nil

@@ -69,7 +69,8 @@ func (f *flight) take(seq uint64) *queue.Delivery {
 
 // stream sends the queue on sess until the session or ctx ends. One
 // goroutine (this one) leases and sends; ackLoop settles what the next hop
-// acked or refused; probeLoop returns to a failover main. When the session
+// acked or refused; probeLoop, on a failover backup only, returns to the
+// main. When the session
 // ends, what is still in flight goes back to the queue, to be sent again
 // in its order on the next session.
 func (s *Sender) stream(ctx context.Context, conn *session.Conn, sess *session.Session, hop string) error {
@@ -80,7 +81,12 @@ func (s *Sender) stream(ctx context.Context, conn *session.Conn, sess *session.S
 	slots := make(chan struct{}, max(int(sess.Window()), 1))
 	var wg sync.WaitGroup
 	wg.Go(func() { s.ackLoop(conn, sess, fl, slots, cancel) })
-	wg.Go(func() { s.probeLoop(sctx, hop) })
+	if s.pool.OnBackup(hop) {
+		// A connection stays on the connector it was dialled on, so a
+		// session that starts on the main one never needs the probe; not
+		// running it keeps an idle send queue at one goroutine less.
+		wg.Go(func() { s.probeLoop(sctx, hop) })
+	}
 	err := s.sendLoop(sctx, sess, fl, slots)
 	cancel(err)
 	// The ack loop ends when the session does; make sure it does.
@@ -161,8 +167,27 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 		}
 		cancel(errSessionEnded)
 	}()
-	for a := range sess.Acks() {
-		now := s.cfg.Now()
+	var batch []session.Ack
+	for {
+		var ok bool
+		batch, ok = sess.TakeAcks(batch[:0])
+		if len(batch) > 0 {
+			s.settle(fl, slots, batch)
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// settle applies a batch of acks and refusals, in arrival order. The
+// messages that the batch's cumulative acks cover are acked at the queue
+// in one store request.
+func (s *Sender) settle(fl *flight, slots chan struct{}, batch []session.Ack) {
+	now := s.cfg.Now()
+	var settled []*queue.Delivery
+	cumulative := false
+	for _, a := range batch {
 		if a.Refused {
 			if d := fl.take(a.Seq); d != nil {
 				s.st.refused.Add(1)
@@ -174,23 +199,25 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 			}
 			continue
 		}
-		acked := fl.upTo(a.Seq)
-		settled := acked[:0]
-		for _, d := range acked {
+		cumulative = true
+		for _, d := range fl.upTo(a.Seq) {
 			if d == nil {
 				continue // refused earlier
 			}
 			<-slots
 			settled = append(settled, d)
 		}
-		s.st.inFlight.Add(-int64(len(settled)))
-		s.st.acked.Add(int64(len(settled)))
-		// One store request for everything this ack covers.
-		if err := s.q.AckAll(settled); err != nil && !errors.Is(err, queue.ErrClosed) {
-			s.log.Warn("ack of forwarded messages failed", logkey.Error, err)
-		}
-		s.st.ackedAt(now)
 	}
+	if !cumulative {
+		return
+	}
+	s.st.inFlight.Add(-int64(len(settled)))
+	s.st.acked.Add(int64(len(settled)))
+	// One store request for everything the batch covers.
+	if err := s.q.AckAll(settled); err != nil && !errors.Is(err, queue.ErrClosed) {
+		s.log.Warn("ack of forwarded messages failed", logkey.Error, err)
+	}
+	s.st.ackedAt(now)
 }
 
 // errSessionEnded is the cause of a stream's end when its session ended.

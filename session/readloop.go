@@ -274,7 +274,8 @@ func (c *Conn) onCreateResponse(h Header, p []byte) error {
 	}
 	s.version, s.window = r.Version, r.Window
 	s.peer = Peer{Name: r.Name, ID: r.ID, Addr: c.peer.Addr}
-	s.acks = make(chan Ack, 2*int(r.Window)+2)
+	s.ackCap = 2*int(r.Window) + 2
+	s.ackSig = make(chan struct{}, 1)
 	if s.sub != nil {
 		s.sub.deliveries = make(chan Deliver, r.Window)
 	}
@@ -422,6 +423,17 @@ func (s *Session) pushAck(a Ack) error {
 	defer s.mu.Unlock()
 	switch s.state {
 	case stateOpen:
+		if s.acks == nil {
+			if len(s.ackq) >= s.ackCap {
+				return fmt.Errorf("session %d: more than %d acknowledgements not read, for a window of %d: %w", s.id, s.ackCap, s.window, ErrWindow)
+			}
+			s.ackq = append(s.ackq, a)
+			select {
+			case s.ackSig <- struct{}{}:
+			default:
+			}
+			return nil
+		}
 		select {
 		case s.acks <- a:
 			return nil

@@ -41,7 +41,10 @@ type Session struct {
 	window    uint32
 	reqWindow uint32        // the window the client asked for
 	inbound   chan Data     // server: Data not yet taken by Recv
-	acks      chan Ack      // client: acks and refusals not yet read
+	acks      chan Ack      // acks and refusals not yet read, made by the first Acks call (client)
+	ackq      []Ack         // client: acks not yet read, while Acks was never called
+	ackSig    chan struct{} // client: signalled (cap 1) when ackq grows
+	ackCap    int           // client: the most acks that may wait unread, 2×Window+2
 	created   chan struct{} // client: closed when the peer accepted
 	err       error         // why it ended
 	eof       bool          // ended by the peer's SessionClose
@@ -191,10 +194,63 @@ func (s *Session) SendData(ctx context.Context, seq uint64, msg []byte) error {
 // read, against a receiver that acks and refuses each packet. A receiver
 // that sends more fails the connection with ErrWindow, so read Acks
 // promptly. On the receiving side the channel only closes.
+//
+// The channel is made by the first call, holding what TakeAcks did not
+// take; a sender that uses TakeAcks instead never pays for it, which is
+// what keeps an idle session small.
 func (s *Session) Acks() <-chan Ack {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.acks == nil && s.client && s.ackCap > 0 {
+		s.acks = make(chan Ack, s.ackCap)
+		for _, a := range s.ackq {
+			s.acks <- a // fits: ackq never holds more than ackCap
+		}
+		s.ackq = nil
+		if s.state == stateEnded {
+			close(s.acks)
+		}
+	}
 	return s.acks
+}
+
+// TakeAcks waits for the receiver's acknowledgements and refusals and
+// appends every one that arrived, in arrival order, to dst. It returns
+// false, with whatever arrived before, once the session has ended and
+// nothing is left. The same bound as for Acks holds: at most 2×Window+2
+// may wait unread. Use either TakeAcks or Acks on a session, not both.
+func (s *Session) TakeAcks(dst []Ack) ([]Ack, bool) {
+	for {
+		s.mu.Lock()
+		if s.acks != nil || !s.client {
+			s.mu.Unlock()
+			for a := range s.Acks() {
+				return append(dst, a), true
+			}
+			return dst, false
+		}
+		if len(s.ackq) > 0 {
+			dst = append(dst, s.ackq...)
+			clear(s.ackq)
+			if cap(s.ackq) > 64 {
+				s.ackq = nil // a burst's buffer is not kept by an idle session
+			} else {
+				s.ackq = s.ackq[:0]
+			}
+			s.mu.Unlock()
+			return dst, true
+		}
+		ended := s.state == stateEnded
+		sig := s.ackSig
+		s.mu.Unlock()
+		if ended || sig == nil {
+			return dst, false
+		}
+		select {
+		case <-sig:
+		case <-s.done:
+		}
+	}
 }
 
 // Recv returns the next Data packet on the receiving side, in arrival

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -348,6 +349,53 @@ func TestLargeDataFrame(t *testing.T) {
 		d, err := rcv.Recv(ctx)
 		if err != nil || !bytes.Equal(d.Message, big) {
 			t.Fatalf("large frame: %d bytes, %v", len(d.Message), err)
+		}
+	}
+}
+
+// TestTakeAcks: TakeAcks returns every ack that arrived, in order, in one
+// batch; once the session ended and nothing is left it says so. A session
+// read with TakeAcks keeps the same bound as one read with Acks.
+func TestTakeAcks(t *testing.T) {
+	c, s := pair(t, testConfig("plant-7"), testConfig("hub-1"))
+	snd, rcv := openPair(t, c, s, "orders", 2, 2)
+	ctx := context.Background()
+	for seq := uint64(1); seq <= 2; seq++ {
+		if err := snd.SendData(ctx, seq, []byte("m")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rcv.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rcv.RefuseSeq(1, "no"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rcv.Ack(2); err != nil {
+		t.Fatal(err)
+	}
+	want := []Ack{{Seq: 1, Refused: true, Reason: "no"}, {Seq: 2}}
+	var got []Ack
+	for len(got) < len(want) { // TakeAcks blocks until one arrives
+		var ok bool
+		if got, ok = snd.TakeAcks(got); !ok {
+			t.Fatal("TakeAcks says the session ended")
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("acks %+v, want %+v", got, want)
+	}
+	// Unread acks past 2×window+2 = 6 fail the connection, as with Acks.
+	for seq := uint64(3); seq <= 9; seq++ {
+		_ = rcv.Ack(seq)
+	}
+	if err := waitDone(t, c); !errors.Is(err, ErrWindow) {
+		t.Fatalf("connection ended with %v, want ErrWindow", err)
+	}
+	for {
+		var ok bool
+		if got, ok = snd.TakeAcks(got[:0]); !ok {
+			break
 		}
 	}
 }
