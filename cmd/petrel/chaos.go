@@ -86,7 +86,7 @@ any is lost, duplicated, unexpected or out of order.`,
 			}
 			if !res.Pass {
 				t := res.Check.Total
-				return fmt.Errorf("chaos: %d messages lost, %d duplicated, %d unexpected, %d out of order, %d files corrupt; %d nodes ended by themselves",
+				return fmt.Errorf("chaos: %d messages lost, %d duplicated, %d unexpected, %d out of order, %d corrupt (message or file); %d nodes ended by themselves",
 					t.Lost, t.Duplicated, t.Unexpected, t.OutOfOrder, t.Corrupt, res.Crashed)
 			}
 			return nil

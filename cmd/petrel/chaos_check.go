@@ -84,24 +84,29 @@ func readChaosStore(ctx context.Context, name, dataDir string, fileSize int, cor
 	if err != nil {
 		return nil, nil, err
 	}
-	if queue, err = pollKeys(node, c, chaosQueue, fileSize, corrupt); err != nil {
+	if queue, err = pollKeys(node, c, chaosQueue, chaosQueue, fileSize, corrupt); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	s, err := node.Subscribe(ctx, chaosSpace, petrel.SubscribeOptions{Name: chaosSubName, Durable: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: rejoin the subscription: %w", name, err)
 	}
-	if sub, err = pollKeys(node, s, "sub:"+chaosSubName, fileSize, corrupt); err != nil {
+	if sub, err = pollKeys(node, s, "sub:"+chaosSubName, chaosTopic, fileSize, corrupt); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return queue, sub, nil
 }
 
+// chaosBodySize is the --size the producers send with.
+const chaosBodySize = 64
+
 // pollKeys takes every message of c, leaving them stored, and checks that
-// they are as many as the queue's depth. A file message's key is its file
+// they are as many as the queue's depth. Each message is compared whole
+// with the one its producer sent under its key, to the address wantAddr;
+// one that differs is corrupt. A file message's key is its file
 // name; its received file must hold what the producer wrote
 // (bench.FileContent), or corrupt is called.
-func pollKeys(node *petrel.Node, c *petrel.Consumer, queue string, fileSize int, corrupt func(key, why string)) ([]string, error) {
+func pollKeys(node *petrel.Node, c *petrel.Consumer, queue, wantAddr string, fileSize int, corrupt func(key, why string)) ([]string, error) {
 	var keys []string
 	for {
 		d, err := c.Poll()
@@ -117,6 +122,15 @@ func pollKeys(node *petrel.Node, c *petrel.Consumer, queue string, fileSize int,
 			if why := fileDiffers(d, key, fileSize); why != "" {
 				corrupt(key, why)
 			}
+		}
+		// The whole message, not only the key its body starts with: body,
+		// priority, data type, properties, and the address it was sent to.
+		why := bench.KeyedDiffers(key, d.Message, chaosBodySize)
+		if addr, _, _ := message.ParseDestination(d.Destination); addr != wantAddr {
+			why = strings.TrimPrefix(why+"; destination "+d.Destination+", want "+wantAddr, "; ")
+		}
+		if why != "" {
+			corrupt(key, why)
 		}
 		keys = append(keys, key)
 	}

@@ -162,7 +162,7 @@ func (cl *chaosCluster) next(name string) string {
 func (cl *chaosCluster) startAgent(name string) error {
 	inc := len(cl.agents[name])
 	args := []string{"bench", "agent", "produce", "-c", cl.configPath(name),
-		"--to", chaosQueue + "@" + cl.next(name), "--messages", "1000000000", "--size", "64",
+		"--to", chaosQueue + "@" + cl.next(name), "--messages", "1000000000", "--size", strconv.Itoa(chaosBodySize),
 		"--rate", strconv.FormatFloat(cl.o.Rate, 'f', -1, 64), "--priorities", "mixed",
 		"--keys-log", "--key-prefix", fmt.Sprintf("%s.%d", name, inc),
 		"--topic", chaosTopic, "--topic-every", "3", "--subscribe", chaosSubName + "=" + chaosSpace,

@@ -37,7 +37,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("exit status %d, no JSON result: %v\nstdout:\n%s\nstderr:\n%s", r.code, err, r.stdout, r.stderr)
 	}
 	tot := res.Check.Total
-	t.Logf("seed %d (replay with PETREL_SEED): %v, %d kills, %d flaps, %d partitions, %d crashed, settled in %s; %d attempted, %d copies due, %d stored; lost %d, duplicated %d, unexpected %d, out of order %d, files corrupt %d",
+	t.Logf("seed %d (replay with PETREL_SEED): %v, %d kills, %d flaps, %d partitions, %d crashed, settled in %s; %d attempted, %d copies due, %d stored; lost %d, duplicated %d, unexpected %d, out of order %d, corrupt %d",
 		res.Seed, duration, res.Kills, res.Flaps, res.Parts, res.Crashed, res.SettleFor, res.Attempted, tot.Ok, tot.Stored,
 		tot.Lost, tot.Duplicated, tot.Unexpected, tot.OutOfOrder, tot.Corrupt)
 	if !res.Pass || r.code != 0 {

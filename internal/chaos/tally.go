@@ -22,7 +22,9 @@ type Counts struct {
 	Duplicated int `json:"duplicated"`
 	Unexpected int `json:"unexpected"`
 	OutOfOrder int `json:"out_of_order"`
-	// Corrupt are file messages whose received file is not the one sent.
+	// Corrupt are messages that differ from the one sent under their key
+	// (body, priority, data type, properties, address), or file messages
+	// whose received file is not the one sent.
 	Corrupt int `json:"corrupt"`
 }
 
@@ -109,8 +111,8 @@ func (r *Report) example(format string, args ...any) {
 	}
 }
 
-// Corrupt counts a file message of key, stored at place, whose file is not
-// the one sent, and why.
+// Corrupt counts a message of key, stored at place, that is not the one
+// sent (or whose file is not), and why.
 func (r *Report) Corrupt(place, k, why string) {
 	key, _ := ParseKey(k)
 	g := r.Groups[key.Group()]

@@ -1,9 +1,13 @@
 package tmpfs
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -36,8 +40,8 @@ func refused(t *testing.T) *recorder {
 	return r
 }
 
-// A refused mount fails in CI, unless tmpfs mounts are declared
-// unavailable; elsewhere it is a skip that says the test did not run.
+// A refused mount fails, in CI or not, unless tmpfs mounts are declared
+// unavailable; then it is a skip that says the test did not run.
 func TestRefusedMountIsReported(t *testing.T) {
 	cases := []struct {
 		ci, noTmpfs string
@@ -45,12 +49,13 @@ func TestRefusedMountIsReported(t *testing.T) {
 	}{
 		{"true", "", true},
 		{"true", "1", false},
-		{"", "", false},
+		{"", "", true},
+		{"", "0", true},
 		{"", "1", false},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("CI=%q %s=%q", tc.ci, EnvNoTmpfs, tc.noTmpfs), func(t *testing.T) {
-			t.Setenv(EnvCI, tc.ci)
+			t.Setenv("CI", tc.ci)
 			t.Setenv(EnvNoTmpfs, tc.noTmpfs)
 			r := refused(t)
 			if got := r.failed != ""; got != tc.fails {
@@ -64,5 +69,14 @@ func TestRefusedMountIsReported(t *testing.T) {
 				t.Fatalf("the skip %q does not say the test did not run", said)
 			}
 		})
+	}
+}
+
+// The mount is real: a file larger than the tmpfs fills it up.
+func TestMountFillsUp(t *testing.T) {
+	dir := Mount(t, "1m")
+	err := os.WriteFile(filepath.Join(dir, "big"), make([]byte, 2<<20), 0o600)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("wrote 2 MiB on a 1 MiB tmpfs: %v, want ENOSPC", err)
 	}
 }
