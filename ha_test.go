@@ -3,8 +3,11 @@ package petrel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +61,9 @@ func TestHASplitBrainImpossible(t *testing.T) {
 	}
 	got := make(chan opened, 1)
 	go func() {
-		n, err := petrel.Open(ctx, haConfig(dir, petrel.HARoleBackup))
+		cfg := haConfig(dir, petrel.HARoleBackup)
+		cfg.Admin.Listen = "127.0.0.1:0"
+		n, err := petrel.Open(ctx, cfg)
 		got <- opened{n, err}
 	}()
 	select {
@@ -86,6 +91,24 @@ func TestHASplitBrainImpossible(t *testing.T) {
 	}
 	if q, ok := backup.QueueStat("q"); !ok || q.Depth != 1 {
 		t.Errorf("backup's queue q: %+v, want the live's one message", q)
+	}
+	resp, err := http.Get("http://" + backup.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `petrel_ha_role{role="backup"} 1`) {
+		t.Errorf("metrics lack petrel_ha_role{role=\"backup\"} 1")
+	}
+	var since float64
+	for l := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, "petrel_ha_since_seconds "); ok {
+			fmt.Sscan(v, &since)
+		}
+	}
+	if want := float64(st.HA.Since.UnixNano()) / 1e9; since < want-1 || since > want+1 {
+		t.Errorf("petrel_ha_since_seconds %v, want %v", since, want)
 	}
 }
 

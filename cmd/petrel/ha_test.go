@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -170,8 +171,18 @@ func TestHATakeover(t *testing.T) {
 			t.Logf("petrel stat: %s", l)
 		}
 	}
+	// A backup that waits for a lock which never comes stops cleanly on
+	// SIGTERM, exit 0, without opening anything.
+	idle := start("idle-backup", "node", "-c", filepath.Join(dir, "backup.yaml"))
+	ready(idle, "waiting")
+	if err := idle.Stop(30 * time.Second); err != nil {
+		t.Fatalf("a waiting backup stopped: %v", err)
+	}
 	if err := nodeproc.StopAll(30*time.Second, a, backup, b); err != nil {
 		t.Fatal(err)
+	}
+	if slices.ContainsFunc(idle.Lines(), func(l string) bool { return strings.HasPrefix(l, "ready ") }) {
+		t.Error("a second backup opened the store while the first held the lock")
 	}
 	stored := readCrashQueue(t, filepath.Join(dir, "b"))
 	tally := tallyCrash(a.Lines(), stored)

@@ -80,6 +80,11 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "waiting role=backup node=%s data_dir=%s\n", cfg.Name, nodeproc.QuoteValue(cfg.DataDir))
 	}
 	node, err := petrel.Open(ctx, cfg)
+	if err != nil && cfg.HA.Role == petrel.HARoleBackup && ctx.Err() != nil {
+		// A backup stopped while it waited opened nothing: a clean stop.
+		log.Info("signal received while waiting for the ha lock; stopping")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
