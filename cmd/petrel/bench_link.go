@@ -29,7 +29,8 @@ Figures:
                         bench local's enqueue rate (64 producers) on an
                         embedded node in the bench directory, measured first
                         in the same invocation with the same sync, size and
-                        count (at most 200,000); ratio_to_local is
+                        count (at most --baseline-messages, 200,000 by
+                        default; 0 skips it); ratio_to_local is
                         msgs_per_sec over it
   fsync_p50_us          median of 4 KiB write + fsync in the bench directory
 
@@ -72,6 +73,7 @@ also on failure or SIGINT.`,
 	f.StringVar(&o.Sync, "sync", "full", "store sync mode of every node: full or normal")
 	f.Float64Var(&o.Rate, "rate", 0, "messages per second (0: as fast as the window allows)")
 	f.IntVar(&o.Window, "window", 1024, "sends in flight at the producer")
+	f.IntVar(&o.BaselineMessages, "baseline-messages", bench.DefaultBaselineMessages, "messages of the local baseline, at most --messages (0: no local baseline)")
 	f.IntVar(&o.Queues, "queues", 1, "spread the messages over this many addresses at b: as many send queues at a, one connection")
 	f.BoolVar(&o.Backlog, "backlog", false, "queue the messages with b down, then start b")
 	f.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up after this long")
@@ -126,6 +128,7 @@ failure or SIGINT.`,
 	f.IntVar(&o.Size, "size", 128, "body size in `bytes`")
 	f.IntVar(&o.Window, "window", 1000, "publishes in flight per producer")
 	f.IntVar(&o.ConsumerWindow, "consumer-window", 1000, "deliveries pushed ahead per consumer")
+	f.IntVar(&o.BaselineMessages, "baseline-messages", bench.DefaultBaselineMessages, "messages of the local baseline, at most --messages (0: no local baseline)")
 	f.StringVar(&o.Sync, "sync", "full", "the node's store sync mode: full or normal")
 	f.BoolVar(&o.Concurrent, "concurrent", false, "consume while publishing, instead of after")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")

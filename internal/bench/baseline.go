@@ -24,34 +24,42 @@ type baseline struct {
 	// LocalMsgsPerSec is `bench local`'s durable enqueue rate (64
 	// producers, window 1024) on an embedded node in the bench directory,
 	// with the bench's sync mode, message size and count (at most
-	// maxBaselineMessages).
+	// --baseline-messages; 0 when that is 0).
 	LocalMsgsPerSec float64 `json:"baseline_local_msgs_per_sec"`
 	// FsyncP50us is the median latency of a 4 KiB write and fsync of a file
 	// in the bench directory: what one group commit costs at least.
 	FsyncP50us float64 `json:"fsync_p50_us"`
 }
 
-// maxBaselineMessages bounds the baseline's run: a few seconds are enough
-// to know the local rate, whatever the bench itself sends.
-const maxBaselineMessages = 200_000
+// DefaultBaselineMessages bounds the baseline's run (--baseline-messages):
+// a few seconds are enough to know the local rate, whatever the bench
+// itself sends.
+const DefaultBaselineMessages = 200_000
 
 // fsyncSamples is how many write+fsync pairs measureFsync times.
 const fsyncSamples = 200
 
 // measureBaseline measures the baselines in dir, before the bench's own
-// processes start, so that they do not compete with it.
-func measureBaseline(ctx context.Context, dir, sync string, messages, size int, progress io.Writer) (baseline, error) {
+// processes start, so that they do not compete with it: the fsync latency,
+// and the local enqueue rate over min(messages, limit) messages, none
+// when limit is 0.
+func measureBaseline(ctx context.Context, dir, sync string, messages, limit, size int, progress io.Writer) (baseline, error) {
 	fsync, err := measureFsync(dir)
 	if err != nil {
 		return baseline{}, err
 	}
-	n := min(messages, maxBaselineMessages)
+	b := baseline{FsyncP50us: round(float64(fsync)/float64(time.Microsecond), 1)}
+	n := min(messages, limit)
+	if n <= 0 {
+		return b, nil
+	}
 	fmt.Fprintf(progress, "baseline: local enqueue of %d messages...\n", n)
 	local, err := measureLocalEnqueue(ctx, filepath.Join(dir, "baseline"), sync, n, size)
 	if err != nil {
 		return baseline{}, fmt.Errorf("baseline: %w", err)
 	}
-	return baseline{LocalMsgsPerSec: round(local, 2), FsyncP50us: round(float64(fsync)/float64(time.Microsecond), 1)}, nil
+	b.LocalMsgsPerSec = round(local, 2)
+	return b, nil
 }
 
 // measureFsync returns the median of fsyncSamples writes of 4 KiB, each

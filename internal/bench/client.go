@@ -13,9 +13,11 @@ import (
 // ClientOptions are the flags of `bench client`.
 type ClientOptions struct {
 	Producers, Consumers, Messages, Size, Window, ConsumerWindow int
-	Sync                                                         string
-	JSON, Concurrent                                             bool
-	Timeout                                                      time.Duration
+	// BaselineMessages bounds the local baseline's messages; 0 skips it.
+	BaselineMessages int
+	Sync             string
+	JSON, Concurrent bool
+	Timeout          time.Duration
 }
 
 // clientResult is the JSON object of `bench client --json`. The field
@@ -84,7 +86,7 @@ func RunClient(ctx context.Context, o ClientOptions, stdout, stderr io.Writer) e
 	}
 	b := procBench{name: "client", timeout: o.Timeout, json: o.JSON}
 	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
-		bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.Size, stderr)
+		bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.BaselineMessages, o.Size, stderr)
 		if err != nil {
 			return nil, err
 		}

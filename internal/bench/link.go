@@ -15,6 +15,8 @@ type LinkOptions struct {
 	// Queues spreads the messages over that many addresses at b: as many
 	// send queues at a, over one connection.
 	Queues int
+	// BaselineMessages bounds the local baseline's messages; 0 skips it.
+	BaselineMessages int
 	// Rate paces the producer in messages per second, 0 for unpaced.
 	Rate          float64
 	Sync          string
@@ -116,7 +118,7 @@ func RunLink(ctx context.Context, o LinkOptions, stdout, stderr io.Writer) error
 	}
 	b := procBench{name: "link", timeout: o.Timeout, json: o.JSON}
 	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
-		bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.Size, stderr)
+		bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.BaselineMessages, o.Size, stderr)
 		if err != nil {
 			return nil, err
 		}
