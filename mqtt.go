@@ -29,6 +29,9 @@ type MQTTConfig struct {
 	// MaxInflight bounds the QoS 1 and 2 deliveries awaiting each
 	// connection's acknowledgement (default 100).
 	MaxInflight int
+	// MaxClients bounds the MQTT clients connected at once (default
+	// 1024); one past it is refused at CONNACK.
+	MaxClients int
 }
 
 // MQTTStats are the MQTT listener's figures, in Status.
@@ -53,7 +56,7 @@ func (n *Node) startMQTT() error {
 	}
 	gc := mqttgw.Config{
 		Listen: c.Listen, WebSocket: c.WebSocket, DataDir: n.cfg.DataDir,
-		MaxInflight: c.MaxInflight, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
+		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
 	}
 	if c.TLS {
 		tc, err := n.cfg.TLS.ServerConfig()
@@ -257,6 +260,8 @@ func (c Config) validateMQTT() error {
 		return cfgErr("mqtt.tls", "the MQTT listener takes the node's certificate: set tls.cert and tls.key", nil)
 	case m.MaxInflight < 0 || m.MaxInflight > 65535:
 		return cfgErr("mqtt.max_inflight", fmt.Sprintf("%d is out of range (1 to 65535, 0 for the default 100)", m.MaxInflight), nil)
+	case m.MaxClients < 0:
+		return cfgErr("mqtt.max_clients", fmt.Sprintf("%d is negative (0 for the default 1024)", m.MaxClients), nil)
 	}
 	return nil
 }

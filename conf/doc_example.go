@@ -470,4 +470,7 @@
 //	#   # QoS 1 and 2 deliveries awaiting each client's acknowledgement (int,
 //	#   # 1 to 65535; the client's Receive Maximum lowers it). Default: 100.
 //	#   max_inflight: 100
+//	#   # MQTT clients connected at once (int); one more is refused at CONNACK
+//	#   # (MQTT 5: 0x97 quota exceeded, 3.1.1: server unavailable). Default: 1024.
+//	#   max_clients: 1024
 package conf

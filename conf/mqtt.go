@@ -15,6 +15,8 @@ type MQTTSection struct {
 	// MaxInflight bounds the QoS 1 and 2 deliveries awaiting each
 	// client's acknowledgement (default 100).
 	MaxInflight int `yaml:"max_inflight"`
+	// MaxClients bounds the clients connected at once (default 1024).
+	MaxClients int `yaml:"max_clients"`
 }
 
 func (s *MQTTSection) check(c *checker, path string) {
@@ -29,8 +31,11 @@ func (s *MQTTSection) check(c *checker, path string) {
 	if key := join(path, "max_inflight"); c.has(key) {
 		c.atLeast(key, int64(s.MaxInflight), 1)
 	}
+	if key := join(path, "max_clients"); c.has(key) {
+		c.atLeast(key, int64(s.MaxClients), 1)
+	}
 }
 
 func (s *MQTTSection) mqttConfig() petrel.MQTTConfig {
-	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight}
+	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients}
 }

@@ -33,6 +33,9 @@ type Config struct {
 	// acknowledgement, per connection (default 100; the client's own
 	// Receive Maximum lowers it).
 	MaxInflight int
+	// MaxClients bounds the clients connected at once (default 1024): one
+	// past it is refused at CONNACK.
+	MaxClients int
 	// Limits are the node's message limits: a publish past them is
 	// refused with a reason code, and packets past MaxBody plus 64 KiB are
 	// refused by the decoder.
@@ -111,6 +114,7 @@ const (
 	CodePayloadFormat  byte = 0x99
 	maxPacketOverhead       = 64 << 10
 	defaultMaxInflight      = 100
+	defaultMaxClients       = 1024
 )
 
 // Gateway is a running MQTT listener in front of a Backend.
@@ -141,6 +145,9 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	}
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = defaultMaxInflight
+	}
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = defaultMaxClients
 	}
 	st, err := openStore(filepath.Join(cfg.DataDir, "mqtt.db"))
 	if err != nil {
