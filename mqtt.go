@@ -32,6 +32,10 @@ type MQTTConfig struct {
 	// MaxClients bounds the MQTT clients connected at once (default
 	// 1024); one past it is refused at CONNACK.
 	MaxClients int
+	// MaxRetained bounds the topics holding a retained MQTT message
+	// (default 10000); a retained publish to a new topic past it is
+	// refused, and replacing one is always taken.
+	MaxRetained int
 }
 
 // MQTTStats are the MQTT listener's figures, in Status.
@@ -56,7 +60,7 @@ func (n *Node) startMQTT() error {
 	}
 	gc := mqttgw.Config{
 		Listen: c.Listen, WebSocket: c.WebSocket, DataDir: n.cfg.DataDir,
-		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
+		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, MaxRetained: c.MaxRetained, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
 	}
 	if c.TLS {
 		tc, err := n.cfg.TLS.ServerConfig()
@@ -262,6 +266,8 @@ func (c Config) validateMQTT() error {
 		return cfgErr("mqtt.max_inflight", fmt.Sprintf("%d is out of range (1 to 65535, 0 for the default 100)", m.MaxInflight), nil)
 	case m.MaxClients < 0:
 		return cfgErr("mqtt.max_clients", fmt.Sprintf("%d is negative (0 for the default 1024)", m.MaxClients), nil)
+	case m.MaxRetained < 0:
+		return cfgErr("mqtt.max_retained", fmt.Sprintf("%d is negative (0 for the default 10000)", m.MaxRetained), nil)
 	}
 	return nil
 }

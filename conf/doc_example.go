@@ -473,4 +473,8 @@
 //	#   # MQTT clients connected at once (int); one more is refused at CONNACK
 //	#   # (MQTT 5: 0x97 quota exceeded, 3.1.1: server unavailable). Default: 1024.
 //	#   max_clients: 1024
+//	#   # Topics holding a retained message (int); a retained publish to a new
+//	#   # topic past it is refused (MQTT 5: 0x97; 3.1.1: the connection is
+//	#   # closed), replacing one is taken. Default: 10000.
+//	#   max_retained: 10000
 package conf

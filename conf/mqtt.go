@@ -17,6 +17,9 @@ type MQTTSection struct {
 	MaxInflight int `yaml:"max_inflight"`
 	// MaxClients bounds the clients connected at once (default 1024).
 	MaxClients int `yaml:"max_clients"`
+	// MaxRetained bounds the topics holding a retained message (default
+	// 10000).
+	MaxRetained int `yaml:"max_retained"`
 }
 
 func (s *MQTTSection) check(c *checker, path string) {
@@ -34,8 +37,11 @@ func (s *MQTTSection) check(c *checker, path string) {
 	if key := join(path, "max_clients"); c.has(key) {
 		c.atLeast(key, int64(s.MaxClients), 1)
 	}
+	if key := join(path, "max_retained"); c.has(key) {
+		c.atLeast(key, int64(s.MaxRetained), 1)
+	}
 }
 
 func (s *MQTTSection) mqttConfig() petrel.MQTTConfig {
-	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients}
+	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients, MaxRetained: s.MaxRetained}
 }

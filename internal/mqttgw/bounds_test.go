@@ -12,6 +12,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
@@ -95,4 +96,65 @@ func TestMaxClients(t *testing.T) {
 		c, _ := tryConnect(t, tn, &paho.Connect{ClientID: "c4", CleanStart: true})
 		return c != nil
 	})
+}
+
+// With max_retained 2 a retained publish to a third topic is refused
+// with 0x97 and nothing of it is stored, neither in the node nor as a
+// retained message; replacing a topic's retained message is taken, and
+// deleting one frees a slot. A restart keeps the bound: the store's
+// retained messages count.
+func TestMaxRetained(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Admin.Listen = "127.0.0.1:0"
+	cfg.MQTT.MaxRetained = 2
+	tn := openNode(t, cfg)
+	ctx := context.Background()
+	pc, err := tn.Subscribe(ctx, "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "retainer", CleanStart: true}, paho.ClientConfig{})
+	pub := func(topic, payload string, want byte) {
+		t.Helper()
+		pr, err := publish(c, &paho.Publish{Topic: topic, QoS: 1, Retain: true, Payload: []byte(payload)})
+		if pr == nil || pr.ReasonCode != want {
+			t.Fatalf("retained %s %q: %+v %v, want reason %#x", topic, payload, pr, err, want)
+		}
+	}
+	pub("t/a", "1", 0)
+	pub("t/b", "1", 0)
+	pub("t/c", "1", 0x97)
+	pub("t/a", "2", 0) // replacing
+	if err := tn.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := tn.depth("all"); d != 3 {
+		t.Fatalf("node holds %d publishes, want 3: the refused one is not stored", d)
+	}
+	if st := tn.Status().MQTT; st.Retained != 2 || st.RefusedRetained != 1 {
+		t.Fatalf("retained %d refused %d, want 2 and 1", st.Retained, st.RefusedRetained)
+	}
+	if m := metricsText(t, tn); !strings.Contains(m, `petrel_mqtt_refused_total{reason="retained"} 1`) {
+		t.Fatalf("metric missing:\n%s", m)
+	}
+	pub("t/b", "", 0) // deleting frees a slot
+	pub("t/c", "1", 0)
+	pc.Close()
+	tn.restart()
+	c, _ = pahoClient(t, tn, &paho.Connect{ClientID: "retainer", CleanStart: true}, paho.ClientConfig{})
+	pub("t/d", "1", 0x97)
+	r := newReceived()
+	s, _ := pahoClient(t, tn, &paho.Connect{ClientID: "reader", CleanStart: true},
+		paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){r.handler}})
+	subscribe(t, s, "t/#", 1)
+	got := map[string]string{}
+	for range 2 {
+		p := r.next(t)
+		got[p.Topic] = string(p.Payload)
+	}
+	r.none(t, 200*time.Millisecond)
+	if got["t/a"] != "2" || got["t/c"] != "1" {
+		t.Fatalf("retained after restart: %v, want t/a=2 t/c=1", got)
+	}
 }

@@ -36,6 +36,10 @@ type Config struct {
 	// MaxClients bounds the clients connected at once (default 1024): one
 	// past it is refused at CONNACK.
 	MaxClients int
+	// MaxRetained bounds the topics with a retained message (default
+	// 10000): a retained publish that would add one past it is refused
+	// with 0x97, and nothing of it is stored.
+	MaxRetained int
 	// Limits are the node's message limits: a publish past them is
 	// refused with a reason code, and packets past MaxBody plus 64 KiB are
 	// refused by the decoder.
@@ -115,6 +119,7 @@ const (
 	maxPacketOverhead       = 64 << 10
 	defaultMaxInflight      = 100
 	defaultMaxClients       = 1024
+	defaultMaxRetained      = 10000
 )
 
 // Gateway is a running MQTT listener in front of a Backend.
@@ -128,6 +133,9 @@ type Gateway struct {
 	metrics *metrics
 	tcp     *listeners.TCP
 	ws      *listeners.Websocket
+
+	retainMu      sync.Mutex
+	retainPending map[string]struct{} // new retained topics being stored
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -149,11 +157,14 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = defaultMaxClients
 	}
+	if cfg.MaxRetained <= 0 {
+		cfg.MaxRetained = defaultMaxRetained
+	}
 	st, err := openStore(filepath.Join(cfg.DataDir, "mqtt.db"))
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics()}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), retainPending: map[string]struct{}{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	caps := mqtt.NewDefaultServerCapabilities()
 	// Retained messages and in-flight deliveries expire by their own

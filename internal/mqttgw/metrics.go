@@ -19,7 +19,8 @@ type metrics struct {
 	acked         atomic.Int64
 	undeliverable atomic.Int64 // Petrel topics with no MQTT form
 	// refusals by the bound that made them
-	refusedClients atomic.Int64
+	refusedClients  atomic.Int64
+	refusedRetained atomic.Int64
 }
 
 func newMetrics() *metrics { return &metrics{} }
@@ -43,6 +44,8 @@ type Stats struct {
 	Retained      int64    `json:"retained"`
 	// RefusedClients counts connections refused past MaxClients.
 	RefusedClients int64 `json:"refused_clients"`
+	// RefusedRetained counts retained publishes refused past MaxRetained.
+	RefusedRetained int64 `json:"refused_retained"`
 	// List is the sessions, connected or not, sorted by client id, at
 	// most maxListed of them.
 	List []SessionInfo `json:"list,omitempty"`
@@ -69,7 +72,7 @@ func (g *Gateway) Stats() Stats {
 		Listen: g.Addr(), WebSocket: g.WebSocketAddr(),
 		Clients: m.connections.Load(), Connections: m.connected.Load(), AuthFailed: m.authFailed.Load(),
 		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
-		RefusedClients: m.refusedClients.Load(),
+		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
 	}
 	for topic := range g.srv.Topics.Retained.GetAll() {
 		if !strings.HasPrefix(topic, "$") { // mochi's $SYS figures
@@ -143,6 +146,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(s.Inflight))
 	ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(s.Retained))
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedClients), "clients")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedRetained), "retained")
 }
 
 var qosLabel = [3]string{"0", "1", "2"}
