@@ -36,6 +36,10 @@ type MQTTConfig struct {
 	// (default 10000); a retained publish to a new topic past it is
 	// refused, and replacing one is always taken.
 	MaxRetained int
+	// MaxSessions bounds the persistent MQTT sessions kept, connected or
+	// not (default 10000); a connection that would add one past it is
+	// refused at CONNACK.
+	MaxSessions int
 }
 
 // MQTTStats are the MQTT listener's figures, in Status.
@@ -60,7 +64,7 @@ func (n *Node) startMQTT() error {
 	}
 	gc := mqttgw.Config{
 		Listen: c.Listen, WebSocket: c.WebSocket, DataDir: n.cfg.DataDir,
-		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, MaxRetained: c.MaxRetained, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
+		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, MaxRetained: c.MaxRetained, MaxSessions: c.MaxSessions, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
 	}
 	if c.TLS {
 		tc, err := n.cfg.TLS.ServerConfig()
@@ -268,6 +272,8 @@ func (c Config) validateMQTT() error {
 		return cfgErr("mqtt.max_clients", fmt.Sprintf("%d is negative (0 for the default 1024)", m.MaxClients), nil)
 	case m.MaxRetained < 0:
 		return cfgErr("mqtt.max_retained", fmt.Sprintf("%d is negative (0 for the default 10000)", m.MaxRetained), nil)
+	case m.MaxSessions < 0:
+		return cfgErr("mqtt.max_sessions", fmt.Sprintf("%d is negative (0 for the default 10000)", m.MaxSessions), nil)
 	}
 	return nil
 }

@@ -477,4 +477,8 @@
 //	#   # topic past it is refused (MQTT 5: 0x97; 3.1.1: the connection is
 //	#   # closed), replacing one is taken. Default: 10000.
 //	#   max_retained: 10000
+//	#   # Persistent sessions kept, connected or not (int); a connection that
+//	#   # would add one more is refused at CONNACK (MQTT 5: 0x97; 3.1.1: server
+//	#   # unavailable). Default: 10000.
+//	#   max_sessions: 10000
 package conf

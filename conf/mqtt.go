@@ -20,6 +20,8 @@ type MQTTSection struct {
 	// MaxRetained bounds the topics holding a retained message (default
 	// 10000).
 	MaxRetained int `yaml:"max_retained"`
+	// MaxSessions bounds the persistent sessions kept (default 10000).
+	MaxSessions int `yaml:"max_sessions"`
 }
 
 func (s *MQTTSection) check(c *checker, path string) {
@@ -40,8 +42,11 @@ func (s *MQTTSection) check(c *checker, path string) {
 	if key := join(path, "max_retained"); c.has(key) {
 		c.atLeast(key, int64(s.MaxRetained), 1)
 	}
+	if key := join(path, "max_sessions"); c.has(key) {
+		c.atLeast(key, int64(s.MaxSessions), 1)
+	}
 }
 
 func (s *MQTTSection) mqttConfig() petrel.MQTTConfig {
-	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients, MaxRetained: s.MaxRetained}
+	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients, MaxRetained: s.MaxRetained, MaxSessions: s.MaxSessions}
 }

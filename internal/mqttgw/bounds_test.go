@@ -158,3 +158,47 @@ func TestMaxRetained(t *testing.T) {
 		t.Fatalf("retained after restart: %v, want t/a=2 t/c=1", got)
 	}
 }
+
+// With max_sessions 2, two persistent sessions are kept after their
+// clients left; a third client id asking for one is refused with 0x97
+// (an MQTT 3.1.1 one, clean session false, with server unavailable),
+// while a clean session and the resumption of a kept one are taken.
+func TestMaxSessions(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Admin.Listen = "127.0.0.1:0"
+	cfg.MQTT.MaxSessions = 2
+	tn := openNode(t, cfg)
+	hour := uint32(3600)
+	keep := func(id string) *paho.Connect {
+		return &paho.Connect{ClientID: id, Properties: &paho.ConnectProperties{SessionExpiryInterval: &hour}}
+	}
+	for _, id := range []string{"p1", "p2"} {
+		c, code := tryConnect(t, tn, keep(id))
+		if c == nil {
+			t.Fatalf("%s refused with %#x", id, code)
+		}
+		_ = c.Disconnect(&paho.Disconnect{})
+		<-c.Done()
+	}
+	petreltest.Eventually(t, "both clients gone", func() bool { return tn.Status().MQTT.Clients == 0 })
+	if c, code := tryConnect(t, tn, keep("p3")); c != nil || code != 0x97 {
+		t.Fatalf("third session: connected %v, code %#x, want refused with 0x97", c != nil, code)
+	}
+	out, err := mosquitto(t, "mosquitto_pub", "-h", "127.0.0.1", "-p", tn.port(), "-V", "mqttv311", "-c", "-i", "p4", "-q", "1", "-t", "t/x", "-m", "x")
+	if err == nil || !strings.Contains(out, "unavailable") {
+		t.Fatalf("MQTT 3.1.1 persistent session past the bound: %v %s", err, out)
+	}
+	if c, code := tryConnect(t, tn, &paho.Connect{ClientID: "p5", CleanStart: true}); c == nil {
+		t.Fatalf("clean session refused with %#x", code)
+	}
+	c, code := tryConnect(t, tn, keep("p1"))
+	if c == nil {
+		t.Fatalf("resuming p1 refused with %#x", code)
+	}
+	if st := tn.Status().MQTT; st.Persistent != 2 || st.RefusedSessions != 2 {
+		t.Fatalf("persistent %d refused %d, want 2 and 2", st.Persistent, st.RefusedSessions)
+	}
+	if m := metricsText(t, tn); !strings.Contains(m, `petrel_mqtt_refused_total{reason="sessions"} 2`) {
+		t.Fatalf("metric missing:\n%s", m)
+	}
+}

@@ -40,6 +40,9 @@ type Config struct {
 	// 10000): a retained publish that would add one past it is refused
 	// with 0x97, and nothing of it is stored.
 	MaxRetained int
+	// MaxSessions bounds the persistent sessions kept (default 10000): a
+	// connection that would add one past it is refused at CONNACK.
+	MaxSessions int
 	// Limits are the node's message limits: a publish past them is
 	// refused with a reason code, and packets past MaxBody plus 64 KiB are
 	// refused by the decoder.
@@ -120,6 +123,7 @@ const (
 	defaultMaxInflight      = 100
 	defaultMaxClients       = 1024
 	defaultMaxRetained      = 10000
+	defaultMaxSessions      = 10000
 )
 
 // Gateway is a running MQTT listener in front of a Backend.
@@ -159,6 +163,9 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	}
 	if cfg.MaxRetained <= 0 {
 		cfg.MaxRetained = defaultMaxRetained
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = defaultMaxSessions
 	}
 	st, err := openStore(filepath.Join(cfg.DataDir, "mqtt.db"))
 	if err != nil {

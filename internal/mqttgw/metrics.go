@@ -21,6 +21,7 @@ type metrics struct {
 	// refusals by the bound that made them
 	refusedClients  atomic.Int64
 	refusedRetained atomic.Int64
+	refusedSessions atomic.Int64
 }
 
 func newMetrics() *metrics { return &metrics{} }
@@ -46,6 +47,8 @@ type Stats struct {
 	RefusedClients int64 `json:"refused_clients"`
 	// RefusedRetained counts retained publishes refused past MaxRetained.
 	RefusedRetained int64 `json:"refused_retained"`
+	// RefusedSessions counts connections refused past MaxSessions.
+	RefusedSessions int64 `json:"refused_sessions"`
 	// List is the sessions, connected or not, sorted by client id, at
 	// most maxListed of them.
 	List []SessionInfo `json:"list,omitempty"`
@@ -73,6 +76,7 @@ func (g *Gateway) Stats() Stats {
 		Clients: m.connections.Load(), Connections: m.connected.Load(), AuthFailed: m.authFailed.Load(),
 		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
 		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
+		RefusedSessions: m.refusedSessions.Load(),
 	}
 	for topic := range g.srv.Topics.Retained.GetAll() {
 		if !strings.HasPrefix(topic, "$") { // mochi's $SYS figures
@@ -147,6 +151,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(s.Retained))
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedClients), "clients")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedRetained), "retained")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedSessions), "sessions")
 }
 
 var qosLabel = [3]string{"0", "1", "2"}
