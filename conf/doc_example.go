@@ -481,4 +481,9 @@
 //	#   # would add one more is refused at CONNACK (MQTT 5: 0x97; 3.1.1: server
 //	#   # unavailable). Default: 10000.
 //	#   max_sessions: 10000
+//	#   # How long a persistent session outlives its connection at most
+//	#   # (duration, whole seconds): an MQTT 5 client asking more is told this in
+//	#   # CONNACK; an MQTT 3.1.1 session ends this long after its client left.
+//	#   # Default: 168h.
+//	#   max_session_expiry: 168h
 package conf

@@ -1,6 +1,10 @@
 package conf
 
-import petrel "github.com/petrelmq/petrel"
+import (
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+)
 
 // MQTTSection is the node's MQTT listener (petrel.MQTTConfig). Off
 // unless listen is set; a change needs a restart.
@@ -22,6 +26,9 @@ type MQTTSection struct {
 	MaxRetained int `yaml:"max_retained"`
 	// MaxSessions bounds the persistent sessions kept (default 10000).
 	MaxSessions int `yaml:"max_sessions"`
+	// MaxSessionExpiry caps the time a persistent session outlives its
+	// connection (default 7 days).
+	MaxSessionExpiry Duration `yaml:"max_session_expiry"`
 }
 
 func (s *MQTTSection) check(c *checker, path string) {
@@ -45,8 +52,10 @@ func (s *MQTTSection) check(c *checker, path string) {
 	if key := join(path, "max_sessions"); c.has(key) {
 		c.atLeast(key, int64(s.MaxSessions), 1)
 	}
+	c.positive(join(path, "max_session_expiry"), s.MaxSessionExpiry)
 }
 
 func (s *MQTTSection) mqttConfig() petrel.MQTTConfig {
-	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients, MaxRetained: s.MaxRetained, MaxSessions: s.MaxSessions}
+	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients, MaxRetained: s.MaxRetained, MaxSessions: s.MaxSessions,
+		MaxSessionExpiry: time.Duration(s.MaxSessionExpiry)}
 }

@@ -202,3 +202,45 @@ func TestMaxSessions(t *testing.T) {
 		t.Fatalf("metric missing:\n%s", m)
 	}
 }
+
+// max_session_expiry caps a session's expiry: an MQTT 5 client asking
+// for "never" (0xFFFFFFFF) is told the cap in CONNACK, and its session,
+// and an MQTT 3.1.1 one (clean session false), end once it passed.
+func TestMaxSessionExpiry(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.MQTT.MaxSessionExpiry = time.Second
+	tn := openNode(t, cfg)
+	never := uint32(0xFFFFFFFF)
+	conn, err := net.Dial("tcp", tn.MQTTAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: conn})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ca, err := c.Connect(ctx, &paho.Connect{ClientID: "forever", Properties: &paho.ConnectProperties{SessionExpiryInterval: &never}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca.Properties == nil || ca.Properties.SessionExpiryInterval == nil || *ca.Properties.SessionExpiryInterval != 1 {
+		t.Fatalf("CONNACK properties %+v, want session expiry 1", ca.Properties)
+	}
+	_ = c.Disconnect(&paho.Disconnect{})
+	<-c.Done()
+	if out, err := mosquitto(t, "mosquitto_pub", "-h", "127.0.0.1", "-p", tn.port(), "-V", "mqttv311", "-c", "-i", "old", "-q", "1", "-t", "t/x", "-m", "x"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	// It left a persistent session (it ends no sooner than a second after
+	// its client left).
+	kept := false
+	for _, si := range tn.Status().MQTT.List {
+		kept = kept || si.ClientID == "old" && si.Persistent
+	}
+	if !kept {
+		t.Fatal("the MQTT 3.1.1 client left no persistent session")
+	}
+	petreltest.Eventually(t, "both sessions expired", func() bool {
+		st := tn.Status().MQTT
+		return st.Clients == 0 && st.Persistent == 0
+	})
+}
