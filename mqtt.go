@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/petrelmq/petrel/address"
@@ -29,6 +30,22 @@ type MQTTConfig struct {
 	// MaxInflight bounds the QoS 1 and 2 deliveries awaiting each
 	// connection's acknowledgement (default 100).
 	MaxInflight int
+	// MaxClients bounds the MQTT clients connected at once (default
+	// 1024); one past it is refused at CONNACK.
+	MaxClients int
+	// MaxRetained bounds the topics holding a retained MQTT message
+	// (default 10000); a retained publish to a new topic past it is
+	// refused, and replacing one is always taken.
+	MaxRetained int
+	// MaxSessions bounds the persistent MQTT sessions kept, connected or
+	// not (default 10000); a connection that would add one past it is
+	// refused at CONNACK.
+	MaxSessions int
+	// MaxSessionExpiry caps the time a persistent MQTT session outlives
+	// its connection (default 7 days; whole seconds): an MQTT 5 client
+	// asking more is told the cap in CONNACK, and an MQTT 3.1.1 session
+	// (clean session false) ends that long after its client left.
+	MaxSessionExpiry time.Duration
 }
 
 // MQTTStats are the MQTT listener's figures, in Status.
@@ -53,7 +70,7 @@ func (n *Node) startMQTT() error {
 	}
 	gc := mqttgw.Config{
 		Listen: c.Listen, WebSocket: c.WebSocket, DataDir: n.cfg.DataDir,
-		MaxInflight: c.MaxInflight, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
+		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, MaxRetained: c.MaxRetained, MaxSessions: c.MaxSessions, MaxSessionExpiry: c.MaxSessionExpiry, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
 	}
 	if c.TLS {
 		tc, err := n.cfg.TLS.ServerConfig()
@@ -257,6 +274,14 @@ func (c Config) validateMQTT() error {
 		return cfgErr("mqtt.tls", "the MQTT listener takes the node's certificate: set tls.cert and tls.key", nil)
 	case m.MaxInflight < 0 || m.MaxInflight > 65535:
 		return cfgErr("mqtt.max_inflight", fmt.Sprintf("%d is out of range (1 to 65535, 0 for the default 100)", m.MaxInflight), nil)
+	case m.MaxClients < 0:
+		return cfgErr("mqtt.max_clients", fmt.Sprintf("%d is negative (0 for the default 1024)", m.MaxClients), nil)
+	case m.MaxRetained < 0:
+		return cfgErr("mqtt.max_retained", fmt.Sprintf("%d is negative (0 for the default 10000)", m.MaxRetained), nil)
+	case m.MaxSessions < 0:
+		return cfgErr("mqtt.max_sessions", fmt.Sprintf("%d is negative (0 for the default 10000)", m.MaxSessions), nil)
+	case m.MaxSessionExpiry < 0 || m.MaxSessionExpiry > math.MaxUint32*time.Second:
+		return cfgErr("mqtt.max_session_expiry", fmt.Sprintf("%s is out of range (1s to 2^32-1 s, 0 for the default 7 days)", m.MaxSessionExpiry), nil)
 	}
 	return nil
 }

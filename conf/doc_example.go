@@ -470,4 +470,20 @@
 //	#   # QoS 1 and 2 deliveries awaiting each client's acknowledgement (int,
 //	#   # 1 to 65535; the client's Receive Maximum lowers it). Default: 100.
 //	#   max_inflight: 100
+//	#   # MQTT clients connected at once (int); one more is refused at CONNACK
+//	#   # (MQTT 5: 0x97 quota exceeded, 3.1.1: server unavailable). Default: 1024.
+//	#   max_clients: 1024
+//	#   # Topics holding a retained message (int); a retained publish to a new
+//	#   # topic past it is refused (MQTT 5: 0x97; 3.1.1: the connection is
+//	#   # closed), replacing one is taken. Default: 10000.
+//	#   max_retained: 10000
+//	#   # Persistent sessions kept, connected or not (int); a connection that
+//	#   # would add one more is refused at CONNACK (MQTT 5: 0x97; 3.1.1: server
+//	#   # unavailable). Default: 10000.
+//	#   max_sessions: 10000
+//	#   # How long a persistent session outlives its connection at most
+//	#   # (duration, whole seconds): an MQTT 5 client asking more is told this in
+//	#   # CONNACK; an MQTT 3.1.1 session ends this long after its client left.
+//	#   # Default: 168h.
+//	#   max_session_expiry: 168h
 package conf

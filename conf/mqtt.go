@@ -1,6 +1,10 @@
 package conf
 
-import petrel "github.com/petrelmq/petrel"
+import (
+	"time"
+
+	petrel "github.com/petrelmq/petrel"
+)
 
 // MQTTSection is the node's MQTT listener (petrel.MQTTConfig). Off
 // unless listen is set; a change needs a restart.
@@ -15,6 +19,16 @@ type MQTTSection struct {
 	// MaxInflight bounds the QoS 1 and 2 deliveries awaiting each
 	// client's acknowledgement (default 100).
 	MaxInflight int `yaml:"max_inflight"`
+	// MaxClients bounds the clients connected at once (default 1024).
+	MaxClients int `yaml:"max_clients"`
+	// MaxRetained bounds the topics holding a retained message (default
+	// 10000).
+	MaxRetained int `yaml:"max_retained"`
+	// MaxSessions bounds the persistent sessions kept (default 10000).
+	MaxSessions int `yaml:"max_sessions"`
+	// MaxSessionExpiry caps the time a persistent session outlives its
+	// connection (default 7 days).
+	MaxSessionExpiry Duration `yaml:"max_session_expiry"`
 }
 
 func (s *MQTTSection) check(c *checker, path string) {
@@ -29,8 +43,19 @@ func (s *MQTTSection) check(c *checker, path string) {
 	if key := join(path, "max_inflight"); c.has(key) {
 		c.atLeast(key, int64(s.MaxInflight), 1)
 	}
+	if key := join(path, "max_clients"); c.has(key) {
+		c.atLeast(key, int64(s.MaxClients), 1)
+	}
+	if key := join(path, "max_retained"); c.has(key) {
+		c.atLeast(key, int64(s.MaxRetained), 1)
+	}
+	if key := join(path, "max_sessions"); c.has(key) {
+		c.atLeast(key, int64(s.MaxSessions), 1)
+	}
+	c.positive(join(path, "max_session_expiry"), s.MaxSessionExpiry)
 }
 
 func (s *MQTTSection) mqttConfig() petrel.MQTTConfig {
-	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight}
+	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients, MaxRetained: s.MaxRetained, MaxSessions: s.MaxSessions,
+		MaxSessionExpiry: time.Duration(s.MaxSessionExpiry)}
 }

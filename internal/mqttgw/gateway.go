@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sync"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
@@ -33,6 +35,24 @@ type Config struct {
 	// acknowledgement, per connection (default 100; the client's own
 	// Receive Maximum lowers it).
 	MaxInflight int
+	// MaxClients bounds the clients connected at once (default 1024): one
+	// past it is refused at CONNACK.
+	MaxClients int
+	// MaxRetained bounds the topics with a retained message (default
+	// 10000): a retained publish that would add one past it is refused
+	// with 0x97, and nothing of it is stored.
+	MaxRetained int
+	// MaxSessions bounds the persistent sessions kept (default 10000): a
+	// connection that would add one past it is refused at CONNACK.
+	MaxSessions int
+	// MaxSessionExpiry caps the time a persistent session outlives its
+	// connection (default 7 days, whole seconds). mochi's own default is
+	// 2^32-1 s, which is forever for an MQTT 3.1.1 session (clean session
+	// false has no expiry of its own) and for an MQTT 5 one asking
+	// 0xFFFFFFFF: the cap is answered in CONNACK's Session Expiry
+	// Interval, and each such session's durable subscriptions would
+	// otherwise keep filling.
+	MaxSessionExpiry time.Duration
 	// Limits are the node's message limits: a publish past them is
 	// refused with a reason code, and packets past MaxBody plus 64 KiB are
 	// refused by the decoder.
@@ -101,16 +121,20 @@ func (r *Refusal) Error() string { return r.Reason }
 
 // MQTT 5 reason codes the gateway answers with.
 const (
-	CodeUnspecified    byte = 0x80
-	CodeImplementation byte = 0x83
-	CodeNotAuthorized  byte = 0x87
-	CodeFilterInvalid  byte = 0x8F
-	CodeTopicNameBad   byte = 0x90
-	CodePacketTooLarge byte = 0x95
-	CodeQuotaExceeded  byte = 0x97
-	CodePayloadFormat  byte = 0x99
-	maxPacketOverhead       = 64 << 10
-	defaultMaxInflight      = 100
+	CodeUnspecified         byte = 0x80
+	CodeImplementation      byte = 0x83
+	CodeNotAuthorized       byte = 0x87
+	CodeFilterInvalid       byte = 0x8F
+	CodeTopicNameBad        byte = 0x90
+	CodePacketTooLarge      byte = 0x95
+	CodeQuotaExceeded       byte = 0x97
+	CodePayloadFormat       byte = 0x99
+	maxPacketOverhead            = 64 << 10
+	defaultMaxInflight           = 100
+	defaultMaxClients            = 1024
+	defaultMaxRetained           = 10000
+	defaultMaxSessions           = 10000
+	defaultMaxSessionExpiry      = 7 * 24 * time.Hour
 )
 
 // Gateway is a running MQTT listener in front of a Backend.
@@ -124,6 +148,9 @@ type Gateway struct {
 	metrics *metrics
 	tcp     *listeners.TCP
 	ws      *listeners.Websocket
+
+	retainMu      sync.Mutex
+	retainPending map[string]struct{} // new retained topics being stored
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -142,11 +169,23 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = defaultMaxInflight
 	}
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = defaultMaxClients
+	}
+	if cfg.MaxRetained <= 0 {
+		cfg.MaxRetained = defaultMaxRetained
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = defaultMaxSessions
+	}
+	if cfg.MaxSessionExpiry <= 0 {
+		cfg.MaxSessionExpiry = defaultMaxSessionExpiry
+	}
 	st, err := openStore(filepath.Join(cfg.DataDir, "mqtt.db"))
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics()}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), retainPending: map[string]struct{}{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	caps := mqtt.NewDefaultServerCapabilities()
 	// Retained messages and in-flight deliveries expire by their own
@@ -156,6 +195,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if maxBody <= 0 {
 		maxBody = message.DefaultLimits().MaxBody
 	}
+	caps.MaximumSessionExpiryInterval = uint32(min(max(cfg.MaxSessionExpiry/time.Second, 1), math.MaxUint32))
 	caps.MaximumPacketSize = uint32(maxBody + maxPacketOverhead)
 	caps.ReceiveMaximum = uint16(min(cfg.MaxInflight*10, 65535))
 	// The broker's $SYS topics are not served: '$' topics have no Petrel

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
@@ -30,7 +31,7 @@ type hook struct {
 }
 
 var provided = []byte{
-	mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnSessionEstablish, mqtt.OnSessionEstablished,
+	mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnSessionEstablish, mqtt.OnSessionEstablished,
 	mqtt.OnDisconnect, mqtt.OnPublish, mqtt.OnSubscribed, mqtt.OnUnsubscribed, mqtt.OnQosComplete,
 	mqtt.OnQosDropped, mqtt.OnWill, mqtt.OnClientExpired, mqtt.OnRetainedExpired,
 	mqtt.StoredClients, mqtt.StoredSubscriptions, mqtt.StoredRetainedMessages,
@@ -69,6 +70,55 @@ func durableName(clientID, filter string) string {
 	b.WriteByte('.')
 	b.WriteString(hex.EncodeToString(fh[:6]))
 	return b.String()
+}
+
+// OnConnect refuses a client past MaxClients, or one that would add a
+// persistent session past MaxSessions, before it is authenticated or
+// costs a session: MQTT 5 gets CONNACK 0x97 quota exceeded, MQTT 3.1.1
+// 0x03 server unavailable (it has no quota code). mochi's own bound
+// (Capabilities.MaximumClients) is left off: it refuses before any hook,
+// so it could not be counted. Clients connecting at the very same moment
+// may pass the checks together, and overshoot a bound by that many.
+func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
+	if atomic.LoadInt64(&h.g.srv.Info.ClientsConnected) >= int64(h.g.cfg.MaxClients) {
+		return h.refuseConnect(cl, "clients", &h.g.metrics.refusedClients)
+	}
+	if persistent(cl) && !h.hasPersistent(cl.ID) && h.persistentSessions() >= h.g.cfg.MaxSessions {
+		return h.refuseConnect(cl, "sessions", &h.g.metrics.refusedSessions)
+	}
+	return nil
+}
+
+// hasPersistent reports whether id has a persistent session already,
+// which a new connection resumes or replaces without adding one.
+func (h *hook) hasPersistent(id string) bool {
+	old, ok := h.g.srv.Clients.Get(id)
+	return ok && persistent(old)
+}
+
+// persistentSessions counts the persistent sessions mochi holds,
+// connected or not, those loaded from the store at start included.
+func (h *hook) persistentSessions() int {
+	n := 0
+	for _, cl := range h.g.srv.Clients.GetAll() {
+		if persistent(cl) {
+			n++
+		}
+	}
+	return n
+}
+
+// refuseConnect answers cl's CONNECT with quota exceeded (server
+// unavailable for MQTT 3.1.1), counts it and closes the connection.
+func (h *hook) refuseConnect(cl *mqtt.Client, bound string, n *atomic.Int64) error {
+	n.Add(1)
+	code := packets.ErrQuotaExceeded
+	if cl.Properties.ProtocolVersion < 5 {
+		code = packets.ErrServerUnavailable
+	}
+	h.g.log.Info("mqtt connection refused", slog.String("client", cl.ID), slog.String("remote", cl.Net.Remote), slog.String("bound", bound))
+	_ = h.g.srv.SendConnack(cl, code, false, nil)
+	return code
 }
 
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {

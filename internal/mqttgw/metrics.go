@@ -18,6 +18,10 @@ type metrics struct {
 	delivered     [3]atomic.Int64 // by QoS
 	acked         atomic.Int64
 	undeliverable atomic.Int64 // Petrel topics with no MQTT form
+	// refusals by the bound that made them
+	refusedClients  atomic.Int64
+	refusedRetained atomic.Int64
+	refusedSessions atomic.Int64
 }
 
 func newMetrics() *metrics { return &metrics{} }
@@ -39,6 +43,12 @@ type Stats struct {
 	Inflight      int      `json:"inflight"`
 	Undeliverable int64    `json:"undeliverable"`
 	Retained      int64    `json:"retained"`
+	// RefusedClients counts connections refused past MaxClients.
+	RefusedClients int64 `json:"refused_clients"`
+	// RefusedRetained counts retained publishes refused past MaxRetained.
+	RefusedRetained int64 `json:"refused_retained"`
+	// RefusedSessions counts connections refused past MaxSessions.
+	RefusedSessions int64 `json:"refused_sessions"`
 	// List is the sessions, connected or not, sorted by client id, at
 	// most maxListed of them.
 	List []SessionInfo `json:"list,omitempty"`
@@ -65,6 +75,8 @@ func (g *Gateway) Stats() Stats {
 		Listen: g.Addr(), WebSocket: g.WebSocketAddr(),
 		Clients: m.connections.Load(), Connections: m.connected.Load(), AuthFailed: m.authFailed.Load(),
 		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
+		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
+		RefusedSessions: m.refusedSessions.Load(),
 	}
 	for topic := range g.srv.Topics.Retained.GetAll() {
 		if !strings.HasPrefix(topic, "$") { // mochi's $SYS figures
@@ -108,6 +120,7 @@ var (
 	descAcked     = prometheus.NewDesc("petrel_mqtt_deliveries_acked_total", "QoS 1 and 2 deliveries acknowledged by MQTT clients.", nil, nil)
 	descInflight  = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
 	descRetained  = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
+	descBound     = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections and retained publishes refused past a bound, by bound.", []string{"reason"}, nil)
 )
 
 // Collector returns the gateway's Prometheus collector.
@@ -116,7 +129,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound} {
 		ch <- d
 	}
 }
@@ -136,6 +149,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAcked, prometheus.CounterValue, float64(s.Acked))
 	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(s.Inflight))
 	ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(s.Retained))
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedClients), "clients")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedRetained), "retained")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedSessions), "sessions")
 }
 
 var qosLabel = [3]string{"0", "1", "2"}

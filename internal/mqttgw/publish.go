@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -44,6 +45,14 @@ func (g *Gateway) publish(c Conn, pk packets.Packet) error {
 	if err := toMessage(m, pk, c.ClientID, g.cfg.Limits); err != nil {
 		return err
 	}
+	if pk.FixedHeader.Retain {
+		release, ok := g.reserveRetained(pk)
+		if !ok {
+			g.metrics.refusedRetained.Add(1)
+			return &Refusal{Code: CodeQuotaExceeded, Reason: fmt.Sprintf("retained messages at their bound (mqtt.max_retained %d)", g.cfg.MaxRetained)}
+		}
+		defer release()
+	}
 	if err := g.be.Publish(g.ctx, m, c, pk.FixedHeader.Qos > 0); err != nil {
 		return err
 	}
@@ -53,6 +62,44 @@ func (g *Gateway) publish(c Conn, pk packets.Packet) error {
 		}
 	}
 	return nil
+}
+
+// reserveRetained checks, before anything of pk is stored, that its
+// retained message fits under MaxRetained: replacing or deleting a
+// topic's retained message always does; a new topic takes a slot, held
+// until retain put it in mochi's index (release), so that concurrent
+// publishes to new topics cannot overshoot the bound together. The count
+// walks mochi's index, only for new topics, and leaves out its $SYS
+// figures.
+func (g *Gateway) reserveRetained(pk packets.Packet) (release func(), ok bool) {
+	nothing := func() {}
+	if len(pk.Payload) == 0 {
+		return nothing, true
+	}
+	topic := pk.TopicName
+	g.retainMu.Lock()
+	defer g.retainMu.Unlock()
+	if _, held := g.srv.Topics.Retained.Get(topic); held {
+		return nothing, true
+	}
+	if _, held := g.retainPending[topic]; held {
+		return nothing, true
+	}
+	n := len(g.retainPending)
+	for t := range g.srv.Topics.Retained.GetAll() {
+		if !strings.HasPrefix(t, "$") {
+			n++
+		}
+	}
+	if n >= g.cfg.MaxRetained {
+		return nil, false
+	}
+	g.retainPending[topic] = struct{}{}
+	return func() {
+		g.retainMu.Lock()
+		delete(g.retainPending, topic)
+		g.retainMu.Unlock()
+	}, true
 }
 
 // retain stores pk as its topic's retained message (or deletes it, for an
