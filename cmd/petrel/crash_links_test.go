@@ -149,22 +149,7 @@ func (cl *crashCluster) start(name string) {
 			"--wait-drained"}
 	}
 	// A port may be briefly taken by someone else: try again, same port.
-	p, _, err := nodeproc.StartRetryingPort(cl.ctx, 20, func() (*nodeproc.Proc, nodeproc.ReadyInfo, error) {
-		p, err := nodeproc.Start(cl.ctx, name, petrelBin, filepath.Join(cl.dir, name+".stderr"), args...)
-		if err != nil {
-			return nil, nodeproc.ReadyInfo{}, err
-		}
-		ctx, cancel := context.WithTimeout(cl.ctx, time.Minute)
-		defer cancel()
-		info, err := p.WaitReady(ctx)
-		if err != nil {
-			p.Kill()
-		}
-		return p, info, err
-	})
-	if err != nil {
-		cl.t.Fatalf("start %s: %v", name, err)
-	}
+	p := startProc(cl.t, cl.ctx, cl.dir, name, args...)
 	cl.procs[name] = p
 	if name == "a" {
 		cl.incarnations = append(cl.incarnations, p)
@@ -466,4 +451,29 @@ func TestCrashMessageDiffers(t *testing.T) {
 			t.Errorf("a spoilt %s went unnoticed", name)
 		}
 	}
+}
+
+// startProc starts the petrel process name with args, its stderr in
+// dir/<name>.stderr, and waits up to a minute for its ready line; a port
+// briefly taken by someone else is tried again, the same port. It fails
+// the test if the process does not come up.
+func startProc(t *testing.T, ctx context.Context, dir, name string, args ...string) *nodeproc.Proc {
+	t.Helper()
+	p, _, err := nodeproc.StartRetryingPort(ctx, 20, func() (*nodeproc.Proc, nodeproc.ReadyInfo, error) {
+		p, err := nodeproc.Start(ctx, name, petrelBin, filepath.Join(dir, name+".stderr"), args...)
+		if err != nil {
+			return nil, nodeproc.ReadyInfo{}, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		info, err := p.WaitReady(ctx)
+		if err != nil {
+			p.Kill()
+		}
+		return p, info, err
+	})
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	return p
 }

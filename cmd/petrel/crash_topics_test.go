@@ -150,22 +150,7 @@ func (cl *topicCluster) start(name string) {
 	if n.produce != nil {
 		args = append([]string{"bench", "agent", "produce", "-c", cfg, "--to", topicName}, n.produce...)
 	}
-	p, _, err := nodeproc.StartRetryingPort(cl.ctx, 20, func() (*nodeproc.Proc, nodeproc.ReadyInfo, error) {
-		p, err := nodeproc.Start(cl.ctx, name, petrelBin, filepath.Join(cl.dir, name+".stderr"), args...)
-		if err != nil {
-			return nil, nodeproc.ReadyInfo{}, err
-		}
-		ctx, cancel := context.WithTimeout(cl.ctx, time.Minute)
-		defer cancel()
-		info, err := p.WaitReady(ctx)
-		if err != nil {
-			p.Kill()
-		}
-		return p, info, err
-	})
-	if err != nil {
-		cl.t.Fatalf("start %s: %v", name, err)
-	}
+	p := startProc(cl.t, cl.ctx, cl.dir, name, args...)
 	cl.procs[name] = p
 	if n.produce != nil {
 		cl.lines[name] = append(cl.lines[name], p)

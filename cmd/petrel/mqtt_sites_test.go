@@ -154,22 +154,7 @@ func (s *mqttSites) configPath(name string) string {
 // one is briefly taken by someone else.
 func (s *mqttSites) start(name string) {
 	s.t.Helper()
-	p, _, err := nodeproc.StartRetryingPort(s.ctx, 20, func() (*nodeproc.Proc, nodeproc.ReadyInfo, error) {
-		p, err := nodeproc.Start(s.ctx, name, petrelBin, filepath.Join(s.dir, name+".stderr"), "node", "-c", s.configPath(name))
-		if err != nil {
-			return nil, nodeproc.ReadyInfo{}, err
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
-		defer cancel()
-		info, err := p.WaitReady(ctx)
-		if err != nil {
-			p.Kill()
-		}
-		return p, info, err
-	})
-	if err != nil {
-		s.t.Fatalf("start %s: %v", name, err)
-	}
+	p := startProc(s.t, s.ctx, s.dir, name, "node", "-c", s.configPath(name))
 	s.procs[name] = p
 }
 

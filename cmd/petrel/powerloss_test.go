@@ -132,22 +132,7 @@ func (cl *plCluster) start(name string) {
 			"--priorities", "mixed", "--keys-log", "--key-prefix", fmt.Sprintf("i%d", len(cl.incarnations)),
 			"--wait-drained"}
 	}
-	p, _, err := nodeproc.StartRetryingPort(cl.ctx, 20, func() (*nodeproc.Proc, nodeproc.ReadyInfo, error) {
-		p, err := nodeproc.Start(cl.ctx, name, petrelBin, filepath.Join(cl.dir, name+".stderr"), args...)
-		if err != nil {
-			return nil, nodeproc.ReadyInfo{}, err
-		}
-		ctx, cancel := context.WithTimeout(cl.ctx, time.Minute)
-		defer cancel()
-		info, err := p.WaitReady(ctx)
-		if err != nil {
-			p.Kill()
-		}
-		return p, info, err
-	})
-	if err != nil {
-		cl.t.Fatalf("start %s: %v", name, err)
-	}
+	p := startProc(cl.t, cl.ctx, cl.dir, name, args...)
 	cl.procs[name] = p
 	if name == "a" {
 		cl.incarnations = append(cl.incarnations, p)
