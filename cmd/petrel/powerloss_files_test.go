@@ -31,6 +31,7 @@ func TestPowerLossFiles(t *testing.T) {
 	const size = 32 << 20
 	files := "files:\n  chunk_size: 64KiB\n  window: 16\n  sync_bytes: 1MiB\n"
 	cl := newPLCluster(t, "b", "full", plan, rng, files)
+	cl.slowLink(8 << 20) // 32 MiB in about 4 s, whatever the machine
 	cl.start("b")
 	// a sends the file from its own node: a plain node.
 	cl.aPlain = true

@@ -66,6 +66,8 @@ type plCluster struct {
 	aPlain bool
 	// released says the mount is gone (release).
 	released bool
+	// nodes are the configurations newPLCluster wrote.
+	nodes map[string]nodeproc.NodeFile
 }
 
 // newPLCluster mounts the power-cut filesystem (keeping a random prefix of
@@ -75,7 +77,8 @@ func newPLCluster(t *testing.T, victim, sync string, plan powerPlan, rng *rand.R
 	pfs := powercut.MountForTest(t, powercut.Options{KeepPrefix: true, Seed: rng.Uint64()})
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	cl := &plCluster{t: t, ctx: ctx, dir: dir, fs: pfs, victim: victim, plan: plan, procs: map[string]*nodeproc.Proc{}}
+	cl := &plCluster{t: t, ctx: ctx, dir: dir, fs: pfs, victim: victim, plan: plan, procs: map[string]*nodeproc.Proc{},
+		nodes: map[string]nodeproc.NodeFile{}}
 	// Registered after the mount, so the nodes are gone before it is
 	// unmounted.
 	t.Cleanup(func() {
@@ -104,8 +107,23 @@ func newPLCluster(t *testing.T, victim, sync string, plan powerPlan, rng *rand.R
 		if err := f.Write(cl.configPath(f.Name)); err != nil {
 			t.Fatal(err)
 		}
+		cl.nodes[f.Name] = f
 	}
 	return cl
+}
+
+// slowLink makes a reach b through a proxy that passes at most bps bytes
+// a second toward b: on a fast machine a transfer would otherwise end
+// before the cuts meant to land in its middle.
+func (cl *plCluster) slowLink(bps int) {
+	cl.t.Helper()
+	p := startSlowProxy(cl.t, "127.0.0.1:"+strconv.Itoa(cl.port), bps)
+	f := cl.nodes["a"]
+	f.Nodes = [][2]string{{"b", "tcp://" + p.ln.Addr().String()}}
+	if err := f.Write(cl.configPath("a")); err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.nodes["a"] = f
 }
 
 func (cl *plCluster) dataDir(name string) string {
