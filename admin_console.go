@@ -165,25 +165,8 @@ func (n *Node) replaySelected(ctx context.Context, addr string, refs []adminapi.
 	if err != nil {
 		return 0, err
 	}
-	var moves []queue.Move
-	for _, r := range rows {
-		if r.InFlight {
-			continue
-		}
+	return n.replayRows(ctx, addr, dlq, rows, 0, func(r queue.Browsed) bool {
 		m, err := message.Peek(r.Data, message.Limits{})
-		if err != nil || !want[adminapi.MessageRef{Origin: m.Origin.String(), ID: m.ID}] {
-			continue
-		}
-		to, err := n.replayTarget(ctx, r.Data, addr)
-		if err != nil {
-			return 0, err
-		}
-		if to != dlq {
-			moves = append(moves, queue.Move{RowID: r.RowID, To: to})
-		}
-	}
-	if len(moves) == 0 {
-		return 0, nil
-	}
-	return dlq.Move(ctx, moves)
+		return err == nil && want[adminapi.MessageRef{Origin: m.Origin.String(), ID: m.ID}]
+	})
 }

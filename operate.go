@@ -183,9 +183,16 @@ func (n *Node) Replay(ctx context.Context, addr string, limit int) (int, error) 
 	if err != nil {
 		return 0, err
 	}
+	return n.replayRows(ctx, addr, dlq, rows, limit, nil)
+}
+
+// replayRows moves the rows of dlq (the dead-letter queue of addr) that
+// pick takes, all when pick is nil, back where they were going, at most
+// limit of them (all when limit <= 0), in one transaction; see Replay.
+func (n *Node) replayRows(ctx context.Context, addr string, dlq *queue.Queue, rows []queue.Browsed, limit int, pick func(queue.Browsed) bool) (int, error) {
 	var moves []queue.Move
 	for _, r := range rows {
-		if r.InFlight {
+		if r.InFlight || (pick != nil && !pick(r)) {
 			continue
 		}
 		if limit > 0 && len(moves) == limit {

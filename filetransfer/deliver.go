@@ -38,7 +38,7 @@ func deliver(partPath, destDir, name, id string) (string, error) {
 		return "", err
 	}
 	if p := findPlaced(partPath, destDir, name); p != "" {
-		return p, syncDir(destDir)
+		return p, durable.SyncDir(destDir)
 	}
 	final, err := placeUnique(partPath, destDir, name)
 	if errors.Is(err, syscall.EXDEV) {
@@ -47,7 +47,7 @@ func deliver(partPath, destDir, name, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return final, syncDir(destDir)
+	return final, durable.SyncDir(destDir)
 }
 
 // deliverAcross delivers partPath into destDir on another filesystem,
@@ -58,7 +58,7 @@ func deliverAcross(partPath, destDir, name, id string) (string, error) {
 		if err := removeIfExists(tmp); err != nil {
 			return "", err
 		}
-		return p, syncDir(destDir)
+		return p, durable.SyncDir(destDir)
 	}
 	// A temp file not linked anywhere is a copy a crash interrupted.
 	if err := removeIfExists(tmp); err != nil {
@@ -75,7 +75,7 @@ func deliverAcross(partPath, destDir, name, id string) (string, error) {
 	if err := removeIfExists(tmp); err != nil {
 		return "", err
 	}
-	return final, syncDir(destDir)
+	return final, durable.SyncDir(destDir)
 }
 
 // tempPath is the name under which transfer id is copied into destDir
@@ -100,21 +100,6 @@ const maxCollisions = 10000
 // stays constant whatever the file size.
 const copyBufSize = 1 << 20
 
-// syncDir fsyncs a directory, so that the names created, renamed or removed
-// in it survive a power loss: a file's own fsync covers its content, not
-// its directory entry.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // writeFileAtomic replaces path with data so that a crash at any point
 // leaves either the old or the new content, never a mix (the pattern of
 // nsq's diskqueue metadata): write a temp file beside it, fsync it, rename
@@ -123,7 +108,7 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := replaceFile(path, data); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return durable.SyncDir(filepath.Dir(path))
 }
 
 // replaceFile writes data to a temp file, fsyncs it and renames it over

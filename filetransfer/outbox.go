@@ -423,8 +423,8 @@ func moveUnique(src, dir, name string) (string, error) {
 	if err := removeIfExists(src); err != nil {
 		return "", err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return "", err
 	}
-	return dst, syncDir(filepath.Dir(src))
+	return dst, durable.SyncDir(filepath.Dir(src))
 }

@@ -233,7 +233,7 @@ func (s *Spool) fresh(id string, info Info) (*Incoming, error) {
 	// The partial file's name must be durable before any checkpoint says
 	// its bytes are: a power loss would otherwise keep the state and take
 	// the file, and the transfer would start again from 0.
-	if err := syncDir(s.dir); err != nil {
+	if err := durable.SyncDir(s.dir); err != nil {
 		f.Close()
 		return nil, ioError("begin transfer "+id, err)
 	}
@@ -304,7 +304,7 @@ func removeTransfer(dir, statePath, partPath string) error {
 			return fmt.Errorf("remove %s: %w", p, err)
 		}
 	}
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
 
 func (s *Spool) acquire(id string) error {
