@@ -183,26 +183,31 @@ func (b mqttBackend) NewMessage(topic string) *message.Message {
 
 // Publish: the interceptors, then the publish rule, then the store, as a
 // remote client's publish.
-func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.Conn, wait bool) error {
+func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.Conn) (func(context.Context) error, error) {
 	n := b.n
 	topic := n.localTopic(m.Destination)
 	if topic == "" {
-		return &mqttgw.Refusal{Code: mqttgw.CodeTopicNameBad,
+		return nil, &mqttgw.Refusal{Code: mqttgw.CodeTopicNameBad,
 			Reason: fmt.Sprintf("topic %q is in no topic space of node %s (declare one under topics)", m.Destination, n.cfg.Name)}
 	}
 	if err := n.icpt.publish(ctx, m, b.info(c)); err != nil {
-		return &mqttgw.Refusal{Code: mqttgw.CodeImplementation, Reason: err.Error()}
+		return nil, &mqttgw.Refusal{Code: mqttgw.CodeImplementation, Reason: err.Error()}
 	}
 	if err := n.Authorize(c.Identity, ActionPublish, topic); err != nil {
-		return &mqttgw.Refusal{Code: mqttgw.CodeNotAuthorized, Reason: err.Error()}
+		return nil, &mqttgw.Refusal{Code: mqttgw.CodeNotAuthorized, Reason: err.Error()}
 	}
 	if err := m.Validate(n.cfg.Limits); err != nil {
-		return &mqttgw.Refusal{Code: mqttgw.CodePacketTooLarge, Reason: err.Error()}
+		return nil, &mqttgw.Refusal{Code: mqttgw.CodePacketTooLarge, Reason: err.Error()}
 	}
 	done, err := n.publish(m, topic)
-	if err == nil && wait {
-		err = done.Wait(ctx)
+	if err != nil {
+		return nil, storeRefusal(err)
 	}
+	return func(ctx context.Context) error { return storeRefusal(done.Wait(ctx)) }, nil
+}
+
+// storeRefusal tells a full store to the MQTT client as quota exceeded.
+func storeRefusal(err error) error {
 	if errors.Is(err, ErrStoreFull) {
 		return &mqttgw.Refusal{Code: mqttgw.CodeQuotaExceeded, Reason: err.Error()}
 	}

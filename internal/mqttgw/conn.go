@@ -33,6 +33,9 @@ type connState struct {
 	stopped  bool
 	pumps    map[string]*pump
 	inflight map[uint16]Delivery
+	// acks are the QoS 1 publishes waiting for their commit (ackLater);
+	// nil until the first.
+	acks chan pendingAck
 }
 
 type pump struct {

@@ -86,9 +86,10 @@ type Backend interface {
 	// id, origin and timestamp.
 	NewMessage(topic string) *message.Message
 	// Publish runs the interceptors and the publish access rule, and
-	// stores m's copies. With wait it returns once they are committed;
-	// without, once they are submitted. A refusal wraps a *Refusal.
-	Publish(ctx context.Context, m *message.Message, c Conn, wait bool) error
+	// submits m's copies to the store. It returns once they are
+	// submitted; wait returns once they are committed. A refusal, from
+	// either, wraps a *Refusal.
+	Publish(ctx context.Context, m *message.Message, c Conn) (wait func(context.Context) error, err error)
 	// Subscribe makes or joins the subscription name (private when empty)
 	// to the Petrel pattern.
 	Subscribe(ctx context.Context, pattern, name string, durable bool, c Conn) (Subscription, error)
@@ -197,7 +198,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	}
 	caps.MaximumSessionExpiryInterval = uint32(min(max(cfg.MaxSessionExpiry/time.Second, 1), math.MaxUint32))
 	caps.MaximumPacketSize = uint32(maxBody + maxPacketOverhead)
-	caps.ReceiveMaximum = uint16(min(cfg.MaxInflight*10, 65535))
+	caps.ReceiveMaximum = g.receiveMaximum()
 	// The broker's $SYS topics are not served: '$' topics have no Petrel
 	// form, and every subscription is a Petrel one.
 	g.srv = mqtt.New(&mqtt.Options{
@@ -232,6 +233,10 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	g.log.Info("mqtt listening", slog.String("listen", g.Addr()), slog.String("websocket", g.WebSocketAddr()))
 	return g, nil
 }
+
+// receiveMaximum is the Receive Maximum the node announces: the QoS 1
+// and 2 publishes a client may have unacknowledged.
+func (g *Gateway) receiveMaximum() uint16 { return uint16(min(g.cfg.MaxInflight*10, 65535)) }
 
 // Addr returns the MQTT listener's address, with the port it took.
 func (g *Gateway) Addr() string { return g.tcp.Address() }

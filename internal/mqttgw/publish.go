@@ -1,6 +1,7 @@
 package mqttgw
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,12 +11,12 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// OnPublish hands a client's publish to the node. For QoS 1 and 2 it
-// returns only once the node committed it, so mochi's PUBACK or PUBREC,
-// which follows, never acknowledges what a crash could lose. Each
-// connection's packets are handled in its own goroutine, so publishes of
-// many clients wait for their commits at once, and share them: the
-// store group-commits concurrent sends. QoS 0 is submitted, not awaited.
+// OnPublish hands a client's publish to the node. A QoS 1 publish is
+// submitted, and its PUBACK sent by the connection's acker once the node
+// committed it (ackLater): never for what a crash could lose, and without
+// holding up the connection's next publishes, which share the commit. A
+// QoS 2 or retained publish is awaited here, before mochi's PUBREC or
+// PUBACK. QoS 0 is submitted, not awaited.
 //
 // mochi is told to ignore the message (CodeSuccessIgnore): it acks but
 // does not route it; every delivery comes from a Petrel subscription.
@@ -25,6 +26,19 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		return pk, packets.ErrRejectPacket
 	}
 	qos := pk.FixedHeader.Qos
+	if qos == 1 && !pk.FixedHeader.Retain {
+		// The PUBACK is ours, sent once the commit is done, by the
+		// connection's acker, so that this connection's next publishes
+		// are read meanwhile and share the commit.
+		wait, err := h.g.submit(st.conn, pk)
+		if err != nil {
+			h.g.metrics.refused.Add(1)
+			h.refuse(cl, pk, err)
+			return pk, packets.ErrRejectPacket
+		}
+		st.ackLater(h, pk, wait)
+		return pk, packets.ErrRejectPacket
+	}
 	if err := h.g.publish(st.conn, pk); err != nil {
 		h.g.metrics.refused.Add(1)
 		h.refuse(cl, pk, err)
@@ -37,14 +51,6 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 // publish stores pk in the node, then, for a retained publish, as its
 // topic's retained message.
 func (g *Gateway) publish(c Conn, pk packets.Packet) error {
-	topic, err := TopicToPetrel(pk.TopicName)
-	if err != nil {
-		return &Refusal{Code: CodeTopicNameBad, Reason: err.Error()}
-	}
-	m := g.be.NewMessage(topic)
-	if err := toMessage(m, pk, c.ClientID, g.cfg.Limits); err != nil {
-		return err
-	}
 	if pk.FixedHeader.Retain {
 		release, ok := g.reserveRetained(pk)
 		if !ok {
@@ -53,8 +59,14 @@ func (g *Gateway) publish(c Conn, pk packets.Packet) error {
 		}
 		defer release()
 	}
-	if err := g.be.Publish(g.ctx, m, c, pk.FixedHeader.Qos > 0); err != nil {
+	wait, err := g.submit(c, pk)
+	if err != nil {
 		return err
+	}
+	if pk.FixedHeader.Qos > 0 {
+		if err := wait(g.ctx); err != nil {
+			return err
+		}
 	}
 	if pk.FixedHeader.Retain {
 		if err := g.retain(pk); err != nil {
@@ -62,6 +74,20 @@ func (g *Gateway) publish(c Conn, pk packets.Packet) error {
 		}
 	}
 	return nil
+}
+
+// submit maps pk to a Petrel message and submits it to the node; wait
+// returns once it is committed.
+func (g *Gateway) submit(c Conn, pk packets.Packet) (wait func(context.Context) error, err error) {
+	topic, err := TopicToPetrel(pk.TopicName)
+	if err != nil {
+		return nil, &Refusal{Code: CodeTopicNameBad, Reason: err.Error()}
+	}
+	m := g.be.NewMessage(topic)
+	if err := toMessage(m, pk, c.ClientID, g.cfg.Limits); err != nil {
+		return nil, err
+	}
+	return g.be.Publish(g.ctx, m, c)
 }
 
 // reserveRetained checks, before anything of pk is stored, that its

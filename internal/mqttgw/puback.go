@@ -1,0 +1,67 @@
+package mqttgw
+
+import (
+	"context"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// pendingAck is a QoS 1 publish submitted to the node, whose PUBACK waits
+// for its commit.
+type pendingAck struct {
+	pk   packets.Packet
+	wait func(context.Context) error
+}
+
+// ackLater queues pk's PUBACK until wait reports its commit. One goroutine
+// per connection, started with its first QoS 1 publish and ended with the
+// connection, sends them in the order the publishes came (MQTT-4.6.0-2);
+// the node commits one connection's publishes in that order too. The
+// queue holds the Receive Maximum the node announces: a client with more
+// unacknowledged publishes waits here, its next packets unread.
+func (st *connState) ackLater(h *hook, pk packets.Packet, wait func(context.Context) error) {
+	st.mu.Lock()
+	if st.acks == nil {
+		st.acks = make(chan pendingAck, int(st.g.receiveMaximum()))
+		st.g.wg.Add(1)
+		go func() {
+			defer st.g.wg.Done()
+			st.ackLoop(h)
+		}()
+	}
+	acks := st.acks
+	st.mu.Unlock()
+	select {
+	case acks <- pendingAck{pk: pk, wait: wait}:
+	case <-st.ctx.Done():
+		// The connection ended: no PUBACK; the client publishes it again.
+	}
+}
+
+// ackLoop sends the PUBACK of each pending publish once it is committed,
+// or refuses it, until the connection ends. What is pending then goes
+// unacknowledged, and its client publishes it again (a duplicate QoS 1
+// allows).
+func (st *connState) ackLoop(h *hook) {
+	for {
+		select {
+		case <-st.ctx.Done():
+			return
+		case p := <-st.acks:
+			if err := p.wait(st.ctx); err != nil {
+				if st.ctx.Err() != nil {
+					return
+				}
+				h.g.metrics.refused.Add(1)
+				h.refuse(st.cl, p.pk, err)
+				continue
+			}
+			h.g.metrics.published[1].Add(1)
+			_ = st.cl.WritePacket(packets.Packet{
+				FixedHeader: packets.FixedHeader{Type: packets.Puback},
+				PacketID:    p.pk.PacketID,
+				ReasonCode:  packets.CodeSuccess.Code,
+			})
+		}
+	}
+}
