@@ -45,7 +45,8 @@ func TestNodeReloadsItsConfigFile(t *testing.T) {
 
 	// A rename-style save adds an address.
 	saveByRename(t, cfg, base+"addresses: [{name: first}, {name: second}]\n")
-	st := waitStat("second address", func(st petrel.Status) bool { return hasQueue(st, "second") })
+	// The reload makes the queue, then records its version: wait for both.
+	st := waitStat("second address", func(st petrel.Status) bool { return hasQueue(st, "second") && st.Config.Version >= 2 })
 	if st.Config.Version != 2 || st.Config.LastError != "" {
 		t.Fatalf("after one save: %+v", st.Config)
 	}
