@@ -68,9 +68,15 @@ func TestFileSurvivesKills(t *testing.T) {
 	defer cancel()
 	waitQueueDepth(ctx, t, cl.dataDir("b"), "crash", 1)
 	cl.stopAll()
-	// Read b's queue back in process: exactly one file message, whose
-	// file is the source.
-	n, err := petrel.Open(ctx, petrel.Config{Name: "b", DataDir: cl.dataDir("b"), Logger: slog.New(slog.DiscardHandler)})
+	checkOneFile(ctx, t, cl.dataDir("b"), sum, func(p string) string { return p })
+}
+
+// checkOneFile opens the store in dataDir in process and checks that its
+// crash queue holds exactly one file message, whose file (at where(its
+// path)) has the SHA-256 sum, alone in its received folder.
+func checkOneFile(ctx context.Context, t *testing.T, dataDir, sum string, where func(string) string) {
+	t.Helper()
+	n, err := petrel.Open(ctx, petrel.Config{Name: "b", DataDir: dataDir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +89,15 @@ func TestFileSurvivesKills(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no file message at b: %v", err)
 	}
-	if got := sha256File(t, d.File.ReceivedFilePath); got != sum {
+	received := where(d.File.ReceivedFilePath)
+	if got := sha256File(t, received); got != sum {
 		t.Fatalf("b's file has SHA-256 %s, the source %s", got, sum)
 	}
 	d.Ack()
 	if d2, err := c.Poll(); err == nil {
 		t.Fatalf("a second file message at b: %+v", d2.File)
 	}
-	ents, _ := os.ReadDir(filepath.Dir(d.File.ReceivedFilePath))
+	ents, _ := os.ReadDir(filepath.Dir(received))
 	if len(ents) != 1 {
 		t.Fatalf("b's received folder holds %d files, want 1", len(ents))
 	}
