@@ -70,8 +70,8 @@ func (o ClientOptions) validate() error {
 			return usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
 		}
 	}
-	if o.Timeout <= 0 {
-		return usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", o.Timeout)
+	if err := checkTimeout(o.Timeout); err != nil {
+		return err
 	}
 	_, err := parseSync(o.Sync)
 	return err

@@ -97,8 +97,8 @@ func (o FanoutOptions) validate() (queue.SyncMode, error) {
 	default:
 		return 0, usageErrorf("invalid argument %d for \"--nodes\" flag: want 1 or 3", o.Nodes)
 	}
-	if o.Timeout <= 0 {
-		return 0, usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", o.Timeout)
+	if err := checkTimeout(o.Timeout); err != nil {
+		return 0, err
 	}
 	return parseSync(o.Sync)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"time"
@@ -113,15 +112,10 @@ func (o FileOptions) validate() error {
 	if o.ChunkKiB > 16<<10-1 {
 		return usageErrorf("invalid argument %d for \"--chunk-kib\" flag: want at most %d (below the 16 MiB frame)", o.ChunkKiB, 16<<10-1)
 	}
-	if o.Timeout <= 0 {
-		return usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", o.Timeout)
+	if err := checkTimeout(o.Timeout); err != nil {
+		return err
 	}
-	if o.Dir != "" {
-		if fi, err := os.Stat(o.Dir); err != nil || !fi.IsDir() {
-			return usageErrorf("invalid argument %q for \"--dir\" flag: not a folder", o.Dir)
-		}
-	}
-	return nil
+	return checkDir(o.Dir)
 }
 
 // RunFile runs `bench file`: the source file, then o.Runs rounds of

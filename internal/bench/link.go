@@ -102,8 +102,8 @@ func (o LinkOptions) validate() error {
 	if o.Queues > 1 && o.Backlog {
 		return usageErrorf("--queues and --backlog do not go together")
 	}
-	if o.Timeout <= 0 {
-		return usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", o.Timeout)
+	if err := checkTimeout(o.Timeout); err != nil {
+		return err
 	}
 	_, err := parseSync(o.Sync)
 	return err

@@ -64,8 +64,8 @@ func (o LocalOptions) validate() (queue.SyncMode, error) {
 			return 0, usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
 		}
 	}
-	if o.Timeout <= 0 {
-		return 0, usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", o.Timeout)
+	if err := checkTimeout(o.Timeout); err != nil {
+		return 0, err
 	}
 	return parseSync(o.Sync)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -135,15 +134,10 @@ func (o MQTTOptions) validate() error {
 	} else if _, err := parseSync(o.Sync); err != nil {
 		return err
 	}
-	if o.Timeout <= 0 {
-		return usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", o.Timeout)
+	if err := checkTimeout(o.Timeout); err != nil {
+		return err
 	}
-	if o.Dir != "" {
-		if fi, err := os.Stat(o.Dir); err != nil || !fi.IsDir() {
-			return usageErrorf("invalid argument %q for \"--dir\" flag: not a folder", o.Dir)
-		}
-	}
-	return nil
+	return checkDir(o.Dir)
 }
 
 // RunMQTT runs `bench mqtt`: o.Runs rounds, each measuring the broker

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/petrelmq/petrel/queue"
 )
@@ -27,4 +29,23 @@ func parseSync(s string) (queue.SyncMode, error) {
 		return queue.SyncNormal, nil
 	}
 	return 0, usageErrorf("invalid argument %q for \"--sync\" flag: want full or normal", s)
+}
+
+// checkTimeout refuses a --timeout that is not positive.
+func checkTimeout(d time.Duration) error {
+	if d <= 0 {
+		return usageErrorf("invalid argument %v for \"--timeout\" flag: want a positive duration", d)
+	}
+	return nil
+}
+
+// checkDir refuses a --dir that is given and not a folder.
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return usageErrorf("invalid argument %q for \"--dir\" flag: not a folder", dir)
+	}
+	return nil
 }
