@@ -18,7 +18,7 @@ import (
 
 func TestTLSKeyOpenToOthersIsRefused(t *testing.T) {
 	ca := newCA(t, "ca")
-	cert, key := ca.issue(t, "n")
+	cert, key := ca.Issue(t, "n")
 	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o620} {
 		t.Run(mode.String(), func(t *testing.T) {
 			if err := os.Chmod(key, mode); err != nil {
@@ -68,7 +68,7 @@ func TestNothingSecretLeaks(t *testing.T) {
 		c.Admin = petrel.AdminConfig{Listen: "127.0.0.1:0", Token: token}
 	})
 	b := open(t, func(c *petrel.Config) {
-		c.Name, c.Logger, c.Secret, c.TLS = "b", logger, secret, petrel.TLSConfig{CA: ca.path}
+		c.Name, c.Logger, c.Secret, c.TLS = "b", logger, secret, petrel.TLSConfig{CA: ca.Path}
 		c.Nodes = []petrel.NodeConfig{{Name: "a", Connector: tlsURL(a)}}
 		c.Addresses = []petrel.AddressConfig{{Name: "in", Role: address.RoleSend, Node: "a"}}
 	})

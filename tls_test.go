@@ -2,17 +2,11 @@ package petrel_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -26,90 +20,16 @@ import (
 	"github.com/petrelmq/petrel/session"
 )
 
-// testCA is a throwaway certificate authority whose files live in a test's
-// temporary directory.
-type testCA struct {
-	dir  string
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	path string // the CA certificate, PEM
-}
+// testCA is petreltest's CA, with the TLS of a node it certifies.
+type testCA struct{ *petreltest.CA }
 
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &testCA{dir: t.TempDir(), cert: cert, key: key}
-	ca.path = writePEM(t, ca.dir, name+"-ca.pem", "CERTIFICATE", der)
-	return ca
-}
-
-// issue makes a certificate for cn, valid for 127.0.0.1 and localhost as
-// a server and as a client, and returns the paths of it and its key.
-func (ca *testCA) issue(t *testing.T, cn string) (cert, key string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &k.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return writePEM(t, ca.dir, cn+".pem", "CERTIFICATE", der), writePEM(t, ca.dir, cn+".key", "PRIVATE KEY", kder)
-}
+func newCA(t *testing.T, name string) *testCA { return &testCA{petreltest.NewCA(t, name)} }
 
 // nodeTLS is the TLS of a node named name with a certificate from ca, that
 // trusts trust.
 func (ca *testCA) nodeTLS(t *testing.T, name string, trust *testCA, auth petrel.ClientAuth) petrel.TLSConfig {
-	cert, key := ca.issue(t, name)
-	return petrel.TLSConfig{Cert: cert, Key: key, CA: trust.path, ClientAuth: auth}
-}
-
-func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	cert, key := ca.Issue(t, name)
+	return petrel.TLSConfig{Cert: cert, Key: key, CA: trust.Path, ClientAuth: auth}
 }
 
 func tlsURL(n *petrel.Node) string { return "tls://" + n.ListenAddr() }
@@ -161,14 +81,14 @@ func TestMutualTLSRefusesUntrustedClients(t *testing.T) {
 		want string // in the link's last error
 	}{
 		// Trusts b, but has no certificate of its own.
-		{"nocert", petrel.TLSConfig{CA: ca.path}, "certificate required"},
+		{"nocert", petrel.TLSConfig{CA: ca.Path}, "certificate required"},
 		// A certificate from an authority b does not trust: the client
 		// does not even offer it, since b names the authorities it takes.
 		{"othercert", other.nodeTLS(t, "othercert", ca, ""), "certificate required"},
 		// A good certificate, for another name than the one it claims.
 		{"impostor", func() petrel.TLSConfig {
-			cert, key := ca.issue(t, "someone-else")
-			return petrel.TLSConfig{Cert: cert, Key: key, CA: ca.path}
+			cert, key := ca.Issue(t, "someone-else")
+			return petrel.TLSConfig{Cert: cert, Key: key, CA: ca.Path}
 		}(), `presented a certificate for "someone-else"`},
 	}
 	for i, cl := range clients {
@@ -197,14 +117,14 @@ func TestMutualTLSRefusesUntrustedClients(t *testing.T) {
 		})
 	}
 	// A client that offers its certificate anyway is refused for it.
-	cert, key := other.issue(t, "pushy")
+	cert, key := other.Issue(t, "pushy")
 	pair, err := tls.LoadX509KeyPair(cert, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := b.ReceiverStats()
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AddCert(ca.Cert)
 	nc, err := tls.Dial("tcp", b.ListenAddr(), &tls.Config{RootCAs: pool,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }})
 	if err == nil { // TLS 1.3: the server's verdict comes with the first read
@@ -226,7 +146,7 @@ func TestTLSDialerRefusesUntrustedServer(t *testing.T) {
 		c.TLS = other.nodeTLS(t, "b", other, "")
 	}))
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
-		c.TLS = petrel.TLSConfig{CA: ca.path}
+		c.TLS = petrel.TLSConfig{CA: ca.Path}
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tlsURL(b)}}
 	}))
 	sendOne(t, a, "orders@b", "kept")
@@ -246,7 +166,7 @@ func TestTLSServerNameMustMatch(t *testing.T) {
 	}))
 	// The certificate is for 127.0.0.1 and localhost, not hub-1.
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
-		c.TLS = petrel.TLSConfig{CA: ca.path, ServerName: "hub-1.example.com"}
+		c.TLS = petrel.TLSConfig{CA: ca.Path, ServerName: "hub-1.example.com"}
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tlsURL(b)}}
 	}))
 	sendOne(t, a, "orders@b", "x")
@@ -257,7 +177,7 @@ func TestTLSServerNameMustMatch(t *testing.T) {
 	// The connector's own server_name wins over the node's.
 	_, port, _ := net.SplitHostPort(b.ListenAddr())
 	c := nodes.Open(t, nodes.Name("c"), nodes.With(func(c *petrel.Config) {
-		c.TLS = petrel.TLSConfig{CA: ca.path, ServerName: "hub-1.example.com"}
+		c.TLS = petrel.TLSConfig{CA: ca.Path, ServerName: "hub-1.example.com"}
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tls://127.0.0.1:" + port + "?server_name=localhost"}}
 	}))
 	sendOne(t, c, "orders@b", "y")
@@ -303,8 +223,8 @@ func TestTLSListenerDropsSilentAndPlainPeers(t *testing.T) {
 
 func TestTLSFilesAreCheckedAtOpen(t *testing.T) {
 	ca := newCA(t, "ca")
-	cert, key := ca.issue(t, "n")
-	_, otherKey := ca.issue(t, "m")
+	cert, key := ca.Issue(t, "n")
+	_, otherKey := ca.Issue(t, "m")
 	missing := filepath.Join(t.TempDir(), "missing.pem")
 	notPEM := filepath.Join(t.TempDir(), "junk.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
@@ -324,7 +244,7 @@ func TestTLSFilesAreCheckedAtOpen(t *testing.T) {
 		{"cert without key", petrel.TLSConfig{Cert: cert}, "tls.key: tls.cert is set but tls.key is not"},
 		{"bad client_auth", petrel.TLSConfig{Cert: cert, Key: key, ClientAuth: "always"}, `tls.client_auth: unknown value "always"`},
 		{"verify without ca", petrel.TLSConfig{Cert: cert, Key: key, ClientAuth: petrel.ClientAuthRequireAndVerify}, "tls.ca: client_auth require_and_verify"},
-		{"client_auth without cert", petrel.TLSConfig{CA: ca.path, ClientAuth: petrel.ClientAuthRequest}, "tls.client_auth: request asks"},
+		{"client_auth without cert", petrel.TLSConfig{CA: ca.Path, ClientAuth: petrel.ClientAuthRequest}, "tls.client_auth: request asks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
