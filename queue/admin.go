@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -39,16 +40,22 @@ type Browsed struct {
 	Reason string
 	// Data is the encoded message.
 	Data []byte
+	// bodyID is a copy's body while browseLevel reads it.
+	bodyID int64
 }
 
 // browseSQL reads one priority of a queue in delivery order, along the
 // messages_order index. One ORDER BY priority DESC, id would sort every
 // row of a large queue, data included, to return the first few.
-const browseSQL = `SELECT id, expires_at, deliveries, not_before, reason, data FROM messages
+// A run of copies comes as its items, with 1 in the last column; the
+// copies' bodies are read one by one. Runs are contiguous (see runs.go):
+// expanding each in place keeps id order, and each row is one copy or
+// more, so the limit on rows is enough.
+const browseSQL = `SELECT id, expires_at, deliveries, not_before, reason, data, 0 FROM messages
 	WHERE queue = ?1 AND priority = ?2
 	UNION ALL
-	SELECT c.id, c.expires_at, c.deliveries, c.not_before, '', b.data FROM copies c JOIN bodies b ON b.id = c.body
-	WHERE c.queue = ?1 AND c.priority = ?2
+	SELECT id, 0, 0, 0, '', items, 1 FROM copies
+	WHERE queue = ?1 AND priority = ?2
 	ORDER BY 1 LIMIT ?3`
 
 // Browse returns up to limit of q's messages (all when limit <= 0), most
@@ -84,29 +91,78 @@ func (q *Queue) Browse(ctx context.Context, limit int) ([]Browsed, error) {
 	return out, nil
 }
 
-// browseLevel appends up to limit rows of priority p to out.
+// browseLevel appends up to limit rows of priority p to out. A copy's
+// body is read after its run: a copy settled meanwhile, whose body went
+// with it, is left out, as if the browse had come a moment later.
 func (q *Queue) browseLevel(ctx context.Context, out []Browsed, p uint8, limit int) ([]Browsed, error) {
 	rows, err := q.s.rdb.QueryContext(ctx, browseSQL, q.id, int64(p), limit)
 	if err != nil {
 		return out, err
 	}
-	defer rows.Close()
+	var items []runItem
+	start := len(out)
 	for rows.Next() {
 		b := Browsed{Priority: p}
-		var exp, notBefore, deliveries int64
-		if err := rows.Scan(&b.RowID, &exp, &deliveries, &notBefore, &b.Reason, &b.Data); err != nil {
+		var exp, notBefore, deliveries, isRun int64
+		if err := rows.Scan(&b.RowID, &exp, &deliveries, &notBefore, &b.Reason, &b.Data, &isRun); err != nil {
+			rows.Close()
 			return out, err
 		}
-		b.Attempt = int(deliveries) + 1
-		if exp > 0 {
-			b.ExpiresAt = time.Unix(0, exp)
+		if isRun == 1 {
+			if items, err = decodeRun(items[:0], b.Data); err != nil {
+				rows.Close()
+				return out, fmt.Errorf("run %d: %w", b.RowID, err)
+			}
+			for _, it := range items {
+				rb := browsedOf(p, it.id, it.exp, it.deliv, it.notBf)
+				rb.bodyID = it.body // its Data is read below
+				out = append(out, rb)
+			}
+			continue
 		}
-		if notBefore > 0 {
-			b.NotBefore = time.Unix(0, notBefore)
-		}
-		out = append(out, b)
+		rb := browsedOf(p, b.RowID, exp, deliveries, notBefore)
+		rb.Reason, rb.Data = b.Reason, b.Data
+		out = append(out, rb)
 	}
-	return out, rows.Err()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return out, err
+	}
+	if limit >= 0 && len(out)-start > limit {
+		out = out[:start+limit]
+	}
+	kept := out[:start]
+	for _, b := range out[start:] {
+		if id := b.bodyID; id != 0 {
+			b.bodyID = 0
+			var ok bool
+			if b.Data, ok = q.s.bodies.get(id); ok {
+				b.Data = slices.Clone(b.Data) // the cache's bytes are shared
+			} else {
+				err := q.s.rdb.QueryRowContext(ctx, `SELECT data FROM bodies WHERE id = ?`, id).Scan(&b.Data)
+				if errors.Is(err, sql.ErrNoRows) {
+					continue
+				}
+				if err != nil {
+					return out, fmt.Errorf("body %d of copy %d: %w", id, b.RowID, err)
+				}
+			}
+		}
+		kept = append(kept, b)
+	}
+	return kept, nil
+}
+
+func browsedOf(p uint8, id, exp, deliveries, notBefore int64) Browsed {
+	return Browsed{Priority: p, RowID: id, Attempt: int(deliveries) + 1, ExpiresAt: browsedTime(exp), NotBefore: browsedTime(notBefore)}
+}
+
+// browsedTime is a stored time of unix nanos, zero when 0.
+func browsedTime(nanos int64) time.Time {
+	if nanos > 0 {
+		return time.Unix(0, nanos)
+	}
+	return time.Time{}
 }
 
 // Purge deletes every message of q that is not in flight, in one
@@ -164,21 +220,15 @@ func (w *writer) applyPurge(r *request, b *batch) error {
 	f := b.freeze(r.q)
 	bound := w.lastRow
 	var ids []int64
-	var copies []ref
 	var size int64
-	_, _, err := w.conn.scan(`SELECT id, priority, length(data), 0 FROM messages WHERE queue = ?1
-		UNION ALL SELECT c.id, c.priority, length(b.data), c.body FROM copies c JOIN bodies b ON b.id = c.body WHERE c.queue = ?1`,
-		[]driver.Value{r.q.id}, 4, func(row []driver.Value) bool {
+	_, _, err := w.conn.scan(`SELECT id, priority, length(data) FROM messages WHERE queue = ?1`,
+		[]driver.Value{r.q.id}, 3, func(row []driver.Value) bool {
 			id, _ := row[0].(int64)
 			prio, _ := row[1].(int64)
 			if f.free(id, uint8(prio)) {
 				n, _ := row[2].(int64)
 				size += n
-				if body, _ := row[3].(int64); body != 0 {
-					copies = append(copies, ref{rowid: id, prio: uint8(prio), body: body})
-				} else {
-					ids = append(ids, id)
-				}
+				ids = append(ids, id)
 			}
 			return true
 		})
@@ -197,16 +247,40 @@ func (w *writer) applyPurge(r *request, b *batch) error {
 		}
 		rest = rest[n:]
 	}
-	for _, c := range copies {
-		if _, err := w.conn.exec(`DELETE FROM copies WHERE queue = ? AND priority = ? AND id = ?`, r.q.id, int64(c.prio), c.rowid); err != nil {
-			return fmt.Errorf("purge %q: %w", r.q.name, err)
+	// The queue's runs, read first and rewritten after: each loses the
+	// copies the freeze leaves free.
+	var runs []run
+	err = scanRuns(w.conn.scan, `SELECT queue, priority, id, items FROM copies WHERE queue = ?`, []driver.Value{r.q.id}, func(rn run) error {
+		rn.items = slices.Clone(rn.items)
+		runs = append(runs, rn)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("purge %q: %w", r.q.name, err)
+	}
+	var copies int
+	for _, rn := range runs {
+		kept := rn.items[:0]
+		for _, it := range rn.items {
+			if !f.free(it.id, rn.prio) {
+				kept = append(kept, it)
+				continue
+			}
+			copies++
+			size += it.size
+			w.unref(b, it.body)
 		}
-		w.unref(b, c.body)
+		if len(kept) < len(rn.items) {
+			rn.items = kept
+			if err := w.save(rn); err != nil {
+				return fmt.Errorf("purge %q: %w", r.q.name, err)
+			}
+		}
 	}
 	d := b.delta(r.q)
-	d.depth -= int64(len(ids) + len(copies))
+	d.depth -= int64(len(ids) + copies)
 	d.bytes -= size
-	r.n = len(ids) + len(copies)
+	r.n = len(ids) + copies
 	f.gone = func(rowid int64, prio uint8) bool { return rowid <= bound && f.free(rowid, prio) }
 	return nil
 }
@@ -219,16 +293,20 @@ func (w *writer) applyMoveRows(r *request, b *batch) error {
 	moved := make(map[int64]struct{}, len(r.moves))
 	row := make([]driver.Value, 4)
 	for _, m := range r.moves {
-		isCopy := false
 		err := w.conn.queryRow(`SELECT queue, priority, expires_at, data FROM messages WHERE id = ?`, []driver.Value{m.RowID}, row)
 		if errors.Is(err, errNoRows) {
-			// Perhaps a copy: the IN list lets the key's index seek each
-			// priority.
-			isCopy = true
-			err = w.conn.queryRow(`SELECT c.queue, c.priority, c.expires_at, b.data FROM copies c JOIN bodies b ON b.id = c.body
-				WHERE c.queue = ? AND c.priority IN (9, 8, 7, 6, 5, 4, 3, 2, 1, 0) AND c.id = ?`, []driver.Value{r.q.id, m.RowID}, row)
-		}
-		if errors.Is(err, errNoRows) {
+			// Perhaps a copy, in a run of one of the queue's priorities.
+			var e entry
+			var prio uint8
+			var ok bool
+			if e, prio, ok, err = w.moveCopy(r.q, f, m); err != nil {
+				return err
+			}
+			if ok {
+				moved[m.RowID] = struct{}{}
+				b.appends = append(b.appends, appendEffect{q: m.To, prio: prio, e: e})
+				moveCounts(b, r.q, m.To, int64(len(e.data)))
+			}
 			continue
 		}
 		if err != nil {
@@ -245,26 +323,13 @@ func (w *writer) applyMoveRows(r *request, b *batch) error {
 		w.lastRow++
 		id := w.lastRow
 		e := entry{rowid: id, expiresAt: exp, data: data}
-		if isCopy {
-			// The copy keeps its body: the reference moves with it.
-			dest := make([]driver.Value, 1)
-			if err := w.conn.queryRow(`UPDATE copies SET queue = ?, id = ?, deliveries = 0, not_before = 0
-				WHERE queue = ? AND priority = ? AND id = ? RETURNING body`, []driver.Value{m.To.id, id, r.q.id, prio, m.RowID}, dest); err != nil {
-				return fmt.Errorf("move %d from %q to %q: %w", m.RowID, r.q.name, m.To.name, err)
-			}
-			e.body, _ = dest[0].(int64)
-		} else if _, err := w.conn.exec(`UPDATE messages SET id = ?, queue = ?, deliveries = 0, not_before = 0, reason = '' WHERE id = ?`,
+		if _, err := w.conn.exec(`UPDATE messages SET id = ?, queue = ?, deliveries = 0, not_before = 0, reason = '' WHERE id = ?`,
 			id, m.To.id, m.RowID); err != nil {
 			return fmt.Errorf("move %d from %q to %q: %w", m.RowID, r.q.name, m.To.name, err)
 		}
+		w.plainRow(m.To.id, uint8(prio), id)
 		moved[m.RowID] = struct{}{}
-		size := int64(len(data))
-		src, dst := b.delta(r.q), b.delta(m.To)
-		src.depth--
-		src.bytes -= size
-		dst.depth++
-		dst.bytes += size
-		dst.enqueued++
+		moveCounts(b, r.q, m.To, int64(len(data)))
 		b.appends = append(b.appends, appendEffect{q: m.To, prio: uint8(prio), e: e})
 	}
 	r.n = len(moved)
@@ -273,6 +338,54 @@ func (w *writer) applyMoveRows(r *request, b *batch) error {
 		return ok
 	}
 	return nil
+}
+
+// moveCounts counts a message of size bytes moved from src to dst.
+func moveCounts(b *batch, src, dst *Queue, size int64) {
+	s, d := b.delta(src), b.delta(dst)
+	s.depth--
+	s.bytes -= size
+	d.depth++
+	d.bytes += size
+	d.enqueued++
+}
+
+// moveCopy moves copy m.RowID of q, if the freeze leaves it free, out of
+// its run into a run of one in m.To under a new rowid: the copy keeps its
+// body. It returns the copy as m.To holds it.
+func (w *writer) moveCopy(q *Queue, f *frozenQueue, m Move) (entry, uint8, bool, error) {
+	for p := levels - 1; p >= 0; p-- {
+		prio := uint8(p)
+		rn, i, ok, err := w.runOf(q.id, prio, m.RowID)
+		if err != nil {
+			return entry{}, 0, false, fmt.Errorf("move %d from %q: %w", m.RowID, q.name, err)
+		}
+		if !ok {
+			continue
+		}
+		if !f.free(m.RowID, prio) {
+			return entry{}, 0, false, nil
+		}
+		it := rn.items[i]
+		rn.items = slices.Delete(rn.items, i, i+1)
+		if err := w.save(rn); err != nil {
+			return entry{}, 0, false, fmt.Errorf("move %d from %q: %w", m.RowID, q.name, err)
+		}
+		w.lastRow++
+		it.id, it.deliv, it.notBf = w.lastRow, 0, 0
+		if _, err := w.conn.exec(insertRunSQL[1], runArgs(nil, m.To.id, prio, []runItem{it})...); err != nil {
+			return entry{}, 0, false, fmt.Errorf("move %d from %q to %q: %w", m.RowID, q.name, m.To.name, err)
+		}
+		w.plainRow(m.To.id, prio, it.id)
+		dest := make([]driver.Value, 1)
+		if err := w.conn.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{it.body}, dest); err != nil {
+			return entry{}, 0, false, fmt.Errorf("move %d from %q: body %d: %w", m.RowID, q.name, it.body, err)
+		}
+		data, _ := dest[0].([]byte)
+		e := entry{rowid: it.id, expiresAt: it.exp, body: it.body, data: append([]byte(nil), data...)}
+		return e, prio, true, nil
+	}
+	return entry{}, 0, false, nil
 }
 
 // frozenQueue is a queue frozen by a batch: what it held when it froze, and

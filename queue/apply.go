@@ -23,7 +23,6 @@ type batch struct {
 	full     map[*request]bool   // set by admit: puts past the store's limits
 	thaws    []*frozenQueue      // queues frozen by purges and moves; see freeze
 	dropped  map[*Queue]bool     // queues this batch drops; see applyDrop
-	refs     map[int64]int32     // changes to the copies of shared bodies
 	stored   []storedBody        // shared bodies the batch stored
 	freed    []int64             // shared bodies the batch freed
 }
@@ -52,21 +51,44 @@ func (b *batch) delta(q *Queue) *counters {
 	return d
 }
 
-func (b *batch) addRef(body int64, d int32) {
-	if b.refs == nil {
-		b.refs = map[int64]int32{}
-	}
-	b.refs[body] += d
+// addRef counts d more copies of body. It changes the writer's counts in
+// place, one map operation per copy (they are many, and the map is as
+// large as the backlog), and logs the change so that a batch that rolls
+// back undoes it (undoRefs).
+func (w *writer) addRef(body int64, d int32) {
+	w.refs[body] += d
+	w.refLog = append(w.refLog, refChange{body, d})
+}
+
+type refChange struct {
+	body int64
+	d    int32
 }
 
 // unref counts one copy of body deleted; the last one frees the body in
 // the same transaction.
-func (w *writer) unref(b *batch, body int64) {
-	left := w.refs[body] + b.refs[body] - 1
-	b.addRef(body, -1)
-	if left <= 0 {
-		w.frees = append(w.frees, body)
+func (w *writer) unref(_ *batch, body int64) {
+	n := w.refs[body] - 1
+	w.refLog = append(w.refLog, refChange{body, -1})
+	if n > 0 {
+		w.refs[body] = n
+		return
 	}
+	delete(w.refs, body)
+	w.frees = append(w.frees, body)
+}
+
+// undoRefs reverts the reference changes of a batch that rolled back.
+func (w *writer) undoRefs() {
+	for i := len(w.refLog) - 1; i >= 0; i-- {
+		c := w.refLog[i]
+		if n := w.refs[c.body] - c.d; n != 0 {
+			w.refs[c.body] = n
+		} else {
+			delete(w.refs, c.body)
+		}
+	}
+	w.refLog = w.refLog[:0]
 }
 
 // flushFrees deletes the bodies whose last copy the batch deleted.
@@ -105,9 +127,10 @@ func keyOf(data []byte) dataKey {
 // sharedBody is one byte slice of a put request, the puts that store it
 // and, once stored, its body's id.
 type sharedBody struct {
-	key dataKey
-	n   int
-	id  int64
+	key  dataKey
+	n    int
+	id   int64
+	refs int32 // copies made of it
 }
 
 func findBody(bs []sharedBody, k dataKey) int {
@@ -126,6 +149,7 @@ type copyRow struct {
 	id   int64
 	exp  int64
 	body int64
+	size int64
 }
 
 func (b *batch) reject(r *request, err error) {
@@ -213,14 +237,15 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 				w.pendingBodies = append(w.pendingBodies, sb.id, p.Data)
 				b.stored = append(b.stored, storedBody{sb.id, p.Data})
 			}
-			b.addRef(sb.id, 1)
+			sb.refs++
 			w.lastRow++
 			e.rowid, e.body = w.lastRow, sb.id
-			w.pendingCopies = append(w.pendingCopies, copyRow{q: q.id, prio: p.Msg.Priority, id: e.rowid, exp: exp, body: sb.id})
+			w.pendingCopies = append(w.pendingCopies, copyRow{q: q.id, prio: p.Msg.Priority, id: e.rowid, exp: exp, body: sb.id, size: int64(len(p.Data))})
 		} else {
 			w.lastRow++
 			e.rowid = w.lastRow
 			w.pending = append(w.pending, e.rowid, q.id, int64(p.Msg.Priority), exp, p.Data)
+			w.plainRow(q.id, p.Msg.Priority, e.rowid)
 		}
 		b.appends = append(b.appends, appendEffect{q: q, prio: p.Msg.Priority, e: e})
 		d := b.delta(q)
@@ -228,11 +253,20 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 		d.bytes += int64(len(p.Data))
 		d.enqueued++
 	}
+	for _, sb := range shared {
+		if sb.refs > 0 {
+			w.addRef(sb.id, sb.refs)
+		}
+	}
 	return false, nil
 }
 
 // applyAck queues r's delete for flushAcks.
 func (w *writer) applyAck(r *request) {
+	if r.gathered {
+		w.acks = r.q.takeAcks(w.acks)
+		return
+	}
 	if r.acks != nil {
 		w.acks = append(w.acks, r.acks...)
 		return
@@ -247,11 +281,9 @@ type ackRow struct {
 
 const deleteMaxRows = 64
 
-// deleteSQL[n] deletes n rows by id; deleteCopySQL[n] n copies of one
-// queue and priority; deleteBodySQL[n] n bodies.
+// deleteSQL[n] deletes n rows by id; deleteBodySQL[n] n bodies.
 var (
 	deleteSQL     = inListSQL(`DELETE FROM messages WHERE id IN `, ``)
-	deleteCopySQL = inListSQL(`DELETE FROM copies WHERE queue = ? AND priority = ? AND id IN `, ``)
 	deleteBodySQL = inListSQL(`DELETE FROM bodies WHERE id IN `, ``)
 )
 
@@ -264,93 +296,155 @@ func inListSQL(prefix, suffix string) []string {
 }
 
 // flushAcks deletes the acked rows, many per statement, queue by queue:
-// rows of messages by id, copies by queue, priority and id. The acks are
-// sorted first: those of a topic's subscriptions arrive interleaved, and
-// one statement per ack cost several times what the deletes did.
+// rows of messages by id, copies by taking them out of their runs. The
+// acks are sorted first: those of a topic's subscriptions arrive
+// interleaved, and one statement per ack cost several times what the
+// deletes did.
 func (w *writer) flushAcks(b *batch) error {
 	acks := w.acks
 	w.acks = w.acks[:0]
-	slices.SortFunc(acks, func(x, y ackRow) int {
-		return cmp.Or(cmp.Compare(x.q.id, y.q.id), cmp.Compare(min(x.ref.body, 1), min(y.ref.body, 1)),
-			cmp.Compare(x.ref.prio, y.ref.prio), cmp.Compare(x.ref.rowid, y.ref.rowid))
-	})
+	if !ackGrouped(acks) {
+		slices.SortFunc(acks, func(x, y ackRow) int {
+			return cmp.Or(cmp.Compare(x.q.id, y.q.id), compareAck(x, y))
+		})
+	}
 	for len(acks) > 0 {
 		a0 := acks[0]
 		q, isCopy := a0.q, a0.ref.body != 0
 		n := 0
-		for n < len(acks) && n < deleteMaxRows && acks[n].q == q && (acks[n].ref.body != 0) == isCopy &&
-			(!isCopy || acks[n].ref.prio == a0.ref.prio) {
+		if isCopy {
+			// Every ack of this queue and priority: flushCopyAcks takes
+			// them out run by run.
+			for n < len(acks) && acks[n].q == q && acks[n].ref.body != 0 && acks[n].ref.prio == a0.ref.prio {
+				n++
+			}
+			if err := w.flushCopyAcks(b, acks[:n]); err != nil {
+				return err
+			}
+			acks = acks[n:]
+			continue
+		}
+		for n < len(acks) && n < deleteMaxRows && acks[n].q == q && acks[n].ref.body == 0 {
 			n++
 		}
 		chunk := acks[:n]
 		acks = acks[n:]
 		args := w.scratch[:0]
-		stmt := deleteSQL[n]
-		if isCopy {
-			args = append(args, q.id, int64(a0.ref.prio))
-			stmt = deleteCopySQL[n]
-		}
 		var size int64
 		for _, a := range chunk {
 			args = append(args, a.ref.rowid)
 			size += a.ref.size
 		}
 		w.scratch = args
-		changed, err := w.conn.exec(stmt, args...)
+		changed, err := w.conn.exec(deleteSQL[n], args...)
 		if err != nil {
 			return fmt.Errorf("ack %d messages in %q: %w", n, q.name, err)
 		}
 		d := b.delta(q)
 		d.acked += changed
 		if changed == int64(n) {
-			if isCopy {
-				for _, a := range chunk {
-					w.unref(b, a.ref.body)
-				}
-			}
 			d.depth -= changed
 			d.bytes -= size
 			continue
 		}
-		// A lease makes each ack unique, so this is a bug elsewhere;
-		// keep the counters true rather than guess.
-		w.s.log.Warn("acked messages were already gone", slog.String(logkey.Queue, q.name), slog.Int("acked", n), slog.Int64("deleted", changed))
-		if isCopy {
-			if err := w.recountRefs(b, chunk); err != nil {
-				return err
-			}
-		}
-		if err := w.resync(q, d); err != nil {
+		if err := w.goneAcks(q, d, n, changed); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// recountRefs sets the batch's reference changes of the chunk's bodies so
-// that they equal the copies left, and frees those left with none.
-func (w *writer) recountRefs(b *batch, chunk []ackRow) error {
-	for _, a := range chunk {
-		id := a.ref.body
-		dest := make([]driver.Value, 1)
-		if err := w.conn.queryRow(`SELECT count(*) FROM copies WHERE body = ?`, []driver.Value{id}, dest); err != nil {
-			return fmt.Errorf("recount copies of body %d: %w", id, err)
+// compareAck orders two acks of one queue: messages, then copies by
+// priority, each by id.
+func compareAck(x, y ackRow) int {
+	return cmp.Or(cmp.Compare(min(x.ref.body, 1), min(y.ref.body, 1)), cmp.Compare(x.ref.prio, y.ref.prio), cmp.Compare(x.ref.rowid, y.ref.rowid))
+}
+
+// ackGrouped reports whether acks already come as flushAcks needs them:
+// each queue's together and in compareAck order. Acks a queue gathered
+// (see Queue.ack) mostly do, and sorting them all was a tenth of a
+// fan-out's writer time.
+func ackGrouped(acks []ackRow) bool {
+	var seen []*Queue
+	for i, a := range acks {
+		if i > 0 && a.q == acks[i-1].q {
+			if compareAck(acks[i-1], a) >= 0 {
+				return false
+			}
+			continue
 		}
-		n, _ := dest[0].(int64)
-		cur := w.refs[id] + b.refs[id]
-		if cur > 0 && n == 0 {
-			w.frees = append(w.frees, id)
+		if slices.Contains(seen, a.q) || len(seen) == 64 {
+			return false
 		}
-		b.addRef(id, int32(n)-cur)
+		seen = append(seen, a.q)
+	}
+	return true
+}
+
+// flushCopyAcks takes acked copies of one queue and priority, sorted by
+// id, out of their runs: a consumer that acks in order touches one or two
+// runs per commit, whatever the number of copies.
+func (w *writer) flushCopyAcks(b *batch, acks []ackRow) error {
+	q, prio := acks[0].q, acks[0].ref.prio
+	d := b.delta(q)
+	total := len(acks)
+	var found int64
+	for len(acks) > 0 {
+		r, ok, err := w.runFrom(q.id, prio, acks[0].ref.rowid)
+		if err != nil {
+			return fmt.Errorf("ack in %q: %w", q.name, err)
+		}
+		if !ok {
+			break
+		}
+		// Walk the run and the acks it may hold together, both sorted.
+		kept := r.items[:0]
+		i := 0
+		for _, it := range r.items {
+			for i < len(acks) && acks[i].ref.rowid < it.id {
+				i++ // not in this run: gone already
+			}
+			if i < len(acks) && acks[i].ref.rowid == it.id {
+				i++
+				found++
+				d.depth--
+				d.bytes -= it.size
+				w.unref(b, it.body)
+				continue
+			}
+			kept = append(kept, it)
+		}
+		if len(kept) < len(r.items) {
+			r.items = kept
+			if err := w.save(r); err != nil {
+				return fmt.Errorf("ack in %q: %w", q.name, err)
+			}
+		}
+		for i < len(acks) && acks[i].ref.rowid <= r.key {
+			i++
+		}
+		acks = acks[i:]
+	}
+	d.acked += found
+	if found < int64(total) {
+		return w.goneAcks(q, d, total, found)
 	}
 	return nil
 }
 
+// goneAcks handles acks of rows that were gone. A lease makes each ack
+// unique, so this is a bug elsewhere; keep the counters true rather than
+// guess.
+func (w *writer) goneAcks(q *Queue, d *counters, acked int, deleted int64) error {
+	w.s.log.Warn("acked messages were already gone", slog.String(logkey.Queue, q.name), slog.Int("acked", acked), slog.Int64("deleted", deleted))
+	return w.resync(q, d)
+}
+
 // queueSizeSQL counts a queue's rows and bytes, copies included.
 const queueSizeSQL = `SELECT
-	(SELECT count(*) FROM messages WHERE queue = ?1) + (SELECT count(*) FROM copies WHERE queue = ?1),
+	(SELECT count(*) FROM messages WHERE queue = ?1) + (SELECT coalesce(sum(n), 0) FROM copies WHERE queue = ?1),
 	(SELECT coalesce(sum(length(data)), 0) FROM messages WHERE queue = ?1) +
-	(SELECT coalesce(sum(length(b.data)), 0) FROM copies c JOIN bodies b ON b.id = c.body WHERE c.queue = ?1)`
+	(SELECT coalesce(sum(size), 0) FROM copies WHERE queue = ?1)`
 
 // resync sets q's pending depth and bytes deltas so that after the commit
 // its counters equal what the tables hold.
@@ -408,39 +502,44 @@ func (w *writer) applyMove(r *request, b *batch) error {
 // queue or an expiry address becomes a row of messages there, with the
 // reason: such moves are rare, and the body loses one copy.
 func (w *writer) applyMoveCopy(r *request, b *batch) error {
-	key := []driver.Value{r.q.id, int64(r.ref.prio), r.ref.rowid}
+	rn, i, ok, err := w.runOf(r.q.id, r.ref.prio, r.ref.rowid)
+	if err != nil {
+		return fmt.Errorf("move %d from %q: %w", r.ref.rowid, r.q.name, err)
+	}
+	if !ok {
+		return nil
+	}
+	it := rn.items[i]
 	var data []byte
 	if r.to != nil {
 		dest := make([]driver.Value, 1)
-		err := w.conn.queryRow(`SELECT b.data FROM copies c JOIN bodies b ON b.id = c.body
-			WHERE c.queue = ? AND c.priority = ? AND c.id = ?`, key, dest)
-		if errors.Is(err, errNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("move %d from %q: %w", r.ref.rowid, r.q.name, err)
+		if err := w.conn.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{it.body}, dest); err != nil {
+			return fmt.Errorf("move %d from %q: body %d: %w", r.ref.rowid, r.q.name, it.body, err)
 		}
 		data, _ = dest[0].([]byte)
 		data = append([]byte(nil), data...) // the driver's buffer is reused
 	}
-	var gone bool
-	_, _, err := w.conn.scan(`DELETE FROM copies WHERE queue = ? AND priority = ? AND id = ? RETURNING body`, key, 1, func(row []driver.Value) bool {
-		body, _ := row[0].(int64)
-		w.unref(b, body)
-		gone = true
-		return true
-	})
-	if err != nil {
+	rn.items = slices.Delete(rn.items, i, i+1)
+	if err := w.save(rn); err != nil {
 		return fmt.Errorf("move %d from %q: %w", r.ref.rowid, r.q.name, err)
 	}
-	if !gone {
-		return nil
-	}
+	w.unref(b, it.body)
 	if r.to == nil {
-		w.moved(r, b, false, r.ref.size)
+		w.moved(r, b, false, it.size)
 		return nil
 	}
 	return w.moveInto(r, b, data, r.ref.prio)
+}
+
+// applyUpdateCopy persists a copy's delivery count and backoff in its
+// run.
+func (w *writer) applyUpdateCopy(r *request) error {
+	rn, i, ok, err := w.runOf(r.q.id, r.ref.prio, r.ref.rowid)
+	if err != nil || !ok {
+		return err
+	}
+	rn.items[i].deliv, rn.items[i].notBf = int64(r.deliv), r.notBf
+	return w.save(rn)
 }
 
 // moveInto stores data, taken out of r.q, as a new row of r.to.
@@ -451,6 +550,7 @@ func (w *writer) moveInto(r *request, b *batch, data []byte, prio uint8) error {
 		id, r.to.id, int64(prio), r.name, data); err != nil {
 		return fmt.Errorf("move %d to %q: %w", r.ref.rowid, r.to.name, err)
 	}
+	w.plainRow(r.to.id, prio, id)
 	w.moved(r, b, true, int64(len(data)))
 	b.appends = append(b.appends, appendEffect{q: r.to, prio: prio, e: entry{rowid: id, reason: r.name, data: data}})
 	return nil

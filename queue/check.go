@@ -32,9 +32,9 @@ func Check(ctx context.Context, path string) error {
 	var problems []string
 	rows, err := db.QueryContext(ctx, `
 SELECT q.name, q.depth, q.bytes,
-	(SELECT count(*) FROM messages WHERE queue = q.id) + (SELECT count(*) FROM copies WHERE queue = q.id),
+	(SELECT count(*) FROM messages WHERE queue = q.id) + (SELECT coalesce(sum(n), 0) FROM copies WHERE queue = q.id),
 	(SELECT coalesce(sum(length(data)), 0) FROM messages WHERE queue = q.id) +
-	(SELECT coalesce(sum(length(b.data)), 0) FROM copies c JOIN bodies b ON b.id = c.body WHERE c.queue = q.id)
+	(SELECT coalesce(sum(size), 0) FROM copies WHERE queue = q.id)
 FROM queues q ORDER BY q.name`)
 	if err != nil {
 		return fmt.Errorf("check store %s: %w", path, err)
@@ -61,22 +61,90 @@ FROM queues q ORDER BY q.name`)
 		problems = append(problems, fmt.Sprintf("%d rows of no queue", orphans))
 	}
 	// A copy needs its queue and its body; a body needs a copy, or it
-	// should have been freed with its last one.
-	for _, c := range []struct{ sql, what string }{
-		{`SELECT count(*) FROM copies WHERE queue NOT IN (SELECT id FROM queues)`, "copies of no queue"},
-		{`SELECT count(*) FROM copies WHERE body NOT IN (SELECT id FROM bodies)`, "copies of no body"},
-		{`SELECT count(*) FROM bodies WHERE id NOT IN (SELECT body FROM copies)`, "shared bodies of no copy"},
-	} {
-		var n int64
-		if err := db.QueryRowContext(ctx, c.sql).Scan(&n); err != nil {
-			return fmt.Errorf("check store %s: %w", path, err)
-		}
-		if n > 0 {
-			problems = append(problems, fmt.Sprintf("%d %s", n, c.what))
-		}
+	// should have been freed with its last one. A run must decode and
+	// agree with its count, bytes, key and expiry.
+	var n int64
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM copies WHERE queue NOT IN (SELECT id FROM queues)`).Scan(&n); err != nil {
+		return fmt.Errorf("check store %s: %w", path, err)
 	}
+	if n > 0 {
+		problems = append(problems, fmt.Sprintf("%d runs of copies of no queue", n))
+	}
+	runProblems, err := checkRuns(ctx, db)
+	if err != nil {
+		return fmt.Errorf("check store %s: %w", path, err)
+	}
+	problems = append(problems, runProblems...)
 	if len(problems) > 0 {
 		return fmt.Errorf("check store %s: %s: %w", path, strings.Join(problems, "; "), ErrInconsistent)
 	}
 	return nil
+}
+
+// checkRuns decodes every run of copies and checks it against its row,
+// and the bodies against the copies that refer to them.
+func checkRuns(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT queue, priority, id, expires_at, n, size, items FROM copies`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var problems []string
+	refs := map[int64]int64{}
+	var items []runItem
+	for rows.Next() {
+		var q, prio, key, exp, n, size int64
+		var blob []byte
+		if err := rows.Scan(&q, &prio, &key, &exp, &n, &size, &blob); err != nil {
+			return nil, err
+		}
+		if items, err = decodeRun(items[:0], blob); err != nil {
+			problems = append(problems, fmt.Sprintf("run %d of queue %d: %v", key, q, err))
+			continue
+		}
+		k, e, s := runMeta(items)
+		if k != key || e != exp || s != size || n != int64(len(items)) {
+			problems = append(problems, fmt.Sprintf("run %d of queue %d: row says key %d, expiry %d, %d copies of %d bytes; items say %d, %d, %d of %d",
+				key, q, key, exp, n, size, k, e, len(items), s))
+		}
+		for _, it := range items {
+			refs[it.body]++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	bodies := map[int64]bool{}
+	brows, err := db.QueryContext(ctx, `SELECT id FROM bodies`)
+	if err != nil {
+		return nil, err
+	}
+	defer brows.Close()
+	var unused int
+	for brows.Next() {
+		var id int64
+		if err := brows.Scan(&id); err != nil {
+			return nil, err
+		}
+		bodies[id] = true
+		if refs[id] == 0 {
+			unused++
+		}
+	}
+	if err := brows.Err(); err != nil {
+		return nil, err
+	}
+	var orphans int
+	for id := range refs {
+		if !bodies[id] {
+			orphans++
+		}
+	}
+	if orphans > 0 {
+		problems = append(problems, fmt.Sprintf("%d copies of no body", orphans))
+	}
+	if unused > 0 {
+		problems = append(problems, fmt.Sprintf("%d shared bodies of no copy", unused))
+	}
+	return problems, nil
 }

@@ -195,14 +195,21 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 	defer q.s.putReader(rc)
 	body := make([]driver.Value, 1)
 	var missing error
-	n, cut, err := rc.scan(refillSQL, []driver.Value{q.id, int64(p), l.lastLoaded, int64(limit)}, 7, func(row []driver.Value) bool {
-		e := rowEntry(row)
+	var items []runItem
+	// read holds the bodies of the run being expanded that were read in
+	// one range scan, rather than one statement each.
+	var read map[int64][]byte
+	// add takes one entry into the level; it reports whether the budget
+	// allows another.
+	add := func(e entry) bool {
 		if e.body != 0 {
 			// A copy: its body from the cache, or else from the bodies
 			// table, read in the same read transaction as the copy,
 			// which the open statement holds.
 			var ok bool
-			if e.data, ok = q.s.bodies.get(e.body); !ok {
+			if e.data, ok = read[e.body]; ok {
+				q.s.bodies.add(e.body, e.data)
+			} else if e.data, ok = q.s.bodies.get(e.body); !ok {
 				if missing = rc.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{e.body}, body); missing != nil {
 					return false
 				}
@@ -220,10 +227,33 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 		}
 		q.refillBytes += len(e.data)
 		return q.refillBytes < q.s.cfg.PrefetchBytes
+	}
+	n, cut, err := rc.scan(refillSQL, []driver.Value{q.id, int64(p), l.lastLoaded, int64(limit)}, 7, func(row []driver.Value) bool {
+		if run, _ := row[6].(int64); run == runMarker {
+			// A run: its copies past what is loaded, in id order.
+			var derr error
+			if items, derr = decodeRun(items[:0], row[5].([]byte)); derr != nil {
+				missing = fmt.Errorf("run %v: %w", row[0], derr)
+				return false
+			}
+			if read, missing = q.readBodies(rc, items, l.lastLoaded, read); missing != nil {
+				return false
+			}
+			for _, it := range items {
+				if it.id <= l.lastLoaded {
+					continue
+				}
+				if !add(entry{rowid: it.id, expiresAt: it.exp, deliveries: int(it.deliv), notBefore: it.notBf, body: it.body}) {
+					return false
+				}
+			}
+			return true
+		}
+		return add(rowEntry(row))
 	})
 	q.refillBytes = 0
 	if err == nil && missing != nil {
-		err = fmt.Errorf("read shared body: %w", missing)
+		err = fmt.Errorf("read copies: %w", missing)
 	}
 	if err != nil {
 		return fmt.Errorf("refill %q: %w", q.name, err)
@@ -234,15 +264,63 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 	return nil
 }
 
+// readBodies reads, in one range scan, the bodies of the run's copies
+// past lastLoaded that the cache lacks, when there are several: the
+// bodies of a run were stored in one commit, so their ids are close.
+func (q *Queue) readBodies(rc *rawConn, items []runItem, lastLoaded int64, read map[int64][]byte) (map[int64][]byte, error) {
+	clear(read)
+	var lo, hi int64
+	n := 0
+	for _, it := range items {
+		if it.id <= lastLoaded {
+			continue
+		}
+		if _, ok := q.s.bodies.get(it.body); ok {
+			continue
+		}
+		if n == 0 || it.body < lo {
+			lo = it.body
+		}
+		hi = max(hi, it.body)
+		n++
+	}
+	if n < 2 {
+		return read, nil
+	}
+	if read == nil {
+		read = make(map[int64][]byte, n)
+	}
+	want := make(map[int64]bool, n)
+	for _, it := range items {
+		if it.id > lastLoaded {
+			want[it.body] = true
+		}
+	}
+	_, _, err := rc.scan(`SELECT id, data FROM bodies WHERE id BETWEEN ? AND ?`, []driver.Value{lo, hi}, 2, func(row []driver.Value) bool {
+		id, _ := row[0].(int64)
+		if want[id] {
+			data, _ := row[1].([]byte)
+			read[id] = append([]byte(nil), data...) // the driver's buffer is reused
+		}
+		return true
+	})
+	return read, err
+}
+
 // refillSQL reads the next rows of one priority of a queue, from both of
 // its tables, merged in id order: each side is read along its own key.
-// A copy's body is not joined: refillLocked takes it from the cache.
+// A run of copies comes as its items, marked by runMarker; the copies'
+// bodies are not joined: refillLocked takes them from the cache. Runs
+// are contiguous (see runs.go), so expanding each in place keeps id order.
 const refillSQL = `SELECT id, expires_at, deliveries, not_before, reason, data, 0 FROM messages
 	WHERE queue = ?1 AND priority = ?2 AND id > ?3
 	UNION ALL
-	SELECT id, expires_at, deliveries, not_before, '', NULL, body FROM copies
+	SELECT id, 0, 0, 0, '', items, -1 FROM copies
 	WHERE queue = ?1 AND priority = ?2 AND id > ?3
 	ORDER BY 1 LIMIT ?4`
+
+// runMarker marks a run in the last column of refillSQL's rows.
+const runMarker = -1
 
 // rowEntry makes an entry of a refill row.
 func rowEntry(row []driver.Value) entry {
@@ -275,15 +353,36 @@ func (q *Queue) take(d *Delivery) (*lease, error) {
 	return l, nil
 }
 
-// ack settles a delivery; see Delivery.Ack.
+// ack settles a delivery; see Delivery.Ack. The queue gathers its acks
+// while one request for them waits for the writer, which takes them all
+// when it gets to it: consumers acking one by one cost the writer one
+// request per commit and queue, not one per message.
 func (q *Queue) ack(d *Delivery) error {
 	q.mu.Lock()
 	l, err := q.take(d)
-	q.mu.Unlock()
 	if err != nil {
+		q.mu.Unlock()
 		return err
 	}
-	return q.s.w.submit(&request{kind: reqAck, q: q, ref: refOf(l.e, l.prio)})
+	q.acks = append(q.acks, ackRow{q: q, ref: refOf(l.e, l.prio)})
+	if q.ackQueued {
+		q.mu.Unlock()
+		return nil
+	}
+	q.ackQueued = true
+	q.mu.Unlock()
+	return q.s.w.submit(&request{kind: reqAck, q: q, gathered: true})
+}
+
+// takeAcks hands the writer the acks gathered so far, appended to dst.
+func (q *Queue) takeAcks(dst []ackRow) []ackRow {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	dst = append(dst, q.acks...)
+	clear(q.acks)
+	q.acks = q.acks[:0]
+	q.ackQueued = false
+	return dst
 }
 
 // AckAll settles deliveries of this queue in one store request, as a sender

@@ -46,10 +46,11 @@ func (w *writer) applyDrop(r *request, b *batch) error {
 	}
 	n, _ := dest[0].(int64)
 	size, _ := dest[1].(int64)
-	_, _, err := w.conn.scan(`DELETE FROM copies WHERE queue = ? RETURNING body`, []driver.Value{q.id}, 1, func(row []driver.Value) bool {
-		body, _ := row[0].(int64)
-		w.unref(b, body)
-		return true
+	err := scanRuns(w.conn.scan, `DELETE FROM copies WHERE queue = ? RETURNING queue, priority, id, items`, []driver.Value{q.id}, func(r run) error {
+		for _, it := range r.items {
+			w.unref(b, it.body)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("drop queue %q: %w", q.name, err)

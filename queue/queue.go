@@ -78,6 +78,10 @@ type Queue struct {
 	// and their commit: while it is above 0 no message is handed out, so
 	// that none of the rows they remove is leased meanwhile. See freeze.
 	frozen int
+	// acks are the acks gathered for the writer, ackQueued whether a
+	// request to take them is on its way (see ack).
+	acks      []ackRow
+	ackQueued bool
 	// gone is set once the queue was dropped (see Store.Drop).
 	gone atomic.Bool
 }

@@ -91,6 +91,60 @@ CREATE TABLE copies (
 ) WITHOUT ROWID;
 CREATE INDEX copies_expiry ON copies (expires_at) WHERE expires_at > 0;
 `,
+	// 3: runs of copies.
+	`
+-- A row of copies becomes a run: the copies one commit put into one
+-- queue and priority, encoded in items (see runs.go), keyed by the last
+-- one's id, with their count and bytes beside. body is 0 in a run. The
+-- rows schema 2 stored, one copy each, become runs of one when this
+-- migration applies (convertSingleCopies).
+ALTER TABLE copies ADD COLUMN items BLOB;
+ALTER TABLE copies ADD COLUMN n INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE copies ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+`,
+}
+
+// migrationData runs Go code after a migration's DDL, in its transaction,
+// for changes SQL alone cannot make.
+var migrationData = map[int]func(ctx context.Context, tx *sql.Tx) error{
+	3: convertSingleCopies,
+}
+
+// convertSingleCopies turns each row of copies schema 2 stored into a run
+// of one copy.
+func convertSingleCopies(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT c.queue, c.priority, c.id, c.expires_at, c.deliveries, c.not_before, c.body, length(b.data)
+		FROM copies c JOIN bodies b ON b.id = c.body WHERE c.items IS NULL`)
+	if err != nil {
+		return err
+	}
+	type single struct {
+		q, prio int64
+		it      runItem
+	}
+	var all []single
+	for rows.Next() {
+		var s single
+		if err := rows.Scan(&s.q, &s.prio, &s.it.id, &s.it.exp, &s.it.deliv, &s.it.notBf, &s.it.body, &s.it.size); err != nil {
+			rows.Close()
+			return err
+		}
+		all = append(all, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, s := range all {
+		if _, err := tx.ExecContext(ctx, `UPDATE copies SET items = ?, n = 1, size = ?, body = 0, deliveries = 0, not_before = 0
+			WHERE queue = ? AND priority = ? AND id = ?`, encodeRun(nil, []runItem{s.it}), s.it.size, s.q, s.prio, s.it.id); err != nil {
+			return err
+		}
+	}
+	// A copy whose body was gone could not be kept: schema 2's check
+	// called that an inconsistency.
+	_, err = tx.ExecContext(ctx, `DELETE FROM copies WHERE items IS NULL`)
+	return err
 }
 
 // migrate brings the schema up to date.
@@ -118,6 +172,11 @@ func applyMigration(ctx context.Context, db *sql.DB, version int, ddl string) er
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, ddl); err != nil {
 		return fmt.Errorf("migration %d: %w", version, err)
+	}
+	if f := migrationData[version]; f != nil {
+		if err := f(ctx, tx); err != nil {
+			return fmt.Errorf("migration %d: %w", version, err)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, version)); err != nil {
 		return fmt.Errorf("migration %d: %w", version, err)

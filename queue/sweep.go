@@ -79,12 +79,13 @@ func (q *Queue) sweepLeases() error {
 // sweepExpired expires a bounded number of messages whose TTL ran out,
 // skipping those in flight: a consumer already has them.
 func (s *Store) sweepExpired(ctx context.Context) error {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, queue, priority, 0, length(data) FROM messages
+	now := s.now().UnixNano()
+	rows, err := s.rdb.QueryContext(ctx, `SELECT id, queue, priority, 0, length(data), NULL FROM messages
 		WHERE expires_at > 0 AND expires_at <= ?1
 		UNION ALL
-		SELECT c.id, c.queue, c.priority, c.body, length(b.data) FROM copies c JOIN bodies b ON b.id = c.body
-		WHERE c.expires_at > 0 AND c.expires_at <= ?1
-		LIMIT 10000`, s.now().UnixNano())
+		SELECT id, queue, priority, 1, 0, items FROM copies
+		WHERE expires_at > 0 AND expires_at <= ?1
+		LIMIT 10000`, now)
 	if err != nil {
 		return fmt.Errorf("sweep expired: %w", err)
 	}
@@ -93,15 +94,30 @@ func (s *Store) sweepExpired(ctx context.Context) error {
 		r     ref
 	}
 	var hits []hit
+	var items []runItem
 	for rows.Next() {
 		var h hit
-		var prio int64
-		if err := rows.Scan(&h.r.rowid, &h.queue, &prio, &h.r.body, &h.r.size); err != nil {
+		var prio, isRun int64
+		var blob []byte
+		if err := rows.Scan(&h.r.rowid, &h.queue, &prio, &isRun, &h.r.size, &blob); err != nil {
 			rows.Close()
 			return fmt.Errorf("sweep expired: %w", err)
 		}
 		h.r.prio = uint8(prio)
-		hits = append(hits, h)
+		if isRun == 0 {
+			hits = append(hits, h)
+			continue
+		}
+		// A run: those of its copies that expired.
+		if items, err = decodeRun(items[:0], blob); err != nil {
+			rows.Close()
+			return fmt.Errorf("sweep expired: run %d: %w", h.r.rowid, err)
+		}
+		for _, it := range items {
+			if it.exp > 0 && it.exp <= now {
+				hits = append(hits, hit{queue: h.queue, r: ref{rowid: it.id, prio: h.r.prio, body: it.body, size: it.size}})
+			}
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

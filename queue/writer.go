@@ -49,10 +49,16 @@ type writer struct {
 	// that refer to them, flushed as multi-row INSERTs like pending.
 	pendingBodies []driver.Value
 	pendingCopies []copyRow
-	copyArgs      []driver.Value // pendingCopies as flushInserts writes them
-	// refs counts the copies of each shared body, as committed. A batch
-	// keeps its changes in batch.refs until it commits.
-	refs map[int64]int32
+	copyArgs      []driver.Value // pendingCopies' runs as flushInserts writes them
+	runItems      []runItem
+	copyGroups    []copyGroup
+	// plain holds the rows other than copies that the batch put, by
+	// queue and priority: a run must not span one (see runs.go).
+	plain map[plainKey][]int64
+	// refs counts the copies of each shared body, the batch's changes
+	// included; refLog lists those changes, undone if it rolls back.
+	refs   map[int64]int32
+	refLog []refChange
 	// frees holds bodies whose last copy the batch deleted.
 	frees []int64
 	// acks holds rows to delete, flushed many per statement.
@@ -65,7 +71,6 @@ const (
 	insertMaxRows = 32
 	insertPrefix  = `INSERT INTO messages (id, queue, priority, expires_at, data) VALUES `
 	bodyCols      = 2
-	copyCols      = 5
 )
 
 func newWriter(s *Store) (*writer, error) {
@@ -96,11 +101,11 @@ func (w *writer) loadTotals() error {
 	}
 	w.lastRow = dest[0].(int64)
 	w.refs = map[int64]int32{}
-	_, _, err := w.conn.scan(`SELECT body, count(*) FROM copies GROUP BY body`, nil, 2, func(row []driver.Value) bool {
-		id, _ := row[0].(int64)
-		n, _ := row[1].(int64)
-		w.refs[id] = int32(n)
-		return true
+	err := scanRuns(w.conn.scan, `SELECT queue, priority, id, items FROM copies`, nil, func(r run) error {
+		for _, it := range r.items {
+			w.refs[it.body]++
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("count shared bodies' copies: %w", err)
@@ -211,6 +216,8 @@ func (w *writer) exec(batch []*request, b *batch) error {
 	}
 	w.pending, w.acks, w.batchAt = w.pending[:0], w.acks[:0], 0
 	w.pendingBodies, w.pendingCopies, w.copyArgs, w.frees = w.pendingBodies[:0], w.pendingCopies[:0], w.copyArgs[:0], w.frees[:0]
+	clear(w.plain)
+	w.refLog = w.refLog[:0]
 	err := w.admit(batch, b)
 	if err == nil {
 		err = w.apply(batch, b)
@@ -245,6 +252,7 @@ func (w *writer) exec(batch []*request, b *batch) error {
 		if _, rerr := w.conn.exec(`ROLLBACK`); rerr != nil {
 			w.s.log.Error("rollback failed", slog.Any(logkey.Error, rerr))
 		}
+		w.undoRefs()
 		b.unfreeze()
 		return err
 	}
@@ -257,14 +265,31 @@ func (w *writer) exec(batch []*request, b *batch) error {
 // range: a publish puts one copy in each of its subscriptions.
 func (w *writer) flushInserts() error {
 	if len(w.pendingCopies) > 0 {
-		slices.SortFunc(w.pendingCopies, func(x, y copyRow) int {
-			return cmp.Or(cmp.Compare(x.q, y.q), cmp.Compare(x.prio, y.prio), cmp.Compare(x.id, y.id))
-		})
+		w.groupCopies()
 		args := w.copyArgs[:0]
-		for _, c := range w.pendingCopies {
-			args = append(args, c.q, int64(c.prio), c.id, c.exp, c.body)
+		items := w.runItems[:0]
+		var plain []int64
+		for i, c := range w.pendingCopies {
+			if i == 0 || c.q != w.pendingCopies[i-1].q || c.prio != w.pendingCopies[i-1].prio {
+				plain = slices.Sorted(slices.Values(w.plain[plainKey{c.q, c.prio}]))
+			}
+			// A run ends where its queue and priority change, and before
+			// a row of another kind that the batch put between two of
+			// its copies.
+			for len(plain) > 0 && plain[0] < c.id {
+				if len(items) > 0 && plain[0] > items[len(items)-1].id {
+					args = runArgs(args, c.q, c.prio, items)
+					items = items[:0]
+				}
+				plain = plain[1:]
+			}
+			items = append(items, runItem{id: c.id, body: c.body, size: c.size, exp: c.exp})
+			if len(items) == maxRunLen || i+1 == len(w.pendingCopies) || w.pendingCopies[i+1].q != c.q || w.pendingCopies[i+1].prio != c.prio {
+				args = runArgs(args, c.q, c.prio, items)
+				items = items[:0]
+			}
 		}
-		w.copyArgs = args
+		w.copyArgs, w.runItems = args, items
 		w.pendingCopies = w.pendingCopies[:0]
 	}
 	for _, t := range []struct {
@@ -275,7 +300,7 @@ func (w *writer) flushInserts() error {
 	}{
 		{&w.pending, insertCols, insertSQL, "messages"},
 		{&w.pendingBodies, bodyCols, insertBodySQL, "shared bodies"},
-		{&w.copyArgs, copyCols, insertCopySQL, "copies"},
+		{&w.copyArgs, runCols, insertRunSQL, "runs of copies"},
 	} {
 		for len(*t.rows) > 0 {
 			n := min(len(*t.rows)/t.cols, insertMaxRows)
@@ -289,12 +314,36 @@ func (w *writer) flushInserts() error {
 	return nil
 }
 
-// insertSQL[n] inserts n rows; insertBodySQL and insertCopySQL the same
-// for bodies and copies.
+// groupCopies orders pendingCopies by queue and priority, keeping their
+// order within each, which is id order: the puts appended them so. A
+// commit's copies fall into few queues, so this is a pass with a short
+// list of groups, not a sort of every copy.
+func (w *writer) groupCopies() {
+	groups := w.copyGroups[:0]
+	last := -1
+	for _, c := range w.pendingCopies {
+		if last < 0 || groups[last].q != c.q || groups[last].prio != c.prio {
+			last = slices.IndexFunc(groups, func(g copyGroup) bool { return g.q == c.q && g.prio == c.prio })
+			if last < 0 {
+				groups = append(groups, copyGroup{q: c.q, prio: c.prio})
+				last = len(groups) - 1
+			}
+		}
+		groups[last].rows = append(groups[last].rows, c)
+	}
+	slices.SortFunc(groups, func(x, y copyGroup) int { return cmp.Or(cmp.Compare(x.q, y.q), cmp.Compare(x.prio, y.prio)) })
+	out := w.pendingCopies[:0]
+	for i := range groups {
+		out = append(out, groups[i].rows...)
+		groups[i].rows = nil
+	}
+	w.pendingCopies, w.copyGroups = out, groups[:0]
+}
+
+// insertSQL[n] inserts n rows; insertBodySQL the same for bodies.
 var (
 	insertSQL     = multiRowSQL(insertPrefix, insertCols)
 	insertBodySQL = multiRowSQL(`INSERT INTO bodies (id, data) VALUES `, bodyCols)
-	insertCopySQL = multiRowSQL(`INSERT INTO copies (queue, priority, id, expires_at, body) VALUES `, copyCols)
 )
 
 func multiRowSQL(prefix string, cols int) []string {
@@ -318,8 +367,7 @@ func (w *writer) apply(batch []*request, b *batch) error {
 			w.applyAck(r)
 		case reqUpdate:
 			if r.ref.body != 0 {
-				_, err = w.conn.exec(`UPDATE copies SET deliveries = ?, not_before = ? WHERE queue = ? AND priority = ? AND id = ?`,
-					int64(r.deliv), r.notBf, r.q.id, int64(r.ref.prio), r.ref.rowid)
+				err = w.applyUpdateCopy(r)
 			} else {
 				_, err = w.conn.exec(`UPDATE messages SET deliveries = ?, not_before = ? WHERE id = ?`, int64(r.deliv), r.notBf, r.ref.rowid)
 			}
@@ -373,13 +421,6 @@ func (w *writer) publish(b *batch) {
 		w.s.bodies.add(sb.id, sb.data)
 	}
 	w.s.bodies.drop(b.freed)
-	for id, d := range b.refs {
-		if n := w.refs[id] + d; n > 0 {
-			w.refs[id] = n
-		} else {
-			delete(w.refs, id)
-		}
-	}
 	w.parked = append(w.parked, b.parked...)
 	for _, a := range b.appends {
 		a.q.appended(a.prio, a.e)
@@ -416,4 +457,11 @@ type WriterStats struct {
 // WriterStats returns the group commit's figures.
 func (s *Store) WriterStats() WriterStats {
 	return WriterStats{Commits: s.w.commits.Load(), Requests: s.w.requests.Load(), CommitNanos: s.w.commitNanos.Load()}
+}
+
+// copyGroup is the pending copies of one queue and priority.
+type copyGroup struct {
+	q    int64
+	prio uint8
+	rows []copyRow
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -118,7 +119,13 @@ func RunFanout(ctx context.Context, o FanoutOptions, stdout, stderr io.Writer) (
 	b := nodeBench{dataDir: "", timeout: o.Timeout, json: o.JSON,
 		config: petrel.Config{Store: queue.Config{Sync: mode}, Topics: []petrel.TopicConfig{{Pattern: FanoutSpace}}}}
 	return b.run(ctx, stdout, stderr, func(ctx context.Context, node *petrel.Node) (figurer, error) {
-		return measureFanout(ctx, node, o, stderr)
+		// PETREL_CPUPROFILE profiles the whole run, baseline included.
+		stop, err := cpuProfile("fanout")
+		if err != nil {
+			return nil, err
+		}
+		r, err := measureFanout(ctx, node, o, stderr)
+		return r, errors.Join(err, stop())
 	})
 }
 
