@@ -1,0 +1,267 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/petrelmq/petrel/message"
+)
+
+func TestRunEncodingRoundTrip(t *testing.T) {
+	items := []runItem{
+		{id: 10, body: 9, size: 128},
+		{id: 12, body: 9, size: 128, exp: 1_800_000_000_000_000_000},
+		{id: 400, body: 300, size: 1 << 20, deliv: 3, notBf: 1_800_000_000_000_000_001},
+	}
+	b := encodeRun(nil, items)
+	// The layout drawn in runs.go, byte for byte: it is on disk in every
+	// store, so a change needs a migration.
+	const golden = "03" + "0a01800100" + "0000" + "0203800180" + "80d09de9ceb8fd18" + "0000" +
+		"8403648080400003" + "8180d09de9ceb8fd18"
+	if hex.EncodeToString(b) != golden {
+		t.Fatalf("encoded %x, want %s", b, golden)
+	}
+	got, err := decodeRun(nil, b)
+	if err != nil || !slices.Equal(got, items) {
+		t.Fatalf("decode: %+v, %v; want %+v", got, err, items)
+	}
+	for _, bad := range [][]byte{nil, {0}, {1}, b[:len(b)-1], append(slices.Clone(b), 0),
+		encodeRun(nil, []runItem{{id: 5, body: 5}}),                   // a body not older than its copy
+		encodeRun(nil, []runItem{{id: 5, body: 1}, {id: 5, body: 1}}), // ids that do not grow
+	} {
+		if _, err := decodeRun(nil, bad); err == nil {
+			t.Errorf("decode %x: no error", bad)
+		}
+	}
+}
+
+// FuzzDecodeRun feeds the decoder of the items column what a damaged or
+// hostile file could hold: it must refuse it, or decode items that encode
+// and decode to themselves (a varint may come in more bytes than needed).
+func FuzzDecodeRun(f *testing.F) {
+	f.Add(encodeRun(nil, []runItem{{id: 2, body: 1, size: 3}}))
+	f.Add(encodeRun(nil, []runItem{{id: 10, body: 9, size: 128}, {id: 11, body: 9, exp: 5, deliv: 1, notBf: 7}}))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		items, err := decodeRun(nil, b)
+		if err != nil {
+			return
+		}
+		enc := encodeRun(nil, items)
+		again, err := decodeRun(nil, enc)
+		if err != nil || !slices.Equal(again, items) {
+			t.Fatalf("%x decodes to %+v, which encodes to %x, which decodes to %+v, %v", b, items, enc, again, err)
+		}
+		if len(enc) > len(b) {
+			t.Fatalf("%x decodes to %+v, which encodes longer: %x", b, items, enc)
+		}
+	})
+}
+
+// copyRows counts the rows of copies and the copies they hold.
+func copyRows(t testing.TB, s *Store) (rows, copies int) {
+	t.Helper()
+	if err := s.rdb.QueryRow(`SELECT count(*), coalesce(sum(n), 0) FROM copies`).Scan(&rows, &copies); err != nil {
+		t.Fatal(err)
+	}
+	return rows, copies
+}
+
+// submitShared submits one request that puts each message in every queue
+// of qs, sharing its bytes, and returns its Op.
+func submitShared(t testing.TB, ms []*message.Message, qs ...*Queue) *Op {
+	t.Helper()
+	var puts []Put
+	for _, m := range ms {
+		data, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
+			puts = append(puts, Put{Queue: q, Msg: m, Data: data})
+		}
+	}
+	op, err := qs[0].s.Submit(puts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+// A commit's copies of one queue and priority are one row, up to
+// maxRunLen copies: 200 publishes to two queues in one request are 8
+// rows, not 400.
+func TestRunsOneRowPerCommitAndQueue(t *testing.T) {
+	s, path := openTemp(t, nil)
+	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	var ms []*message.Message
+	for _, body := range bodies("m", 200) {
+		ms = append(ms, msg(4, body))
+	}
+	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rows, copies := copyRows(t, s); rows != 2*4 || copies != 400 {
+		t.Fatalf("%d rows holding %d copies, want 8 rows (200/%d per queue) holding 400", rows, copies, maxRunLen)
+	}
+	want := bodies("m", 200)
+	// a acks out of order: every other one first, then the rest.
+	var ds []*Delivery
+	for range 200 {
+		_, d := pollBody(t, a)
+		ds = append(ds, d)
+	}
+	for i := 0; i < 200; i += 2 {
+		if err := ds[i].Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, s)
+	if _, copies := copyRows(t, s); copies != 300 {
+		t.Fatalf("%d copies after a acked half, want 300", copies)
+	}
+	for i := 1; i < 200; i += 2 {
+		if err := ds[i].Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, s)
+	if got := drain(t, b); !slices.Equal(got, want) {
+		t.Fatalf("b: %d messages, want the 200 in order", len(got))
+	}
+	wantTables(t, s, 0, 0, 0)
+	closeAndCheck(t, s, path)
+}
+
+// A run never spans another row of its queue and priority: a plain
+// message put between two copies in one commit is delivered between
+// them, from memory and, after a restart, from disk.
+func TestRunsSplitAroundPlainRows(t *testing.T) {
+	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 2 })
+	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	enc := func(m *message.Message) []byte {
+		d, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	x, y, z := msg(4, "x"), msg(4, "y"), msg(4, "z")
+	dx, dy, dz := enc(x), enc(y), enc(z)
+	op, err := s.Submit([]Put{{Queue: a, Msg: x, Data: dx}, {Queue: b, Msg: x, Data: dx},
+		{Queue: a, Msg: y, Data: dy},
+		{Queue: a, Msg: z, Data: dz}, {Queue: b, Msg: z, Data: dz}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := copyRows(t, s); rows != 3 {
+		t.Fatalf("%d rows of copies, want 3: a's two runs around y, and b's one", rows)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, func(c *Config) { c.PrefetchMessages = 2 })
+	a, _ = s.Lookup("a")
+	b, _ = s.Lookup("b")
+	if got := drain(t, a); !slices.Equal(got, []string{"x", "y", "z"}) {
+		t.Fatalf("a after a restart: %v, want x y z", got)
+	}
+	if got := drain(t, b); !slices.Equal(got, []string{"x", "z"}) {
+		t.Fatalf("b: %v", got)
+	}
+	closeAndCheck(t, s, path)
+}
+
+// A nack's delivery count and a browse, a move and an expiry each find a
+// copy inside its run, and the run keeps the others.
+func TestRunsKeepStateOfEachCopy(t *testing.T) {
+	s, path := openTemp(t, nil)
+	a, b, other := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive), mustQueue(t, s, "other", KindReceive)
+	var ms []*message.Message
+	for _, body := range bodies("m", 5) {
+		ms = append(ms, msg(4, body))
+	}
+	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, d := pollBody(t, a)
+	if err := d.Nack("try again"); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, nil)
+	a, _ = s.Lookup("a")
+	b, _ = s.Lookup("b")
+	other, _ = s.Lookup("other")
+	got, err := a.Browse(context.Background(), 0)
+	if err != nil || len(got) != 5 {
+		t.Fatalf("browse a: %d messages, %v; want 5", len(got), err)
+	}
+	if got[0].Attempt != 2 || got[1].Attempt != 1 {
+		t.Fatalf("browse a: attempts %d and %d, want the nacked copy's 2 kept across the restart, then 1", got[0].Attempt, got[1].Attempt)
+	}
+	if n, err := a.Move(context.Background(), []Move{{RowID: got[2].RowID, To: other}}); err != nil || n != 1 {
+		t.Fatalf("move: %d, %v", n, err)
+	}
+	if got := drain(t, other); !slices.Equal(got, []string{"m2"}) {
+		t.Fatalf("other: %v", got)
+	}
+	if n, err := a.Purge(context.Background()); err != nil || n != 4 {
+		t.Fatalf("purge a: %d, %v; want 4", n, err)
+	}
+	if got := drain(t, b); !slices.Equal(got, bodies("m", 5)) {
+		t.Fatalf("b: %v, want its 5 untouched", got)
+	}
+	wantTables(t, s, 0, 0, 0)
+	closeAndCheck(t, s, path)
+}
+
+// A store of schema 2, whose rows of copies hold one copy each, opens
+// with each row turned into a run of one, delivered and acked as before.
+func TestMigrationFromSchema2(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "petrel.db")
+	db, err := sql.Open("sqlite3", dsn(path, SyncFull, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := msg(4, "old").MarshalBinary()
+	n := len(data)
+	for _, stmt := range []string{migrations[0], migrations[1], `PRAGMA user_version = 2`,
+		fmt.Sprintf(`INSERT INTO queues (id, name, kind, depth, bytes, enqueued) VALUES (1, 'a', 1, 1, %d, 1), (2, 'b', 1, 1, %d, 1)`, n, n),
+		`INSERT INTO copies (queue, priority, id, expires_at, deliveries, body) VALUES (1, 4, 6, 0, 2, 5), (2, 4, 7, 0, 0, 5)`} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`INSERT INTO bodies (id, data) VALUES (5, ?)`, data); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s := openAt(t, path, nil)
+	a, _ := s.Lookup("a")
+	b, _ := s.Lookup("b")
+	got, err := a.Browse(context.Background(), 0)
+	if err != nil || len(got) != 1 || got[0].Attempt != 3 {
+		t.Fatalf("browse a: %+v, %v; want the old copy, attempt 3", got, err)
+	}
+	putShared(t, msg(4, "new"), a, b)
+	for _, q := range []*Queue{a, b} {
+		if got := drain(t, q); !slices.Equal(got, []string{"old", "new"}) {
+			t.Fatalf("%s: %v, want the old copy, then the new", q.Name(), got)
+		}
+	}
+	wantTables(t, s, 0, 0, 0)
+	closeAndCheck(t, s, path)
+}
