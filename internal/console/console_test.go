@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/sender"
 )
 
@@ -82,5 +83,30 @@ func TestRateLines(t *testing.T) {
 	enq, ack, top := rateLines(pts)
 	if top != 10 || enq != "0.0,2.0 120.0,22.0" || ack != "0.0,22.0 120.0,12.0" {
 		t.Fatalf("rate lines %q %q up to %v", enq, ack, top)
+	}
+}
+
+func TestQueueLabels(t *testing.T) {
+	relays := map[string]bool{"files": true}
+	for _, c := range []struct {
+		q    queue.Stats
+		want string
+	}{
+		{queue.Stats{Name: "orders", Kind: queue.KindReceive}, "receive"},
+		{queue.Stats{Name: "orders@b", Kind: queue.KindSend}, "send"},
+		{queue.Stats{Name: "files@b", Kind: queue.KindSend}, "relay"},
+		{queue.Stats{Name: "files", Kind: queue.KindReceive}, "receive"},
+		{queue.Stats{Name: "orders.dlq", Kind: queue.KindReceive}, "dead letters"},
+		{queue.Stats{Name: "sub:audit", Kind: queue.KindReceive}, "subscription"},
+	} {
+		if got := queueLabel(c.q, relays); got != c.want {
+			t.Errorf("%s (%v) reads %q, want %q", c.q.Name, c.q.Kind, got, c.want)
+		}
+	}
+	if got := toward("files@b", "c"); got != "b via c" {
+		t.Errorf("toward through a relay: %q", got)
+	}
+	if got := toward("files@b", "b"); got != "b" {
+		t.Errorf("toward a neighbour: %q", got)
 	}
 }
