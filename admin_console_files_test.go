@@ -2,6 +2,7 @@ package petrel_test
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"net/http"
 	"regexp"
@@ -11,12 +12,14 @@ import (
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
-// The console's Transfers and Queues pages at each hop of a relayed file,
-// over HTTP from each node's admin listener: the files a node received
-// are listed once ended, as well as those it sent, and the relay's queue
-// reads "relay".
+// The console's pages over HTTP from real nodes' admin listeners: the
+// Transfers and Queues pages at each hop of a relayed file (the files a
+// node received are listed once ended, as well as those it sent, and the
+// relay's queue reads "relay"), and the Network page of a node with more
+// neighbours than it draws.
 
 // consoleRows returns the table rows of page whose opening tag has attr
 // (such as `data-ended="received"`), with their tags stripped.
@@ -100,4 +103,28 @@ func TestConsoleListsFilesEndedAtEachHop(t *testing.T) {
 		t.Errorf("the relay's refusal reads %q", r)
 	}
 	consoles["a"].waitRow("/transfers", `data-ended="sent"`, "report.bin", "✖ failed")
+}
+
+// A node with more neighbours than the graph draws: the page says how
+// many are not drawn and lists them.
+func TestConsoleNetworkListsWhatItCannotDraw(t *testing.T) {
+	n := nodes.Open(t, nodes.With(func(c *petrel.Config) {
+		withConsole(c)
+		for i := range 40 {
+			c.Nodes = append(c.Nodes, petrel.NodeConfig{Name: fmt.Sprintf("plant-%02d", i), Connector: "tcp://127.0.0.1:1"})
+		}
+	}))
+	c := newConsoleClient(t, n)
+	c.login(consoleToken)
+	_, page := c.do(http.MethodGet, "/", "", "", nil)
+	hidden := consoleRows(page, `data-hidden="plant-39"`)
+	if len(hidden) != 1 || !strings.Contains(hidden[0], "neighbour") || !strings.Contains(hidden[0], "no link") {
+		t.Fatalf("plant-39 is not listed as not drawn: %q", hidden)
+	}
+	if got := strings.Count(page, "<tr data-hidden="); got != 16 {
+		t.Fatalf("%d nodes listed as not drawn, want 40-24 = 16", got)
+	}
+	if !strings.Contains(html.UnescapeString(page), "+16 more nodes, listed below") || !strings.Contains(page, `<h2 id="not-drawn">Not drawn (16)</h2>`) {
+		t.Fatalf("the graph does not say how many it left out:\n%s", page)
+	}
 }

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +110,96 @@ func TestQueueLabels(t *testing.T) {
 	}
 	if got := toward("files@b", "b"); got != "b" {
 		t.Errorf("toward a neighbour: %q", got)
+	}
+}
+
+// A network larger than the graph: the links that need a look are drawn
+// first, the others are listed, and the drawn ones do not overlap.
+func TestLargeNetworkDrawsWorstFirstAndListsTheRest(t *testing.T) {
+	s := &Server{sampler: &sampler{series: map[string]*series{}}}
+	snap := Snapshot{Node: "hub"}
+	states := map[string]sender.Status{}
+	for i := range 60 {
+		name := fmt.Sprintf("plant-%02d", i)
+		st := sender.Status{Queue: "orders@" + name, Destination: "orders@" + name, NextHop: name, State: sender.StateConnected}
+		switch {
+		case i%10 == 3:
+			st.State = sender.StateBackingOff
+		case i%10 == 7:
+			st.State = sender.StateStopped
+		case i == 11:
+			st.Stalled = true
+		case i == 12:
+			st.InFlight = 5
+		}
+		states[name] = st
+		snap.Links = append(snap.Links, st)
+	}
+	for i := range 30 {
+		snap.Nodes = append(snap.Nodes, Peer{Name: fmt.Sprintf("seen-%02d", i), Source: "discovered"})
+	}
+	v := s.networkView(snap, "")
+
+	drawn := map[string]graphNode{}
+	for _, n := range v.Nodes[1:] {
+		drawn[n.Name] = n
+	}
+	if len(drawn) != maxDrawn {
+		t.Fatalf("%d nodes drawn, want %d", len(drawn), maxDrawn)
+	}
+	// The 12 links that are not up, and the busy one, are all drawn.
+	for name, st := range states {
+		if (st.State != sender.StateConnected || st.Stalled || st.InFlight > 0) && drawn[name].Name == "" {
+			t.Errorf("%s (%s) is not drawn", name, stateOf(st).Word)
+		}
+	}
+	// Every other node is listed, once; the corner says how many.
+	listed := map[string]bool{}
+	for _, n := range v.NotDrawn {
+		if listed[n.Name] || drawn[n.Name].Name != "" {
+			t.Errorf("%s listed twice, or both drawn and listed", n.Name)
+		}
+		listed[n.Name] = true
+	}
+	if len(listed)+len(drawn) != 90 || v.Hidden != len(listed) {
+		t.Fatalf("%d drawn and %d listed of 90 nodes, Hidden %d", len(drawn), len(listed), v.Hidden)
+	}
+	if v.More == nil || !strings.HasPrefix(v.More.Label, fmt.Sprintf("+%d more", v.Hidden)) {
+		t.Fatalf("the graph's note of the rest: %+v", v.More)
+	}
+	if n := v.NotDrawn[len(v.NotDrawn)-1]; n.Kind != "discovered" || n.Hop != nil {
+		t.Errorf("the last listed is %+v, want a discovered node without a link", n)
+	}
+	// The drawn nodes are inside the graph, and their circles do not touch.
+	for _, a := range v.Nodes {
+		if a.X < 18 || a.X > graphW-18 || a.Y+a.LabelDY < 12 || a.Y+a.LabelDY > graphH-4 {
+			t.Errorf("%s at (%.0f, %.0f), label at %.0f, is outside the %dx%d graph", a.Name, a.X, a.Y, a.Y+a.LabelDY, graphW, graphH)
+		}
+		for _, b := range v.Nodes {
+			if a.Name < b.Name && math.Hypot(a.X-b.X, a.Y-b.Y) < 2*18 {
+				t.Errorf("%s and %s overlap", a.Name, b.Name)
+			}
+		}
+	}
+
+	// The page draws it: the note links to the list, which has its rows.
+	var buf strings.Builder
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pages["network"].ExecuteTemplate(&buf, "live", v); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	if !strings.Contains(html, `href="#not-drawn"`) || !strings.Contains(html, `id="not-drawn"`) ||
+		strings.Count(html, "<tr data-hidden=") != v.Hidden {
+		t.Fatalf("the page lacks the note, the list or its %d rows", v.Hidden)
+	}
+
+	// A small network is drawn whole, without a note.
+	small := s.networkView(Snapshot{Node: "hub", Links: snap.Links[:maxDrawn]}, "")
+	if len(small.Nodes) != maxDrawn+1 || small.Hidden != 0 || small.More != nil || small.NotDrawn != nil {
+		t.Fatalf("%d links: %d drawn, %d hidden", maxDrawn, len(small.Nodes)-1, small.Hidden)
 	}
 }
