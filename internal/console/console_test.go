@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -114,14 +115,15 @@ func TestQueueLabels(t *testing.T) {
 }
 
 // A network larger than the graph: the links that need a look are drawn
-// first, the others are listed, and the drawn ones do not overlap.
+// first, on a dense ring whose names run along the radii; the others are
+// listed; nothing drawn overlaps or leaves the graph.
 func TestLargeNetworkDrawsWorstFirstAndListsTheRest(t *testing.T) {
 	s := &Server{sampler: &sampler{series: map[string]*series{}}}
 	snap := Snapshot{Node: "hub"}
 	states := map[string]sender.Status{}
 	for i := range 60 {
 		name := fmt.Sprintf("plant-%02d", i)
-		st := sender.Status{Queue: "orders@" + name, Destination: "orders@" + name, NextHop: name, State: sender.StateConnected}
+		st := sender.Status{Queue: "orders@" + name, Destination: name, NextHop: name, State: sender.StateConnected}
 		switch {
 		case i%10 == 3:
 			st.State = sender.StateBackingOff
@@ -136,7 +138,7 @@ func TestLargeNetworkDrawsWorstFirstAndListsTheRest(t *testing.T) {
 		snap.Links = append(snap.Links, st)
 	}
 	for i := range 30 {
-		snap.Nodes = append(snap.Nodes, Peer{Name: fmt.Sprintf("seen-%02d", i), Source: "discovered"})
+		snap.Nodes = append(snap.Nodes, Peer{Name: fmt.Sprintf("a-discovered-node-with-a-long-name-%02d", i), Source: "discovered"})
 	}
 	v := s.networkView(snap, "")
 
@@ -144,19 +146,25 @@ func TestLargeNetworkDrawsWorstFirstAndListsTheRest(t *testing.T) {
 	for _, n := range v.Nodes[1:] {
 		drawn[n.Name] = n
 	}
-	if len(drawn) != maxDrawn {
-		t.Fatalf("%d nodes drawn, want %d", len(drawn), maxDrawn)
+	if !v.Dense || len(drawn) != maxDense {
+		t.Fatalf("%d nodes drawn (dense %v), want %d on a dense ring", len(drawn), v.Dense, maxDense)
 	}
-	// The 12 links that are not up, and the busy one, are all drawn.
+	// The 14 links that are not up or are busy are all drawn, their state
+	// symbol before their name.
 	for name, st := range states {
-		if (st.State != sender.StateConnected || st.Stalled || st.InFlight > 0) && drawn[name].Name == "" {
-			t.Errorf("%s (%s) is not drawn", name, stateOf(st).Word)
+		if st.State != sender.StateConnected || st.Stalled || st.InFlight > 0 {
+			n, ok := drawn[name]
+			if !ok {
+				t.Errorf("%s (%s) is not drawn", name, stateOf(st).Word)
+			} else if want := stateOf(st).Symbol + " " + name; n.Label != want {
+				t.Errorf("%s is labelled %q, want %q", name, n.Label, want)
+			}
 		}
 	}
 	// Every other node is listed, once; the corner says how many.
 	listed := map[string]bool{}
 	for _, n := range v.NotDrawn {
-		if listed[n.Name] || drawn[n.Name].Name != "" {
+		if _, both := drawn[n.Name]; listed[n.Name] || both {
 			t.Errorf("%s listed twice, or both drawn and listed", n.Name)
 		}
 		listed[n.Name] = true
@@ -170,17 +178,7 @@ func TestLargeNetworkDrawsWorstFirstAndListsTheRest(t *testing.T) {
 	if n := v.NotDrawn[len(v.NotDrawn)-1]; n.Kind != "discovered" || n.Hop != nil {
 		t.Errorf("the last listed is %+v, want a discovered node without a link", n)
 	}
-	// The drawn nodes are inside the graph, and their circles do not touch.
-	for _, a := range v.Nodes {
-		if a.X < 18 || a.X > graphW-18 || a.Y+a.LabelDY < 12 || a.Y+a.LabelDY > graphH-4 {
-			t.Errorf("%s at (%.0f, %.0f), label at %.0f, is outside the %dx%d graph", a.Name, a.X, a.Y, a.Y+a.LabelDY, graphW, graphH)
-		}
-		for _, b := range v.Nodes {
-			if a.Name < b.Name && math.Hypot(a.X-b.X, a.Y-b.Y) < 2*18 {
-				t.Errorf("%s and %s overlap", a.Name, b.Name)
-			}
-		}
-	}
+	checkDrawing(t, v)
 
 	// The page draws it: the note links to the list, which has its rows.
 	var buf strings.Builder
@@ -193,13 +191,65 @@ func TestLargeNetworkDrawsWorstFirstAndListsTheRest(t *testing.T) {
 	}
 	html := buf.String()
 	if !strings.Contains(html, `href="#not-drawn"`) || !strings.Contains(html, `id="not-drawn"`) ||
-		strings.Count(html, "<tr data-hidden=") != v.Hidden {
-		t.Fatalf("the page lacks the note, the list or its %d rows", v.Hidden)
+		strings.Count(html, "<tr data-hidden=") != v.Hidden || !strings.Contains(html, `class="net dense"`) {
+		t.Fatalf("the page lacks the dense ring, the note, the list or its %d rows", v.Hidden)
 	}
 
-	// A small network is drawn whole, without a note.
-	small := s.networkView(Snapshot{Node: "hub", Links: snap.Links[:maxDrawn]}, "")
-	if len(small.Nodes) != maxDrawn+1 || small.Hidden != 0 || small.More != nil || small.NotDrawn != nil {
-		t.Fatalf("%d links: %d drawn, %d hidden", maxDrawn, len(small.Nodes)-1, small.Hidden)
+	// Up to maxDense, every node is drawn, without a note; up to
+	// maxSparse, on a sparse ring.
+	for _, n := range []int{maxSparse, maxSparse + 1, maxDense} {
+		w := s.networkView(Snapshot{Node: "hub", Links: snap.Links[:n]}, "")
+		if len(w.Nodes) != n+1 || w.Hidden != 0 || w.More != nil || w.NotDrawn != nil || w.Dense != (n > maxSparse) {
+			t.Fatalf("%d links: %d drawn, %d hidden, dense %v", n, len(w.Nodes)-1, w.Hidden, w.Dense)
+		}
+		checkDrawing(t, w)
 	}
+}
+
+// checkDrawing checks that the circles of v do not touch and that the
+// nodes and their names are inside the graph.
+func checkDrawing(t *testing.T, v networkLive) {
+	t.Helper()
+	inside := func(what string, x, y float64) {
+		if x < 0 || x > float64(v.Width) || y < 0 || y > float64(v.Height) {
+			t.Errorf("%s at (%.0f, %.0f) is outside the %dx%d graph", what, x, y, v.Width, v.Height)
+		}
+	}
+	for _, a := range v.Nodes {
+		inside(a.Name, a.X-a.R, a.Y-a.R)
+		inside(a.Name, a.X+a.R, a.Y+a.R)
+		if a.Radial {
+			// The far end of its name, along the radius.
+			w := charW * float64(utf8.RuneCountInString(a.Label))
+			r := a.Rotate * math.Pi / 180
+			inside(a.Name+"'s name", a.LX+w*math.Cos(r)*map[string]float64{"start": 1, "end": -1}[a.Anchor], a.LY+w*math.Sin(r)*map[string]float64{"start": 1, "end": -1}[a.Anchor])
+		} else {
+			inside(a.Name+"'s name", a.X, a.Y+a.LabelDY)
+		}
+		for _, b := range v.Nodes {
+			if a.Name < b.Name && math.Hypot(a.X-b.X, a.Y-b.Y) < a.R+b.R+4 {
+				t.Errorf("%s and %s overlap", a.Name, b.Name)
+			}
+		}
+	}
+}
+
+// A link whose messages are for another node than its next hop draws
+// that node beside its relay; a link with no next hop yet is drawn by
+// its destination.
+func TestRelayedNodeFromLink(t *testing.T) {
+	s := &Server{sampler: &sampler{series: map[string]*series{}}}
+	v := s.networkView(Snapshot{Node: "a", Links: []sender.Status{
+		{Queue: "files@b", Destination: "b", NextHop: "c", State: sender.StateConnected},
+		{Queue: "orders@d", Destination: "d", State: sender.StateBackingOff},
+	}}, "")
+	got := map[string]string{}
+	for _, n := range v.Nodes {
+		got[n.Name] = n.Kind + ": " + n.Label
+	}
+	want := map[string]string{"a": "self: a (this node)", "c": "neighbour: c", "b": "relayed: b (via c)", "d": "neighbour: d"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(v.Routes) != 1 || len(v.Hops) != 2 {
+		t.Fatalf("drawn %v with %d routes and %d hops; want %v, 1 route, 2 hops", got, len(v.Routes), len(v.Hops), want)
+	}
+	checkDrawing(t, v)
 }
