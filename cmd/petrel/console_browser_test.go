@@ -165,6 +165,9 @@ type consoleCluster struct {
 	dir, admin, base string
 	api              *adminapi.Client
 	b                *nodeProc
+	// bBase is b's console: the browser's session cookie, for the host
+	// 127.0.0.1 whatever the port, is good there too (same token).
+	bBase string
 }
 
 func startConsoleCluster(t *testing.T) *consoleCluster {
@@ -175,12 +178,15 @@ func startConsoleCluster(t *testing.T) *consoleCluster {
 	bPort := freePort(t)
 	writeFile(t, filepath.Join(dir, "b.yaml"), fmt.Sprintf(`node: {name: b, data_dir: %s}
 listen: "127.0.0.1:%d"
+admin:
+  listen: "127.0.0.1:0"
+  token_file: %s
 addresses:
   - {name: orders}
-`, filepath.Join(dir, "b"), bPort))
+`, filepath.Join(dir, "b"), bPort, tokenFile))
 	cl := &consoleCluster{dir: dir}
 	cl.b = startNode(t, dir, "-c", filepath.Join(dir, "b.yaml"))
-	cl.b.ready(t)
+	cl.bBase = "http://" + cl.b.ready(t)["admin"]
 	// 2 MB/s: a 24 MiB file takes about 12 s.
 	proxy := startSlowProxy(t, fmt.Sprintf("127.0.0.1:%d", bPort), 2<<20)
 	writeFile(t, filepath.Join(dir, "a.yaml"), fmt.Sprintf(`node: {name: a, data_dir: %s}
@@ -196,6 +202,7 @@ files:
 addresses:
   - {name: work}
   - {name: jobs, max_deliveries: 1}
+  - {name: telemetry, role: relay}
 `, filepath.Join(dir, "a"), tokenFile, proxy.ln.Addr()))
 	f := startNode(t, dir, "-c", filepath.Join(dir, "a.yaml")).ready(t)
 	cl.admin = f["admin"]
@@ -355,6 +362,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("recv jobs took %d messages", n)
 	}
 	waitText(t, ctx, "jobs.dlq listed", `tr[data-queue="jobs.dlq"] .depth`, func(s string) bool { return atoi(s) == 1 })
+	// a relays telemetry: its queue toward b reads relay, orders@b send.
+	cl.send(t, "telemetry@b", "relayed")
+	waitText(t, ctx, "the relay queue", `tr[data-queue="telemetry@b"] .kind`, func(s string) bool { return s == "relay to b" })
+	waitText(t, ctx, "the send queue", `tr[data-queue="orders@b"] .kind`, func(s string) bool { return s == "send to b" })
 	screenshot(t, ctx, shots, "queues")
 	if n := cl.recv(t, adminapi.RecvRequest{Address: "work", Count: 20}); n != 20 {
 		t.Fatalf("recv work took %d messages", n)
@@ -456,6 +467,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	screenshot(t, ctx, shots, "node")
+
+	// Once whole at b, the file is listed there among the files received
+	// in the last hour, and at a among those sent.
+	if err := do(ctx, chromedp.Navigate(cl.bBase+"/transfers"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the file received at b", `tr[data-ended="received"]`, func(s string) bool {
+		return strings.Contains(s, "big.bin") && strings.Contains(s, "from a") && strings.Contains(s, "delivered")
+	})
+	screenshot(t, ctx, shots, "transfers-received")
+	if err := do(ctx, chromedp.Navigate(cl.base+"/transfers"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the file sent from a", `tr[data-ended="sent"]`, func(s string) bool {
+		return strings.Contains(s, "big.bin") && strings.Contains(s, "to b") && strings.Contains(s, "handed over")
+	})
 
 	// The link goes down once b stops.
 	if err := do(ctx, chromedp.Navigate(cl.base+"/?link=b"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
