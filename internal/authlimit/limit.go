@@ -27,8 +27,10 @@ const sweepEvery = time.Second
 // failure adds Every to the address's debt, which drains in real time; an
 // address whose debt is past (Burst-1)×Every may not be checked again
 // until it drains below. An IPv6 address counts by its /64, which one
-// host usually holds whole. Its methods are safe for concurrent use; the
-// zero Limiter uses the defaults.
+// host usually holds whole. Allow and Fail are apart, so checks made at
+// once may overshoot the burst; but each failure adds to the debt, so over
+// time an address still gets one guess per Every. Its methods are safe
+// for concurrent use; the zero Limiter uses the defaults.
 type Limiter struct {
 	Burst   int
 	Every   time.Duration
