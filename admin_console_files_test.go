@@ -117,6 +117,7 @@ func TestConsoleNetworkListsWhatItCannotDraw(t *testing.T) {
 	c := newConsoleClient(t, n)
 	c.login(consoleToken)
 	_, page := c.do(http.MethodGet, "/", "", "", nil)
+	t.Logf("the network page of 41 nodes: %d bytes", len(page))
 	hidden := consoleRows(page, `data-hidden="plant-39"`)
 	if len(hidden) != 1 || !strings.Contains(hidden[0], "neighbour") || !strings.Contains(hidden[0], "no link") {
 		t.Fatalf("plant-39 is not listed as not drawn: %q", hidden)

@@ -25,7 +25,7 @@ const (
 	maxSparse = 12
 	maxDense  = 36
 	// maxListed bounds the nodes listed as not drawn.
-	maxListed = 500
+	maxListed = 200
 	// maxLabel bounds a name on a dense ring, in characters; the whole
 	// name is in the node's title and the tables.
 	maxLabel = 18
