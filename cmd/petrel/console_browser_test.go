@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -536,4 +537,82 @@ func runTab[T any](ctx context.Context, a chromedp.Action[T]) (T, error) {
 func do(ctx context.Context, steps ...chromedp.Action[chromedp.Void]) error {
 	_, err := runTab(ctx, chromedp.Steps(steps...))
 	return err
+}
+
+// A node with more neighbours than the graph draws, in Chromium: the names
+// drawn on the dense ring do not overlap one another or leave the graph,
+// as the browser lays them out, and the note points at the list of the
+// others.
+func TestConsoleLargeNetworkInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a browser; without -short")
+	}
+	shots := screenshotDir(t)
+	dir := t.TempDir()
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "node: {name: hub, data_dir: %s}\nadmin:\n  listen: \"127.0.0.1:0\"\nnodes:\n", filepath.Join(dir, "hub"))
+	for i := range 40 {
+		fmt.Fprintf(&cfg, "  - {name: plant-%02d, connector: \"tcp://127.0.0.1:1\"}\n", i)
+	}
+	writeFile(t, filepath.Join(dir, "hub.yaml"), cfg.String())
+	base := "http://" + startNode(t, dir, "-c", filepath.Join(dir, "hub.yaml")).ready(t)["admin"]
+	// Two links down, so that their symbols are in the names.
+	for _, to := range []string{"orders@plant-07", "orders@plant-31"} {
+		runPetrel(t, time.Minute, "send", "-c", filepath.Join(dir, "hub.yaml"), to, "x").wantCode(t, 0)
+	}
+	ctx := newBrowser(t)
+	if err := do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("svg.net.dense"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "plant-31's link drawn down", `g[data-node="plant-31"] text`, func(s string) bool { return strings.HasPrefix(s, "↻") || strings.HasPrefix(s, "▼") })
+	// Every name's box, as laid out and turned: none may cross another
+	// (the separating axis test of two rectangles, 1px of slack) or the
+	// graph's edge.
+	js := `(function(){
+var svg = document.querySelector('svg.net').getBoundingClientRect();
+var boxes = [].map.call(document.querySelectorAll('svg.net g.node text:not(.kind), svg.net .more text'), function(e) {
+  var b = e.getBBox(), m = e.getScreenCTM(), p = document.querySelector('svg.net').createSVGPoint();
+  var pts = [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]].map(function(c) {
+    p.x = c[0]; p.y = c[1]; var q = p.matrixTransform(m); return [q.x, q.y];
+  });
+  return {n: e.textContent, pts: pts};
+});
+function apart(a, b) {
+  return [a, b].some(function(poly) {
+    return poly.pts.some(function(p, i) {
+      var q = poly.pts[(i + 1) % 4], ax = q[1] - p[1], ay = p[0] - q[0], len = Math.hypot(ax, ay) || 1;
+      var pa = a.pts.map(function(v) { return (v[0] * ax + v[1] * ay) / len; });
+      var pb = b.pts.map(function(v) { return (v[0] * ax + v[1] * ay) / len; });
+      return Math.max.apply(null, pa) - 1 <= Math.min.apply(null, pb) || Math.max.apply(null, pb) - 1 <= Math.min.apply(null, pa);
+    });
+  });
+}
+var bad = [];
+boxes.forEach(function(a, i) {
+  a.pts.forEach(function(v) {
+    if (v[0] < svg.left - 1 || v[1] < svg.top - 1 || v[0] > svg.right + 1 || v[1] > svg.bottom + 1) { bad.push(a.n + ' leaves the graph'); }
+  });
+  boxes.slice(i + 1).forEach(function(b) { if (!apart(a, b)) { bad.push(a.n + ' overlaps ' + b.n); } });
+});
+return JSON.stringify({names: boxes.length, bad: bad});
+})()`
+	out, err := runTab(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Names int
+		Bad   []string
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	// This node, 36 neighbours, the note.
+	if got.Names != 38 || len(got.Bad) > 0 {
+		t.Fatalf("%d names drawn (want 38); %v", got.Names, got.Bad)
+	}
+	if s := text(t, ctx, "#not-drawn"); s != "Not drawn (4)" {
+		t.Fatalf("the list of the nodes not drawn is titled %q", s)
+	}
+	screenshot(t, ctx, shots, "network-large")
 }
