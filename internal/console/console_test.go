@@ -253,3 +253,22 @@ func TestRelayedNodeFromLink(t *testing.T) {
 	}
 	checkDrawing(t, v)
 }
+
+// A few nodes whose names are too wide for the sparse ring are drawn on a
+// dense one, names along the radii.
+func TestLongNamesGoDense(t *testing.T) {
+	s := &Server{sampler: &sampler{series: map[string]*series{}}}
+	var snap Snapshot
+	snap.Node = "hub"
+	for i := range 8 {
+		snap.Nodes = append(snap.Nodes, Peer{Name: fmt.Sprintf("plant-%d-hamburg-north", i)})
+	}
+	if v := s.networkView(snap, ""); !v.Dense {
+		t.Fatal("8 names of 21 characters were drawn on the sparse ring")
+	} else {
+		checkDrawing(t, v)
+	}
+	if v := s.networkView(Snapshot{Node: "hub", Nodes: snap.Nodes[:2]}, ""); v.Dense {
+		t.Fatal("2 names of 21 characters were drawn on a dense ring")
+	}
+}

@@ -9,11 +9,11 @@ import (
 // The network graph's layout. This node is in the centre, the nodes it
 // draws on a ring around it, the links as spokes:
 //
-//   - Up to maxSparse nodes, the ring is sparse: names above or below the
-//     nodes, each link's state, in-flight count and rate written on its
-//     spoke, and the nodes reached through a relay outside the ring, by
-//     their relay.
-//   - Past that, the ring is dense, up to maxDense nodes: smaller circles,
+//   - Up to maxSparse nodes whose names fit (namesFit), the ring is
+//     sparse: names above or below the nodes, each link's state,
+//     in-flight count and rate written on its spoke, and the nodes
+//     reached through a relay outside the ring, by their relay.
+//   - Else the ring is dense, up to maxDense nodes: smaller circles,
 //     names along the radii (so that they never overlap, however many),
 //     a link's state as its symbol before the name, the relayed nodes on
 //     the ring too. The viewBox grows to hold the names.
@@ -56,7 +56,7 @@ func (v *networkLive) layout(self string, order []string, hops map[string]*hopVi
 	sort.Strings(others)
 	sort.Strings(far)
 	near := append(append([]string(nil), order...), others...)
-	if len(near)+len(far) <= maxSparse {
+	if len(near)+len(far) <= maxSparse && namesFit(append(near, far...), relayed, hops) {
 		// A relayed node is drawn beside its relay, or on the ring when
 		// its relay is not drawn.
 		drawn := map[string]bool{}
@@ -84,6 +84,23 @@ func (v *networkLive) layout(self string, order []string, hops map[string]*hopVi
 			X: float64(v.Width) - 12, Y: float64(v.Height) - 14}
 		v.NotDrawn = notDrawn(rest, hops, kind, relayed)
 	}
+}
+
+// namesFit reports whether the names of nodes, written level under or
+// over their nodes on a sparse ring, are narrower than the room between
+// two nodes: else the ring is drawn dense, names along the radii.
+func namesFit(nodes []string, relayed map[string]string, hops map[string]*hopView) bool {
+	room := 2*math.Pi*130/float64(max(len(nodes), 1)) - 6
+	for _, name := range nodes {
+		n := utf8.RuneCountInString(name)
+		if via, ok := relayed[name]; ok && hops[name] == nil {
+			n += len(" (via )") + utf8.RuneCountInString(via)
+		}
+		if charW*float64(n) > min(room, sparseW/2) {
+			return false
+		}
+	}
+	return true
 }
 
 // sparse lays a few nodes out: near on the ring, far outside it.
