@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/internal/authlimit"
 	"github.com/petrelmq/petrel/internal/console"
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
@@ -76,6 +77,9 @@ type adminServer struct {
 	socket, tcp *adminEndpoint
 	// console is the web console of the TCP listener, nil without one.
 	console *console.Server
+	// limiter counts the wrong tokens per remote address on the TCP
+	// listener, for its rate limit of guesses.
+	limiter *authlimit.Limiter
 }
 
 // newAdminServer makes the admin server of n, and registers its counter
@@ -93,6 +97,7 @@ func newAdminServer(n adminNode, log *slog.Logger, reg *prometheus.Registry, lim
 		maxSend: int64(maxBody)/3*4 + 16<<20,
 	}
 	reg.MustRegister(s.refused)
+	s.limiter = newAuthLimiter(reg)
 	return s
 }
 
@@ -134,7 +139,7 @@ func (s *adminServer) routes(scope adminScope) *http.ServeMux {
 // behind adminGuard.
 func (s *adminServer) tcpHandler(cfg AdminConfig, bound net.Addr) http.Handler {
 	g := newAdminGuard(s.routes(adminScope{tcp: true, fileRoots: cfg.FileRoots}), cfg, bound, s.refused)
-	g.console = s.console
+	g.console, g.limiter = s.console, s.limiter
 	return g
 }
 

@@ -8,10 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/console"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/receiver"
 )
 
 // The web console (internal/console) is served by the admin TCP listener
@@ -65,6 +67,7 @@ func (n *Node) consoleSnapshot() console.Snapshot {
 		Started: st.Started, Links: st.Links, Queues: st.Queues, Receiving: st.Transfers,
 		Subscriptions:    n.topicsResponse().Subscriptions,
 		Finished:         n.outcomes.recent(),
+		Received:         n.endedTransfers(),
 		DiscoveryEnabled: st.Discovery.Enabled,
 		Config: console.Config{Source: st.Config.Source, Version: st.Config.Version, LoadedAt: st.Config.LoadedAt,
 			LastError: st.Config.LastError, NeedsRestart: st.Config.NeedsRestart},
@@ -74,6 +77,13 @@ func (n *Node) consoleSnapshot() console.Snapshot {
 	for _, e := range st.Nodes {
 		snap.Nodes = append(snap.Nodes, console.Peer{Name: e.Name, ID: e.ID, Connectors: e.Connectors, Source: e.Source, LastSeen: e.LastSeen})
 	}
+	n.mu.Lock()
+	for name, a := range n.addresses {
+		if a.Role == address.RoleRelay {
+			snap.RelayAddresses = append(snap.RelayAddresses, name)
+		}
+	}
+	n.mu.Unlock()
 	n.reconfMu.Lock()
 	for _, r := range n.current.Routes {
 		snap.Routes = append(snap.Routes, console.Route{Node: r.Node, Via: r.Via})
@@ -134,6 +144,14 @@ func (s *adminServer) startConsole(cfg AdminConfig) error {
 	}
 	s.console = c
 	return nil
+}
+
+// endedTransfers returns the files received that ended in the last hour.
+func (n *Node) endedTransfers() []receiver.TransferEnd {
+	if n.srv == nil {
+		return nil
+	}
+	return n.srv.EndedTransfers(time.Now().Add(-time.Hour))
 }
 
 // recent returns the outcomes recorded in the last hour, oldest first.

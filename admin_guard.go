@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/internal/authlimit"
 	"github.com/petrelmq/petrel/internal/console"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -30,6 +31,8 @@ import (
 //	   is set (not asked of /healthz, /readyz, the console's pages,
 //	   which ask for their own login, nor of /metrics unless
 //	   Admin.MetricsAuth), and no console session cookie           → 401
+//	a secret to check (bearer token, session cookie, login form) from
+//	   an address past its failed checks (admin_guard_rate.go)     → 429
 //	the console's session cookie on a POST without its CSRF token → 403
 //	a POST whose Content-Type is not application/json, but for the
 //	   console's login and logout forms                            → 415
@@ -71,6 +74,9 @@ type adminGuard struct {
 	// console, when set, serves its pages behind its own login, and its
 	// session cookie stands for the token with the CSRF token.
 	console *console.Server
+	// limiter bounds the failed token checks per remote address
+	// (admin_guard_rate.go).
+	limiter *authlimit.Limiter
 }
 
 func newAdminGuard(next http.Handler, cfg AdminConfig, bound net.Addr, refused *prometheus.CounterVec) *adminGuard {
@@ -88,16 +94,21 @@ func newAdminGuard(next http.Handler, cfg AdminConfig, bound net.Addr, refused *
 }
 
 func (g *adminGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	secret := g.checksSecret(r)
 	switch {
 	case !g.hosts.allows(r.Host, "80"):
 		g.refuse(w, refusedHost, http.StatusForbidden,
 			fmt.Sprintf("host %q is not this admin listener's address: add it to admin.hosts if it names this node", r.Host))
 	case !g.originAllowed(r.Header.Get("Origin")):
 		g.refuse(w, refusedOrigin, http.StatusForbidden, "requests from web pages of other origins are refused")
+	case secret && !g.withinRate(w, r):
+		// withinRate answered 429.
 	case !g.authorized(w, r):
-		// authorized answered.
+		// authorized answered, and counted a wrong secret.
 	case !jsonPOST(r) && !(g.console != nil && console.FormPath(r.URL.Path)):
 		g.refuse(w, refusedContentType, http.StatusUnsupportedMediaType, errNotJSON)
+	case secret && console.IsConsolePath(r.URL.Path):
+		g.serveChecked(w, r)
 	default:
 		g.next.ServeHTTP(w, r)
 	}
@@ -124,6 +135,9 @@ func (g *adminGuard) authorized(w http.ResponseWriter, r *http.Request) bool {
 		}
 		g.refuse(w, refusedCSRF, http.StatusForbidden, "missing or wrong CSRF token: reload the console page")
 		return false
+	}
+	if g.checksSecret(r) {
+		g.limiter.Fail(r.RemoteAddr)
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="petrel admin"`)
 	g.refuse(w, refusedToken, http.StatusUnauthorized,

@@ -29,4 +29,7 @@ const (
 	// StatePaused: stopped short (a cut link, a full spool); it resumes
 	// when its sender comes back.
 	StatePaused State = "paused"
+	// StateHeld: whole and verified at a relay, which holds it until it
+	// has forwarded it (a file for this node ends delivered instead).
+	StateHeld State = "held"
 )

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
@@ -136,6 +137,11 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 	}
 	if refusal != "" {
 		s.stats.FilesRefused.Add(1)
+		why := refusal
+		if !strings.HasPrefix(why, "refused") {
+			why = "refused: " + why
+		}
+		s.transfers.endedFailed(announcedID(m), m, peer.Name, 0, errors.New(why))
 		s.log.Warn("file refused", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Reason, refusal))
 		if err := sess.RefuseSeq(0, refusal); err != nil {
 			return err
@@ -174,13 +180,15 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 			return err
 		}
 		if err := s.receiveChunks(ctx, sess, in, tr); err != nil {
-			if !errors.Is(err, errAborted) {
+			if errors.Is(err, errAborted) {
+				s.transfers.endedFailed(id, m, peer.Name, in.Written(), err)
+			} else {
 				s.transfers.paused(tr, err)
 			}
 			return err
 		}
 	}
-	if err := s.takeFile(ctx, sess, in, m, t); err != nil {
+	if err := s.takeFile(ctx, sess, in, m, t, tr); err != nil {
 		return err
 	}
 	s.transfers.end(tr)
@@ -205,7 +213,8 @@ func (s *Server) beginFile(ctx context.Context, id string, m *message.Message, p
 }
 
 // announced checks the announcement and routes it. A refusal for good is
-// returned as a reason; an error is transient.
+// returned as a reason, with the message when it decoded; an error is
+// transient.
 func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*message.Message, FileTarget, string, error) {
 	fr, ok := s.router.(FileRouter)
 	if !ok || s.cfg.Spool == nil {
@@ -216,30 +225,30 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 		return nil, FileTarget{}, "bad file announcement: " + err.Error(), nil
 	}
 	if m.Kind != message.KindFile {
-		return nil, FileTarget{}, fmt.Sprintf("a file session announced a %s message", m.Kind), nil
+		return m, FileTarget{}, fmt.Sprintf("a file session announced a %s message", m.Kind), nil
 	}
 	if reason := s.checkOrigin(peer, m, false); reason != "" {
-		return nil, FileTarget{}, reason, nil
+		return m, FileTarget{}, reason, nil
 	}
 	if reason, err := s.interceptFile(ctx, peer, m); reason != "" || err != nil {
-		return nil, FileTarget{}, reason, err
+		return m, FileTarget{}, reason, err
 	}
 	localProps(m, peer)
 	if err := filetransfer.InfoFromProps(m.File).Check(); err != nil {
-		return nil, FileTarget{}, "bad file announcement: " + err.Error(), nil
+		return m, FileTarget{}, "bad file announcement: " + err.Error(), nil
 	}
 	if m.File.Filesize == 0 && m.File.FileChecksum != emptySHA256 {
 		// No content follows that could fail the check later: refuse the
 		// announcement, which a checksum refusal of seq 0 would look like.
-		return nil, FileTarget{}, fmt.Sprintf("bad file announcement: %q is empty, but its checksum is not the SHA-256 of nothing: %v",
+		return m, FileTarget{}, fmt.Sprintf("bad file announcement: %q is empty, but its checksum is not the SHA-256 of nothing: %v",
 			m.File.Filename, filetransfer.ErrCorrupt), nil
 	}
 	if r := s.quotaRefusal(peer, m.File.Filesize); r != "" {
-		return nil, FileTarget{}, r, nil
+		return m, FileTarget{}, r, nil
 	}
 	t, err := fr.InboundFile(ctx, peer, m)
 	if errors.Is(err, ErrRefused) {
-		return nil, FileTarget{}, err.Error(), nil
+		return m, FileTarget{}, err.Error(), nil
 	}
 	return m, t, "", err
 }
@@ -247,11 +256,12 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 // takeFile verifies and places the whole file, commits its file message
 // and only then acks the whole size: custody passes here. A file that
 // fails its checksum is refused instead.
-func (s *Server) takeFile(ctx context.Context, sess *session.Session, in *filetransfer.Incoming, m *message.Message, t FileTarget) error {
+func (s *Server) takeFile(ctx context.Context, sess *session.Session, in *filetransfer.Incoming, m *message.Message, t FileTarget, tr *transfer) error {
 	size := uint64(m.File.Filesize)
 	path, err := in.Deliver(t.Dir)
 	if errors.Is(err, filetransfer.ErrCorrupt) {
 		s.stats.FilesCorrupt.Add(1)
+		s.transfers.endedFailed(tr.st.ID, m, tr.st.From, int64(size), fmt.Errorf("%w; the sender sends it again", err))
 		return sess.RefuseSeq(size, err.Error())
 	}
 	if err != nil {
@@ -275,6 +285,11 @@ func (s *Server) takeFile(ctx context.Context, sess *session.Session, in *filetr
 	}
 	in.Finish()
 	s.stats.FilesTaken.Add(1)
+	if !op.Deduped(0) {
+		// Custody passed: the file is listed as ended before the sender
+		// hears it, so that whoever watches both sees the receiver first.
+		s.transfers.taken(tr, t.Relay)
+	}
 	if err := sess.Ack(size); err != nil {
 		return err
 	}
@@ -282,6 +297,15 @@ func (s *Server) takeFile(ctx context.Context, sess *session.Session, in *filetr
 		s.router.(FileRouter).FileTaken(m, t)
 	}
 	return nil
+}
+
+// announcedID is the transfer id of the file m announces, "" when the
+// announcement did not even decode.
+func announcedID(m *message.Message) string {
+	if m == nil {
+		return ""
+	}
+	return TransferID(m.Origin, m.ID)
 }
 
 // waitClose waits for the sender to close the session after its last

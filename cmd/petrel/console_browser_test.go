@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -165,6 +166,9 @@ type consoleCluster struct {
 	dir, admin, base string
 	api              *adminapi.Client
 	b                *nodeProc
+	// bBase is b's console: the browser's session cookie, for the host
+	// 127.0.0.1 whatever the port, is good there too (same token).
+	bBase string
 }
 
 func startConsoleCluster(t *testing.T) *consoleCluster {
@@ -175,12 +179,15 @@ func startConsoleCluster(t *testing.T) *consoleCluster {
 	bPort := freePort(t)
 	writeFile(t, filepath.Join(dir, "b.yaml"), fmt.Sprintf(`node: {name: b, data_dir: %s}
 listen: "127.0.0.1:%d"
+admin:
+  listen: "127.0.0.1:0"
+  token_file: %s
 addresses:
   - {name: orders}
-`, filepath.Join(dir, "b"), bPort))
+`, filepath.Join(dir, "b"), bPort, tokenFile))
 	cl := &consoleCluster{dir: dir}
 	cl.b = startNode(t, dir, "-c", filepath.Join(dir, "b.yaml"))
-	cl.b.ready(t)
+	cl.bBase = "http://" + cl.b.ready(t)["admin"]
 	// 2 MB/s: a 24 MiB file takes about 12 s.
 	proxy := startSlowProxy(t, fmt.Sprintf("127.0.0.1:%d", bPort), 2<<20)
 	writeFile(t, filepath.Join(dir, "a.yaml"), fmt.Sprintf(`node: {name: a, data_dir: %s}
@@ -196,6 +203,7 @@ files:
 addresses:
   - {name: work}
   - {name: jobs, max_deliveries: 1}
+  - {name: telemetry, role: relay}
 `, filepath.Join(dir, "a"), tokenFile, proxy.ln.Addr()))
 	f := startNode(t, dir, "-c", filepath.Join(dir, "a.yaml")).ready(t)
 	cl.admin = f["admin"]
@@ -355,6 +363,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("recv jobs took %d messages", n)
 	}
 	waitText(t, ctx, "jobs.dlq listed", `tr[data-queue="jobs.dlq"] .depth`, func(s string) bool { return atoi(s) == 1 })
+	// a relays telemetry: its queue toward b reads relay, orders@b send.
+	cl.send(t, "telemetry@b", "relayed")
+	waitText(t, ctx, "the relay queue", `tr[data-queue="telemetry@b"] .kind`, func(s string) bool { return s == "relay to b" })
+	waitText(t, ctx, "the send queue", `tr[data-queue="orders@b"] .kind`, func(s string) bool { return s == "send to b" })
 	screenshot(t, ctx, shots, "queues")
 	if n := cl.recv(t, adminapi.RecvRequest{Address: "work", Count: 20}); n != 20 {
 		t.Fatalf("recv work took %d messages", n)
@@ -457,6 +469,22 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, shots, "node")
 
+	// Once whole at b, the file is listed there among the files received
+	// in the last hour, and at a among those sent.
+	if err := do(ctx, chromedp.Navigate(cl.bBase+"/transfers"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the file received at b", `tr[data-ended="received"]`, func(s string) bool {
+		return strings.Contains(s, "big.bin") && strings.Contains(s, "from a") && strings.Contains(s, "delivered")
+	})
+	screenshot(t, ctx, shots, "transfers-received")
+	if err := do(ctx, chromedp.Navigate(cl.base+"/transfers"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the file sent from a", `tr[data-ended="sent"]`, func(s string) bool {
+		return strings.Contains(s, "big.bin") && strings.Contains(s, "to b") && strings.Contains(s, "handed over")
+	})
+
 	// The link goes down once b stops.
 	if err := do(ctx, chromedp.Navigate(cl.base+"/?link=b"), chromedp.WaitVisible(chromedp.CSS("#live"))); err != nil {
 		t.Fatal(err)
@@ -509,4 +537,82 @@ func runTab[T any](ctx context.Context, a chromedp.Action[T]) (T, error) {
 func do(ctx context.Context, steps ...chromedp.Action[chromedp.Void]) error {
 	_, err := runTab(ctx, chromedp.Steps(steps...))
 	return err
+}
+
+// A node with more neighbours than the graph draws, in Chromium: the names
+// drawn on the dense ring do not overlap one another or leave the graph,
+// as the browser lays them out, and the note points at the list of the
+// others.
+func TestConsoleLargeNetworkInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a browser; without -short")
+	}
+	shots := screenshotDir(t)
+	dir := t.TempDir()
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "node: {name: hub, data_dir: %s}\nadmin:\n  listen: \"127.0.0.1:0\"\nnodes:\n", filepath.Join(dir, "hub"))
+	for i := range 40 {
+		fmt.Fprintf(&cfg, "  - {name: plant-%02d, connector: \"tcp://127.0.0.1:1\"}\n", i)
+	}
+	writeFile(t, filepath.Join(dir, "hub.yaml"), cfg.String())
+	base := "http://" + startNode(t, dir, "-c", filepath.Join(dir, "hub.yaml")).ready(t)["admin"]
+	// Two links down, so that their symbols are in the names.
+	for _, to := range []string{"orders@plant-07", "orders@plant-31"} {
+		runPetrel(t, time.Minute, "send", "-c", filepath.Join(dir, "hub.yaml"), to, "x").wantCode(t, 0)
+	}
+	ctx := newBrowser(t)
+	if err := do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("svg.net.dense"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "plant-31's link drawn down", `g[data-node="plant-31"] text`, func(s string) bool { return strings.HasPrefix(s, "↻") || strings.HasPrefix(s, "▼") })
+	// Every name's box, as laid out and turned: none may cross another
+	// (the separating axis test of two rectangles, 1px of slack) or the
+	// graph's edge.
+	js := `(function(){
+var svg = document.querySelector('svg.net').getBoundingClientRect();
+var boxes = [].map.call(document.querySelectorAll('svg.net g.node text:not(.kind), svg.net .more text'), function(e) {
+  var b = e.getBBox(), m = e.getScreenCTM(), p = document.querySelector('svg.net').createSVGPoint();
+  var pts = [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]].map(function(c) {
+    p.x = c[0]; p.y = c[1]; var q = p.matrixTransform(m); return [q.x, q.y];
+  });
+  return {n: e.textContent, pts: pts};
+});
+function apart(a, b) {
+  return [a, b].some(function(poly) {
+    return poly.pts.some(function(p, i) {
+      var q = poly.pts[(i + 1) % 4], ax = q[1] - p[1], ay = p[0] - q[0], len = Math.hypot(ax, ay) || 1;
+      var pa = a.pts.map(function(v) { return (v[0] * ax + v[1] * ay) / len; });
+      var pb = b.pts.map(function(v) { return (v[0] * ax + v[1] * ay) / len; });
+      return Math.max.apply(null, pa) - 1 <= Math.min.apply(null, pb) || Math.max.apply(null, pb) - 1 <= Math.min.apply(null, pa);
+    });
+  });
+}
+var bad = [];
+boxes.forEach(function(a, i) {
+  a.pts.forEach(function(v) {
+    if (v[0] < svg.left - 1 || v[1] < svg.top - 1 || v[0] > svg.right + 1 || v[1] > svg.bottom + 1) { bad.push(a.n + ' leaves the graph'); }
+  });
+  boxes.slice(i + 1).forEach(function(b) { if (!apart(a, b)) { bad.push(a.n + ' overlaps ' + b.n); } });
+});
+return JSON.stringify({names: boxes.length, bad: bad});
+})()`
+	out, err := runTab(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Names int
+		Bad   []string
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	// This node, 36 neighbours, the note.
+	if got.Names != 38 || len(got.Bad) > 0 {
+		t.Fatalf("%d names drawn (want 38); %v", got.Names, got.Bad)
+	}
+	if s := text(t, ctx, "#not-drawn"); s != "Not drawn (4)" {
+		t.Fatalf("the list of the nodes not drawn is titled %q", s)
+	}
+	screenshot(t, ctx, shots, "network-large")
 }

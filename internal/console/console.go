@@ -176,6 +176,27 @@ func (s *Server) Session(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
 }
 
+// CarriesSession reports whether r carries a session cookie, right or
+// wrong: a secret to check, which the admin guard's rate limit counts.
+func CarriesSession(r *http.Request) bool {
+	c, err := r.Cookie(CookieName)
+	return err == nil && c.Value != ""
+}
+
+// RefuseLimited answers r, from an address that failed too many checks,
+// with 429 and msg: the login form with msg as its error for a page or a
+// login, plain text for the event stream or a logout. The caller set
+// Retry-After.
+func (s *Server) RefuseLimited(w http.ResponseWriter, r *http.Request, msg string) {
+	securityHeaders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/events" || r.URL.Path == "/logout" {
+			http.Error(w, msg, http.StatusTooManyRequests)
+			return
+		}
+		s.render(w, r, http.StatusTooManyRequests, "login", pageData{Title: "Log in", Error: msg})
+	})).ServeHTTP(w, r)
+}
+
 // csrfToken is the CSRF token of r's session: an HMAC of its cookie under
 // a key of this process, so a page of another origin, which can neither
 // read the cookie nor the page, cannot know it.

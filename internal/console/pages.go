@@ -26,6 +26,7 @@ var funcs = template.FuncMap{
 	"f1":      func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
 	"escpath": pathEscape,
 	"bps":     func(f float64) string { return formatBytes(int64(f)) + "/s" },
+	"sub":     func(a, b int) int { return a - b },
 }
 
 func parsePages() (map[string]*template.Template, error) {

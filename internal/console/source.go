@@ -35,11 +35,17 @@ type Snapshot struct {
 	Receiving []receiver.TransferStatus
 	// Finished are the files sent from this node that ended, newest last.
 	Finished []Finished
+	// Received are the files received that ended in the last hour, taken
+	// or failed, newest last.
+	Received []receiver.TransferEnd
 	// Nodes are the directory: neighbours of the configuration and
 	// discovered nodes.
 	Nodes  []Peer
 	Routes []Route
-	Config Config
+	// RelayAddresses are the addresses this node relays (role relay): a
+	// send queue "name@node" of one of them is a relay queue.
+	RelayAddresses []string
+	Config         Config
 	// DiscoveryEnabled says whether the node announces and listens.
 	DiscoveryEnabled bool
 	// StoreBytes is the size of the store's files; DiskFree the space

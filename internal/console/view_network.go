@@ -1,9 +1,7 @@
 package console
 
 import (
-	"math"
 	"net/url"
-	"sort"
 	"strings"
 
 	"github.com/petrelmq/petrel/sender"
@@ -65,9 +63,15 @@ type hopView struct {
 type graphNode struct {
 	Name, Kind, Label string // Kind: self, neighbour, relayed, discovered
 	X, Y              float64
+	R                 float64 // its circle's radius
 	// LabelDY places the name outside the ring: below a node in the lower
 	// half, above one in the upper half, clear of the link's label.
 	LabelDY float64
+	// Radial, on a dense ring, sets the label along the radius instead,
+	// from (LX, LY), turned by Rotate degrees, anchored at Anchor.
+	Radial         bool
+	LX, LY, Rotate float64
+	Anchor         string
 }
 
 // graphEdge is a line between two nodes that is not a link of this node:
@@ -83,16 +87,18 @@ type networkLive struct {
 	Routes   []graphEdge
 	Selected *hopView
 	Peers    []Peer
-	Hidden   int // nodes not drawn, past maxDrawn
+	Hidden   int // nodes not drawn, past maxDense
+	// Dense is a ring past maxSparse nodes: smaller circles, names along
+	// the radii, the links' state in the names instead of on the edges.
+	Dense bool
+	// NotDrawn lists them (the first maxListed), in the order of need;
+	// More is the graph's note of how many there are.
+	NotDrawn []hiddenNode
+	More     *graphNode
 }
 
-const (
-	graphW, graphH = 720, 420
-	maxDrawn       = 24
-)
-
 func (s *Server) networkView(snap Snapshot, selected string) networkLive {
-	v := networkLive{Node: snap.Node, Width: graphW, Height: graphH, Peers: snap.Nodes}
+	v := networkLive{Node: snap.Node, Peers: snap.Nodes}
 	hops := map[string]*hopView{}
 	var order []string
 	hop := func(name string) *hopView {
@@ -108,7 +114,7 @@ func (s *Server) networkView(snap Snapshot, selected string) networkLive {
 	for _, l := range snap.Links {
 		name := l.NextHop
 		if name == "" {
-			name = destNode(l.Destination)
+			name = l.Destination // no route to it yet
 		}
 		h := hop(name)
 		lv := linkView{Status: l, St: stateOf(l)}
@@ -119,7 +125,8 @@ func (s *Server) networkView(snap Snapshot, selected string) networkLive {
 		h.Links = append(h.Links, lv)
 		h.InFlight += l.InFlight
 		h.Rate += lv.AckRate
-		if d := destNode(l.Destination); d != "" && d != name && d != snap.Node {
+		// A link's Destination is the node its queue's messages are for.
+		if d := l.Destination; d != "" && d != name && d != snap.Node {
 			relayed[d] = name
 		}
 	}
@@ -139,55 +146,7 @@ func (s *Server) networkView(snap Snapshot, selected string) networkLive {
 			relayed[r.Node] = r.Via
 		}
 	}
-	// The ring: hops first, then the directory's other nodes.
-	ring := append([]string(nil), order...)
-	var rest []string
-	for name := range kind {
-		if hops[name] == nil {
-			if _, far := relayed[name]; !far {
-				rest = append(rest, name)
-			}
-		}
-	}
-	sort.Strings(rest)
-	ring = append(ring, rest...)
-	if len(ring) > maxDrawn {
-		v.Hidden = len(ring) - maxDrawn
-		ring = ring[:maxDrawn]
-	}
-	cx, cy := float64(graphW)/2, float64(graphH)/2
-	v.Nodes = append(v.Nodes, graphNode{Name: snap.Node, Kind: "self", Label: snap.Node + " (this node)", X: cx, Y: cy, LabelDY: 42})
-	pos := map[string][2]float64{}
-	for i, name := range ring {
-		a := 2*math.Pi*float64(i)/float64(max(len(ring), 1)) - math.Pi/2
-		x, y := cx+130*math.Cos(a), cy+130*math.Sin(a)
-		pos[name] = [2]float64{x, y}
-		k := kind[name]
-		if k == "" {
-			k = "neighbour"
-		}
-		v.Nodes = append(v.Nodes, graphNode{Name: name, Kind: k, Label: name, X: x, Y: y, LabelDY: labelDY(y, cy)})
-		if h := hops[name]; h != nil {
-			h.X1, h.Y1, h.X2, h.Y2 = cx, cy, x, y
-			h.LX, h.LY = (cx+x)/2, (cy+y)/2-6
-		}
-	}
-	far := make([]string, 0, len(relayed))
-	for name := range relayed {
-		far = append(far, name)
-	}
-	sort.Strings(far)
-	for i, name := range far {
-		via, ok := pos[relayed[name]]
-		if !ok || len(v.Nodes) >= maxDrawn+1 {
-			v.Hidden++
-			continue
-		}
-		a := math.Atan2(via[1]-cy, via[0]-cx) + float64(i%3-1)*0.35
-		x, y := cx+195*math.Cos(a), cy+195*math.Sin(a)
-		v.Nodes = append(v.Nodes, graphNode{Name: name, Kind: "relayed", Label: name + " (via " + relayed[name] + ")", X: x, Y: y, LabelDY: labelDY(y, cy)})
-		v.Routes = append(v.Routes, graphEdge{via[0], via[1], x, y})
-	}
+	v.layout(snap.Node, order, hops, kind, relayed)
 	for _, name := range order {
 		h := hops[name]
 		v.Hops = append(v.Hops, *h)
@@ -203,11 +162,4 @@ func (s *Server) networkView(snap Snapshot, selected string) networkLive {
 func destNode(addr string) string {
 	_, node, _ := strings.Cut(addr, "@")
 	return node
-}
-
-func labelDY(y, cy float64) float64 {
-	if y < cy-1 {
-		return -26
-	}
-	return 34
 }

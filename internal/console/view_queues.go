@@ -16,7 +16,10 @@ import (
 // queueView is one queue's row.
 type queueView struct {
 	queue.Stats
-	Label             string // receive, send, dead letters, subscription
+	Label string // receive, send, relay, dead letters, subscription
+	// Toward is where a send or relay queue's messages go: their node,
+	// and the next hop when it is another ("b via c").
+	Toward            string
 	EnqRate, AckRate  float64
 	Spark             string // the polyline of its depth over the recent minutes
 	SparkMin, SparkMx int64
@@ -38,9 +41,20 @@ func (s *Server) queueViews(ctx context.Context, snap Snapshot) []queueView {
 	for _, q := range snap.Queues {
 		depth[q.Name] = q.Depth
 	}
+	relays := make(map[string]bool, len(snap.RelayAddresses))
+	for _, a := range snap.RelayAddresses {
+		relays[a] = true
+	}
+	hops := make(map[string]string, len(snap.Links))
+	for _, l := range snap.Links {
+		hops[l.Queue] = l.NextHop
+	}
 	out := make([]queueView, 0, len(snap.Queues))
 	for i, q := range snap.Queues {
-		v := queueView{Stats: q, Label: queueLabel(q), Href: "/queues/" + pathEscape(q.Name)}
+		v := queueView{Stats: q, Label: queueLabel(q, relays), Href: "/queues/" + pathEscape(q.Name)}
+		if q.Kind == queue.KindSend {
+			v.Toward = toward(q.Name, hops[q.Name])
+		}
 		pts := s.sampler.history("q:" + q.Name)
 		v.EnqRate, v.AckRate = rates(pts)
 		v.Spark, v.SparkMin, v.SparkMx = sparkline(pts)
@@ -58,16 +72,32 @@ func (s *Server) queueViews(ctx context.Context, snap Snapshot) []queueView {
 	return out
 }
 
-func queueLabel(q queue.Stats) string {
+// queueLabel names the role of q: a send queue "name@node" is a relay
+// queue when this node relays the address name (relays), as the node
+// decides whether it takes a message for another node.
+func queueLabel(q queue.Stats, relays map[string]bool) string {
 	switch {
 	case queue.IsDeadLetter(q.Name):
 		return "dead letters"
 	case strings.HasPrefix(q.Name, "sub:"):
 		return "subscription"
 	case q.Kind == queue.KindSend:
+		if name, _, ok := strings.Cut(q.Name, "@"); ok && relays[name] {
+			return "relay"
+		}
 		return "send"
 	}
 	return "receive"
+}
+
+// toward is where the send queue called name sends: its node, and hop
+// when that is another node.
+func toward(name, hop string) string {
+	node := destNode(name)
+	if hop != "" && hop != node {
+		return node + " via " + hop
+	}
+	return node
 }
 
 // sparkline draws the depths of pts in a 120×24 box, and returns their
@@ -112,7 +142,7 @@ type queueLive struct {
 
 func (s *Server) queueView(ctx context.Context, snap Snapshot, name string) queueLive {
 	v := queueLive{Name: name, Minutes: s.minutes()}
-	for _, q := range s.queueViews(ctx, Snapshot{Queues: snap.Queues}) {
+	for _, q := range s.queueViews(ctx, snap) {
 		if q.Name == name {
 			v.Q, v.Found = q, true
 		}

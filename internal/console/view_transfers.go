@@ -1,11 +1,14 @@
 package console
 
 import (
+	"sort"
 	"time"
+
+	"github.com/petrelmq/petrel/filetransfer"
 )
 
 // The transfers page: files in flight or paused, and those that ended in
-// the last hour.
+// the last hour, sent or received.
 
 // fileView is one file moving.
 type fileView struct {
@@ -16,10 +19,24 @@ type fileView struct {
 	ETA                                          time.Duration
 }
 
-type transfersLive struct {
-	Files    []fileView
-	Finished []Finished
+// endedView is one file that ended in the last hour: sent from this node
+// (Peer its next hop) or received by it (Peer the node it came from).
+type endedView struct {
+	Filename, Direction, Peer string
+	Size                      int64
+	State                     filetransfer.State
+	Error                     string
+	Failed                    bool
+	At                        time.Time
 }
+
+type transfersLive struct {
+	Files []fileView
+	Ended []endedView
+}
+
+// maxEndedShown bounds the ended files a page lists, newest first.
+const maxEndedShown = 200
 
 func (s *Server) transfersView(snap Snapshot) transfersLive {
 	var v transfersLive
@@ -37,13 +54,31 @@ func (s *Server) transfersView(snap Snapshot) transfersLive {
 		fv.Rate, _ = rates(s.sampler.history("r:" + f.ID))
 		v.Files = append(v.Files, fill(fv))
 	}
-	cut := time.Now().Add(-time.Hour)
-	for i := len(snap.Finished) - 1; i >= 0; i-- {
-		if f := snap.Finished[i]; f.At.After(cut) {
-			v.Finished = append(v.Finished, f)
+	v.Ended = endedViews(snap, time.Now().Add(-time.Hour))
+	return v
+}
+
+// endedViews merges the files sent and received that ended after cut,
+// newest first.
+func endedViews(snap Snapshot, cut time.Time) []endedView {
+	var out []endedView
+	for _, f := range snap.Finished {
+		if f.At.After(cut) {
+			out = append(out, endedView{Filename: f.Filename, Direction: "sent", Peer: f.NextHop, Size: f.Size,
+				State: f.State, Error: f.Error, Failed: f.Error != "" || f.State == filetransfer.StateFailed, At: f.At})
 		}
 	}
-	return v
+	for _, f := range snap.Received {
+		if f.At.After(cut) {
+			out = append(out, endedView{Filename: f.Filename, Direction: "received", Peer: f.From, Size: f.Size,
+				State: f.State, Error: f.Error, Failed: f.State == filetransfer.StateFailed, At: f.At})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
+	if len(out) > maxEndedShown {
+		out = out[:maxEndedShown]
+	}
+	return out
 }
 
 // fill computes a file's percentage and its ETA at its rate.
