@@ -84,7 +84,7 @@ FROM queues q ORDER BY q.name`)
 // checkRuns decodes every run of copies and checks it against its row,
 // and the bodies against the copies that refer to them.
 func checkRuns(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT queue, priority, id, expires_at, n, size, items FROM copies`)
+	rows, err := db.QueryContext(ctx, `SELECT queue, priority, id, expires_at, n, size, items FROM copies ORDER BY queue, priority, id`)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +92,7 @@ func checkRuns(ctx context.Context, db *sql.DB) ([]string, error) {
 	var problems []string
 	refs := map[int64]int64{}
 	var items []runItem
+	var lastQ, lastPrio, lastKey int64 = -1, -1, 0
 	for rows.Next() {
 		var q, prio, key, exp, n, size int64
 		var blob []byte
@@ -109,6 +110,22 @@ func checkRuns(ctx context.Context, db *sql.DB) ([]string, error) {
 		}
 		for _, it := range items {
 			refs[it.body]++
+		}
+		// Runs are contiguous (see runs.go): none overlaps the one before
+		// it, and no row of messages of the same queue and priority lies
+		// within one.
+		first := items[0].id
+		if q == lastQ && prio == lastPrio && first <= lastKey {
+			problems = append(problems, fmt.Sprintf("run %d of queue %d overlaps the run %d before it", key, q, lastKey))
+		}
+		lastQ, lastPrio, lastKey = q, prio, key
+		var inside int64
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM messages WHERE queue = ? AND priority = ? AND id BETWEEN ? AND ?`,
+			q, prio, first, key).Scan(&inside); err != nil {
+			return nil, err
+		}
+		if inside > 0 {
+			problems = append(problems, fmt.Sprintf("run %d of queue %d spans %d rows of messages", key, q, inside))
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -52,6 +52,8 @@ type writer struct {
 	copyArgs      []driver.Value // pendingCopies' runs as flushInserts writes them
 	runItems      []runItem
 	copyGroups    []copyGroup
+	groupAt       map[plainKey]int // copyGroups' indexes
+	appends       []appendEffect // a committed batch's, for the next
 	// plain holds the rows other than copies that the batch put, by
 	// queue and priority: a run must not span one (see runs.go).
 	plain map[plainKey][]int64
@@ -78,7 +80,7 @@ func newWriter(s *Store) (*writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open writer on %s: %w", s.cfg.Path, err)
 	}
-	w := &writer{s: s, conn: conn, reqs: make(chan *request, s.cfg.MaxBatch)}
+	w := &writer{s: s, conn: conn, reqs: make(chan *request, s.cfg.MaxBatch), groupAt: map[plainKey]int{}}
 	if err := w.loadTotals(); err != nil {
 		conn.close()
 		return nil, err
@@ -176,9 +178,15 @@ func (w *writer) loop() {
 // tried again alone, so one bad request cannot fail its neighbours.
 func (w *writer) run(batch []*request) {
 	b := newBatch()
+	// The appends of a batch are as many as its puts, thousands when a
+	// topic fans out: reuse the last batch's array rather than grow a new
+	// one from nothing.
+	b.appends = w.appends[:0]
 	err := w.exec(batch, b)
 	if err == nil {
 		w.publish(b)
+		clear(b.appends)
+		w.appends = b.appends[:0]
 		return
 	}
 	if len(batch) == 1 {
@@ -315,29 +323,38 @@ func (w *writer) flushInserts() error {
 }
 
 // groupCopies orders pendingCopies by queue and priority, keeping their
-// order within each, which is id order: the puts appended them so. A
-// commit's copies fall into few queues, so this is a pass with a short
-// list of groups, not a sort of every copy.
+// order within each, which is id order: the puts appended them so. This
+// is one pass over the copies and a sort of the groups, not a sort of
+// every copy.
 func (w *writer) groupCopies() {
-	groups := w.copyGroups[:0]
+	// Groups keep their arrays from one commit to the next; those of
+	// queues this commit does not touch are dropped at the end.
+	groups := w.copyGroups
+	clear(w.groupAt)
+	for i := range groups {
+		groups[i].rows = groups[i].rows[:0]
+		w.groupAt[plainKey{groups[i].q, groups[i].prio}] = i
+	}
 	last := -1
 	for _, c := range w.pendingCopies {
 		if last < 0 || groups[last].q != c.q || groups[last].prio != c.prio {
-			last = slices.IndexFunc(groups, func(g copyGroup) bool { return g.q == c.q && g.prio == c.prio })
-			if last < 0 {
+			k := plainKey{c.q, c.prio}
+			var ok bool
+			if last, ok = w.groupAt[k]; !ok {
 				groups = append(groups, copyGroup{q: c.q, prio: c.prio})
 				last = len(groups) - 1
+				w.groupAt[k] = last
 			}
 		}
 		groups[last].rows = append(groups[last].rows, c)
 	}
+	groups = slices.DeleteFunc(groups, func(g copyGroup) bool { return len(g.rows) == 0 })
 	slices.SortFunc(groups, func(x, y copyGroup) int { return cmp.Or(cmp.Compare(x.q, y.q), cmp.Compare(x.prio, y.prio)) })
 	out := w.pendingCopies[:0]
 	for i := range groups {
 		out = append(out, groups[i].rows...)
-		groups[i].rows = nil
 	}
-	w.pendingCopies, w.copyGroups = out, groups[:0]
+	w.pendingCopies, w.copyGroups = out, groups
 }
 
 // insertSQL[n] inserts n rows; insertBodySQL the same for bodies.
