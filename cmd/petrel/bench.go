@@ -70,11 +70,23 @@ with the same API, untimed, to measure with a deep backlog. The consumers
 start after the prefill and drain the backlog too (FIFO within a priority),
 so msgs_per_sec then counts P + messages acked.
 
+--against-nats also measures NATS JetStream with the same workload, once
+the node's run is over: a nats-server of the bench's own (-js, its store
+in a temporary directory), a file-storage work-queue stream, --producers
+connections each keeping --window async publishes awaiting their PubAck,
+and --consumers connections sharing one durable pull consumer (1000
+messages pulled ahead each) that consume while the producers publish.
+JetStream's file store fsyncs on a timer (sync_interval, 2 minutes by
+default), not per message as sync full does. Figures under "nats" in the
+JSON; enqueue_ratio_to_nats and end_to_end_ratio_to_nats are Petrel's
+rates over NATS's. --prefill applies to Petrel's run only.
+
 Without --data-dir the node lives in a temporary directory removed at the
 end; with it, the directory is kept, and its bench address must be empty.`,
 		Example: `  petrel bench local
   petrel bench local --sync normal --json
-  petrel bench local --prefill 1000000 --messages 200000 --json`,
+  petrel bench local --prefill 1000000 --messages 200000 --json
+  petrel bench local --against-nats`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBench(cmd, func(ctx context.Context, stdout, stderr io.Writer) error {
@@ -91,6 +103,8 @@ end; with it, the directory is kept, and its bench address must be empty.`,
 	f.IntVar(&o.Window, "window", 1024, "sends in flight per producer")
 	f.IntVar(&o.Prefill, "prefill", 0, "messages put in the queue before measuring")
 	f.StringVar(&o.DataDir, "data-dir", "", "node data `directory` (default: a temporary directory, removed)")
+	f.BoolVar(&o.AgainstNATS, "against-nats", false, "measure NATS JetStream (file storage) with the same workload too, as the baseline")
+	f.StringVar(&o.NATS, "nats", "", "nats-server `binary` (default: on PATH, else "+bench.DefaultNATS+")")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")
 	return cmd

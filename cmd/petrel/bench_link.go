@@ -108,12 +108,23 @@ Figures:
                         invocation; ratio_to_local is publish_msgs_per_sec
                         over the local baseline
 
+--against-nats also measures NATS JetStream with the same workload, once
+the node has stopped: a nats-server of the bench's own (-js, its store in
+the bench directory), a file-storage work-queue stream, --producers
+connections each keeping --window async publishes awaiting their PubAck,
+and --consumers connections sharing one durable pull consumer, each
+pulling --consumer-window messages ahead and acking each one. JetStream's
+file store fsyncs on a timer (sync_interval, 2 minutes by default), not
+per message as sync full does. Figures under "nats" in the JSON, and
+publish_ratio_to_nats, consume_ratio_to_nats: Petrel's rates over NATS's.
+
 The node's configuration, data and stderr live in a temporary directory,
 removed at the end; the node is stopped before the bench returns, also on
 failure or SIGINT.`,
 		Example: `  petrel bench client
   petrel bench client --producers 1 --consumers 1 --messages 200000 --size 128 --json
-  petrel bench client --concurrent --producers 4 --consumers 2`,
+  petrel bench client --concurrent --producers 4 --consumers 2
+  petrel bench client --against-nats`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBench(cmd, func(ctx context.Context, stdout, stderr io.Writer) error {
@@ -131,6 +142,8 @@ failure or SIGINT.`,
 	f.IntVar(&o.BaselineMessages, "baseline-messages", bench.DefaultBaselineMessages, "messages of the local baseline, at most --messages (0: no local baseline)")
 	f.StringVar(&o.Sync, "sync", "full", "the node's store sync mode: full or normal")
 	f.BoolVar(&o.Concurrent, "concurrent", false, "consume while publishing, instead of after")
+	f.BoolVar(&o.AgainstNATS, "against-nats", false, "measure NATS JetStream (file storage) with the same workload too, as the baseline")
+	f.StringVar(&o.NATS, "nats", "", "nats-server `binary` (default: on PATH, else "+bench.DefaultNATS+")")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")
 	return cmd

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -18,6 +19,11 @@ type ClientOptions struct {
 	Sync             string
 	JSON, Concurrent bool
 	Timeout          time.Duration
+	// AgainstNATS measures NATS JetStream too, with the same workload, in
+	// the same invocation; NATS names the nats-server binary ("" to look
+	// it up).
+	AgainstNATS bool
+	NATS        string
 }
 
 // clientResult is the JSON object of `bench client --json`. The field
@@ -56,6 +62,13 @@ type clientResult struct {
 	// the local one.
 	baseline
 	RatioToLocal float64 `json:"ratio_to_local"`
+	// With --against-nats: NATS JetStream's figures for the same workload,
+	// measured after the node stopped, nats-server's version, and
+	// Petrel's rates over NATS's.
+	NATS               *NATSFigures `json:"nats,omitempty"`
+	NATSVersion        string       `json:"nats_version,omitempty"`
+	PublishRatioToNATS float64      `json:"publish_ratio_to_nats,omitempty"`
+	ConsumeRatioToNATS float64      `json:"consume_ratio_to_nats,omitempty"`
 }
 
 func (o ClientOptions) validate() error {
@@ -84,6 +97,13 @@ func RunClient(ctx context.Context, o ClientOptions, stdout, stderr io.Writer) e
 	if err := o.validate(); err != nil {
 		return err
 	}
+	var natsExe string
+	if o.AgainstNATS {
+		var err error
+		if natsExe, err = FindNATS(o.NATS); err != nil {
+			return err
+		}
+	}
 	b := procBench{name: "client", timeout: o.Timeout, json: o.JSON}
 	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
 		bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.BaselineMessages, o.Size, stderr)
@@ -98,7 +118,21 @@ func RunClient(ctx context.Context, o ClientOptions, stdout, stderr io.Writer) e
 			res.baseline = bl
 			res.RatioToLocal = ratio(res.PublishMsgsPerSec, bl.LocalMsgsPerSec)
 		}
-		return res, r.stopped(err)
+		if err := r.stopped(err); err != nil || natsExe == "" {
+			return res, err
+		}
+		// NATS runs once the node has stopped, so that neither competes
+		// with the other, and after this process measured its own peak RSS.
+		w := natsWorkload{Producers: o.Producers, Window: o.Window, Messages: o.Messages, Size: o.Size,
+			Consumers: o.Consumers, ConsumerWindow: o.ConsumerWindow, Concurrent: o.Concurrent}
+		nf, err := runNATS(ctx, life, natsExe, filepath.Join(dir, "nats"), w, stderr)
+		if err != nil {
+			return nil, err
+		}
+		res.NATS, res.NATSVersion = nf, natsVersion(ctx, natsExe)
+		res.PublishRatioToNATS = ratio(res.PublishMsgsPerSec, nf.PublishMsgsPerSec)
+		res.ConsumeRatioToNATS = ratio(res.ConsumeMsgsPerSec, nf.ConsumeMsgsPerSec)
+		return res, nil
 	})
 }
 
@@ -162,5 +196,15 @@ func (r *clientResult) figures() []figure {
 		{"peak RSS node", fmt.Sprintf("%.1f MiB", r.NodePeakRSSMB)},
 		{"peak RSS clients", fmt.Sprintf("%.1f MiB (this process)", r.ClientPeakRSSMB)},
 	}
-	return append(figs, r.baseline.figures("publish", r.PublishMsgsPerSec)...)
+	figs = append(figs, r.baseline.figures("publish", r.PublishMsgsPerSec)...)
+	if n := r.NATS; n != nil {
+		figs = append(figs, n.lines()...)
+		figs = append(figs,
+			figure{"publish ratio to nats", fmt.Sprintf("%.2fx NATS JetStream async publish (same run)", r.PublishRatioToNATS)},
+			figure{"consume ratio to nats", fmt.Sprintf("%.2fx NATS JetStream pull consume (same run)", r.ConsumeRatioToNATS)})
+		if r.NATSVersion != "" {
+			figs = append(figs, figure{"nats version", r.NATSVersion + natsVersionNote})
+		}
+	}
+	return figs
 }

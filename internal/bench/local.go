@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,11 @@ type LocalOptions struct {
 	DataDir string
 	JSON    bool
 	Timeout time.Duration
+	// AgainstNATS measures NATS JetStream too, with the same workload,
+	// after the node's run; NATS names the nats-server binary ("" to look
+	// it up).
+	AgainstNATS bool
+	NATS        string
 }
 
 // LocalResult is the JSON object of `bench local --json`. The field names
@@ -49,7 +55,20 @@ type LocalResult struct {
 	PeakRSSMB         float64 `json:"peak_rss_mb"`
 	CPUs              int     `json:"cpus"`
 	GoVersion         string  `json:"go_version"`
+	// With --against-nats: NATS JetStream's figures for the same workload
+	// (its consumers consume while the producers publish), nats-server's
+	// version, and enqueue_msgs_per_sec over NATS's publish rate,
+	// msgs_per_sec over its consume rate.
+	NATS                *NATSFigures `json:"nats,omitempty"`
+	NATSVersion         string       `json:"nats_version,omitempty"`
+	EnqueueRatioToNATS  float64      `json:"enqueue_ratio_to_nats,omitempty"`
+	EndToEndRatioToNATS float64      `json:"end_to_end_ratio_to_nats,omitempty"`
 }
+
+// natsLocalConsumerWindow is what each NATS consumer pulls ahead beside
+// bench local, whose consumers are goroutines of the node's process and
+// have no window: the client bench's default.
+const natsLocalConsumerWindow = 1000
 
 func (o LocalOptions) validate() (queue.SyncMode, error) {
 	for _, c := range []struct {
@@ -78,11 +97,45 @@ func RunLocal(ctx context.Context, o LocalOptions, stdout, stderr io.Writer) (er
 	if err != nil {
 		return err
 	}
+	var natsExe string
+	if o.AgainstNATS {
+		if natsExe, err = FindNATS(o.NATS); err != nil {
+			return err
+		}
+	}
 	b := nodeBench{dataDir: o.DataDir, timeout: o.Timeout, json: o.JSON,
 		config: petrel.Config{Store: queue.Config{Sync: mode}}}
 	return b.run(ctx, stdout, stderr, func(ctx context.Context, node *petrel.Node) (figurer, error) {
-		return measureLocal(ctx, node, o, stderr)
+		res, err := measureLocal(ctx, node, o, stderr)
+		if err != nil || natsExe == "" {
+			return res, err
+		}
+		return res, res.againstNATS(ctx, natsExe, o, stderr)
 	})
+}
+
+// againstNATS measures NATS JetStream with the workload of o, in a
+// temporary directory, and sets r's NATS figures and ratios.
+func (r *LocalResult) againstNATS(ctx context.Context, exe string, o LocalOptions, progress io.Writer) (err error) {
+	dir, err := os.MkdirTemp("", "petrel-bench-nats-*")
+	if err != nil {
+		return fmt.Errorf("make nats directory: %w", err)
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+	// The server outlives a timeout of ctx long enough to be stopped
+	// cleanly, and is killed once this returns.
+	life, kill := context.WithCancel(context.WithoutCancel(ctx))
+	defer kill()
+	w := natsWorkload{Producers: o.Producers, Window: o.Window, Messages: o.Messages, Size: o.Size,
+		Consumers: o.Consumers, ConsumerWindow: natsLocalConsumerWindow, Concurrent: true}
+	f, err := runNATS(ctx, life, exe, dir, w, progress)
+	if err != nil {
+		return err
+	}
+	r.NATS, r.NATSVersion = f, natsVersion(ctx, exe)
+	r.EnqueueRatioToNATS = ratio(r.EnqueueMsgsPerSec, f.PublishMsgsPerSec)
+	r.EndToEndRatioToNATS = ratio(r.MsgsPerSec, f.ConsumeMsgsPerSec)
+	return nil
 }
 
 // benchDataDir returns the directory to run in and how to clean it up: a
@@ -159,7 +212,7 @@ func (o LocalOptions) result(sent *sendResult, start time.Time, acked int64, ela
 }
 
 func (r *LocalResult) figures() []figure {
-	return []figure{
+	figs := []figure{
 		{"scenario", fmt.Sprintf("local: %d producers (window %d), %d consumers, %d messages of %d B, sync %s, prefill %d",
 			r.Producers, r.Window, r.Consumers, r.Messages, r.Size, r.Sync, r.Prefill)},
 		{"enqueue", fmt.Sprintf("%.0f msgs/s (%d durable in %.3f s)", r.EnqueueMsgsPerSec, r.Messages, r.EnqueueSeconds)},
@@ -169,4 +222,14 @@ func (r *LocalResult) figures() []figure {
 		{"send latency max", fmt.Sprintf("%.3f ms", r.MaxMs)},
 		{"peak RSS", fmt.Sprintf("%.1f MiB", r.PeakRSSMB)},
 	}
+	if n := r.NATS; n != nil {
+		figs = append(figs, n.lines()...)
+		figs = append(figs,
+			figure{"enqueue ratio to nats", fmt.Sprintf("%.2fx NATS JetStream async publish (same run)", r.EnqueueRatioToNATS)},
+			figure{"end-to-end ratio to nats", fmt.Sprintf("%.2fx NATS JetStream consume beside its publish (same run)", r.EndToEndRatioToNATS)})
+		if r.NATSVersion != "" {
+			figs = append(figs, figure{"nats version", r.NATSVersion + natsVersionNote})
+		}
+	}
+	return figs
 }

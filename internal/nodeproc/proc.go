@@ -216,17 +216,21 @@ func (p *Proc) Running() bool {
 // Stop asks the process to stop, by closing its stdin and sending SIGTERM,
 // and waits up to grace before killing it. It returns an error unless the
 // process exited 0 in time, or had already exited 0.
-func (p *Proc) Stop(grace time.Duration) error {
+func (p *Proc) Stop(grace time.Duration) error { return p.StopWith(syscall.SIGTERM, grace) }
+
+// StopWith is Stop with another signal than SIGTERM, for a program that
+// exits 0 only on that one (nats-server exits 1 on SIGTERM, 0 on SIGINT).
+func (p *Proc) StopWith(sig os.Signal, grace time.Duration) error {
 	if p.Running() {
 		p.stdin.Close()
-		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.cmd.Process.Signal(sig)
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
 		case <-p.exited:
 		case <-t.C:
 			p.Kill()
-			return fmt.Errorf("%s %w: not within %v of SIGTERM; killed%s", p.name, ErrStopTimeout, grace, p.stderrNote())
+			return fmt.Errorf("%s %w: not within %v of %v; killed%s", p.name, ErrStopTimeout, grace, sig, p.stderrNote())
 		}
 	}
 	if !p.cmd.ProcessState.Success() {

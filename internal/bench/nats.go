@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/petrelmq/petrel/internal/nodeproc"
+)
+
+// NATSServer is one run of nats-server with JetStream on, the broker the
+// client and local benches measure Petrel against with --against-nats. It
+// is a child process, killed when the context it was started with ends.
+type NATSServer struct {
+	proc *nodeproc.Proc
+	addr string
+}
+
+// DefaultNATS is where Debian's nats-server package installs the server;
+// it is tried when no nats-server is on PATH (/usr/sbin is not on every
+// user's).
+const DefaultNATS = "/usr/sbin/nats-server"
+
+// FindNATS returns the nats-server binary to run: path if given, else the
+// one on PATH, else DefaultNATS.
+func FindNATS(path string) (string, error) {
+	if path != "" {
+		return exec.LookPath(path)
+	}
+	if p, err := exec.LookPath("nats-server"); err == nil {
+		return p, nil
+	}
+	if _, err := os.Stat(DefaultNATS); err != nil {
+		return "", fmt.Errorf("no nats-server on PATH nor at %s: install the nats-server package, or name it with --nats", DefaultNATS)
+	}
+	return DefaultNATS, nil
+}
+
+// StartNATS runs the nats-server binary exe with JetStream on and its
+// store in dir, listening on a free port of 127.0.0.1, and returns once it
+// accepts connections. It tries other ports while one turns out taken.
+//
+// The server runs with JetStream's defaults, as a production server runs
+// unless told otherwise: its file store hands each message to the OS and
+// fsyncs on a timer (sync_interval, 2 minutes by default), not per
+// message as Petrel's sync full does.
+func StartNATS(ctx context.Context, exe, dir string) (*NATSServer, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("nats-server folder: %w", err)
+	}
+	var errs []error
+	for range 5 {
+		s, err := startNATSOnce(ctx, exe, dir)
+		if err == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("start nats-server: %w", errors.Join(errs...))
+}
+
+func startNATSOnce(ctx context.Context, exe, dir string) (*NATSServer, error) {
+	port, err := nodeproc.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	p, err := nodeproc.Start(ctx, "nats-server", exe, filepath.Join(dir, "nats-server.stderr"),
+		"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &NATSServer{proc: p, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	if err := s.waitListening(ctx); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitListening polls the port until a TCP connection is accepted, for up
+// to readyTimeout. nats-server starts JetStream before it opens its
+// client port (its log says so, in that order), so a server that accepts
+// has JetStream up.
+func (s *NATSServer) waitListening(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	var d net.Dialer
+	for {
+		if !s.proc.Running() {
+			return s.proc.ExitError("ended before it listened")
+		}
+		c, err := d.DialContext(ctx, "tcp", s.addr)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nats-server: not listening on %s: %w", s.addr, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// URL is the server's address as nats.Connect takes it.
+func (s *NATSServer) URL() string { return "nats://" + s.addr }
+
+// Pid is the server's process id.
+func (s *NATSServer) Pid() int { return s.proc.Pid() }
+
+// PeakRSSMB is the server's peak resident set size so far (VmHWM).
+func (s *NATSServer) PeakRSSMB() (float64, error) { return s.proc.PeakRSSMB() }
+
+// Stop stops the server with SIGINT, on which it shuts down and exits 0
+// (on SIGTERM it exits 1), and fails unless it exits 0 in time.
+func (s *NATSServer) Stop() error { return s.proc.StopWith(syscall.SIGINT, stopGrace) }
+
+// natsVersion is `nats-server --version`, "nats-server: v2.9.10"; "" if it
+// cannot be had.
+func natsVersion(ctx context.Context, exe string) string {
+	out, err := exec.CommandContext(ctx, exe, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line)
+}
