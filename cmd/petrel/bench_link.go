@@ -118,6 +118,10 @@ file store fsyncs on a timer (sync_interval, 2 minutes by default), not
 per message as sync full does. Figures under "nats" in the JSON, and
 publish_ratio_to_nats, consume_ratio_to_nats: Petrel's rates over NATS's.
 
+PETREL_CPUPROFILE=prefix writes CPU profiles: the clients of this process
+to prefix.clients.pprof (publish and consume), the node to
+prefix.node.pprof (from its ready line to its stop).
+
 The node's configuration, data and stderr live in a temporary directory,
 removed at the end; the node is stopped before the bench returns, also on
 failure or SIGINT.`,

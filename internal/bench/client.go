@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -146,8 +147,15 @@ func runClients(ctx context.Context, r *procRun, o ClientOptions) (*clientResult
 	if err != nil {
 		return nil, err
 	}
-	m, err := measureClients(ctx, "tcp://"+info.Listen, o, r.progress)
+	// PETREL_CPUPROFILE=prefix profiles the clients of this process into
+	// prefix.clients.pprof; the node, which inherits the variable, writes
+	// prefix.node.pprof.
+	stop, err := cpuProfile("clients")
 	if err != nil {
+		return nil, err
+	}
+	m, err := measureClients(ctx, "tcp://"+info.Listen, o, r.progress)
+	if err := errors.Join(err, stop()); err != nil {
 		return nil, err
 	}
 	res := o.result(m)
