@@ -62,8 +62,13 @@ type DialOptions struct {
 	// name defaults to the URL's host. Nil means the system roots.
 	TLS *tls.Config
 	// Window is the most publishes in flight, sent and not yet durable
-	// (default 1000). SendAsync blocks while the window is full.
-	Window int
+	// (default DefaultClientWindow), and WindowBytes the most bytes of
+	// encoded messages they may hold (default DefaultClientWindowBytes);
+	// SendAsync blocks while either is reached (a message larger than
+	// WindowBytes goes alone). The node grants a publish session at most
+	// the greater of its link.window and DefaultClientWindow.
+	Window      int
+	WindowBytes int64
 	// ConsumerWindow is the most deliveries each Consumer has on their way
 	// or buffered, ahead of the application (default 1000): the
 	// subscription's credit. Those messages are leased to this client.
@@ -82,6 +87,16 @@ type DialOptions struct {
 	Logger *slog.Logger
 }
 
+// The defaults of DialOptions.Window and WindowBytes: with 128-byte
+// messages the count bounds the flight, with 1 KiB ones the bytes do.
+// Enough in flight to fill the node's group commits, whose fsync is the
+// same whatever they carry; bounded in bytes, so that large messages do not
+// make a client hold thousands of them.
+const (
+	DefaultClientWindow            = 8192
+	DefaultClientWindowBytes int64 = 4 << 20
+)
+
 func (o DialOptions) withDefaults() (DialOptions, error) {
 	if o.Name == "" {
 		o.Name = "client"
@@ -97,7 +112,10 @@ func (o DialOptions) withDefaults() (DialOptions, error) {
 		o.ID = id
 	}
 	if o.Window <= 0 {
-		o.Window = 1000
+		o.Window = DefaultClientWindow
+	}
+	if o.WindowBytes <= 0 {
+		o.WindowBytes = DefaultClientWindowBytes
 	}
 	if o.ConsumerWindow <= 0 {
 		o.ConsumerWindow = 1000

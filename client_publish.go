@@ -23,7 +23,8 @@ import (
 type publisher struct {
 	stamper // create, stamp
 	c       *Client
-	limit   int // the most messages in flight: DialOptions.Window
+	limit   int   // the most messages in flight: DialOptions.Window
+	bytes   int64 // the most bytes they hold: DialOptions.WindowBytes
 
 	mu     sync.Mutex
 	sess   *session.Session // nil while the connection is down
@@ -31,6 +32,7 @@ type publisher struct {
 	first  uint64           // seq of flight[0], if sent
 	sent   int              // flight[:sent] are on sess
 	flight []*pubReq
+	held   int64         // the bytes of flight's messages, counted until they leave it
 	space  chan struct{} // closed when flight shrinks; nil when no one waits
 	err    error         // set when the client closed
 }
@@ -38,6 +40,7 @@ type publisher struct {
 // pubReq is one message in flight and its completion.
 type pubReq struct {
 	data    []byte
+	size    int64 // len(data), counted in publisher.held while in flight
 	dest    string
 	done    chan struct{}
 	err     error
@@ -71,7 +74,7 @@ func (r *pubReq) Wait(ctx context.Context) error {
 // one whose ids follow the clock (see DialOptions.ID).
 func newPublisher(c *Client) *publisher {
 	st := stamper{origin: c.opts.ID, ids: message.NewIDGen(0, 0, nil, time.Now), now: time.Now}
-	return &publisher{stamper: st, c: c, limit: c.opts.Window}
+	return &publisher{stamper: st, c: c, limit: c.opts.Window, bytes: c.opts.WindowBytes}
 }
 
 // send is Producer.Send for a remote producer.
@@ -102,7 +105,7 @@ func (p *publisher) submit(ctx context.Context, m *message.Message) (*pubReq, er
 	if err != nil {
 		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
 	}
-	r := &pubReq{data: data, dest: m.Destination, done: make(chan struct{})}
+	r := &pubReq{data: data, size: int64(len(data)), dest: m.Destination, done: make(chan struct{})}
 	if err := p.enqueue(ctx, r); err != nil {
 		return nil, err
 	}
@@ -123,8 +126,8 @@ func (p *publisher) prepare(m *message.Message) error {
 	return nil
 }
 
-// enqueue adds r to the flight, waiting while it is full, and sends what
-// the window allows.
+// enqueue adds r to the flight, waiting while it is full (in messages, or
+// in bytes unless it is empty), and sends what the window allows.
 func (p *publisher) enqueue(ctx context.Context, r *pubReq) error {
 	for {
 		p.mu.Lock()
@@ -133,8 +136,9 @@ func (p *publisher) enqueue(ctx context.Context, r *pubReq) error {
 			p.mu.Unlock()
 			return err
 		}
-		if len(p.flight) < p.limit {
+		if len(p.flight) < p.limit && (p.held+r.size <= p.bytes || len(p.flight) == 0) {
 			p.flight = append(p.flight, r)
+			p.held += r.size
 			p.pump()
 			p.mu.Unlock()
 			return nil
@@ -185,9 +189,15 @@ func (p *publisher) attach(conn *session.Conn) error {
 	for _, r := range p.flight {
 		if !r.settled {
 			kept = append(kept, r)
+		} else {
+			p.held -= r.size
 		}
 	}
 	clear(p.flight[len(kept):])
+	if len(kept) < len(p.flight) && p.space != nil {
+		close(p.space)
+		p.space = nil
+	}
 	p.flight = kept
 	p.sess, p.window, p.first, p.sent = sess, int(sess.Window()), 1, 0
 	p.pump()
@@ -228,6 +238,7 @@ func (p *publisher) acked(a session.Ack) {
 	}
 	for _, r := range p.flight[:i+1] {
 		p.complete(r, nil)
+		p.held -= r.size
 	}
 	clear(p.flight[:i+1])
 	p.flight = p.flight[i+1:]
@@ -286,7 +297,7 @@ func (p *publisher) fail(err error) {
 	for _, r := range p.flight {
 		p.complete(r, err)
 	}
-	p.flight = nil
+	p.flight, p.held = nil, 0
 	if p.space != nil {
 		close(p.space)
 		p.space = nil

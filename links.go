@@ -72,6 +72,12 @@ func linkConfigs(lc fx.Lifecycle, n *Node, t nodeTLS) (linkOut, error) {
 	if window <= 0 {
 		window = 1000
 	}
+	// A client's publish session may have DefaultClientWindow packets in
+	// flight, more than a link's sender keeps: the client bounds its
+	// flight in bytes too (DialOptions.WindowBytes), and the connection's
+	// buffer here is bounded in bytes (link.max_conn_buffer_bytes), so the count
+	// only has to be large enough to keep the commits full.
+	listen.PublishWindow = uint32(max(window, DefaultClientWindow))
 	return linkOut{
 		Session: dial,
 		Sender: sender.Config{

@@ -344,8 +344,10 @@ func TestRemoteNodeRestart(t *testing.T) {
 	c.Close()
 }
 
-// A node whose link window is below the client's windows grants less; the
-// client keeps to it and still flows.
+// A node whose link window is below the client's windows grants its
+// consumers less; the client keeps to it and still flows. (A publish
+// session is granted at least DefaultClientWindow: see
+// TestRemoteDefaultPublishWindow.)
 func TestRemoteNodeWindowBelowClientWindows(t *testing.T) {
 	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) { c.Link.Window = 8 }))
 	c := nodes.Dial(t, n, petrel.DialOptions{Window: 100, ConsumerWindow: 100})

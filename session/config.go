@@ -99,6 +99,14 @@ type Config struct {
 	// socket until Recv takes frames: a slow receiver slows its peer
 	// (TCP backpressure) instead of growing memory.
 	MaxConnBuffer int64
+	// PublishWindow, on a server, is the least window Accept grants a
+	// client's publish session (Conn.OpenPublish), whatever window Accept
+	// is given: a client asks for its window in messages but bounds its
+	// flight in bytes too, and what the session holds here is bounded in
+	// bytes by MaxConnBuffer, so a publish session may run with more
+	// packets in flight than a link's sender keeps. 0: none; the client's
+	// request and MaxWindow still cap it.
+	PublishWindow uint32
 	// BufferStats, when set, is fed by every connection made with this
 	// Config: buffered bytes and read pauses (see MaxConnBuffer).
 	BufferStats *BufferStats

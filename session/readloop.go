@@ -199,6 +199,9 @@ func (c *Conn) onCreate(h Header, p []byte) error {
 	s := c.newSession(id, req.Address)
 	s.state = statePending
 	s.setKind(h.Flags)
+	if s.publish {
+		s.minWindow = c.cfg.PublishWindow
+	}
 	s.topic = req.Topic
 	s.version = v
 	s.reqWindow = req.Window

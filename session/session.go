@@ -40,6 +40,7 @@ type Session struct {
 	version   uint16
 	window    uint32
 	reqWindow uint32        // the window the client asked for
+	minWindow uint32        // server: the least window Accept grants (Config.PublishWindow for a publish session)
 	inbound   chan Data     // server: Data not yet taken by Recv
 	acks      chan Ack      // acks and refusals not yet read, made by the first Acks call (client)
 	ackq      []Ack         // client: acks not yet read, while Acks was never called
@@ -112,7 +113,8 @@ func (s *Session) Err() error {
 }
 
 // Accept accepts a session returned by Conn.Accept, with a window of at
-// least 1. The negotiated window is the least of window, the client's and
+// least 1. The negotiated window is the least of window (raised to
+// Config.PublishWindow for a publish session), the client's and
 // MaxWindow. The session buffers at most that many Data packets not yet
 // taken by Recv.
 func (s *Session) Accept(window uint32) error {
@@ -125,7 +127,7 @@ func (s *Session) Accept(window uint32) error {
 		s.mu.Unlock()
 		return err
 	}
-	s.window = min(window, s.reqWindow, MaxWindow)
+	s.window = min(max(window, s.minWindow), s.reqWindow, MaxWindow)
 	if s.sub != nil {
 		s.sub.credit = s.window // a subscribe session starts with its window as credit
 	} else {

@@ -89,8 +89,12 @@ func newBenchClientCmd() *cobra.Command {
 		Long: `Measure remote clients (petrel.Dial) on loopback: a petrel node runs as its own
 process, and this process dials it with --producers clients that publish
 --messages data messages of --size bytes to the address bench, each keeping
---window publishes in flight, and --consumers clients that consume and ack
-them, each with --consumer-window deliveries pushed ahead.
+publishes in flight up to the client's window, and --consumers clients that
+consume and ack them, each with --consumer-window deliveries pushed ahead.
+The window is petrel.DialOptions' default unless --window (a count, also
+written as the node's link.window) or --window-bytes (the bytes of the
+encoded messages in flight) set it; in_flight in the JSON is what the two
+allow with messages of --size.
 
 By default the producers publish everything first and the consumers then
 drain the backlog, so each rate is measured alone; with --concurrent both
@@ -141,7 +145,8 @@ failure or SIGINT.`,
 	f.IntVar(&o.Consumers, "consumers", 1, "consuming clients, each its own connection")
 	f.IntVar(&o.Messages, "messages", 200000, "messages to publish and consume")
 	f.IntVar(&o.Size, "size", 128, "body size in `bytes`")
-	f.IntVar(&o.Window, "window", 1000, "publishes in flight per producer")
+	f.IntVar(&o.Window, "window", 0, "publishes in flight per producer, and the node's link.window (0: the defaults, petrel.DefaultClientWindow)")
+	f.Int64Var(&o.WindowBytes, "window-bytes", 0, "bytes of publishes in flight per producer (0: petrel.DefaultClientWindowBytes)")
 	f.IntVar(&o.ConsumerWindow, "consumer-window", 1000, "deliveries pushed ahead per consumer")
 	f.IntVar(&o.BaselineMessages, "baseline-messages", bench.DefaultBaselineMessages, "messages of the local baseline, at most --messages (0: no local baseline)")
 	f.StringVar(&o.Sync, "sync", "full", "the node's store sync mode: full or normal")

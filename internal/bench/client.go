@@ -9,12 +9,18 @@ import (
 	"runtime"
 	"time"
 
+	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/nodeproc"
 )
 
 // ClientOptions are the flags of `bench client`.
 type ClientOptions struct {
-	Producers, Consumers, Messages, Size, Window, ConsumerWindow int
+	Producers, Consumers, Messages, Size, ConsumerWindow int
+	// Window is the publishes in flight per producer, the node's
+	// link.window too; WindowBytes the bytes they may hold. 0: the
+	// defaults of petrel.DialOptions and of the node.
+	Window      int
+	WindowBytes int64
 	// BaselineMessages bounds the local baseline's messages; 0 skips it.
 	BaselineMessages int
 	Sync             string
@@ -31,15 +37,20 @@ type ClientOptions struct {
 // names are a contract with the scripts that compare runs: add, never
 // rename.
 type clientResult struct {
-	Scenario       string `json:"scenario"`
-	Messages       int    `json:"messages"`
-	Size           int    `json:"size"`
-	Sync           string `json:"sync"`
-	Producers      int    `json:"producers"`
-	Consumers      int    `json:"consumers"`
-	Window         int    `json:"window"`
-	ConsumerWindow int    `json:"consumer_window"`
-	Concurrent     bool   `json:"concurrent"`
+	Scenario  string `json:"scenario"`
+	Messages  int    `json:"messages"`
+	Size      int    `json:"size"`
+	Sync      string `json:"sync"`
+	Producers int    `json:"producers"`
+	Consumers int    `json:"consumers"`
+	// Window is --window, 0 for the client's default; WindowBytes the
+	// client's byte bound on its flight, and InFlight what the two allow
+	// of this run's messages.
+	Window         int   `json:"window"`
+	WindowBytes    int64 `json:"window_bytes"`
+	InFlight       int   `json:"in_flight"`
+	ConsumerWindow int   `json:"consumer_window"`
+	Concurrent     bool  `json:"concurrent"`
 	// PublishMsgsPerSec: messages / (first submit -> last publish acked
 	// durable by the node).
 	PublishMsgsPerSec float64 `json:"publish_msgs_per_sec"`
@@ -78,17 +89,38 @@ func (o ClientOptions) validate() error {
 		v, min int
 	}{
 		{"producers", o.Producers, 1}, {"consumers", o.Consumers, 1}, {"messages", o.Messages, 1},
-		{"size", o.Size, 0}, {"window", o.Window, 1}, {"consumer-window", o.ConsumerWindow, 1},
+		{"size", o.Size, 0}, {"window", o.Window, 0}, {"consumer-window", o.ConsumerWindow, 1},
 	} {
 		if c.v < c.min {
 			return usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
 		}
+	}
+	if o.WindowBytes < 0 {
+		return usageErrorf("invalid argument %d for \"--window-bytes\" flag: want at least 0", o.WindowBytes)
 	}
 	if err := checkTimeout(o.Timeout); err != nil {
 		return err
 	}
 	_, err := parseSync(o.Sync)
 	return err
+}
+
+// encodedOverhead is about what a bench message's encoding adds to its
+// body: destination, ids, timestamps, data type.
+const encodedOverhead = 128
+
+// dialWindow returns the client's window and byte bound of the run, the
+// defaults' where unset, and the publishes in flight they allow per
+// producer with this run's messages: what the NATS producers keep too.
+func (o ClientOptions) dialWindow() (count int, bytes int64, inFlight int) {
+	count, bytes = o.Window, o.WindowBytes
+	if count <= 0 {
+		count = petrel.DefaultClientWindow
+	}
+	if bytes <= 0 {
+		bytes = petrel.DefaultClientWindowBytes
+	}
+	return count, bytes, int(max(1, min(int64(count), bytes/int64(o.Size+encodedOverhead))))
 }
 
 // RunClient runs `bench client`: a node process, and the clients of this
@@ -124,7 +156,8 @@ func RunClient(ctx context.Context, o ClientOptions, stdout, stderr io.Writer) e
 		}
 		// NATS runs once the node has stopped, so that neither competes
 		// with the other, and after this process measured its own peak RSS.
-		w := natsWorkload{Producers: o.Producers, Window: o.Window, Messages: o.Messages, Size: o.Size,
+		_, _, inFlight := o.dialWindow()
+		w := natsWorkload{Producers: o.Producers, Window: inFlight, Messages: o.Messages, Size: o.Size,
 			Consumers: o.Consumers, ConsumerWindow: o.ConsumerWindow, Concurrent: o.Concurrent}
 		nf, err := runNATS(ctx, life, natsExe, filepath.Join(dir, "nats"), w, stderr)
 		if err != nil {
@@ -140,7 +173,8 @@ func RunClient(ctx context.Context, o ClientOptions, stdout, stderr io.Writer) e
 // runClients starts the node and runs the clients against it.
 func runClients(ctx context.Context, r *procRun, o ClientOptions) (*clientResult, error) {
 	node, info, err := r.startListening(ctx, "node", 0, func(listen string) ([]string, error) {
-		// The node's session window bounds what a producer has in flight.
+		// The node's session window bounds what a producer has in flight;
+		// with no --window, the node's defaults.
 		cfg, err := r.fileFor(nodeproc.NodeFile{Name: "node", Listen: listen, Receive: []string{Addr}, Window: o.Window})
 		return []string{"node", "-c", cfg}, err
 	})
@@ -171,9 +205,11 @@ func (o ClientOptions) result(m *clientMeasure) *clientResult {
 	if err != nil {
 		rss = 0 // reported as 0 where /proc is missing
 	}
+	_, bytes, inFlight := o.dialWindow()
 	return &clientResult{
 		Scenario: "client", Messages: o.Messages, Size: o.Size, Sync: o.Sync,
-		Producers: o.Producers, Consumers: o.Consumers, Window: o.Window, ConsumerWindow: o.ConsumerWindow,
+		Producers: o.Producers, Consumers: o.Consumers, Window: o.Window, WindowBytes: bytes, InFlight: inFlight,
+		ConsumerWindow:    o.ConsumerWindow,
 		Concurrent:        o.Concurrent,
 		PublishMsgsPerSec: round(rate(int64(o.Messages), m.publish), 2),
 		ConsumeMsgsPerSec: round(rate(int64(o.Messages), m.consume), 2),
@@ -194,8 +230,8 @@ func (r *clientResult) figures() []figure {
 		mode = "publish and consume at once"
 	}
 	figs := []figure{
-		{"scenario", fmt.Sprintf("client: %d producers (window %d), %d consumers (window %d), %d messages of %d B, sync %s, %s",
-			r.Producers, r.Window, r.Consumers, r.ConsumerWindow, r.Messages, r.Size, r.Sync, mode)},
+		{"scenario", fmt.Sprintf("client: %d producers (%s), %d consumers (window %d), %d messages of %d B, sync %s, %s",
+			r.Producers, r.windowText(), r.Consumers, r.ConsumerWindow, r.Messages, r.Size, r.Sync, mode)},
 		{"publish", fmt.Sprintf("%.0f msgs/s (%d durable at the node in %.3f s)", r.PublishMsgsPerSec, r.Messages, r.PublishSeconds)},
 		{"consume", fmt.Sprintf("%.0f msgs/s (%d received and acked in %.3f s)", r.ConsumeMsgsPerSec, r.Messages, r.ConsumeSeconds)},
 		{"publish latency p50", fmt.Sprintf("%.3f ms (submit -> durable at the node)", r.P50ms)},
@@ -215,4 +251,13 @@ func (r *clientResult) figures() []figure {
 		}
 	}
 	return figs
+}
+
+// windowText describes the producers' window.
+func (r *clientResult) windowText() string {
+	w := "default window"
+	if r.Window > 0 {
+		w = fmt.Sprintf("window %d", r.Window)
+	}
+	return fmt.Sprintf("%s, %d KiB: %d in flight", w, r.WindowBytes>>10, r.InFlight)
 }

@@ -27,11 +27,12 @@ func measureClients(ctx context.Context, url string, o ClientOptions, progress i
 			c.Close()
 		}
 	}()
+	window, windowBytes, _ := o.dialWindow()
 	dial := func(name string, n int) ([]*petrel.Client, error) {
 		var cs []*petrel.Client
 		for i := range n {
 			c, err := petrel.Dial(ctx, url, petrel.DialOptions{
-				Name: fmt.Sprintf("%s-%d", name, i+1), Window: o.Window, ConsumerWindow: o.ConsumerWindow, Logger: log,
+				Name: fmt.Sprintf("%s-%d", name, i+1), Window: window, WindowBytes: windowBytes, ConsumerWindow: o.ConsumerWindow, Logger: log,
 			})
 			if err != nil {
 				return nil, err
@@ -62,7 +63,9 @@ func measureClients(ctx context.Context, url string, o ClientOptions, progress i
 		fmt.Fprintf(progress, "publishing %d messages...\n", o.Messages)
 	}
 	start := time.Now()
-	sent, err := publishAll(ctx, producers, o.Messages, o.Window, make([]byte, o.Size))
+	// Each producer holds a slot per publish up to the client's count; the
+	// client's byte bound, if lower, makes SendAsync wait.
+	sent, err := publishAll(ctx, producers, o.Messages, window, make([]byte, o.Size))
 	if err != nil {
 		if cg != nil {
 			cg.stop()
