@@ -66,6 +66,11 @@
 // buffered (a server that sends more is ErrWindow). Settles are bounded by
 // what the server holds unsettled.
 //
+// A publish session's window is the least of the client's request and the
+// server's, which Config.PublishWindow may raise above a link's: a client
+// bounds its flight in bytes too, and the server's buffer is bounded in
+// bytes (MaxConnBuffer), so the count only has to keep commits full.
+//
 // # Goroutines
 //
 // Each Conn owns exactly two: readLoop, which reads frames and dispatches
