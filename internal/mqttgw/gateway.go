@@ -27,7 +27,7 @@ type Config struct {
 	// Common Name is the client's identity.
 	TLS *tls.Config
 	// WebSocket, when set, is the host:port of an MQTT over WebSocket
-	// listener (path /).
+	// listener (any path; wss with TLS, the same configuration).
 	WebSocket string
 	// DataDir holds mqtt.db, the retained messages and sessions.
 	DataDir string
@@ -148,7 +148,7 @@ type Gateway struct {
 	hook    *hook
 	metrics *metrics
 	tcp     *listeners.TCP
-	ws      *listeners.Websocket
+	ws      *wsListener
 
 	retainMu      sync.Mutex
 	retainPending map[string]struct{} // new retained topics being stored
@@ -218,7 +218,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 		return nil, fmt.Errorf("mqtt listen %s: %w", cfg.Listen, err)
 	}
 	if cfg.WebSocket != "" {
-		g.ws = listeners.NewWebsocket(listeners.Config{ID: "mqtt-ws", Address: cfg.WebSocket, TLSConfig: cfg.TLS})
+		g.ws = newWSListener("mqtt-ws", cfg.WebSocket, cfg.TLS)
 		if err := g.srv.AddListener(g.ws); err != nil {
 			g.tcp.Close(func(string) {})
 			_ = st.close()

@@ -123,7 +123,8 @@ func (h *hook) refuseConnect(cl *mqtt.Client, bound string, n *atomic.Int64) err
 
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	var certCN string
-	if tc, ok := cl.Net.Conn.(*tls.Conn); ok {
+	// A *tls.Conn, or a wss connection (wsConn).
+	if tc, ok := cl.Net.Conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
 		cs := tc.ConnectionState()
 		if len(cs.VerifiedChains) > 0 && len(cs.PeerCertificates) > 0 {
 			certCN = cs.PeerCertificates[0].Subject.CommonName
