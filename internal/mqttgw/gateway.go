@@ -146,6 +146,7 @@ type Gateway struct {
 	srv     *mqtt.Server
 	store   *sessionStore
 	hook    *hook
+	wills   *wills
 	metrics *metrics
 	tcp     *listeners.TCP
 	ws      *wsListener
@@ -186,7 +187,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), retainPending: map[string]struct{}{}}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), retainPending: map[string]struct{}{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	caps := mqtt.NewDefaultServerCapabilities()
 	// Retained messages and in-flight deliveries expire by their own
@@ -225,11 +226,21 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 			return nil, fmt.Errorf("mqtt websocket listen %s: %w", cfg.WebSocket, err)
 		}
 	}
+	if err := g.loadWills(); err != nil {
+		g.closeServer()
+		_ = st.close()
+		return nil, fmt.Errorf("mqtt wills: %w", err)
+	}
 	if err := g.srv.Serve(); err != nil {
 		g.closeServer()
 		_ = st.close()
 		return nil, fmt.Errorf("mqtt serve: %w", err)
 	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.willLoop()
+	}()
 	g.log.Info("mqtt listening", slog.String("listen", g.Addr()), slog.String("websocket", g.WebSocketAddr()))
 	return g, nil
 }
@@ -255,6 +266,7 @@ func (g *Gateway) WebSocketAddr() string {
 func (g *Gateway) Close() error {
 	var err error
 	g.once.Do(func() {
+		g.hook.willsAtClose()
 		g.closeServer()
 		g.cancel()
 		g.hook.stopAll()

@@ -25,6 +25,13 @@ type hook struct {
 	g *Gateway
 
 	pending sync.Map // *mqtt.Client -> Conn, from authentication to OnDisconnect
+	// willProps are the will of a CONNECT with its properties (mochi
+	// keeps only the user properties), from authentication to
+	// OnDisconnect.
+	willProps sync.Map // *mqtt.Client -> connectWill
+	// willDone holds the connections whose will was handled, so that it
+	// goes once (OnWill, willsAtClose), until OnDisconnect.
+	willDone sync.Map // *mqtt.Client -> struct{}
 
 	mu    sync.Mutex
 	conns map[*mqtt.Client]*connState
@@ -142,6 +149,9 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 		return false
 	}
 	h.pending.Store(cl, c)
+	if pk.Connect.WillFlag {
+		h.willProps.Store(cl, newConnectWill(pk))
+	}
 	return true
 }
 
@@ -149,7 +159,8 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 // the same client id: the old connection's deliveries stop, and what it
 // had in flight goes back to its subscriptions (redelivered, with DUP,
 // to the new connection) rather than being resent by mochi as well.
-func (h *hook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
+func (h *hook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
+	h.establishing(cl, pk.Connect.Clean)
 	if old, ok := h.g.srv.Clients.Get(cl.ID); ok && old != cl {
 		h.detach(old)
 		old.ClearInflights()
@@ -218,6 +229,9 @@ func (h *hook) stopAll() {
 
 func (h *hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	h.pending.Delete(cl)
+	h.willProps.Delete(cl)
+	h.willDone.Delete(cl)
+	h.gone(cl)
 	h.detach(cl)
 	// mochi resends its own in-flight copies to a resumed session; the
 	// Petrel subscription redelivers them instead.
@@ -230,6 +244,7 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 }
 
 func (h *hook) OnClientExpired(cl *mqtt.Client) {
+	h.g.sessionEnded(cl.ID)
 	for _, sub := range cl.State.Subscriptions.GetAll() {
 		h.dropDurable(cl.ID, sub.Filter)
 	}

@@ -173,32 +173,5 @@ func (h *hook) refuse(cl *mqtt.Client, pk packets.Packet, err error) {
 	_ = cl.WritePacket(ack)
 }
 
-// OnWill publishes a client's will through the node, as a publish of its
-// own, and hands mochi a will it cannot deliver (a '$' topic, which no
-// client may subscribe to here): every delivery comes from Petrel.
-func (h *hook) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
-	c := Conn{ClientID: cl.ID, Remote: cl.Net.Remote}
-	if v, ok := h.pending.Load(cl); ok {
-		c = v.(Conn)
-	}
-	pk := packets.Packet{
-		FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: will.Qos, Retain: will.Retain},
-		TopicName:       will.TopicName,
-		Payload:         will.Payload,
-		Properties:      packets.Properties{User: will.User},
-		Origin:          cl.ID,
-		Created:         cl.StopTime(),
-		ProtocolVersion: cl.Properties.ProtocolVersion,
-	}
-	if err := h.g.publish(c, pk); err != nil {
-		h.g.log.Warn("mqtt will refused", slog.String("client", cl.ID), slog.String("topic", clip(will.TopicName)), slog.Any("error", err))
-	} else {
-		h.g.metrics.published[min(will.Qos, 2)].Add(1)
-	}
-	will.TopicName = willSink
-	will.Retain = false
-	return will, nil
-}
-
 // willSink is where mochi sends the will after OnWill published it.
 const willSink = "$petrel/will"

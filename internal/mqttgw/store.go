@@ -18,8 +18,8 @@ import (
 
 // sessionStore keeps, in its own SQLite file in the node's data directory
 // (mqtt.db), what MQTT needs beyond the node's queues: the retained
-// message of each topic, and the persistent sessions with their
-// subscriptions, so that a restarted node knows them (CONNACK's session
+// message of each topic, the wills waiting for their delay (will.go), and
+// the persistent sessions with their subscriptions, so that a restarted node knows them (CONNACK's session
 // present flag, each filter's QoS and options). The messages a persistent
 // session has not taken are not here: they are in its durable Petrel
 // subscriptions, in the node's store.
@@ -38,6 +38,13 @@ CREATE TABLE IF NOT EXISTS retained (
 CREATE TABLE IF NOT EXISTS sessions (
 	client_id TEXT PRIMARY KEY,
 	client BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS wills (
+	client_id TEXT PRIMARY KEY,
+	due_ms INTEGER NOT NULL,
+	identity TEXT NOT NULL,
+	remote TEXT NOT NULL,
+	packet BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS subscriptions (
 	client_id TEXT NOT NULL,
@@ -79,7 +86,18 @@ func (s *sessionStore) setRetained(ctx context.Context, pk packets.Packet) error
 		_, err := s.db.ExecContext(ctx, `DELETE FROM retained WHERE topic = ?`, pk.TopicName)
 		return err
 	}
-	b, err := json.Marshal(storage.Message{
+	b, err := encodePacket(pk)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO retained (topic, packet) VALUES (?, ?)
+		ON CONFLICT (topic) DO UPDATE SET packet = excluded.packet`, pk.TopicName, b)
+	return err
+}
+
+// encodePacket is a publish as stored (mochi's storage.Message, JSON).
+func encodePacket(pk packets.Packet) ([]byte, error) {
+	return json.Marshal(storage.Message{
 		Payload:     pk.Payload,
 		TopicName:   pk.TopicName,
 		Origin:      pk.Origin,
@@ -95,12 +113,6 @@ func (s *sessionStore) setRetained(ctx context.Context, pk packets.Packet) error
 			PayloadFormatFlag:     pk.Properties.PayloadFormatFlag,
 		},
 	})
-	if err != nil {
-		return err
-	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO retained (topic, packet) VALUES (?, ?)
-		ON CONFLICT (topic) DO UPDATE SET packet = excluded.packet`, pk.TopicName, b)
-	return err
 }
 
 func (s *sessionStore) deleteRetained(ctx context.Context, topic string) error {
