@@ -147,6 +147,7 @@ type Gateway struct {
 	store   *sessionStore
 	hook    *hook
 	wills   *wills
+	qos2    *qos2Markers
 	metrics *metrics
 	tcp     *listeners.TCP
 	ws      *wsListener
@@ -187,7 +188,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), retainPending: map[string]struct{}{}}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), qos2: newQoS2Markers(), retainPending: map[string]struct{}{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	caps := mqtt.NewDefaultServerCapabilities()
 	// Retained messages and in-flight deliveries expire by their own

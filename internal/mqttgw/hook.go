@@ -41,7 +41,8 @@ var provided = []byte{
 	mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnSessionEstablish, mqtt.OnSessionEstablished,
 	mqtt.OnDisconnect, mqtt.OnPublish, mqtt.OnSubscribed, mqtt.OnUnsubscribed, mqtt.OnQosComplete,
 	mqtt.OnQosDropped, mqtt.OnWill, mqtt.OnClientExpired, mqtt.OnRetainedExpired,
-	mqtt.StoredClients, mqtt.StoredSubscriptions, mqtt.StoredRetainedMessages,
+	mqtt.StoredClients, mqtt.StoredSubscriptions, mqtt.StoredRetainedMessages, mqtt.StoredInflightMessages,
+	mqtt.OnPacketEncode, mqtt.OnPacketRead,
 }
 
 func (h *hook) ID() string { return "petrel" }
@@ -163,7 +164,7 @@ func (h *hook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	h.establishing(cl, pk.Connect.Clean)
 	if old, ok := h.g.srv.Clients.Get(cl.ID); ok && old != cl {
 		h.detach(old)
-		old.ClearInflights()
+		clearOutbound(old)
 	}
 }
 
@@ -179,12 +180,22 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	h.g.metrics.connections.Add(1)
 	h.g.metrics.connected.Add(1)
 	ctx := h.g.ctx
+	if cl.Properties.Clean {
+		// A clean start: a new session, without the old one's state.
+		if err := h.g.store.dropSession(ctx, cl.ID); err != nil {
+			h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
+		}
+		h.g.qos2Forget(cl.ID)
+	}
 	if persistent(cl) {
 		if err := h.g.store.saveSession(ctx, cl); err != nil {
 			h.g.log.Warn("mqtt session not saved", slog.String("client", cl.ID), slog.Any("error", err))
 		}
-	} else if err := h.g.store.dropSession(ctx, cl.ID); err != nil {
-		h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
+	} else if !cl.Properties.Clean {
+		if err := h.g.store.dropSession(ctx, cl.ID); err != nil {
+			h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
+		}
+		h.g.qos2Forget(cl.ID)
 	}
 	// A resumed session's filters (taken over, or loaded at start) are
 	// durable Petrel subscriptions already: join them.
@@ -235,11 +246,12 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	h.detach(cl)
 	// mochi resends its own in-flight copies to a resumed session; the
 	// Petrel subscription redelivers them instead.
-	cl.ClearInflights()
+	clearOutbound(cl)
 	if expire && !cl.IsTakenOver() {
 		if err := h.g.store.dropSession(h.g.ctx, cl.ID); err != nil {
 			h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
 		}
+		h.g.qos2Forget(cl.ID)
 	}
 }
 
@@ -251,6 +263,7 @@ func (h *hook) OnClientExpired(cl *mqtt.Client) {
 	if err := h.g.store.dropSession(h.g.ctx, cl.ID); err != nil {
 		h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
 	}
+	h.g.qos2Forget(cl.ID)
 }
 
 func (h *hook) dropDurable(clientID, filter string) {
@@ -324,7 +337,7 @@ func (h *hook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 
 func (h *hook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
 	if pk.FixedHeader.Type != packets.Puback && pk.FixedHeader.Type != packets.Pubcomp {
-		return // a PUBREL completes a publish from the client
+		return // a PUBREL completes a publish from the client: OnPacketEncode
 	}
 	if st := h.conn(cl); st != nil {
 		st.complete(pk.PacketID)
@@ -332,6 +345,10 @@ func (h *hook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
 }
 
 func (h *hook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
+	if pk.FixedHeader.Type == packets.Pubrel { // a PUBREL with a failure code
+		h.qos2Released(cl, pk.PacketID)
+		return
+	}
 	if st := h.conn(cl); st != nil {
 		st.dropped(pk.PacketID)
 	}

@@ -26,6 +26,7 @@ type metrics struct {
 	// new connection to their session
 	willsSent      atomic.Int64
 	willsCancelled atomic.Int64
+	refusedQoS2    atomic.Int64 // past the receive maximum of unreleased QoS 2 publishes
 }
 
 func newMetrics() *metrics { return &metrics{} }
@@ -60,6 +61,12 @@ type Stats struct {
 	// ones a new connection to their session discarded.
 	WillsSent      int64 `json:"wills_sent"`
 	WillsDiscarded int64 `json:"wills_discarded"`
+	// QoS2Pending counts the QoS 2 publishes of persistent sessions
+	// awaiting their PUBREL, kept in mqtt.db.
+	QoS2Pending int `json:"qos2_pending"`
+	// RefusedQoS2 counts the clients disconnected (0x93) past the
+	// receive maximum of QoS 2 publishes awaiting PUBREL.
+	RefusedQoS2 int64 `json:"refused_qos2_pending"`
 	// List is the sessions, connected or not, sorted by client id, at
 	// most maxListed of them.
 	List []SessionInfo `json:"list,omitempty"`
@@ -89,7 +96,11 @@ func (g *Gateway) Stats() Stats {
 		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
 		RefusedSessions: m.refusedSessions.Load(),
 		WillsSent:       m.willsSent.Load(), WillsDiscarded: m.willsCancelled.Load(),
+		RefusedQoS2: m.refusedQoS2.Load(),
 	}
+	g.qos2.mu.Lock()
+	s.QoS2Pending = g.qos2.total
+	g.qos2.mu.Unlock()
 	g.wills.mu.Lock()
 	s.WillsDelayed = len(g.wills.pending)
 	g.wills.mu.Unlock()
@@ -135,6 +146,7 @@ var (
 	descAcked     = prometheus.NewDesc("petrel_mqtt_deliveries_acked_total", "QoS 1 and 2 deliveries acknowledged by MQTT clients.", nil, nil)
 	descInflight  = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
 	descRetained  = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
+	descQoS2      = prometheus.NewDesc("petrel_mqtt_qos2_pending", "QoS 2 publishes of persistent MQTT sessions awaiting their PUBREL, kept across restarts.", nil, nil)
 	descWillsWait = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
 	descWills     = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
 	descBound     = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections and retained publishes refused past a bound, by bound.", []string{"reason"}, nil)
@@ -146,7 +158,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound, descWillsWait, descWills} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound, descWillsWait, descWills, descQoS2} {
 		ch <- d
 	}
 }
@@ -172,6 +184,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedClients), "clients")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedRetained), "retained")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedSessions), "sessions")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedQoS2), "qos2_pending")
+	ch <- prometheus.MustNewConstMetric(descQoS2, prometheus.GaugeValue, float64(s.QoS2Pending))
 }
 
 var qosLabel = [3]string{"0", "1", "2"}

@@ -39,10 +39,16 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		st.ackLater(h, pk, wait)
 		return pk, packets.ErrRejectPacket
 	}
+	if qos == 2 && persistent(cl) && !h.qos2Admit(cl) {
+		return pk, packets.ErrRejectPacket
+	}
 	if err := h.g.publish(st.conn, pk); err != nil {
 		h.g.metrics.refused.Add(1)
 		h.refuse(cl, pk, err)
 		return pk, packets.ErrRejectPacket
+	}
+	if qos == 2 {
+		h.qos2Received(cl, pk.PacketID) // before mochi's PUBREC
 	}
 	h.g.metrics.published[qos].Add(1)
 	return pk, packets.CodeSuccessIgnore

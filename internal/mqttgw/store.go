@@ -18,8 +18,9 @@ import (
 
 // sessionStore keeps, in its own SQLite file in the node's data directory
 // (mqtt.db), what MQTT needs beyond the node's queues: the retained
-// message of each topic, the wills waiting for their delay (will.go), and
-// the persistent sessions with their subscriptions, so that a restarted node knows them (CONNACK's session
+// message of each topic, the wills waiting for their delay (will.go), the
+// PUBRECs of QoS 2 publishes awaiting PUBREL (qos2.go), and the
+// persistent sessions with their subscriptions, so that a restarted node knows them (CONNACK's session
 // present flag, each filter's QoS and options). The messages a persistent
 // session has not taken are not here: they are in its durable Petrel
 // subscriptions, in the node's store.
@@ -45,6 +46,12 @@ CREATE TABLE IF NOT EXISTS wills (
 	identity TEXT NOT NULL,
 	remote TEXT NOT NULL,
 	packet BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS qos2 (
+	client_id TEXT NOT NULL,
+	packet_id INTEGER NOT NULL,
+	created INTEGER NOT NULL,
+	PRIMARY KEY (client_id, packet_id)
 );
 CREATE TABLE IF NOT EXISTS subscriptions (
 	client_id TEXT NOT NULL,
@@ -167,7 +174,8 @@ func (s *sessionStore) saveSession(ctx context.Context, cl *mqtt.Client) error {
 	return err
 }
 
-// dropSession forgets a session and its subscriptions.
+// dropSession forgets a session, its subscriptions and the PUBRECs of
+// its QoS 2 publishes awaiting PUBREL (qos2.go).
 func (s *sessionStore) dropSession(ctx context.Context, clientID string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -178,6 +186,9 @@ func (s *sessionStore) dropSession(ctx context.Context, clientID string) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM subscriptions WHERE client_id = ?`, clientID); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM qos2 WHERE client_id = ?`, clientID); err != nil {
 		return err
 	}
 	return tx.Commit()

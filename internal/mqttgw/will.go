@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -120,13 +119,23 @@ func (h *hook) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
 func (h *hook) willsAtClose() {
 	for _, cl := range h.g.srv.Clients.GetAll() {
 		v, ok := h.willProps.Load(cl)
-		if !ok || cl.Closed() || atomic.LoadUint32(&cl.Properties.Will.Flag) == 0 {
-			continue // no will, gone, or discarded by a DISCONNECT
+		if !ok || cl.Closed() {
+			continue // no will (or discarded by a DISCONNECT), or gone
 		}
 		if _, done := h.willDone.LoadOrStore(cl, struct{}{}); !done {
 			h.handleWill(cl, v.(connectWill).will)
 		}
 	}
+}
+
+// OnPacketRead notes a DISCONNECT that discards the will (any reason but
+// 0x04, MQTT-3.1.2-10), for willsAtClose; mochi's own note of it is no
+// field another goroutine may read.
+func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Type == packets.Disconnect && pk.ReasonCode != packets.CodeDisconnectWillMessage.Code {
+		h.willProps.Delete(cl)
+	}
+	return pk, nil
 }
 
 // handleWill publishes cl's will, or keeps it for its delay.

@@ -1,0 +1,126 @@
+package mqttgw_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/eclipse/paho.golang/packets"
+
+	petrel "github.com/petrelmq/petrel"
+)
+
+// dialSession connects an MQTT 5 client driven packet by packet, with a
+// session expiry of an hour, and returns it with its CONNACK.
+func dialSession(t *testing.T, tn *testNode, id string, clean bool) (*rawConn, *packets.Connack) {
+	t.Helper()
+	conn, err := net.Dial("tcp", tn.MQTTAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	rc := &rawConn{t: t, Conn: conn}
+	expiry := uint32(3600)
+	rc.write(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: id, CleanStart: clean, KeepAlive: 60,
+		Properties: &packets.Properties{SessionExpiryInterval: &expiry}})
+	p := rc.read()
+	ca, ok := p.Content.(*packets.Connack)
+	if !ok || ca.ReasonCode != 0 {
+		t.Fatalf("connack: %v", p)
+	}
+	return rc, ca
+}
+
+// until reads packets until one of type typ for id (or any id, 0), and
+// returns it; what a resumed session resends first is skipped.
+func (rc *rawConn) until(typ byte, id uint16) *packets.ControlPacket {
+	rc.t.Helper()
+	for range 100 {
+		p := rc.read()
+		if p.Type == typ && (id == 0 || p.PacketID() == id) {
+			return p
+		}
+	}
+	rc.t.Fatalf("no packet of type %d for %d", typ, id)
+	return nil
+}
+
+// The PUBRECs of a persistent session's QoS 2 publishes awaiting PUBREL
+// survive a restart (each PUBLISH sent again is not stored again, each
+// PUBREL is answered with success), and are bounded by the Receive
+// Maximum the node announces: past it, across the restart that reset the
+// connection's own quota, the client is disconnected with 0x93 and
+// nothing of its publish is stored; counted in
+// petrel_mqtt_refused_total{reason="qos2_pending"}.
+func TestQoS2PendingBound(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.MQTT.MaxInflight = 1 // Receive Maximum 10
+	cfg.Admin.Listen = "127.0.0.1:0"
+	tn := openNode(t, cfg)
+	ctx := context.Background()
+	pc, err := tn.Subscribe(ctx, "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.Close()
+
+	rc, _ := dialSession(t, tn, "burst", true)
+	for id := uint16(1); id <= 10; id++ {
+		rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: id, Payload: []byte{byte(id)}})
+		if p := rc.until(packets.PUBREC, id); p.Content.(*packets.Pubrec).ReasonCode != 0 {
+			t.Fatalf("PUBREC %d: %v", id, p)
+		}
+	}
+	if n := tn.Status().MQTT.QoS2Pending; n != 10 {
+		t.Fatalf("%d pending, want 10", n)
+	}
+	rc.Close()
+	tn.restart()
+	if n := tn.Status().MQTT.QoS2Pending; n != 10 {
+		t.Fatalf("after restart: %d pending, want 10", n)
+	}
+
+	rc, ca := dialSession(t, tn, "burst", false)
+	if !ca.SessionPresent {
+		t.Fatal("session not present")
+	}
+	rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 3, Duplicate: true, Payload: []byte{3}})
+	if p := rc.until(packets.PUBREC, 3); p.Content.(*packets.Pubrec).ReasonCode != 0 {
+		t.Fatalf("PUBREC of a PUBLISH sent again: %v", p)
+	}
+	rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 11, Payload: []byte{11}})
+	if p := rc.until(packets.DISCONNECT, 0); p.Content.(*packets.Disconnect).ReasonCode != 0x93 {
+		t.Fatalf("past the receive maximum: %v, want DISCONNECT 0x93", p)
+	}
+	if st := tn.Status().MQTT; st.RefusedQoS2 != 1 || st.QoS2Pending != 10 {
+		t.Fatalf("stats %+v", st)
+	}
+	m := metricsText(t, tn)
+	for _, want := range []string{`petrel_mqtt_refused_total{reason="qos2_pending"} 1`, "petrel_mqtt_qos2_pending 10"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	rc, _ = dialSession(t, tn, "burst", false)
+	for id := uint16(1); id <= 10; id++ {
+		rc.write(&packets.Pubrel{PacketID: id})
+		if p := rc.until(packets.PUBCOMP, id); p.Content.(*packets.Pubcomp).ReasonCode != 0 {
+			t.Fatalf("PUBCOMP %d: %v", id, p)
+		}
+	}
+	rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 11, Payload: []byte{11}})
+	rc.until(packets.PUBREC, 11)
+	rc.write(&packets.Pubrel{PacketID: 11})
+	rc.until(packets.PUBCOMP, 11)
+	if n := tn.Status().MQTT.QoS2Pending; n != 0 {
+		t.Fatalf("%d pending after the PUBRELs, want 0", n)
+	}
+	if err := tn.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := tn.depth("all"); d != 11 {
+		t.Fatalf("stored %d, want 11: each publish once", d)
+	}
+}
