@@ -95,6 +95,8 @@ type Backend interface {
 	Subscribe(ctx context.Context, pattern, name string, durable bool, c Conn) (Subscription, error)
 	// Unsubscribe deletes the durable subscription name, if it exists.
 	Unsubscribe(ctx context.Context, name string) error
+	// Subscriptions returns the names of the node's subscriptions.
+	Subscriptions() []string
 }
 
 // Subscription is a Petrel subscription's consumer.
@@ -148,6 +150,7 @@ type Gateway struct {
 	hook    *hook
 	wills   *wills
 	qos2    *qos2Markers
+	shares  *shares
 	metrics *metrics
 	tcp     *listeners.TCP
 	ws      *wsListener
@@ -188,7 +191,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), qos2: newQoS2Markers(), retainPending: map[string]struct{}{}}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), qos2: newQoS2Markers(), shares: newShares(), retainPending: map[string]struct{}{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	caps := mqtt.NewDefaultServerCapabilities()
 	// Retained messages and in-flight deliveries expire by their own
@@ -237,6 +240,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 		_ = st.close()
 		return nil, fmt.Errorf("mqtt serve: %w", err)
 	}
+	g.loadShares(g.srv.Clients.GetAll())
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()

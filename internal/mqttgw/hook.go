@@ -267,7 +267,9 @@ func (h *hook) OnClientExpired(cl *mqtt.Client) {
 }
 
 func (h *hook) dropDurable(clientID, filter string) {
-	if err := h.g.be.Unsubscribe(h.g.ctx, durableName(clientID, filter)); err != nil && !errors.Is(err, context.Canceled) {
+	if _, _, shared, _ := splitShared(filter); shared {
+		h.g.leaveShare(clientID, filter)
+	} else if err := h.g.be.Unsubscribe(h.g.ctx, durableName(clientID, filter)); err != nil && !errors.Is(err, context.Canceled) {
 		h.g.log.Debug("mqtt durable subscription not deleted", slog.String("client", clientID), slog.String("filter", filter), slog.Any("error", err))
 	}
 	if err := h.g.store.dropSubscription(h.g.ctx, clientID, filter); err != nil {
@@ -282,7 +284,7 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if write {
 		return true
 	}
-	pattern, err := FilterToPetrel(topic)
+	pattern, err := petrelFilter(topic)
 	if err != nil {
 		return false
 	}
@@ -296,9 +298,9 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 func (h *hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	st := h.conn(cl)
 	for i, sub := range pk.Filters {
-		if i < len(codes) && codes[i] == CodeNotAuthorized && errors.Is(checkFilter(sub.Filter), errWildcard) {
-			// mochi takes "a+" and "a#" for valid filters; MQTT-4.7.1
-			// does not, and says so with 0x8F.
+		if i < len(codes) && codes[i] == CodeNotAuthorized && badFilter(sub.Filter) {
+			// mochi takes "a+", "a#" and "$share//a" for valid filters;
+			// MQTT-4.7.1 and MQTT-4.8.2-1 do not, and say so with 0x8F.
 			codes[i] = CodeFilterInvalid
 		}
 		if i >= len(codes) || codes[i] >= CodeUnspecified {

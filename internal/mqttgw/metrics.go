@@ -67,6 +67,9 @@ type Stats struct {
 	// RefusedQoS2 counts the clients disconnected (0x93) past the
 	// receive maximum of QoS 2 publishes awaiting PUBREL.
 	RefusedQoS2 int64 `json:"refused_qos2_pending"`
+	// SharedGroups counts the shared subscriptions ($share/<group>/
+	// <filter>) with members.
+	SharedGroups int `json:"shared_groups"`
 	// List is the sessions, connected or not, sorted by client id, at
 	// most maxListed of them.
 	List []SessionInfo `json:"list,omitempty"`
@@ -101,6 +104,7 @@ func (g *Gateway) Stats() Stats {
 	g.qos2.mu.Lock()
 	s.QoS2Pending = g.qos2.total
 	g.qos2.mu.Unlock()
+	s.SharedGroups = g.sharedGroups()
 	g.wills.mu.Lock()
 	s.WillsDelayed = len(g.wills.pending)
 	g.wills.mu.Unlock()
@@ -147,6 +151,7 @@ var (
 	descInflight  = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
 	descRetained  = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
 	descQoS2      = prometheus.NewDesc("petrel_mqtt_qos2_pending", "QoS 2 publishes of persistent MQTT sessions awaiting their PUBREL, kept across restarts.", nil, nil)
+	descShared    = prometheus.NewDesc("petrel_mqtt_shared_groups", "MQTT shared subscriptions ($share/<group>/<filter>) with members.", nil, nil)
 	descWillsWait = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
 	descWills     = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
 	descBound     = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections and retained publishes refused past a bound, by bound.", []string{"reason"}, nil)
@@ -158,7 +163,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound, descWillsWait, descWills, descQoS2} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound, descWillsWait, descWills, descQoS2, descShared} {
 		ch <- d
 	}
 }
@@ -186,6 +191,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedSessions), "sessions")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedQoS2), "qos2_pending")
 	ch <- prometheus.MustNewConstMetric(descQoS2, prometheus.GaugeValue, float64(s.QoS2Pending))
+	ch <- prometheus.MustNewConstMetric(descShared, prometheus.GaugeValue, float64(s.SharedGroups))
 }
 
 var qosLabel = [3]string{"0", "1", "2"}
