@@ -24,7 +24,7 @@ func willClient(t *testing.T, tn *testNode, id string, clean bool, delay, expiry
 
 // MQTT 5 Will Delay Interval (3.1.3.2): a will waits for its delay, and
 // goes with its properties; a new connection to the session within the
-// delay discards it (MQTT-3.1.3-9); a clean start, which ends the
+// delay discards it (MQTT-3.1.3-9), a takeover too; a clean start, which ends the
 // session, and a session that ends with its connection send it at once;
 // and one waiting across a restart of the node goes after the restart.
 func TestPahoWillDelay(t *testing.T) {
@@ -61,9 +61,13 @@ func TestPahoWillDelay(t *testing.T) {
 	c.TerminateConnectionForTest()
 	petreltest.Eventually(t, "will kept", func() bool { return tn.Status().MQTT.WillsDelayed == 1 })
 	back := willClient(t, tn, "dev-2", false, 1, 60)
+	// So does one taking over a connection still open (MQTT-3.1.4-3).
+	willClient(t, tn, "dev-6", false, 1, 60)
+	taker := willClient(t, tn, "dev-6", false, 1, 60)
 	r.none(t, 1500*time.Millisecond)
 	_ = back.Disconnect(&paho.Disconnect{}) // discards its will (MQTT-3.1.2-10)
-	if st := tn.Status().MQTT; st.WillsDiscarded != 1 || st.WillsDelayed != 0 {
+	_ = taker.Disconnect(&paho.Disconnect{})
+	if st := tn.Status().MQTT; st.WillsDiscarded != 2 || st.WillsDelayed != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 
