@@ -156,13 +156,29 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	return true
 }
 
+// OnPacketRead notes a DISCONNECT that discards the will (any reason but
+// 0x04, MQTT-3.1.2-10), for willsAtClose (mochi's own note of it is no
+// field another goroutine may read); and drops a stale QoS 2 marker
+// (staleQoS2).
+func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	switch {
+	case pk.FixedHeader.Type == packets.Disconnect && pk.ReasonCode != packets.CodeDisconnectWillMessage.Code:
+		h.willProps.Delete(cl)
+	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 2 && !pk.FixedHeader.Dup:
+		h.staleQoS2(cl, pk)
+	}
+	return pk, nil
+}
+
 // OnSessionEstablish runs before mochi takes over an existing session of
 // the same client id: the old connection's deliveries stop, and what it
 // had in flight goes back to its subscriptions (redelivered, with DUP,
-// to the new connection) rather than being resent by mochi as well.
+// to the new connection) rather than being resent by mochi as well. The
+// old connection's will is settled here (takenOverWill).
 func (h *hook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	h.establishing(cl, pk.Connect.Clean)
 	if old, ok := h.g.srv.Clients.Get(cl.ID); ok && old != cl {
+		h.takenOverWill(old)
 		h.detach(old)
 		clearOutbound(old)
 	}

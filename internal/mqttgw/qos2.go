@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -139,11 +140,9 @@ func (h *hook) StoredInflightMessages() ([]storage.Message, error) {
 // OnPacketEncode sees the node's packets just before they are written.
 //
 // A PUBCOMP (the node sends one only to a client's PUBREL) first drops
-// the publish's marker: once the client has it, the client may reuse the
-// identifier for a new message, which a marker left by a crash would
-// take for the old one and drop. A crash before the PUBCOMP goes leaves
-// the client to send its PUBREL again, answered 0x92 (not found): the
-// message is stored, once.
+// the publish's marker, so that a crash after it leaves none behind: a
+// crash before the PUBCOMP goes leaves the client to send its PUBREL
+// again, answered 0x92 (not found), and the message is stored once.
 //
 // A QoS 2 PUBLISH sent again before its PUBREL is answered with a PUBREC
 // of success. mochi answers it 0x91 (Packet Identifier in use), a failure
@@ -163,6 +162,23 @@ func (h *hook) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 	return pk
 }
 
+// staleQoS2 drops the marker a new QoS 2 PUBLISH (DUP 0) finds under its
+// identifier: a client reuses an identifier only once the PUBCOMP came
+// (MQTT-2.2.1-3) and sends a PUBLISH again only with DUP set
+// (MQTT-3.3.1-1), so the marker is stale, its removal undone by a power
+// loss; mochi would take the new message for the old one, and drop it.
+func (h *hook) staleQoS2(cl *mqtt.Client, pk packets.Packet) {
+	old, ok := cl.State.Inflight.Get(pk.PacketID)
+	if !ok || old.FixedHeader.Type != packets.Pubrec {
+		return
+	}
+	if cl.State.Inflight.Delete(pk.PacketID) {
+		atomic.AddInt64(&h.g.srv.Info.Inflight, -1)
+	}
+	h.qos2Released(cl, pk.PacketID)
+	h.g.log.Debug("mqtt stale qos 2 marker dropped", slog.String("client", cl.ID), slog.Int("packet_id", int(pk.PacketID)))
+}
+
 // clearOutbound deletes cl's in-flight deliveries, which the Petrel
 // subscription gives back and redelivers, and keeps the PUBRECs of its
 // publishes awaiting PUBREL, which a resumed session inherits.
@@ -180,9 +196,12 @@ func (s *sessionStore) saveQoS2(ctx context.Context, clientID string, id uint16)
 	return err
 }
 
-// dropQoS2 deletes a marker and reports whether there was one.
+// dropQoS2 deletes a marker and reports whether there was one. It does
+// not wait for an fsync: a marker a power loss brings back is stale, and
+// a stale marker is dropped when its identifier comes with a new message
+// (OnPacketRead).
 func (s *sessionStore) dropQoS2(ctx context.Context, clientID string, id uint16) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM qos2 WHERE client_id = ? AND packet_id = ?`, clientID, id)
+	res, err := s.lazy.ExecContext(ctx, `DELETE FROM qos2 WHERE client_id = ? AND packet_id = ?`, clientID, id)
 	if err != nil {
 		return false, err
 	}

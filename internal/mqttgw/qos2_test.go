@@ -2,11 +2,14 @@ package mqttgw_test
 
 import (
 	"context"
+	"database/sql"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
 
 	petrel "github.com/petrelmq/petrel"
 )
@@ -122,5 +125,86 @@ func TestQoS2PendingBound(t *testing.T) {
 	}
 	if d := tn.depth("all"); d != 11 {
 		t.Fatalf("stored %d, want 11: each publish once", d)
+	}
+}
+
+// BenchmarkQoS2Publish is one client's QoS 2 publishes to a durable
+// subscription, each awaited to its PUBCOMP, from a clean session and from a persistent one, whose
+// PUBREC is kept in mqtt.db until the PUBREL (two more fsyncs):
+//
+//	go test -run XXX -bench BenchmarkQoS2Publish ./internal/mqttgw/
+func BenchmarkQoS2Publish(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		expiry uint32
+	}{{"clean", 0}, {"persistent", 3600}} {
+		b.Run(tc.name, func(b *testing.B) {
+			tn := openNode(b, baseConfig(b))
+			// Stored: a publish that no subscription matches is not.
+			pc, err := tn.Subscribe(context.Background(), "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pc.Close()
+			c, _ := pahoClient(b, tn, &paho.Connect{ClientID: "bench", CleanStart: true, KeepAlive: 30,
+				Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(tc.expiry)}}, paho.ClientConfig{})
+			b.ResetTimer()
+			for range b.N {
+				if _, err := publish(c, &paho.Publish{Topic: "t/b", QoS: 2, Payload: []byte("x")}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// A marker whose removal a power loss undid is stale: a new QoS 2
+// PUBLISH (DUP 0) under its identifier is a new message, stored, not
+// taken for the released one; a PUBLISH sent again (DUP 1) still is.
+func TestQoS2StaleMarker(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	ctx := context.Background()
+	pc, err := tn.Subscribe(ctx, "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.Close()
+	rc, _ := dialSession(t, tn, "stale", true)
+	rc.Close()
+	if err := tn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// As a power loss leaves it: the marker of 5, released before.
+	db, err := sql.Open("sqlite3", filepath.Join(tn.cfg.DataDir, "mqtt.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO qos2 (client_id, packet_id, created) VALUES ('stale', 5, 0), ('stale', 6, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	tn.open()
+	if n := tn.Status().MQTT.QoS2Pending; n != 2 {
+		t.Fatalf("%d pending, want 2", n)
+	}
+	rc, _ = dialSession(t, tn, "stale", false)
+	rc.write(&packets.Publish{Topic: "t/s", QoS: 2, PacketID: 5, Payload: []byte("new")})
+	rc.until(packets.PUBREC, 5)
+	rc.write(&packets.Pubrel{PacketID: 5})
+	if p := rc.until(packets.PUBCOMP, 5); p.Content.(*packets.Pubcomp).ReasonCode != 0 {
+		t.Fatalf("PUBCOMP 5: %v", p)
+	}
+	rc.write(&packets.Publish{Topic: "t/s", QoS: 2, PacketID: 6, Duplicate: true, Payload: []byte("again")})
+	rc.until(packets.PUBREC, 6)
+	rc.write(&packets.Pubrel{PacketID: 6})
+	rc.until(packets.PUBCOMP, 6)
+	if err := tn.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := tn.depth("all"); d != 1 {
+		t.Fatalf("stored %d, want the new 5 only", d)
+	}
+	if n := tn.Status().MQTT.QoS2Pending; n != 0 {
+		t.Fatalf("%d pending, want 0", n)
 	}
 }

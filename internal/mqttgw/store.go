@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -29,6 +30,12 @@ import (
 // message is acknowledged to its publisher only once it is here too.
 type sessionStore struct {
 	db *sql.DB
+	// lazy is a second connection to the same file, synchronous=NORMAL:
+	// its commits reach the file (they survive the process being killed)
+	// without waiting for an fsync (power loss may undo the last ones).
+	// It writes only what may be undone safely: the removal of a QoS 2
+	// marker (qos2.go).
+	lazy *sql.DB
 }
 
 const schema = `
@@ -62,11 +69,30 @@ CREATE TABLE IF NOT EXISTS subscriptions (
 `
 
 func openStore(path string) (*sessionStore, error) {
-	q := url.Values{}
 	// WAL and FULL, as the node's store: a commit is one append and one
 	// fsync, and survives power loss.
+	db, err := openDB(path, "FULL")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
+	}
+	lazy, err := openDB(path, "NORMAL")
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &sessionStore{db: db, lazy: lazy}, nil
+}
+
+func openDB(path, synchronous string) (*sql.DB, error) {
+	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "FULL")
+	q.Set("_synchronous", synchronous)
 	q.Set("_busy_timeout", "10000")
 	db, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
 	if err != nil {
@@ -75,16 +101,12 @@ func openStore(path string) (*sessionStore, error) {
 	// One writer: SQLite serialises writers anyway, and one connection
 	// avoids busy retries between them.
 	db.SetMaxOpenConns(1)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
-	}
-	return &sessionStore{db: db}, nil
+	return db, nil
 }
 
-func (s *sessionStore) close() error { return s.db.Close() }
+func (s *sessionStore) close() error {
+	return errors.Join(s.lazy.Close(), s.db.Close())
+}
 
 // setRetained stores pk as its topic's retained message, or deletes it
 // when its payload is empty (MQTT-3.3.1-6, -7).

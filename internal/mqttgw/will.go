@@ -128,14 +128,19 @@ func (h *hook) willsAtClose() {
 	}
 }
 
-// OnPacketRead notes a DISCONNECT that discards the will (any reason but
-// 0x04, MQTT-3.1.2-10), for willsAtClose; mochi's own note of it is no
-// field another goroutine may read.
-func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if pk.FixedHeader.Type == packets.Disconnect && pk.ReasonCode != packets.CodeDisconnectWillMessage.Code {
-		h.willProps.Delete(cl)
+// takenOverWill settles the will of a connection a new one of its client
+// id takes over (MQTT-3.1.4-3): the node closes it without a DISCONNECT
+// from its client, so the will goes (3.1.2.5), unless it has a delay and
+// the new connection continues the session (MQTT-3.1.3-9). mochi would
+// too, but not always (see willsAtClose).
+func (h *hook) takenOverWill(old *mqtt.Client) {
+	v, ok := h.willProps.Load(old)
+	if !ok || old.Closed() {
+		return
 	}
-	return pk, nil
+	if _, done := h.willDone.LoadOrStore(old, struct{}{}); !done {
+		h.handleWill(old, v.(connectWill).will)
+	}
 }
 
 // handleWill publishes cl's will, or keeps it for its delay.
