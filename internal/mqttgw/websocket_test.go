@@ -315,3 +315,43 @@ func TestWebSocketAddressInUse(t *testing.T) {
 		t.Fatalf("error %v does not name the address", err)
 	}
 }
+
+// Keep-alive holds over WebSocket (MQTT-3.1.2-22): the node's deadlines
+// reach the connection under the frames, so a silent client is
+// disconnected after one and a half keep-alive periods, and one sending
+// PINGREQ is not.
+func TestWebSocketKeepAlive(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.MQTT.WebSocket = "127.0.0.1:0"
+	tn := openNode(t, cfg)
+	dial := func(id string) *rawConn {
+		conn, err := dialWS(t, "ws://"+tn.Status().MQTT.WebSocket+"/mqtt", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		rc := &rawConn{t: t, Conn: conn}
+		rc.write(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: id, CleanStart: true, KeepAlive: 1})
+		if p := rc.read(); p.Type != packets.CONNACK {
+			t.Fatalf("connack: %v", p)
+		}
+		return rc
+	}
+	live, silent := dial("pinger"), dial("silent")
+	start := time.Now()
+	for range 4 {
+		live.write(&packets.Pingreq{})
+		if p := live.read(); p.Type != packets.PINGRESP {
+			t.Fatalf("got %v, want PINGRESP", p)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	_ = silent.SetReadDeadline(time.Now().Add(petreltest.Patience))
+	if _, err := packets.ReadPacket(silent.Conn); err == nil {
+		t.Fatal("a silent client got a packet, not a closed connection")
+	}
+	if waited := time.Since(start); waited >= petreltest.Patience {
+		t.Fatalf("silent client closed after %v", waited)
+	}
+	petreltest.Eventually(t, "the pinger only connected", func() bool { return tn.Status().MQTT.Clients == 1 })
+}
