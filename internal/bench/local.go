@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -81,7 +82,13 @@ func RunLocal(ctx context.Context, o LocalOptions, stdout, stderr io.Writer) (er
 	b := nodeBench{dataDir: o.DataDir, timeout: o.Timeout, json: o.JSON,
 		config: petrel.Config{Store: queue.Config{Sync: mode}}}
 	return b.run(ctx, stdout, stderr, func(ctx context.Context, node *petrel.Node) (figurer, error) {
-		return measureLocal(ctx, node, o, stderr)
+		// PETREL_CPUPROFILE profiles the run.
+		stop, err := cpuProfile("local")
+		if err != nil {
+			return nil, err
+		}
+		r, err := measureLocal(ctx, node, o, stderr)
+		return r, errors.Join(err, stop())
 	})
 }
 
