@@ -164,6 +164,7 @@ func (w *writer) loop() {
 		if len(w.parked) > 0 {
 			w.retryParked()
 		}
+		w.maybeRestartWAL()
 	}
 }
 
