@@ -27,7 +27,7 @@ var walRestartFrames int64 = 4096
 // 2, 5, 10... ms between tries, holding up whoever waits by as much).
 type walState struct {
 	restartDue atomic.Bool
-	restarts   atomic.Int64 // RESTART checkpoints that completed, for tests
+	restarts   atomic.Int64 // times the log was seen to start over, for tests
 	ckptMu     sync.Mutex
 }
 
@@ -39,21 +39,22 @@ type walState struct {
 //
 // But the writer starts the log over only when a checkpoint caught up with
 // it, which a busy writer never lets a passive one do. So once the log
-// passes walRestartFrames, the checkpointer asks the writer to run a
-// RESTART checkpoint between two batches (see maybeRestartWAL), which
-// copies the little written since the passive one and starts the log over.
-// The checkpointer used to run that RESTART itself: it had to win the
-// write lock from a writer that commits back to back, sleeping between
-// tries for up to hundreds of milliseconds while the log grew, and then
-// held the writer for the copy of all that had grown meanwhile, while the
-// writer slept its own busy-handler backoff: tens of milliseconds at the
-// tail of every message's latency.
+// passes walRestartFrames, the checkpointer asks the writer to checkpoint
+// between two batches (see maybeRestartWAL), which copies the little
+// written since the passive one, so that the writer's next commit starts
+// the log over. The checkpointer used to run a RESTART checkpoint itself:
+// it had to win the write lock from a writer that commits back to back,
+// sleeping between tries for up to hundreds of milliseconds while the log
+// grew, and then held the writer for the copy of all that had grown
+// meanwhile, while the writer slept its own busy-handler backoff: tens of
+// milliseconds at the tail of every message's latency.
 func (s *Store) checkpointLoop(ctx context.Context, conn *rawConn) {
 	defer conn.close()
 	t := time.NewTicker(checkpointInterval)
 	defer t.Stop()
 	dest := make([]driver.Value, 3)
 	yielded := false
+	var lastFrames int64
 	for {
 		select {
 		case <-ctx.Done():
@@ -77,15 +78,26 @@ func (s *Store) checkpointLoop(ctx context.Context, conn *rawConn) {
 			s.log.Warn("checkpoint failed", slog.Any(logkey.Error, err))
 			continue
 		}
-		if frames, _ := dest[1].(int64); frames > walRestartFrames {
+		frames, _ := dest[1].(int64)
+		if frames < lastFrames {
+			s.wal.restarts.Add(1)
+		}
+		lastFrames = frames
+		if frames > walRestartFrames {
 			s.wal.restartDue.Store(true)
 		}
 	}
 }
 
-// maybeRestartWAL runs, on the writer's connection between two batches, the
-// RESTART checkpoint the checkpointer asked for. If the checkpointer is
-// checkpointing right now, it tries again after the next batch.
+// maybeRestartWAL runs, on the writer's connection between two batches,
+// the checkpoint the checkpointer asked for: a passive one, which copies
+// what was written since the checkpointer's and so catches up with the
+// log, since the writer writes nothing meanwhile. The writer's next commit
+// then starts the log over by itself, unless a reader is still on the log;
+// then the checkpointer asks again. A RESTART checkpoint would instead wait
+// for such a reader, in the busy handler's sleeps, holding up every commit.
+// If the checkpointer is checkpointing right now, it tries again after the
+// next batch.
 func (w *writer) maybeRestartWAL() {
 	s := w.s
 	if !s.wal.restartDue.Load() || !s.wal.ckptMu.TryLock() {
@@ -94,13 +106,8 @@ func (w *writer) maybeRestartWAL() {
 	defer s.wal.ckptMu.Unlock()
 	s.wal.restartDue.Store(false)
 	dest := make([]driver.Value, 3)
-	err := w.conn.queryRow(`PRAGMA wal_checkpoint(RESTART)`, nil, dest)
-	if err != nil && !errors.Is(err, errNoRows) {
+	if err := w.conn.queryRow(`PRAGMA wal_checkpoint(PASSIVE)`, nil, dest); err != nil && !errors.Is(err, errNoRows) {
 		s.log.Warn("checkpoint failed", slog.Any(logkey.Error, err))
-		return
-	}
-	if busy, _ := dest[0].(int64); busy == 0 {
-		s.wal.restarts.Add(1)
 	}
 }
 

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,17 +14,19 @@ func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 	old := walRestartFrames
 	walRestartFrames = 64 // 256 KiB
 	t.Cleanup(func() { walRestartFrames = old })
-	s, path := openTemp(t, func(c *Config) { c.Sync = SyncNormal })
+	s, _ := openTemp(t, func(c *Config) { c.Sync = SyncNormal })
 	q := mustQueue(t, s, "q", KindReceive)
 	body := strings.Repeat("x", 3000)
-	// Enough checkpoint intervals for several restarts.
-	until := time.Now().Add(8 * checkpointInterval)
+	// Several submitters keep the writer busy until the log starts over
+	// twice (the first may come from a moment the writer was idle), or
+	// give up: a restart takes a few checkpoint intervals.
+	until := time.Now().Add(100 * checkpointInterval)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed error
-	for range 4 { // several submitters keep the writer busy
+	for range 4 {
 		wg.Go(func() {
-			for time.Now().Before(until) {
+			for s.wal.restarts.Load() < 2 && time.Now().Before(until) {
 				puts := make([]Put, 8)
 				for i := range puts {
 					puts[i] = Put{Queue: q, Msg: msg(4, body)}
@@ -47,20 +48,7 @@ func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 	if failed != nil {
 		t.Fatal(failed)
 	}
-	if s.wal.restarts.Load() == 0 {
-		t.Fatal("no RESTART checkpoint completed under steady writes")
-	}
-	fi, err := os.Stat(path + "-wal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Nothing is ever acked, so the log holds everything written unless it
-	// started over.
-	if fi.Size() >= db.Size() {
-		t.Fatalf("WAL is %d bytes beside a %d-byte database: it did not start over", fi.Size(), db.Size())
+	if n := s.wal.restarts.Load(); n < 2 {
+		t.Fatalf("the log started over %d times in %v of steady writes, want 2", n, 100*checkpointInterval)
 	}
 }
