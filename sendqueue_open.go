@@ -29,12 +29,19 @@ import (
 // commit queue gives.
 const maxOpeningPuts = 4096
 
+// maxOpeners bounds the openers at work: past it, a send to yet another new
+// destination waits for one to finish. A variable for the tests.
+var maxOpeners = 1024
+
 // openingSends are the send queues being made for puts that do not wait.
 type openingSends struct {
-	mu     sync.Mutex
-	m      map[string]*opening // by the send queue's name, name@node
-	closed bool                // set at Close: no new opener starts
-	wg     sync.WaitGroup      // the openers
+	mu      sync.Mutex
+	m       map[string]*opening // by the send queue's name, name@node
+	running int                 // openers not yet ended
+	peak    int                 // most openers at once, for tests
+	freed   chan struct{}       // closed when an opener ends; nil if no one waits
+	closed  bool                // set at Close: no new opener starts
+	wg      sync.WaitGroup      // the openers
 }
 
 // opening is one send queue being made, and the puts waiting for it.
@@ -123,12 +130,27 @@ func (n *Node) submitSend(ctx context.Context, m *message.Message, name, node st
 			o.mu.Unlock()
 			return nil, fmt.Errorf("send to %s: node %q is neither a neighbour nor routed: %w", full, node, ErrNoRoute)
 		}
+		if o.running >= maxOpeners {
+			if o.freed == nil {
+				o.freed = make(chan struct{})
+			}
+			freed := o.freed
+			o.mu.Unlock()
+			select {
+			case <-freed:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("send to %q: %w", m.Destination, ctx.Err())
+			}
+		}
 		d := &deferredPut{put: queue.Put{Msg: m, Data: data}, done: make(chan struct{})}
 		op := &opening{waiting: []*deferredPut{d}, done: make(chan struct{})}
 		if o.m == nil {
 			o.m = map[string]*opening{}
 		}
 		o.m[full] = op
+		o.running++
+		o.peak = max(o.peak, o.running)
 		o.wg.Add(1)
 		o.mu.Unlock()
 		go n.openSendQueue(full, name, node, op)
@@ -142,6 +164,7 @@ func (n *Node) submitSend(ctx context.Context, m *message.Message, name, node st
 func (n *Node) openSendQueue(full, name, node string, op *opening) {
 	o := &n.opening
 	defer o.wg.Done()
+	defer n.openerEnded()
 	q, qerr := n.sendQueue(context.Background(), name, node)
 	var subs []*deferredPut
 	var ops []*queue.Op
@@ -178,6 +201,18 @@ func (n *Node) openSendQueue(full, name, node string, op *opening) {
 		<-ops[i].Done()
 		d.finish(ops[i].Err())
 	}
+}
+
+// openerEnded frees an opener's place, and wakes the sends waiting for one.
+func (n *Node) openerEnded() {
+	o := &n.opening
+	o.mu.Lock()
+	o.running--
+	if o.freed != nil {
+		close(o.freed)
+		o.freed = nil
+	}
+	o.mu.Unlock()
 }
 
 // finishCommitted completes the leading puts whose ops finished, so that
