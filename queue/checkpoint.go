@@ -53,7 +53,6 @@ func (s *Store) checkpointLoop(ctx context.Context, conn *rawConn) {
 	t := time.NewTicker(checkpointInterval)
 	defer t.Stop()
 	dest := make([]driver.Value, 3)
-	yielded := false
 	var lastFrames int64
 	for {
 		select {
@@ -61,16 +60,22 @@ func (s *Store) checkpointLoop(ctx context.Context, conn *rawConn) {
 			return
 		case <-t.C:
 		}
-		if s.wal.restartDue.Load() && !yielded {
-			// The writer is to restart the log after its current batch:
-			// a passive checkpoint now could take the lock from it again
-			// and again. An idle writer does not take it; then the next
-			// passive checkpoint catches up with the log, and the writer's
-			// next commit starts it over by itself.
-			yielded = true
-			continue
+		if s.wal.restartDue.Load() {
+			// The writer is to checkpoint after its current batch: a
+			// checkpoint here now could take the lock from it again and
+			// again. Give it a moment; an idle writer does not take it,
+			// and then this checkpoint catches up with the log, the
+			// writer's next commit starts it over by itself, and the log
+			// is synced every interval as sync normal needs.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(checkpointInterval / 10):
+			}
+			if !s.wal.restartDue.Load() {
+				continue
+			}
 		}
-		yielded = false
 		s.wal.ckptMu.Lock()
 		err := conn.queryRow(`PRAGMA wal_checkpoint(PASSIVE)`, nil, dest)
 		s.wal.ckptMu.Unlock()
