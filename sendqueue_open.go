@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
@@ -35,13 +36,17 @@ var maxOpeners = 1024
 
 // openingSends are the send queues being made for puts that do not wait.
 type openingSends struct {
-	mu      sync.Mutex
-	m       map[string]*opening // by the send queue's name, name@node
-	running int                 // openers not yet ended
-	peak    int                 // most openers at once, for tests
-	freed   chan struct{}       // closed when an opener ends; nil if no one waits
-	closed  bool                // set at Close: no new opener starts
-	wg      sync.WaitGroup      // the openers
+	mu sync.Mutex
+	m  map[string]*opening // by the send queue's name, name@node
+	// entries is len(m), read without mu: while it is 0, no put waits
+	// for any queue, so a send into a queue that exists goes straight to
+	// the store without taking mu (see submitSend).
+	entries atomic.Int32
+	running int            // openers not yet ended
+	peak    int            // most openers at once, for tests
+	freed   chan struct{}  // closed when an opener ends; nil if no one waits
+	closed  bool           // set at Close: no new opener starts
+	wg      sync.WaitGroup // the openers
 }
 
 // opening is one send queue being made, and the puts waiting for it.
@@ -92,8 +97,15 @@ func (n *Node) submitSend(ctx context.Context, m *message.Message, name, node st
 		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
 	}
 	full := message.JoinDestination(name, node)
+	o := &n.opening
+	if o.entries.Load() == 0 {
+		// A put of this producer that waited for this queue was
+		// submitted before its entry went: this one follows it.
+		if q, ok := n.store.Lookup(full); ok && q.Kind() == queue.KindSend {
+			return n.submitInto(q, node, m, data)
+		}
+	}
 	for {
-		o := &n.opening
 		o.mu.Lock()
 		if op, ok := o.m[full]; ok {
 			if len(op.waiting) >= maxOpeningPuts {
@@ -119,12 +131,7 @@ func (n *Node) submitSend(ctx context.Context, m *message.Message, name, node st
 					return nil, err
 				}
 			}
-			n.mgr.Ensure(q, node)
-			sop, err := n.store.Submit([]queue.Put{{Queue: q, Msg: m, Data: data}})
-			if err != nil {
-				return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
-			}
-			return sop, nil
+			return n.submitInto(q, node, m, data)
 		}
 		if _, ok := n.nextHop(node); !ok {
 			o.mu.Unlock()
@@ -149,6 +156,7 @@ func (n *Node) submitSend(ctx context.Context, m *message.Message, name, node st
 			o.m = map[string]*opening{}
 		}
 		o.m[full] = op
+		o.entries.Store(int32(len(o.m)))
 		o.running++
 		o.peak = max(o.peak, o.running)
 		o.wg.Add(1)
@@ -156,6 +164,16 @@ func (n *Node) submitSend(ctx context.Context, m *message.Message, name, node st
 		go n.openSendQueue(full, name, node, op)
 		return d, nil
 	}
+}
+
+// submitInto submits m, encoded as data, into the send queue q toward node.
+func (n *Node) submitInto(q *queue.Queue, node string, m *message.Message, data []byte) (completion, error) {
+	n.mgr.Ensure(q, node)
+	op, err := n.store.Submit([]queue.Put{{Queue: q, Msg: m, Data: data}})
+	if err != nil {
+		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
+	}
+	return op, nil
 }
 
 // openSendQueue is the opener of one send queue: it makes the queue, then
@@ -174,6 +192,7 @@ func (n *Node) openSendQueue(full, name, node string, op *opening) {
 		op.waiting = nil
 		if len(batch) == 0 {
 			delete(o.m, full)
+			o.entries.Store(int32(len(o.m)))
 			close(op.done)
 			o.mu.Unlock()
 			break
