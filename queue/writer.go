@@ -171,6 +171,7 @@ func (w *writer) loop() {
 		if len(w.parked) > 0 {
 			w.retryParked()
 		}
+		w.maybeRestartWAL()
 	}
 }
 
