@@ -42,4 +42,3 @@ func TestFullDiskThenRecover(t *testing.T) {
 		t.Fatalf("read back %d messages, want the %d stored and the one after", len(got), stored)
 	}
 }
-
