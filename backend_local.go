@@ -67,7 +67,7 @@ func (p *nodePublisher) sendAsync(m *message.Message) *Pending {
 	return &Pending{c: op}
 }
 
-func (p *nodePublisher) submit(ctx context.Context, m *message.Message) (*queue.Op, error) {
+func (p *nodePublisher) submit(ctx context.Context, m *message.Message) (completion, error) {
 	n := p.n
 	if err := p.stamp(m); err != nil {
 		return nil, err
@@ -78,12 +78,16 @@ func (p *nodePublisher) submit(ctx context.Context, m *message.Message) (*queue.
 	if err := m.Validate(n.cfg.Limits); err != nil {
 		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
 	}
+	if name, node, err := n.resolve(m.Destination); err == nil && node != "" && node != n.cfg.Name {
+		// A message leaving this node names its node, so that relays and
+		// the destination read it the same way.
+		m.Destination = message.JoinDestination(name, node)
+		return n.submitSend(ctx, m, name, node)
+	}
 	q, dest, err := n.route(ctx, m.Destination)
 	if err != nil {
 		return nil, err
 	}
-	// A message leaving this node names its node, so that relays and the
-	// destination read it the same way.
 	m.Destination = dest
 	op, err := n.store.Submit([]queue.Put{{Queue: q, Msg: m}})
 	if err != nil {

@@ -236,6 +236,15 @@ func (b mqttBackend) Unsubscribe(ctx context.Context, name string) error {
 	return err
 }
 
+func (b mqttBackend) Subscriptions() []string {
+	subs := b.n.Subscriptions()
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		names[i] = s.Name
+	}
+	return names
+}
+
 type mqttSubscription struct{ c *Consumer }
 
 func (s mqttSubscription) Receive(ctx context.Context) (mqttgw.Delivery, error) {

@@ -73,6 +73,9 @@ type Node struct {
 
 	started   time.Time
 	closeOnce sync.Once
+	// opening holds the send queues being made for puts that do not wait
+	// (see sendqueue_open.go).
+	opening openingSends
 
 	// reconfMu serializes Reconfigure, and the starts and stops of
 	// discovery with it (Module's hook, and discoveryStats reading it).
@@ -409,6 +412,7 @@ func (n *Node) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		n.closeErr = n.app.Stop(ctx)
+		n.closeOpeners() // the store is closed: their ops have finished
 		// The lock goes only once the store is closed: a backup waiting
 		// on it may open the store the moment it is released.
 		if err := n.ha.release(); err != nil && n.closeErr == nil {

@@ -464,8 +464,8 @@
 //	#   # (bool), and its client_auth: with require_and_verify, a client
 //	#   # certificate's Common Name is the identity. Default: false.
 //	#   tls: false
-//	#   # Host and port of an MQTT over WebSocket listener (string). Default:
-//	#   # none.
+//	#   # Host and port of an MQTT over WebSocket listener (string): any path,
+//	#   # subprotocol mqtt; wss:// when tls is true. Default: none.
 //	#   websocket: 0.0.0.0:8083
 //	#   # QoS 1 and 2 deliveries awaiting each client's acknowledgement (int,
 //	#   # 1 to 65535; the client's Receive Maximum lowers it). Default: 100.

@@ -263,11 +263,12 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 
 // applyAck queues r's delete for flushAcks.
 func (w *writer) applyAck(r *request) {
-	if r.gathered {
-		w.acks = r.q.takeAcks(w.acks)
-		return
+	if r.gathered && !r.taken {
+		// The request keeps what it took, for a retry of it alone after
+		// its batch failed (see run).
+		r.acks, r.taken = r.q.takeAcks(nil), true
 	}
-	if r.acks != nil {
+	if r.acks != nil || r.gathered {
 		w.acks = append(w.acks, r.acks...)
 		return
 	}

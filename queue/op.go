@@ -118,13 +118,14 @@ type request struct {
 	name  string // reqMeta key, reqCreateQueue name, reqMove reason
 	data  []byte // reqMeta value
 	qkind Kind
-	// gathered marks a reqAck that takes the acks its queue gathered.
-	gathered bool
-	deliv    int      // reqUpdate
-	notBf    int64    // reqUpdate
-	dlq      bool     // reqMove: counts as dead-lettered (else expired)
-	acks     []ackRow // reqAck of many rows (AckAll); else ref
-	moves    []Move   // reqMoveRows
+	// gathered marks a reqAck that takes the acks its queue gathered;
+	// taken says it took them, into acks.
+	gathered, taken bool
+	deliv           int      // reqUpdate
+	notBf           int64    // reqUpdate
+	dlq             bool     // reqMove: counts as dead-lettered (else expired)
+	acks            []ackRow // reqAck of many rows (AckAll); else ref
+	moves           []Move   // reqMoveRows
 	// n is set by reqPurge and reqMoveRows to the rows they removed from
 	// q, before op finishes.
 	n int

@@ -62,6 +62,7 @@ type Store struct {
 	wg        sync.WaitGroup
 	startOnce sync.Once
 	ckpt      *rawConn      // the checkpointer's connection
+	wal       walState      // the checkpointer's word to the writer
 	readers   chan *rawConn // idle raw reader connections, for refills
 	bodies    *bodyCache    // recent shared bodies, for refills
 

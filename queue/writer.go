@@ -53,7 +53,7 @@ type writer struct {
 	runItems      []runItem
 	copyGroups    []copyGroup
 	groupAt       map[plainKey]int // copyGroups' indexes
-	appends       []appendEffect // a committed batch's, for the next
+	appends       []appendEffect   // a committed batch's, for the next
 	// plain holds the rows other than copies that the batch put, by
 	// queue and priority: a run must not span one (see runs.go).
 	plain map[plainKey][]int64
@@ -171,6 +171,7 @@ func (w *writer) loop() {
 		if len(w.parked) > 0 {
 			w.retryParked()
 		}
+		w.maybeRestartWAL()
 	}
 }
 

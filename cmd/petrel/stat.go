@@ -134,6 +134,11 @@ func printMQTT(w io.Writer, m *petrel.MQTTStats) {
 		m.Listen, m.Clients, m.Sessions, m.Persistent, m.Subscriptions, m.Inflight, m.Retained)
 	fmt.Fprintf(w, "          published qos0 %d  qos1 %d  qos2 %d  refused %d  delivered qos0 %d  qos1 %d  qos2 %d  acked %d  auth failures %d\n",
 		m.Published[0], m.Published[1], m.Published[2], m.Refused, m.Delivered[0], m.Delivered[1], m.Delivered[2], m.Acked, m.AuthFailed)
+	if m.WebSocket != "" {
+		fmt.Fprintf(w, "          websocket %s\n", m.WebSocket)
+	}
+	fmt.Fprintf(w, "          shared groups %d  wills delayed %d  sent %d  discarded %d  qos2 awaiting pubrel %d\n",
+		m.SharedGroups, m.WillsDelayed, m.WillsSent, m.WillsDiscarded, m.QoS2Pending)
 	if len(m.List) == 0 {
 		return
 	}

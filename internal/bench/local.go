@@ -106,8 +106,13 @@ func RunLocal(ctx context.Context, o LocalOptions, stdout, stderr io.Writer) (er
 	b := nodeBench{dataDir: o.DataDir, timeout: o.Timeout, json: o.JSON,
 		config: petrel.Config{Store: queue.Config{Sync: mode}}}
 	return b.run(ctx, stdout, stderr, func(ctx context.Context, node *petrel.Node) (figurer, error) {
+		// PETREL_CPUPROFILE profiles Petrel's run; NATS runs after it stops.
+		stop, err := cpuProfile("local")
+		if err != nil {
+			return nil, err
+		}
 		res, err := measureLocal(ctx, node, o, stderr)
-		if err != nil || natsExe == "" {
+		if err := errors.Join(err, stop()); err != nil || natsExe == "" {
 			return res, err
 		}
 		return res, res.againstNATS(ctx, natsExe, o, stderr)

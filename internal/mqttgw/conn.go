@@ -62,7 +62,7 @@ func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
 // one running (MQTT-3.8.4-3: a repeated filter replaces the subscription
 // without interrupting its flow).
 func (st *connState) subscribe(sub packets.Subscription, durable bool) error {
-	pattern, err := FilterToPetrel(sub.Filter)
+	pattern, err := petrelFilter(sub.Filter)
 	if err != nil {
 		return err
 	}
@@ -77,11 +77,16 @@ func (st *connState) subscribe(sub packets.Subscription, durable bool) error {
 	if stopped {
 		return ErrClosed
 	}
-	name := ""
-	if durable {
-		name = durableName(st.cl.ID, sub.Filter)
+	var ps Subscription
+	if _, _, shared, _ := splitShared(sub.Filter); shared {
+		ps, err = st.g.joinShare(st.ctx, st.cl.ID, sub.Filter, pattern, st.conn)
+	} else {
+		name := ""
+		if durable {
+			name = durableName(st.cl.ID, sub.Filter)
+		}
+		ps, err = st.g.be.Subscribe(st.ctx, pattern, name, durable, st.conn)
 	}
-	ps, err := st.g.be.Subscribe(st.ctx, pattern, name, durable, st.conn)
 	if err != nil {
 		return fmt.Errorf("subscribe to %q: %w", sub.Filter, err)
 	}

@@ -27,7 +27,7 @@ type Config struct {
 	// Common Name is the client's identity.
 	TLS *tls.Config
 	// WebSocket, when set, is the host:port of an MQTT over WebSocket
-	// listener (path /).
+	// listener (any path; wss with TLS, the same configuration).
 	WebSocket string
 	// DataDir holds mqtt.db, the retained messages and sessions.
 	DataDir string
@@ -95,6 +95,8 @@ type Backend interface {
 	Subscribe(ctx context.Context, pattern, name string, durable bool, c Conn) (Subscription, error)
 	// Unsubscribe deletes the durable subscription name, if it exists.
 	Unsubscribe(ctx context.Context, name string) error
+	// Subscriptions returns the names of the node's subscriptions.
+	Subscriptions() []string
 }
 
 // Subscription is a Petrel subscription's consumer.
@@ -146,9 +148,12 @@ type Gateway struct {
 	srv     *mqtt.Server
 	store   *sessionStore
 	hook    *hook
+	wills   *wills
+	qos2    *qos2Markers
+	shares  *shares
 	metrics *metrics
 	tcp     *listeners.TCP
-	ws      *listeners.Websocket
+	ws      *wsListener
 
 	retainMu      sync.Mutex
 	retainPending map[string]struct{} // new retained topics being stored
@@ -186,7 +191,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), retainPending: map[string]struct{}{}}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), qos2: newQoS2Markers(), shares: newShares(), retainPending: map[string]struct{}{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	caps := mqtt.NewDefaultServerCapabilities()
 	// Retained messages and in-flight deliveries expire by their own
@@ -218,18 +223,29 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 		return nil, fmt.Errorf("mqtt listen %s: %w", cfg.Listen, err)
 	}
 	if cfg.WebSocket != "" {
-		g.ws = listeners.NewWebsocket(listeners.Config{ID: "mqtt-ws", Address: cfg.WebSocket, TLSConfig: cfg.TLS})
+		g.ws = newWSListener("mqtt-ws", cfg.WebSocket, cfg.TLS)
 		if err := g.srv.AddListener(g.ws); err != nil {
 			g.tcp.Close(func(string) {})
 			_ = st.close()
 			return nil, fmt.Errorf("mqtt websocket listen %s: %w", cfg.WebSocket, err)
 		}
 	}
+	if err := g.loadWills(); err != nil {
+		g.closeServer()
+		_ = st.close()
+		return nil, fmt.Errorf("mqtt wills: %w", err)
+	}
 	if err := g.srv.Serve(); err != nil {
 		g.closeServer()
 		_ = st.close()
 		return nil, fmt.Errorf("mqtt serve: %w", err)
 	}
+	g.loadShares(g.srv.Clients.GetAll())
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.willLoop()
+	}()
 	g.log.Info("mqtt listening", slog.String("listen", g.Addr()), slog.String("websocket", g.WebSocketAddr()))
 	return g, nil
 }
@@ -255,6 +271,7 @@ func (g *Gateway) WebSocketAddr() string {
 func (g *Gateway) Close() error {
 	var err error
 	g.once.Do(func() {
+		g.hook.willsAtClose()
 		g.closeServer()
 		g.cancel()
 		g.hook.stopAll()

@@ -25,6 +25,13 @@ type hook struct {
 	g *Gateway
 
 	pending sync.Map // *mqtt.Client -> Conn, from authentication to OnDisconnect
+	// willProps are the will of a CONNECT with its properties (mochi
+	// keeps only the user properties), from authentication to
+	// OnDisconnect.
+	willProps sync.Map // *mqtt.Client -> connectWill
+	// willDone holds the connections whose will was handled, so that it
+	// goes once (OnWill, willsAtClose), until OnDisconnect.
+	willDone sync.Map // *mqtt.Client -> struct{}
 
 	mu    sync.Mutex
 	conns map[*mqtt.Client]*connState
@@ -34,7 +41,8 @@ var provided = []byte{
 	mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnSessionEstablish, mqtt.OnSessionEstablished,
 	mqtt.OnDisconnect, mqtt.OnPublish, mqtt.OnSubscribed, mqtt.OnUnsubscribed, mqtt.OnQosComplete,
 	mqtt.OnQosDropped, mqtt.OnWill, mqtt.OnClientExpired, mqtt.OnRetainedExpired,
-	mqtt.StoredClients, mqtt.StoredSubscriptions, mqtt.StoredRetainedMessages,
+	mqtt.StoredClients, mqtt.StoredSubscriptions, mqtt.StoredRetainedMessages, mqtt.StoredInflightMessages,
+	mqtt.OnPacketEncode, mqtt.OnPacketRead,
 }
 
 func (h *hook) ID() string { return "petrel" }
@@ -123,7 +131,8 @@ func (h *hook) refuseConnect(cl *mqtt.Client, bound string, n *atomic.Int64) err
 
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	var certCN string
-	if tc, ok := cl.Net.Conn.(*tls.Conn); ok {
+	// A *tls.Conn, or a wss connection (wsConn).
+	if tc, ok := cl.Net.Conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
 		cs := tc.ConnectionState()
 		if len(cs.VerifiedChains) > 0 && len(cs.PeerCertificates) > 0 {
 			certCN = cs.PeerCertificates[0].Subject.CommonName
@@ -141,17 +150,37 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 		return false
 	}
 	h.pending.Store(cl, c)
+	if pk.Connect.WillFlag {
+		h.willProps.Store(cl, newConnectWill(pk))
+	}
 	return true
+}
+
+// OnPacketRead notes a DISCONNECT that discards the will (any reason but
+// 0x04, MQTT-3.1.2-10), for willsAtClose (mochi's own note of it is no
+// field another goroutine may read); and drops a stale QoS 2 marker
+// (staleQoS2).
+func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	switch {
+	case pk.FixedHeader.Type == packets.Disconnect && pk.ReasonCode != packets.CodeDisconnectWillMessage.Code:
+		h.willProps.Delete(cl)
+	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 2 && !pk.FixedHeader.Dup:
+		h.staleQoS2(cl, pk)
+	}
+	return pk, nil
 }
 
 // OnSessionEstablish runs before mochi takes over an existing session of
 // the same client id: the old connection's deliveries stop, and what it
 // had in flight goes back to its subscriptions (redelivered, with DUP,
-// to the new connection) rather than being resent by mochi as well.
-func (h *hook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
+// to the new connection) rather than being resent by mochi as well. The
+// old connection's will is settled here (takenOverWill).
+func (h *hook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
+	h.establishing(cl, pk.Connect.Clean)
 	if old, ok := h.g.srv.Clients.Get(cl.ID); ok && old != cl {
+		h.takenOverWill(old)
 		h.detach(old)
-		old.ClearInflights()
+		clearOutbound(old)
 	}
 }
 
@@ -167,12 +196,22 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	h.g.metrics.connections.Add(1)
 	h.g.metrics.connected.Add(1)
 	ctx := h.g.ctx
+	if cl.Properties.Clean {
+		// A clean start: a new session, without the old one's state.
+		if err := h.g.store.dropSession(ctx, cl.ID); err != nil {
+			h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
+		}
+		h.g.qos2Forget(cl.ID)
+	}
 	if persistent(cl) {
 		if err := h.g.store.saveSession(ctx, cl); err != nil {
 			h.g.log.Warn("mqtt session not saved", slog.String("client", cl.ID), slog.Any("error", err))
 		}
-	} else if err := h.g.store.dropSession(ctx, cl.ID); err != nil {
-		h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
+	} else if !cl.Properties.Clean {
+		if err := h.g.store.dropSession(ctx, cl.ID); err != nil {
+			h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
+		}
+		h.g.qos2Forget(cl.ID)
 	}
 	// A resumed session's filters (taken over, or loaded at start) are
 	// durable Petrel subscriptions already: join them.
@@ -217,28 +256,36 @@ func (h *hook) stopAll() {
 
 func (h *hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	h.pending.Delete(cl)
+	h.willProps.Delete(cl)
+	h.willDone.Delete(cl)
+	h.gone(cl)
 	h.detach(cl)
 	// mochi resends its own in-flight copies to a resumed session; the
 	// Petrel subscription redelivers them instead.
-	cl.ClearInflights()
+	clearOutbound(cl)
 	if expire && !cl.IsTakenOver() {
 		if err := h.g.store.dropSession(h.g.ctx, cl.ID); err != nil {
 			h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
 		}
+		h.g.qos2Forget(cl.ID)
 	}
 }
 
 func (h *hook) OnClientExpired(cl *mqtt.Client) {
+	h.g.sessionEnded(cl.ID)
 	for _, sub := range cl.State.Subscriptions.GetAll() {
 		h.dropDurable(cl.ID, sub.Filter)
 	}
 	if err := h.g.store.dropSession(h.g.ctx, cl.ID); err != nil {
 		h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
 	}
+	h.g.qos2Forget(cl.ID)
 }
 
 func (h *hook) dropDurable(clientID, filter string) {
-	if err := h.g.be.Unsubscribe(h.g.ctx, durableName(clientID, filter)); err != nil && !errors.Is(err, context.Canceled) {
+	if _, _, shared, _ := splitShared(filter); shared {
+		h.g.leaveShare(clientID, filter)
+	} else if err := h.g.be.Unsubscribe(h.g.ctx, durableName(clientID, filter)); err != nil && !errors.Is(err, context.Canceled) {
 		h.g.log.Debug("mqtt durable subscription not deleted", slog.String("client", clientID), slog.String("filter", filter), slog.Any("error", err))
 	}
 	if err := h.g.store.dropSubscription(h.g.ctx, clientID, filter); err != nil {
@@ -253,7 +300,7 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if write {
 		return true
 	}
-	pattern, err := FilterToPetrel(topic)
+	pattern, err := petrelFilter(topic)
 	if err != nil {
 		return false
 	}
@@ -267,9 +314,9 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 func (h *hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	st := h.conn(cl)
 	for i, sub := range pk.Filters {
-		if i < len(codes) && codes[i] == CodeNotAuthorized && errors.Is(checkFilter(sub.Filter), errWildcard) {
-			// mochi takes "a+" and "a#" for valid filters; MQTT-4.7.1
-			// does not, and says so with 0x8F.
+		if i < len(codes) && codes[i] == CodeNotAuthorized && badFilter(sub.Filter) {
+			// mochi takes "a+", "a#" and "$share//a" for valid filters;
+			// MQTT-4.7.1 and MQTT-4.8.2-1 do not, and say so with 0x8F.
 			codes[i] = CodeFilterInvalid
 		}
 		if i >= len(codes) || codes[i] >= CodeUnspecified {
@@ -308,7 +355,7 @@ func (h *hook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 
 func (h *hook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
 	if pk.FixedHeader.Type != packets.Puback && pk.FixedHeader.Type != packets.Pubcomp {
-		return // a PUBREL completes a publish from the client
+		return // a PUBREL completes a publish from the client: OnPacketEncode
 	}
 	if st := h.conn(cl); st != nil {
 		st.complete(pk.PacketID)
@@ -316,6 +363,10 @@ func (h *hook) OnQosComplete(cl *mqtt.Client, pk packets.Packet) {
 }
 
 func (h *hook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
+	if pk.FixedHeader.Type == packets.Pubrel { // a PUBREL with a failure code
+		h.qos2Released(cl, pk.PacketID)
+		return
+	}
 	if st := h.conn(cl); st != nil {
 		st.dropped(pk.PacketID)
 	}

@@ -22,6 +22,11 @@ type metrics struct {
 	refusedClients  atomic.Int64
 	refusedRetained atomic.Int64
 	refusedSessions atomic.Int64
+	// wills published (delayed or not), and delayed ones discarded by a
+	// new connection to their session
+	willsSent      atomic.Int64
+	willsCancelled atomic.Int64
+	refusedQoS2    atomic.Int64 // past the receive maximum of unreleased QoS 2 publishes
 }
 
 func newMetrics() *metrics { return &metrics{} }
@@ -49,6 +54,22 @@ type Stats struct {
 	RefusedRetained int64 `json:"refused_retained"`
 	// RefusedSessions counts connections refused past MaxSessions.
 	RefusedSessions int64 `json:"refused_sessions"`
+	// WillsDelayed counts the wills waiting for their Will Delay
+	// Interval (at most one per persistent session).
+	WillsDelayed int `json:"wills_delayed"`
+	// WillsSent counts the wills published; WillsDiscarded the delayed
+	// ones a new connection to their session discarded.
+	WillsSent      int64 `json:"wills_sent"`
+	WillsDiscarded int64 `json:"wills_discarded"`
+	// QoS2Pending counts the QoS 2 publishes of persistent sessions
+	// awaiting their PUBREL, kept in mqtt.db.
+	QoS2Pending int `json:"qos2_pending"`
+	// RefusedQoS2 counts the clients disconnected (0x93) past the
+	// receive maximum of QoS 2 publishes awaiting PUBREL.
+	RefusedQoS2 int64 `json:"refused_qos2_pending"`
+	// SharedGroups counts the shared subscriptions ($share/<group>/
+	// <filter>) with members.
+	SharedGroups int `json:"shared_groups"`
 	// List is the sessions, connected or not, sorted by client id, at
 	// most maxListed of them.
 	List []SessionInfo `json:"list,omitempty"`
@@ -77,7 +98,16 @@ func (g *Gateway) Stats() Stats {
 		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
 		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
 		RefusedSessions: m.refusedSessions.Load(),
+		WillsSent:       m.willsSent.Load(), WillsDiscarded: m.willsCancelled.Load(),
+		RefusedQoS2: m.refusedQoS2.Load(),
 	}
+	g.qos2.mu.Lock()
+	s.QoS2Pending = g.qos2.total
+	g.qos2.mu.Unlock()
+	s.SharedGroups = g.sharedGroups()
+	g.wills.mu.Lock()
+	s.WillsDelayed = len(g.wills.pending)
+	g.wills.mu.Unlock()
 	for topic := range g.srv.Topics.Retained.GetAll() {
 		if !strings.HasPrefix(topic, "$") { // mochi's $SYS figures
 			s.Retained++
@@ -120,6 +150,10 @@ var (
 	descAcked     = prometheus.NewDesc("petrel_mqtt_deliveries_acked_total", "QoS 1 and 2 deliveries acknowledged by MQTT clients.", nil, nil)
 	descInflight  = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
 	descRetained  = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
+	descQoS2      = prometheus.NewDesc("petrel_mqtt_qos2_pending", "QoS 2 publishes of persistent MQTT sessions awaiting their PUBREL, kept across restarts.", nil, nil)
+	descShared    = prometheus.NewDesc("petrel_mqtt_shared_groups", "MQTT shared subscriptions ($share/<group>/<filter>) with members.", nil, nil)
+	descWillsWait = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
+	descWills     = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
 	descBound     = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections and retained publishes refused past a bound, by bound.", []string{"reason"}, nil)
 )
 
@@ -129,7 +163,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound, descWillsWait, descWills, descQoS2, descShared} {
 		ch <- d
 	}
 }
@@ -149,9 +183,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAcked, prometheus.CounterValue, float64(s.Acked))
 	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(s.Inflight))
 	ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(s.Retained))
+	ch <- prometheus.MustNewConstMetric(descWillsWait, prometheus.GaugeValue, float64(s.WillsDelayed))
+	ch <- prometheus.MustNewConstMetric(descWills, prometheus.CounterValue, float64(s.WillsSent), "sent")
+	ch <- prometheus.MustNewConstMetric(descWills, prometheus.CounterValue, float64(s.WillsDiscarded), "discarded")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedClients), "clients")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedRetained), "retained")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedSessions), "sessions")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedQoS2), "qos2_pending")
+	ch <- prometheus.MustNewConstMetric(descQoS2, prometheus.GaugeValue, float64(s.QoS2Pending))
+	ch <- prometheus.MustNewConstMetric(descShared, prometheus.GaugeValue, float64(s.SharedGroups))
 }
 
 var qosLabel = [3]string{"0", "1", "2"}

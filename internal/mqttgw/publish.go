@@ -39,10 +39,16 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		st.ackLater(h, pk, wait)
 		return pk, packets.ErrRejectPacket
 	}
+	if qos == 2 && persistent(cl) && !h.qos2Admit(cl) {
+		return pk, packets.ErrRejectPacket
+	}
 	if err := h.g.publish(st.conn, pk); err != nil {
 		h.g.metrics.refused.Add(1)
 		h.refuse(cl, pk, err)
 		return pk, packets.ErrRejectPacket
+	}
+	if qos == 2 {
+		h.qos2Received(cl, pk.PacketID) // before mochi's PUBREC
 	}
 	h.g.metrics.published[qos].Add(1)
 	return pk, packets.CodeSuccessIgnore
@@ -171,33 +177,6 @@ func (h *hook) refuse(cl *mqtt.Client, pk packets.Packet, err error) {
 		Properties:  packets.Properties{ReasonString: r.Reason},
 	}
 	_ = cl.WritePacket(ack)
-}
-
-// OnWill publishes a client's will through the node, as a publish of its
-// own, and hands mochi a will it cannot deliver (a '$' topic, which no
-// client may subscribe to here): every delivery comes from Petrel.
-func (h *hook) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
-	c := Conn{ClientID: cl.ID, Remote: cl.Net.Remote}
-	if v, ok := h.pending.Load(cl); ok {
-		c = v.(Conn)
-	}
-	pk := packets.Packet{
-		FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: will.Qos, Retain: will.Retain},
-		TopicName:       will.TopicName,
-		Payload:         will.Payload,
-		Properties:      packets.Properties{User: will.User},
-		Origin:          cl.ID,
-		Created:         cl.StopTime(),
-		ProtocolVersion: cl.Properties.ProtocolVersion,
-	}
-	if err := h.g.publish(c, pk); err != nil {
-		h.g.log.Warn("mqtt will refused", slog.String("client", cl.ID), slog.String("topic", clip(will.TopicName)), slog.Any("error", err))
-	} else {
-		h.g.metrics.published[min(will.Qos, 2)].Add(1)
-	}
-	will.TopicName = willSink
-	will.Retain = false
-	return will, nil
 }
 
 // willSink is where mochi sends the will after OnWill published it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -18,8 +19,9 @@ import (
 
 // sessionStore keeps, in its own SQLite file in the node's data directory
 // (mqtt.db), what MQTT needs beyond the node's queues: the retained
-// message of each topic, and the persistent sessions with their
-// subscriptions, so that a restarted node knows them (CONNACK's session
+// message of each topic, the wills waiting for their delay (will.go), the
+// PUBRECs of QoS 2 publishes awaiting PUBREL (qos2.go), and the
+// persistent sessions with their subscriptions, so that a restarted node knows them (CONNACK's session
 // present flag, each filter's QoS and options). The messages a persistent
 // session has not taken are not here: they are in its durable Petrel
 // subscriptions, in the node's store.
@@ -28,6 +30,12 @@ import (
 // message is acknowledged to its publisher only once it is here too.
 type sessionStore struct {
 	db *sql.DB
+	// lazy is a second connection to the same file, synchronous=NORMAL:
+	// its commits reach the file (they survive the process being killed)
+	// without waiting for an fsync (power loss may undo the last ones).
+	// It writes only what may be undone safely: the removal of a QoS 2
+	// marker (qos2.go).
+	lazy *sql.DB
 }
 
 const schema = `
@@ -39,6 +47,19 @@ CREATE TABLE IF NOT EXISTS sessions (
 	client_id TEXT PRIMARY KEY,
 	client BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS wills (
+	client_id TEXT PRIMARY KEY,
+	due_ms INTEGER NOT NULL,
+	identity TEXT NOT NULL,
+	remote TEXT NOT NULL,
+	packet BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS qos2 (
+	client_id TEXT NOT NULL,
+	packet_id INTEGER NOT NULL,
+	created INTEGER NOT NULL,
+	PRIMARY KEY (client_id, packet_id)
+);
 CREATE TABLE IF NOT EXISTS subscriptions (
 	client_id TEXT NOT NULL,
 	filter TEXT NOT NULL,
@@ -48,11 +69,30 @@ CREATE TABLE IF NOT EXISTS subscriptions (
 `
 
 func openStore(path string) (*sessionStore, error) {
-	q := url.Values{}
 	// WAL and FULL, as the node's store: a commit is one append and one
 	// fsync, and survives power loss.
+	db, err := openDB(path, "FULL")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
+	}
+	lazy, err := openDB(path, "NORMAL")
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &sessionStore{db: db, lazy: lazy}, nil
+}
+
+func openDB(path, synchronous string) (*sql.DB, error) {
+	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", "FULL")
+	q.Set("_synchronous", synchronous)
 	q.Set("_busy_timeout", "10000")
 	db, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
 	if err != nil {
@@ -61,16 +101,12 @@ func openStore(path string) (*sessionStore, error) {
 	// One writer: SQLite serialises writers anyway, and one connection
 	// avoids busy retries between them.
 	db.SetMaxOpenConns(1)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
-	}
-	return &sessionStore{db: db}, nil
+	return db, nil
 }
 
-func (s *sessionStore) close() error { return s.db.Close() }
+func (s *sessionStore) close() error {
+	return errors.Join(s.lazy.Close(), s.db.Close())
+}
 
 // setRetained stores pk as its topic's retained message, or deletes it
 // when its payload is empty (MQTT-3.3.1-6, -7).
@@ -79,7 +115,18 @@ func (s *sessionStore) setRetained(ctx context.Context, pk packets.Packet) error
 		_, err := s.db.ExecContext(ctx, `DELETE FROM retained WHERE topic = ?`, pk.TopicName)
 		return err
 	}
-	b, err := json.Marshal(storage.Message{
+	b, err := encodePacket(pk)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO retained (topic, packet) VALUES (?, ?)
+		ON CONFLICT (topic) DO UPDATE SET packet = excluded.packet`, pk.TopicName, b)
+	return err
+}
+
+// encodePacket is a publish as stored (mochi's storage.Message, JSON).
+func encodePacket(pk packets.Packet) ([]byte, error) {
+	return json.Marshal(storage.Message{
 		Payload:     pk.Payload,
 		TopicName:   pk.TopicName,
 		Origin:      pk.Origin,
@@ -95,12 +142,6 @@ func (s *sessionStore) setRetained(ctx context.Context, pk packets.Packet) error
 			PayloadFormatFlag:     pk.Properties.PayloadFormatFlag,
 		},
 	})
-	if err != nil {
-		return err
-	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO retained (topic, packet) VALUES (?, ?)
-		ON CONFLICT (topic) DO UPDATE SET packet = excluded.packet`, pk.TopicName, b)
-	return err
 }
 
 func (s *sessionStore) deleteRetained(ctx context.Context, topic string) error {
@@ -155,7 +196,8 @@ func (s *sessionStore) saveSession(ctx context.Context, cl *mqtt.Client) error {
 	return err
 }
 
-// dropSession forgets a session and its subscriptions.
+// dropSession forgets a session, its subscriptions and the PUBRECs of
+// its QoS 2 publishes awaiting PUBREL (qos2.go).
 func (s *sessionStore) dropSession(ctx context.Context, clientID string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -166,6 +208,9 @@ func (s *sessionStore) dropSession(ctx context.Context, clientID string) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM subscriptions WHERE client_id = ?`, clientID); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM qos2 WHERE client_id = ?`, clientID); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -1,0 +1,210 @@
+package mqttgw_test
+
+import (
+	"context"
+	"database/sql"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+
+	petrel "github.com/petrelmq/petrel"
+)
+
+// dialSession connects an MQTT 5 client driven packet by packet, with a
+// session expiry of an hour, and returns it with its CONNACK.
+func dialSession(t *testing.T, tn *testNode, id string, clean bool) (*rawConn, *packets.Connack) {
+	t.Helper()
+	conn, err := net.Dial("tcp", tn.MQTTAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	rc := &rawConn{t: t, Conn: conn}
+	expiry := uint32(3600)
+	rc.write(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: id, CleanStart: clean, KeepAlive: 60,
+		Properties: &packets.Properties{SessionExpiryInterval: &expiry}})
+	p := rc.read()
+	ca, ok := p.Content.(*packets.Connack)
+	if !ok || ca.ReasonCode != 0 {
+		t.Fatalf("connack: %v", p)
+	}
+	return rc, ca
+}
+
+// until reads packets until one of type typ for id (or any id, 0), and
+// returns it; what a resumed session resends first is skipped.
+func (rc *rawConn) until(typ byte, id uint16) *packets.ControlPacket {
+	rc.t.Helper()
+	for range 100 {
+		p := rc.read()
+		if p.Type == typ && (id == 0 || p.PacketID() == id) {
+			return p
+		}
+	}
+	rc.t.Fatalf("no packet of type %d for %d", typ, id)
+	return nil
+}
+
+// The PUBRECs of a persistent session's QoS 2 publishes awaiting PUBREL
+// survive a restart (each PUBLISH sent again is not stored again, each
+// PUBREL is answered with success), and are bounded by the Receive
+// Maximum the node announces: past it, across the restart that reset the
+// connection's own quota, the client is disconnected with 0x93 and
+// nothing of its publish is stored; counted in
+// petrel_mqtt_refused_total{reason="qos2_pending"}.
+func TestQoS2PendingBound(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.MQTT.MaxInflight = 1 // Receive Maximum 10
+	cfg.Admin.Listen = "127.0.0.1:0"
+	tn := openNode(t, cfg)
+	ctx := context.Background()
+	pc, err := tn.Subscribe(ctx, "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.Close()
+
+	rc, _ := dialSession(t, tn, "burst", true)
+	for id := uint16(1); id <= 10; id++ {
+		rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: id, Payload: []byte{byte(id)}})
+		if p := rc.until(packets.PUBREC, id); p.Content.(*packets.Pubrec).ReasonCode != 0 {
+			t.Fatalf("PUBREC %d: %v", id, p)
+		}
+	}
+	if n := tn.Status().MQTT.QoS2Pending; n != 10 {
+		t.Fatalf("%d pending, want 10", n)
+	}
+	rc.Close()
+	tn.restart()
+	if n := tn.Status().MQTT.QoS2Pending; n != 10 {
+		t.Fatalf("after restart: %d pending, want 10", n)
+	}
+
+	rc, ca := dialSession(t, tn, "burst", false)
+	if !ca.SessionPresent {
+		t.Fatal("session not present")
+	}
+	rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 3, Duplicate: true, Payload: []byte{3}})
+	if p := rc.until(packets.PUBREC, 3); p.Content.(*packets.Pubrec).ReasonCode != 0 {
+		t.Fatalf("PUBREC of a PUBLISH sent again: %v", p)
+	}
+	rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 11, Payload: []byte{11}})
+	if p := rc.until(packets.DISCONNECT, 0); p.Content.(*packets.Disconnect).ReasonCode != 0x93 {
+		t.Fatalf("past the receive maximum: %v, want DISCONNECT 0x93", p)
+	}
+	if st := tn.Status().MQTT; st.RefusedQoS2 != 1 || st.QoS2Pending != 10 {
+		t.Fatalf("stats %+v", st)
+	}
+	m := metricsText(t, tn)
+	for _, want := range []string{`petrel_mqtt_refused_total{reason="qos2_pending"} 1`, "petrel_mqtt_qos2_pending 10"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	rc, _ = dialSession(t, tn, "burst", false)
+	for id := uint16(1); id <= 10; id++ {
+		rc.write(&packets.Pubrel{PacketID: id})
+		if p := rc.until(packets.PUBCOMP, id); p.Content.(*packets.Pubcomp).ReasonCode != 0 {
+			t.Fatalf("PUBCOMP %d: %v", id, p)
+		}
+	}
+	rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 11, Payload: []byte{11}})
+	rc.until(packets.PUBREC, 11)
+	rc.write(&packets.Pubrel{PacketID: 11})
+	rc.until(packets.PUBCOMP, 11)
+	if n := tn.Status().MQTT.QoS2Pending; n != 0 {
+		t.Fatalf("%d pending after the PUBRELs, want 0", n)
+	}
+	if err := tn.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := tn.depth("all"); d != 11 {
+		t.Fatalf("stored %d, want 11: each publish once", d)
+	}
+}
+
+// BenchmarkQoS2Publish is one client's QoS 2 publishes to a durable
+// subscription, each awaited to its PUBCOMP, from a clean session and from a persistent one, whose
+// PUBREC is kept in mqtt.db until the PUBREL (two more fsyncs):
+//
+//	go test -run XXX -bench BenchmarkQoS2Publish ./internal/mqttgw/
+func BenchmarkQoS2Publish(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		expiry uint32
+	}{{"clean", 0}, {"persistent", 3600}} {
+		b.Run(tc.name, func(b *testing.B) {
+			tn := openNode(b, baseConfig(b))
+			// Stored: a publish that no subscription matches is not.
+			pc, err := tn.Subscribe(context.Background(), "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pc.Close()
+			c, _ := pahoClient(b, tn, &paho.Connect{ClientID: "bench", CleanStart: true, KeepAlive: 30,
+				Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(tc.expiry)}}, paho.ClientConfig{})
+			b.ResetTimer()
+			for range b.N {
+				if _, err := publish(c, &paho.Publish{Topic: "t/b", QoS: 2, Payload: []byte("x")}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// A marker whose removal a power loss undid is stale: a new QoS 2
+// PUBLISH (DUP 0) under its identifier is a new message, stored, not
+// taken for the released one; a PUBLISH sent again (DUP 1) still is.
+func TestQoS2StaleMarker(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	ctx := context.Background()
+	pc, err := tn.Subscribe(ctx, "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.Close()
+	rc, _ := dialSession(t, tn, "stale", true)
+	rc.Close()
+	if err := tn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// As a power loss leaves it: the marker of 5, released before.
+	db, err := sql.Open("sqlite3", filepath.Join(tn.cfg.DataDir, "mqtt.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO qos2 (client_id, packet_id, created) VALUES ('stale', 5, 0), ('stale', 6, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	tn.open()
+	if n := tn.Status().MQTT.QoS2Pending; n != 2 {
+		t.Fatalf("%d pending, want 2", n)
+	}
+	rc, _ = dialSession(t, tn, "stale", false)
+	rc.write(&packets.Publish{Topic: "t/s", QoS: 2, PacketID: 5, Payload: []byte("new")})
+	rc.until(packets.PUBREC, 5)
+	rc.write(&packets.Pubrel{PacketID: 5})
+	if p := rc.until(packets.PUBCOMP, 5); p.Content.(*packets.Pubcomp).ReasonCode != 0 {
+		t.Fatalf("PUBCOMP 5: %v", p)
+	}
+	rc.write(&packets.Publish{Topic: "t/s", QoS: 2, PacketID: 6, Duplicate: true, Payload: []byte("again")})
+	rc.until(packets.PUBREC, 6)
+	rc.write(&packets.Pubrel{PacketID: 6})
+	rc.until(packets.PUBCOMP, 6)
+	if err := tn.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := tn.depth("all"); d != 1 {
+		t.Fatalf("stored %d, want the new 5 only", d)
+	}
+	if n := tn.Status().MQTT.QoS2Pending; n != 0 {
+		t.Fatalf("%d pending, want 0", n)
+	}
+}

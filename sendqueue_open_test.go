@@ -1,0 +1,110 @@
+package petrel_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
+	"github.com/petrelmq/petrel/message"
+)
+
+// A producer that sends to many new destinations at once must not make
+// their send queues one commit after the other, and the messages of each
+// queue must keep their order and all arrive once.
+func TestNewSendQueuesShareCommitsAndKeepOrder(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // b comes up there once a has queued everything
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
+	}))
+	const queues, each = 300, 4
+	before := a.Store().WriterStats().Commits
+	p := a.Producer()
+	var pend []*petrel.Pending
+	for i := range each {
+		for k := range queues {
+			m := p.CreateDataMessage(fmt.Sprintf("q-%d@b", k))
+			m.Body = []byte(fmt.Sprintf("%d-%d", k, i))
+			pend = append(pend, p.SendAsync(m))
+		}
+	}
+	for _, pd := range pend {
+		if err := pd.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One commit per queue would be at least 300; shared, they are a few.
+	if commits := a.Store().WriterStats().Commits - before; commits >= queues/2 {
+		t.Fatalf("%d commits for %d new send queues and %d messages: the queues were made one by one", commits, queues, queues*each)
+	}
+	for k := range queues {
+		q, ok := a.Store().Lookup(fmt.Sprintf("q-%d@b", k))
+		if !ok {
+			t.Fatalf("no send queue q-%d@b", k)
+		}
+		rows, err := q.Browse(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != each {
+			t.Fatalf("q-%d@b holds %d messages, want %d", k, len(rows), each)
+		}
+		for i, r := range rows {
+			m, err := message.Decode(r.Data, message.DefaultLimits())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("%d-%d", k, i); string(m.Body) != want {
+				t.Fatalf("q-%d@b: message %d is %q, want %q", k, i, m.Body, want)
+			}
+		}
+	}
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(addr))
+	petreltest.Eventually(t, "every send queue drained to b", func() bool {
+		for k := range queues {
+			if st, ok := b.QueueStat(fmt.Sprintf("q-%d", k)); !ok || st.Enqueued != each {
+				return false
+			}
+		}
+		for _, l := range a.Links() {
+			if l.Depth != 0 || l.Acked != each {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprintf("%d links", len(a.Links())) })
+}
+
+// Sends into send queues still being made complete, one way or the other,
+// when the node closes under them: no Pending stays open past Close.
+func TestCloseWhileSendQueuesAreMade(t *testing.T) {
+	a, err := petrel.Open(context.Background(), petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet,
+		Nodes: []petrel.NodeConfig{{Name: "b", Connector: "tcp://127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := a.Producer()
+	var pend []*petrel.Pending
+	for k := range 200 {
+		m := p.CreateDataMessage(fmt.Sprintf("q-%d@b", k))
+		pend = append(pend, p.SendAsync(m))
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, pd := range pend {
+		select {
+		case <-pd.Done():
+		default:
+			t.Fatalf("send %d still pending after Close", i)
+		}
+	}
+}
