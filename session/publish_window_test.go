@@ -2,7 +2,10 @@ package session
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A server's PublishWindow raises the window of a client's publish
@@ -64,5 +67,56 @@ func TestPublishWindowRaisesPublishSessionsOnly(t *testing.T) {
 				t.Fatalf("%s: recv %d: %+v, %v", tc.name, seq, d, err)
 			}
 		}
+	}
+}
+
+// A server session's queue of received Data holds what it holds, not what
+// the window allows: a new session has no room made, a burst of a whole
+// window is taken in order by a reader that lags and catches up, and the
+// emptied queue gives the burst's memory back.
+func TestInboundHoldsWhatItHolds(t *testing.T) {
+	c, s := tcpPair(t, testConfig("a"), testConfig("b"))
+	ctx := within(t)
+	const window = 3000
+	snd, rcv := openPair(t, c, s, "q", window, window)
+	rcv.mu.Lock()
+	room := cap(rcv.inbound.q)
+	rcv.mu.Unlock()
+	if room != 0 {
+		t.Fatalf("a new session made room for %d packets, want none", room)
+	}
+	var taken atomic.Uint64
+	done := make(chan error, 1)
+	go func() {
+		for seq := uint64(1); seq <= 3*window; seq++ {
+			d, err := rcv.Recv(ctx)
+			if err != nil || d.Seq != seq {
+				done <- fmt.Errorf("recv %d: %+v, %v", seq, d, err)
+				return
+			}
+			taken.Store(seq)
+			if seq%500 == 0 {
+				time.Sleep(2 * time.Millisecond) // lag, so that the queue fills
+			}
+		}
+		done <- nil
+	}()
+	for seq := uint64(1); seq <= 3*window; seq++ {
+		// Keep within the window, as a sender reading acks would.
+		for seq > window && taken.Load() < seq-window {
+			time.Sleep(100 * time.Microsecond)
+		}
+		if err := snd.SendData(ctx, seq, []byte("m")); err != nil {
+			t.Fatalf("send %d: %v", seq, err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rcv.mu.Lock()
+	room, held := cap(rcv.inbound.q), rcv.inbound.len()
+	rcv.mu.Unlock()
+	if held != 0 || room > keepCap {
+		t.Errorf("emptied queue holds %d with room for %d, want 0 and at most %d", held, room, keepCap)
 	}
 }

@@ -403,14 +403,13 @@ func (s *Session) deliver(d Data) error {
 	n := dataSize(d)
 	switch s.state {
 	case stateOpen:
-		select {
-		case s.inbound <- d:
-			s.buf.queued += n
-			return nil
-		default:
+		if s.inbound.len() >= int(s.window) {
 			s.buf.budget.release(n)
 			return fmt.Errorf("session %d: more than %d Data packets not yet received, the window: %w", s.id, s.window, ErrWindow)
 		}
+		s.inbound.push(d)
+		s.buf.queued += n
+		return nil
 	case stateClosing, stateEnded:
 		s.buf.budget.release(n)
 		return nil // sent before the peer saw this side close

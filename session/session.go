@@ -41,7 +41,7 @@ type Session struct {
 	window    uint32
 	reqWindow uint32        // the window the client asked for
 	minWindow uint32        // server: the least window Accept grants (Config.PublishWindow for a publish session)
-	inbound   chan Data     // server: Data not yet taken by Recv
+	inbound   inQueue       // server: Data not yet taken by Recv
 	acks      chan Ack      // acks and refusals not yet read, made by the first Acks call (client)
 	ackq      []Ack         // client: acks not yet read, while Acks was never called
 	ackSig    chan struct{} // client: signalled (cap 1) when ackq grows
@@ -131,7 +131,7 @@ func (s *Session) Accept(window uint32) error {
 	if s.sub != nil {
 		s.sub.credit = s.window // a subscribe session starts with its window as credit
 	} else {
-		s.inbound = make(chan Data, s.window)
+		s.inbound.open()
 	}
 	s.state = stateOpen
 	resp := SessionCreateResponse{Version: s.version, Name: s.self.Name, ID: s.self.ID, Window: s.window}
@@ -264,29 +264,34 @@ func (s *Session) Recv(ctx context.Context) (Data, error) {
 	if s.client {
 		return Data{}, fmt.Errorf("receive on session %d: the sending side receives no Data: %w", s.id, ErrProtocol)
 	}
-	s.mu.Lock()
-	in := s.inbound
-	if in == nil {
-		err := s.stateErr("receive")
-		s.mu.Unlock()
-		return Data{}, err
-	}
-	s.mu.Unlock()
-	select {
-	case d, ok := <-in:
-		if ok {
+	for {
+		s.mu.Lock()
+		if !s.inbound.opened() {
+			err := s.stateErr("receive")
+			s.mu.Unlock()
+			return Data{}, err
+		}
+		if d, ok := s.inbound.pop(); ok {
+			s.mu.Unlock()
 			s.took(d)
 			return d, nil
 		}
-	case <-ctx.Done():
-		return Data{}, ctx.Err()
+		if s.state == stateEnded {
+			defer s.mu.Unlock()
+			if s.eof {
+				return Data{}, io.EOF
+			}
+			return Data{}, s.err
+		}
+		more := s.inbound.more
+		s.mu.Unlock()
+		select {
+		case <-more:
+		case <-s.done:
+		case <-ctx.Done():
+			return Data{}, ctx.Err()
+		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.eof {
-		return Data{}, io.EOF
-	}
-	return Data{}, s.err
 }
 
 // TryRecv returns the next Data packet if one is already queued, without
@@ -297,20 +302,12 @@ func (s *Session) TryRecv() (d Data, ok bool) {
 		return Data{}, false
 	}
 	s.mu.Lock()
-	in := s.inbound
+	d, ok = s.inbound.pop()
 	s.mu.Unlock()
-	if in == nil {
-		return Data{}, false
+	if ok {
+		s.took(d)
 	}
-	select {
-	case d, ok := <-in:
-		if ok {
-			s.took(d)
-		}
-		return d, ok
-	default:
-		return Data{}, false
-	}
+	return d, ok
 }
 
 // Ack tells the sender that every seq <= seq of the session is durable
@@ -427,9 +424,6 @@ func (s *Session) end(err error, eof bool) bool {
 	}
 	s.state, s.err, s.eof = stateEnded, err, eof
 	s.releaseBuffered()
-	if s.inbound != nil {
-		close(s.inbound)
-	}
 	if s.acks != nil {
 		close(s.acks)
 	}
