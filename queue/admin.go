@@ -268,7 +268,7 @@ func (w *writer) applyPurge(r *request, b *batch) error {
 			}
 			copies++
 			size += it.size
-			w.unref(b, it.body)
+			w.unref(it.body)
 		}
 		if len(kept) < len(rn.items) {
 			rn.items = kept

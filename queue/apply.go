@@ -67,7 +67,7 @@ type refChange struct {
 
 // unref counts one copy of body deleted; the last one frees the body in
 // the same transaction.
-func (w *writer) unref(_ *batch, body int64) {
+func (w *writer) unref(body int64) {
 	n := w.refs[body] - 1
 	w.refLog = append(w.refLog, refChange{body, -1})
 	if n > 0 {
@@ -245,7 +245,6 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 			w.lastRow++
 			e.rowid = w.lastRow
 			w.pending = append(w.pending, e.rowid, q.id, int64(p.Msg.Priority), exp, p.Data)
-			w.plainRow(q.id, p.Msg.Priority, e.rowid)
 		}
 		b.appends = append(b.appends, appendEffect{q: q, prio: p.Msg.Priority, e: e})
 		d := b.delta(q)
@@ -410,7 +409,7 @@ func (w *writer) flushCopyAcks(b *batch, acks []ackRow) error {
 				found++
 				d.depth--
 				d.bytes -= it.size
-				w.unref(b, it.body)
+				w.unref(it.body)
 				continue
 			}
 			kept = append(kept, it)
@@ -524,7 +523,7 @@ func (w *writer) applyMoveCopy(r *request, b *batch) error {
 	if err := w.save(rn); err != nil {
 		return fmt.Errorf("move %d from %q: %w", r.ref.rowid, r.q.name, err)
 	}
-	w.unref(b, it.body)
+	w.unref(it.body)
 	if r.to == nil {
 		w.moved(r, b, false, it.size)
 		return nil

@@ -48,7 +48,7 @@ func (w *writer) applyDrop(r *request, b *batch) error {
 	size, _ := dest[1].(int64)
 	err := scanRuns(w.conn.scan, `DELETE FROM copies WHERE queue = ? RETURNING queue, priority, id, items`, []driver.Value{q.id}, func(r run) error {
 		for _, it := range r.items {
-			w.unref(b, it.body)
+			w.unref(it.body)
 		}
 		return nil
 	})

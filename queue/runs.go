@@ -215,7 +215,8 @@ type plainKey struct {
 
 // plainRow records that the batch put a row other than a copy at id in
 // queue q, priority prio, so that flushInserts does not let a run span
-// it.
+// it: rows it inserts itself (moves), and, once the batch has copies,
+// the rows of messages waiting in pending.
 func (w *writer) plainRow(q int64, prio uint8, id int64) {
 	if w.plain == nil {
 		w.plain = map[plainKey][]int64{}

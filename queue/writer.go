@@ -274,6 +274,14 @@ func (w *writer) exec(batch []*request, b *batch) error {
 // range: a publish puts one copy in each of its subscriptions.
 func (w *writer) flushInserts() error {
 	if len(w.pendingCopies) > 0 {
+		// The rows of messages waiting beside the copies are rows a run
+		// must not span; only a batch with copies needs to know them.
+		for i := 0; i+insertCols <= len(w.pending); i += insertCols {
+			id, _ := w.pending[i].(int64)
+			q, _ := w.pending[i+1].(int64)
+			prio, _ := w.pending[i+2].(int64)
+			w.plainRow(q, uint8(prio), id)
+		}
 		w.groupCopies()
 		args := w.copyArgs[:0]
 		items := w.runItems[:0]
