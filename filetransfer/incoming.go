@@ -42,10 +42,11 @@ type Incoming struct {
 	durable     int64
 	durableHash []byte // h's state at durable, to roll back to
 	closed      bool
-	bg          *bgHash // hashes h beside the writes; nil once closed
-	kicked      int64   // end of the range last handed to writeback
-	broken      error   // set when a rollback failed: only Close and Abort work
-	delivered   string  // where Deliver placed the file
+	bg          *bgHash       // hashes h beside the writes; nil once closed
+	kicked      int64         // end of the range last handed to writeback
+	broken      error         // set when a rollback failed: only Close and Abort work
+	delivered   string        // where Deliver placed the file
+	moved       chan struct{} // closed when durable moves or the Incoming ends (see Follow)
 }
 
 // ID returns the transfer id.
@@ -145,6 +146,7 @@ func (in *Incoming) sync(final bool) error {
 		return ioError("transfer "+in.id+": sync state", err)
 	}
 	in.durable, in.durableHash = in.end, hs
+	in.advanced()
 	return nil
 }
 
@@ -159,6 +161,7 @@ func (in *Incoming) rollback() {
 	}
 	if err != nil {
 		in.broken = fmt.Errorf("transfer %s: cannot go back to offset %d (%v); close it and begin it again", in.id, in.durable, err)
+		in.advanced()
 		return
 	}
 	in.end = in.durable
@@ -271,6 +274,7 @@ func (in *Incoming) Close() error {
 		return nil
 	}
 	in.closed = true
+	in.advanced()
 	in.bg.stop()
 	in.release()
 	return in.f.Close()
@@ -279,6 +283,7 @@ func (in *Incoming) Close() error {
 // finish closes the Incoming and removes its files from the spool.
 func (in *Incoming) finish() error {
 	in.closed = true
+	in.advanced()
 	in.bg.stop()
 	in.f.Close()
 	err := removeTransfer(in.dir, in.statePath, in.partPath)

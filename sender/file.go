@@ -104,12 +104,14 @@ type files struct {
 	ctx   context.Context // the Sender's
 	start sync.Once
 
-	mu     sync.Mutex
-	active map[*fileRun]struct{}
-	bytes  atomic.Int64 // content bytes acked by next hops
-	wire   atomic.Int64 // content bytes sent, resends included
-	done   atomic.Int64 // files handed over
-	failed atomic.Int64 // files given up
+	mu      sync.Mutex
+	active  map[*fileRun]struct{}
+	early   map[earlyKey]chan struct{} // forwards begun before the file was whole; closed when each ends
+	stopped bool                       // stopFiles began: no forward starts any more
+	bytes   atomic.Int64               // content bytes acked by next hops
+	wire    atomic.Int64               // content bytes sent, resends included
+	done    atomic.Int64               // files handed over
+	failed  atomic.Int64               // files given up
 }
 
 type fileRun struct {
@@ -145,6 +147,9 @@ func (s *Sender) startFileWorkers() {
 // stopFiles waits for the workers (ctx is cancelled) and gives back the
 // file messages that waited for a turn.
 func (s *Sender) stopFiles() {
+	s.files.mu.Lock()
+	s.files.stopped = true
+	s.files.mu.Unlock()
 	s.files.wg.Wait()
 	for {
 		select {
@@ -209,9 +214,14 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		s.settleFile(d, m, errPermanent{err})
 		return
 	}
+	// A forward of this file begun while this node still received it
+	// (cut-through) ends first: the next hop then has the file, or holds
+	// what it got, and this session goes on from there.
+	s.files.waitEarly(ctx, m)
+	open := func() (chunkSource, error) { return openSource(m, path) }
 	attempt, corrupt := 0, 0
 	for {
-		err := s.sendFile(ctx, m, path, run)
+		err := s.sendFile(ctx, m, open, run)
 		if err == nil {
 			s.settleFile(d, m, nil)
 			return
@@ -277,9 +287,9 @@ func announcement(m *message.Message) ([]byte, error) {
 }
 
 // sendFile runs one file session: announce, learn where the next hop
-// stands, send the rest (read from path) and wait for the final ack. nil
-// means the next hop took custody.
-func (s *Sender) sendFile(ctx context.Context, m *message.Message, path string, run *fileRun) error {
+// stands, send the rest (read from what open returns) and wait for the
+// final ack. nil means the next hop took custody.
+func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (chunkSource, error), run *fileRun) error {
 	hop, ok := s.hop(s.dest)
 	if !ok {
 		return fmt.Errorf("no route to node %q", s.dest)
@@ -310,7 +320,7 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, path string, 
 	if at == size {
 		return nil // the next hop had it already
 	}
-	src, err := openSource(m, path)
+	src, err := open()
 	if err == nil {
 		err = s.sendChunks(ctx, conn, sess, src, at, run)
 		src.Close()
@@ -331,8 +341,18 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, path string, 
 	return err
 }
 
+// chunkSource is what a file session reads the content from: the file
+// at its path (filetransfer.Source), or, for a file this node still
+// receives, its spooled part as it becomes durable (filetransfer.Follower).
+type chunkSource interface {
+	ReadChunk(offset int64, buf []byte) (int, error)
+	Verify() error
+	Info() filetransfer.Info
+	Close() error
+}
+
 // openSource opens m's file at path, checked against what was announced.
-func openSource(m *message.Message, path string) (*filetransfer.Source, error) {
+func openSource(m *message.Message, path string) (chunkSource, error) {
 	if path == "" {
 		return nil, errors.New("the file message names no file to send (sendFilePath is empty)")
 	}
@@ -342,12 +362,16 @@ func openSource(m *message.Message, path string) (*filetransfer.Source, error) {
 	} else if fi, err := os.Stat(path); err == nil {
 		info.ModTime = fi.ModTime() // no record: size and checksum still hold it
 	}
-	return filetransfer.OpenSource(path, info)
+	src, err := filetransfer.OpenSource(path, info)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return src, nil
 }
 
 // sendChunks sends the content from offset at, keeping at most Window
 // chunks unacked, until the next hop acks the whole size.
-func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *session.Session, src *filetransfer.Source, at int64, run *fileRun) error {
+func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *session.Session, src chunkSource, at int64, run *fileRun) error {
 	cfg := s.files.cfg
 	size := src.Info().Size
 	buf := make([]byte, cfg.ChunkSize)
@@ -358,6 +382,11 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 		batch := next
 		for next < size && len(ends) < window {
 			n, err := src.ReadChunk(next, buf)
+			if errors.Is(err, filetransfer.ErrUnfinished) || errors.Is(err, filetransfer.ErrClosed) {
+				// A followed transfer stopped short (see Forward): the
+				// file is not at fault, and the next hop keeps its part.
+				return err
+			}
 			if err != nil && !errors.Is(err, io.EOF) {
 				return errPermanent{err}
 			}
