@@ -80,6 +80,18 @@ func (in *Incoming) Written() int64 {
 // wraps ErrSpoolFull; then, as after any error, the transfer is back at
 // its durable offset (see Incoming).
 func (in *Incoming) Write(offset int64, p []byte) error {
+	return in.WriteThen(offset, p, nil)
+}
+
+// WriteThen is Write, which then calls done (if not nil) once p is no
+// longer used: hashed, or refused. The caller may then reuse p's buffer.
+// done runs on another goroutine, possibly before WriteThen returns.
+func (in *Incoming) WriteThen(offset int64, p []byte, done func()) (err error) {
+	defer func() {
+		if err != nil && done != nil {
+			done()
+		}
+	}()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if err := in.usable(); err != nil {
@@ -96,7 +108,7 @@ func (in *Incoming) Write(offset int64, p []byte) error {
 		in.rollback()
 		return ioError(fmt.Sprintf("transfer %s: write %d bytes at %d", in.id, len(p), offset), err)
 	}
-	in.bg.add(p)
+	in.bg.add(p, done)
 	in.end += int64(len(p))
 	if in.end-in.kicked >= writebackBytes {
 		startWriteback(in.f, in.kicked, in.end-in.kicked)

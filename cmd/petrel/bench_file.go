@@ -47,7 +47,9 @@ section; 0 keeps the default (128 KiB chunks, 64 in flight, a sync every
 Everything lives in a temporary directory under --dir, removed at the end
 (kept with --keep); every node process is stopped before the bench returns,
 also on failure or SIGINT. PETREL_CPUPROFILE=prefix has a and b write CPU
-profiles of their work to prefix.a.pprof and prefix.b.pprof.`,
+profiles of their work to prefix.a.pprof and prefix.b.pprof, and with
+--hops 2 the relay c (a petrel node, which honours the variable too) of
+its whole life to prefix.c.pprof.`,
 		Example: `  petrel bench file
   petrel bench file --size-mib 256 --hops 2 --json
   petrel bench file --runs 3 --chunk-kib 1024 --window 32`,

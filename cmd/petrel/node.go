@@ -13,6 +13,7 @@ import (
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/conf"
+	"github.com/petrelmq/petrel/internal/bench"
 	"github.com/petrelmq/petrel/internal/nodeproc"
 	"github.com/spf13/cobra"
 )
@@ -88,6 +89,12 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	stopProfile, err := bench.CPUProfile(node.Name())
+	if err != nil {
+		node.Close()
+		return err
+	}
+	defer stopProfile()
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		dataDir = cfg.DataDir

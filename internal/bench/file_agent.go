@@ -201,6 +201,11 @@ func (a *agent) receiveFile(ctx context.Context, from string) (receivedFileEvent
 	return ev, nil
 }
 
+// CPUProfile starts a CPU profile to <$PETREL_CPUPROFILE>.<node>.pprof
+// when the variable is set, and returns what stops it. `petrel node` uses
+// it too, so that a bench's relay can be profiled beside its agents.
+func CPUProfile(node string) (func() error, error) { return cpuProfile(node) }
+
 // cpuProfile starts a CPU profile to <$PETREL_CPUPROFILE>.<node>.pprof
 // when the variable is set, and returns what stops it.
 func cpuProfile(node string) (func() error, error) {
