@@ -315,8 +315,7 @@ type FilesConfig struct {
 	// ChunkSize is the content bytes per chunk packet (default 128 KiB);
 	// at most Link.MaxFrame.
 	ChunkSize int
-	// Window is the most chunks in flight per transfer (default 16). Every
-	// byte in flight is one an urgent message may wait behind.
+	// Window is the most chunks in flight per transfer (default 64).
 	Window int
 	// Concurrency is how many files of one send queue move at once
 	// (default 4).

@@ -269,10 +269,9 @@
 //	  # Content bytes per chunk packet (size, at most link.max_frame - 8).
 //	  # Default: 128KiB.
 //	  chunk_size: 128KiB
-//	  # Most chunks in flight per transfer (integer, at least 1). Every byte in
-//	  # flight is one an urgent message on the same link may wait behind; on a
-//	  # long fat link raise it to cover the bandwidth-delay product. Default: 16.
-//	  window: 16
+//	  # Most chunks in flight per transfer (integer, at least 1); on a long fat
+//	  # link raise it to cover the bandwidth-delay product. Default: 64.
+//	  window: 64
 //	  # Files of one send queue that move at once (integer, at least 1); the
 //	  # queue's other messages never wait for files. Default: 4.
 //	  concurrency: 4

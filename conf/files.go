@@ -20,7 +20,7 @@ type FilesSection struct {
 	Received string `yaml:"received"`
 	// ChunkSize is the content bytes per chunk packet. Default 128KiB.
 	ChunkSize Size `yaml:"chunk_size"`
-	// Window is the most chunks in flight per transfer. Default 16.
+	// Window is the most chunks in flight per transfer. Default 64.
 	Window int `yaml:"window"`
 	// Concurrency is how many files of one send queue move at once.
 	// Default 4.

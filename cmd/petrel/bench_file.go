@@ -42,7 +42,7 @@ else the bench fails.
 
 --chunk-kib, --window, --sync-kib and --concurrency set the nodes' files
 section; 0 keeps the default (128 KiB chunks, 64 in flight, a sync every
-8 MiB or half a window, 4 files at once).
+16 MiB, 4 files at once).
 
 Everything lives in a temporary directory under --dir, removed at the end
 (kept with --keep); every node process is stopped before the bench returns,
