@@ -105,14 +105,15 @@ type files struct {
 	ctx   context.Context // the Sender's
 	start sync.Once
 
-	mu      sync.Mutex
-	active  map[*fileRun]struct{}
-	early   map[earlyKey]chan struct{} // forwards begun before the file was whole; closed when each ends
-	stopped bool                       // stopFiles began: no forward starts any more
-	bytes   atomic.Int64               // content bytes acked by next hops
-	wire    atomic.Int64               // content bytes sent, resends included
-	done    atomic.Int64               // files handed over
-	failed  atomic.Int64               // files given up
+	mu       sync.Mutex
+	active   map[*fileRun]struct{}
+	forwards map[earlyKey]chan struct{} // forwards begun before the file was whole; closed when each ends
+	stopped  bool                       // stopFiles began: no forward starts any more
+	bytes    atomic.Int64               // content bytes acked by next hops
+	wire     atomic.Int64               // content bytes sent, resends included
+	done     atomic.Int64               // files handed over
+	failed   atomic.Int64               // files given up
+	early    atomic.Int64               // forwards begun while the file was still received (see Forward)
 }
 
 type fileRun struct {
@@ -465,12 +466,15 @@ type FileStats struct {
 	Wire   int64        `json:"wire"`   // content bytes sent, resends included
 	Done   int64        `json:"done"`   // files handed over
 	Failed int64        `json:"failed"` // files given up
+	// Early counts the forwards begun while this node still received the
+	// file (cut-through, see Sender.Forward).
+	Early int64 `json:"early,omitempty"`
 }
 
 func (s *Sender) fileStats() FileStats {
 	f := &s.files
 	f.mu.Lock()
-	out := FileStats{Bytes: f.bytes.Load(), Wire: f.wire.Load(), Done: f.done.Load(), Failed: f.failed.Load()}
+	out := FileStats{Bytes: f.bytes.Load(), Wire: f.wire.Load(), Done: f.done.Load(), Failed: f.failed.Load(), Early: f.early.Load()}
 	for r := range f.active {
 		r.mu.Lock()
 		out.Active = append(out.Active, r.st)

@@ -49,23 +49,24 @@ func (s *Sender) Forward(m *message.Message, src *filetransfer.Follower) bool {
 		expires = time.Now().Add(m.TTL)
 	}
 	f.mu.Lock()
-	if f.stopped || f.ctx == nil || f.ctx.Err() != nil || f.early[key] != nil || len(f.early) >= f.cfg.Concurrency {
+	if f.stopped || f.ctx == nil || f.ctx.Err() != nil || f.forwards[key] != nil || len(f.forwards) >= f.cfg.Concurrency {
 		f.mu.Unlock()
 		src.Close()
 		return false
 	}
-	if f.early == nil {
-		f.early = map[earlyKey]chan struct{}{}
+	if f.forwards == nil {
+		f.forwards = map[earlyKey]chan struct{}{}
 	}
 	done := make(chan struct{})
-	f.early[key] = done
+	f.forwards[key] = done
 	f.wg.Add(1) // under mu, before stopFiles can Wait
 	f.mu.Unlock()
+	f.early.Add(1)
 	go func() {
 		defer f.wg.Done()
 		defer func() {
 			f.mu.Lock()
-			delete(f.early, key)
+			delete(f.forwards, key)
 			f.mu.Unlock()
 			close(done)
 		}()
@@ -108,7 +109,7 @@ func (s *Sender) forward(ctx context.Context, m *message.Message, src *filetrans
 // waitEarly returns once no forward of m runs, or ctx is done.
 func (f *files) waitEarly(ctx context.Context, m *message.Message) {
 	f.mu.Lock()
-	done := f.early[earlyKey{m.Origin, m.ID}]
+	done := f.forwards[earlyKey{m.Origin, m.ID}]
 	f.mu.Unlock()
 	if done == nil {
 		return

@@ -57,6 +57,18 @@ func TestFileCutThroughRelayKilled(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
+	// The restarted c forwarded early again: its link counts it.
+	st, err := readNodeStatus(ctx, "", "", cl.dataDir("c"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var early int64
+	for _, l := range st.Links {
+		early += l.Files.Early
+	}
+	if early < 1 {
+		t.Errorf("the restarted c counts %d early forwards, want at least 1", early)
+	}
 	cl.stopAll()
 	checkOneFile(ctx, t, cl.dataDir("b"), sum, func(p string) string { return p })
 	for _, name := range []string{"b", "c"} {
