@@ -128,7 +128,14 @@ func (n *Node) prepareFile(ctx context.Context, m *message.Message, dest string)
 	if err != nil {
 		return fmt.Errorf("send file %q: %w", m.File.SendFilePath, err)
 	}
-	info, err := filetransfer.DescribeContext(ctx, path)
+	// A checksum the caller already has spares reading the whole file here;
+	// a wrong one is refused as corrupt by the next hop (see Send).
+	var info filetransfer.Info
+	if sum := m.File.FileChecksum; sum != "" {
+		info, err = filetransfer.DescribeKnown(path, sum)
+	} else {
+		info, err = filetransfer.DescribeContext(ctx, path)
+	}
 	if err != nil {
 		return fmt.Errorf("send file: %w", err)
 	}

@@ -70,6 +70,7 @@ its whole life to prefix.c.pprof.`,
 	f.IntVar(&o.Concurrency, "concurrency", 0, "files of one send queue moving at once (0: the node's default)")
 	f.StringVar(&o.Dir, "dir", "", "make the bench directory in this `folder` (default: the system's temp folder)")
 	f.BoolVar(&o.NoBaseline, "no-baseline", false, "skip the plain TCP copy")
+	f.BoolVar(&o.KnownChecksum, "known-checksum", false, "give Send the file's SHA-256 (known from writing it), so that it does not read the file")
 	f.BoolVar(&o.Keep, "keep", false, "keep the bench directory (configurations, data, stderr of each node)")
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "give up after this long")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")
