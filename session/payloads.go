@@ -2,7 +2,7 @@ package session
 
 import "sync"
 
-// Data payloads of file chunks are large (128 KiB by default) and many: a
+// Data payloads of file chunks are large (512 KiB by default) and many: a
 // new slice for each would be zeroed and then collected, about a tenth of
 // a file receiver's CPU. Their buffers are pooled instead, in classes of
 // poolClass bytes up to eagerPayload. A receiver that is done with a

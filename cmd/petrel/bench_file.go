@@ -41,7 +41,7 @@ compare builds. The file placed at b must have the SHA-256 of the one sent,
 else the bench fails.
 
 --chunk-kib, --window, --sync-kib and --concurrency set the nodes' files
-section; 0 keeps the default (128 KiB chunks, 64 in flight, a sync every
+section; 0 keeps the default (512 KiB chunks, 16 in flight, a sync every
 16 MiB, 4 files at once).
 
 Everything lives in a temporary directory under --dir, removed at the end
