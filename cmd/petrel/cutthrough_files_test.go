@@ -49,6 +49,7 @@ func TestFileCutThroughRelayKilled(t *testing.T) {
 	atC, atB := waitCutThrough(ctx, t, cl, size)
 	cl.procs["c"].Kill()
 	t.Logf("c killed holding %d of %d bytes, b holding %d", atC, size, atB)
+	checkCustodyAtA(ctx, t, cl)
 	cl.startNode("c")
 
 	waitQueueDepth(ctx, t, cl.dataDir("b"), "crash", 1)
@@ -108,6 +109,33 @@ func waitCutThrough(ctx context.Context, t *testing.T, cl *crashCluster, size in
 			t.Fatalf("c never held a quarter of the file with b holding part of it: c %d, b %d", atC, atB)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// checkCustodyAtA checks, with the relay c dead mid-file, that a still
+// holds the file message (c never acked it: it did not have the whole
+// file) and that b has not delivered anything.
+func checkCustodyAtA(ctx context.Context, t *testing.T, cl *crashCluster) {
+	t.Helper()
+	st, err := readNodeStatus(ctx, "", "", cl.dataDir("a"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held int64
+	for _, l := range st.Links {
+		held += l.Depth + l.InFlight
+	}
+	if held != 1 {
+		t.Errorf("a holds %d messages in its send queues with the relay dead mid-file, want the file message: custody left a early", held)
+	}
+	st, err = readNodeStatus(ctx, "", "", cl.dataDir("b"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range st.Queues {
+		if q.Name == "crash" && q.Depth != 0 {
+			t.Errorf("b's queue crash holds %d messages while the relay, dead, never had the whole file", q.Depth)
+		}
 	}
 }
 
