@@ -312,11 +312,11 @@ type FilesConfig struct {
 	// Received is the folder under which each address's received files
 	// are placed, one subfolder per address (default DataDir/received).
 	Received string
-	// ChunkSize is the content bytes per chunk packet (default 128 KiB);
+	// ChunkSize is the content bytes per chunk packet (default 512 KiB, or
+	// Link.MaxFrame - 8 if that is less);
 	// at most Link.MaxFrame.
 	ChunkSize int
-	// Window is the most chunks in flight per transfer (default 16). Every
-	// byte in flight is one an urgent message may wait behind.
+	// Window is the most chunks in flight per transfer (default 16).
 	Window int
 	// Concurrency is how many files of one send queue move at once
 	// (default 4).

@@ -113,6 +113,14 @@ func (n *Node) openSpool() error {
 // senderFiles is the file side of the senders' configuration.
 func (n *Node) senderFiles() sender.FileConfig {
 	f := n.files
+	if f.ChunkSize == 0 {
+		// A chunk travels in one Data frame: the default shrinks to fit a
+		// small max_frame (an explicit one is validated against it).
+		f.ChunkSize = sender.DefaultChunkSize
+		if mf := n.cfg.Link.MaxFrame; mf > 8 && mf-8 < f.ChunkSize {
+			f.ChunkSize = mf - 8
+		}
+	}
 	return sender.FileConfig{ChunkSize: f.ChunkSize, Window: f.Window, Concurrency: f.Concurrency, Done: n.fileDone, Source: n.fileSource}
 }
 
@@ -128,7 +136,14 @@ func (n *Node) prepareFile(ctx context.Context, m *message.Message, dest string)
 	if err != nil {
 		return fmt.Errorf("send file %q: %w", m.File.SendFilePath, err)
 	}
-	info, err := filetransfer.DescribeContext(ctx, path)
+	// A checksum the caller already has spares reading the whole file here;
+	// a wrong one is refused as corrupt by the next hop (see Send).
+	var info filetransfer.Info
+	if sum := m.File.FileChecksum; sum != "" {
+		info, err = filetransfer.DescribeKnown(path, sum)
+	} else {
+		info, err = filetransfer.DescribeContext(ctx, path)
+	}
 	if err != nil {
 		return fmt.Errorf("send file: %w", err)
 	}

@@ -119,7 +119,7 @@ var (
 	descFileActive = prometheus.NewDesc("petrel_file_transfers_active",
 		"File transfers under way: sending, and receiving (paused ones included).", []string{"direction"}, nil)
 	descFiles = prometheus.NewDesc("petrel_files_total",
-		"Files by event since the node started: handed over to a next hop, failed for good, taken here, refused, corrupt.",
+		"Files by event since the node started: handed over to a next hop, failed for good, forwarded early (a relay's cut-through), taken here, refused, corrupt.",
 		[]string{"event"}, nil)
 
 	descFilesOutsideSession = prometheus.NewDesc("petrel_files_outside_session_total",
@@ -161,6 +161,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			fs.Bytes += l.Files.Bytes
 			fs.Done += l.Files.Done
 			fs.Failed += l.Files.Failed
+			fs.Early += l.Files.Early
 			sending += len(l.Files.Active)
 		}
 	}
@@ -179,6 +180,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- gauge(descFileActive, int64(len(c.n.Transfers())), "receiving")
 	ch <- counter(descFiles, fs.Done, "handed_over")
 	ch <- counter(descFiles, fs.Failed, "failed")
+	ch <- counter(descFiles, fs.Early, "forwarded_early")
 	ch <- counter(descFiles, rs.FilesTaken, "taken")
 	ch <- counter(descFiles, rs.FilesRefused, "refused")
 	ch <- counter(descFiles, rs.FilesCorrupt, "corrupt")

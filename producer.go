@@ -32,8 +32,8 @@ func (p *Producer) CreateDataMessage(addr string) *message.Message {
 
 // CreateFileMessage returns a file message for addr with its header set.
 // Set File.SendFilePath to the file to send; Send fills in the rest of the
-// file properties (filename, unless set, filesize, fileChecksum and the
-// identifiers).
+// file properties (filename, unless set, filesize, fileChecksum, unless
+// set, and the identifiers).
 func (p *Producer) CreateFileMessage(addr string) *message.Message {
 	return p.b.create(addr, message.KindFile)
 }
@@ -43,8 +43,10 @@ func (p *Producer) CreateFileMessage(addr string) *message.Message {
 // its receive queue. If ctx ends first, Send returns ctx's error and the
 // message may or may not have been stored.
 //
-// For a file message, Send first reads the file to describe it (SHA-256),
-// then stores the file message: from then on the transfer is the node's,
+// For a file message, Send first reads the file to describe it (SHA-256;
+// when File.FileChecksum is already set, it is taken as the file's SHA-256
+// in lowercase hex and the file is not read, and a wrong one makes the
+// next hop refuse the file as corrupt), then stores the file message: from then on the transfer is the node's,
 // tracked in its store, and resumes after link cuts and restarts. The file
 // must not change until it is sent; if it does, the transfer fails with
 // the reason. A file for an address of this node is copied into its

@@ -3,6 +3,7 @@ package petrel
 import (
 	"context"
 
+	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
@@ -20,10 +21,11 @@ type router struct{ n *Node }
 // The receiver finds the optional parts of a Router by type assertion; a
 // router that lost one would refuse files or clients without a word.
 var (
-	_ receiver.Router       = router{}
-	_ receiver.FileRouter   = router{}
-	_ receiver.ClientRouter = router{}
-	_ receiver.PeerBinder   = router{}
+	_ receiver.Router        = router{}
+	_ receiver.FileRouter    = router{}
+	_ receiver.FileForwarder = router{}
+	_ receiver.ClientRouter  = router{}
+	_ receiver.PeerBinder    = router{}
 )
 
 // newRouter hands the receiver the node's router. It takes the manager so
@@ -47,6 +49,17 @@ func (r router) InboundFile(ctx context.Context, peer session.Peer, m *message.M
 
 // FileTaken implements receiver.FileRouter (see Node.fileTaken).
 func (r router) FileTaken(m *message.Message, t receiver.FileTarget) { r.n.fileTaken(m, t) }
+
+// ForwardFile implements receiver.FileForwarder: the relay's sender
+// toward the next hop starts sending the file while it is received (see
+// sender.Forward).
+func (r router) ForwardFile(m *message.Message, t receiver.FileTarget, src *filetransfer.Follower) bool {
+	if r.n.mgr == nil {
+		src.Close()
+		return false
+	}
+	return r.n.mgr.Forward(t.Queue, m, src)
+}
 
 // ClientPublish implements receiver.ClientRouter (see Node.clientPublish).
 func (r router) ClientPublish(ctx context.Context, peer session.Peer, m *message.Message) (*queue.Queue, string, error) {

@@ -267,11 +267,10 @@
 //	  # subfolder per address (path). Default: <data_dir>/received.
 //	  received: /var/lib/petrel/received
 //	  # Content bytes per chunk packet (size, at most link.max_frame - 8).
-//	  # Default: 128KiB.
-//	  chunk_size: 128KiB
-//	  # Most chunks in flight per transfer (integer, at least 1). Every byte in
-//	  # flight is one an urgent message on the same link may wait behind; on a
-//	  # long fat link raise it to cover the bandwidth-delay product. Default: 16.
+//	  # Default: 512KiB (or max_frame - 8 if less).
+//	  chunk_size: 512KiB
+//	  # Most chunks in flight per transfer (integer, at least 1); on a long fat
+//	  # link raise it to cover the bandwidth-delay product. Default: 16.
 //	  window: 16
 //	  # Files of one send queue that move at once (integer, at least 1); the
 //	  # queue's other messages never wait for files. Default: 4.

@@ -18,7 +18,7 @@ type FilesSection struct {
 	// Received is the folder under which each address's files are
 	// placed, one subfolder per address. Default <data_dir>/received.
 	Received string `yaml:"received"`
-	// ChunkSize is the content bytes per chunk packet. Default 128KiB.
+	// ChunkSize is the content bytes per chunk packet. Default 512KiB.
 	ChunkSize Size `yaml:"chunk_size"`
 	// Window is the most chunks in flight per transfer. Default 16.
 	Window int `yaml:"window"`

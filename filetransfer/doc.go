@@ -46,6 +46,9 @@
 //     restored from the state. The cost is that damage done to the partial
 //     file at rest, after it was written, is not seen; the next hop's
 //     check, or the consumer's, is what catches that.
+//   - A Follower (Incoming.Follow), which a relay forwards from while it
+//     still receives the file, reads only bytes below the durable offset:
+//     what it hands on survives a crash of this node.
 //   - A file is delivered only when its size and SHA-256 are the announced
 //     ones. A corrupt file is removed from the spool, never delivered.
 //   - A partial file is never visible under its final name: it lives in the

@@ -51,6 +51,10 @@ var (
 	// ErrClosed is returned by every method of an Incoming after Complete,
 	// Abort or Close, and by a Source after Close.
 	ErrClosed = errors.New("transfer closed")
+	// ErrUnfinished is returned by Follower.ReadChunk when the transfer it
+	// follows was closed, aborted or found corrupt before the bytes asked
+	// for became durable: they may never come from this Incoming.
+	ErrUnfinished = errors.New("transfer ended before those bytes were durable")
 	// ErrNotInOutbox is returned by Outbox.Done for a path that is not a file
 	// directly in the outbox directory.
 	ErrNotInOutbox = errors.New("not a file of this outbox")

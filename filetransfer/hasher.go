@@ -6,6 +6,7 @@ import "hash"
 // when every chunk before it was hashed.
 type hashItem struct {
 	p       []byte
+	done    func() // called once p is hashed, if set
 	barrier chan struct{}
 }
 
@@ -28,13 +29,17 @@ func startHash(h hash.Hash) *bgHash {
 				continue
 			}
 			h.Write(it.p)
+			if it.done != nil {
+				it.done()
+			}
 		}
 	}()
 	return b
 }
 
-// add hands p over; p must not change until the next wait.
-func (b *bgHash) add(p []byte) { b.q <- hashItem{p: p} }
+// add hands p over; p must not change until done is called (if set) or
+// the next wait returns.
+func (b *bgHash) add(p []byte, done func()) { b.q <- hashItem{p: p, done: done} }
 
 // wait returns once every chunk added before it was hashed.
 func (b *bgHash) wait() {

@@ -42,10 +42,11 @@ type Incoming struct {
 	durable     int64
 	durableHash []byte // h's state at durable, to roll back to
 	closed      bool
-	bg          *bgHash // hashes h beside the writes; nil once closed
-	kicked      int64   // end of the range last handed to writeback
-	broken      error   // set when a rollback failed: only Close and Abort work
-	delivered   string  // where Deliver placed the file
+	bg          *bgHash       // hashes h beside the writes; nil once closed
+	kicked      int64         // end of the range last handed to writeback
+	broken      error         // set when a rollback failed: only Close and Abort work
+	delivered   string        // where Deliver placed the file
+	moved       chan struct{} // closed when durable moves or the Incoming ends (see Follow)
 }
 
 // ID returns the transfer id.
@@ -79,6 +80,18 @@ func (in *Incoming) Written() int64 {
 // wraps ErrSpoolFull; then, as after any error, the transfer is back at
 // its durable offset (see Incoming).
 func (in *Incoming) Write(offset int64, p []byte) error {
+	return in.WriteThen(offset, p, nil)
+}
+
+// WriteThen is Write, which then calls done (if not nil) once p is no
+// longer used: hashed, or refused. The caller may then reuse p's buffer.
+// done runs on another goroutine, possibly before WriteThen returns.
+func (in *Incoming) WriteThen(offset int64, p []byte, done func()) (err error) {
+	defer func() {
+		if err != nil && done != nil {
+			done()
+		}
+	}()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if err := in.usable(); err != nil {
@@ -95,7 +108,7 @@ func (in *Incoming) Write(offset int64, p []byte) error {
 		in.rollback()
 		return ioError(fmt.Sprintf("transfer %s: write %d bytes at %d", in.id, len(p), offset), err)
 	}
-	in.bg.add(p)
+	in.bg.add(p, done)
 	in.end += int64(len(p))
 	if in.end-in.kicked >= writebackBytes {
 		startWriteback(in.f, in.kicked, in.end-in.kicked)
@@ -145,6 +158,7 @@ func (in *Incoming) sync(final bool) error {
 		return ioError("transfer "+in.id+": sync state", err)
 	}
 	in.durable, in.durableHash = in.end, hs
+	in.advanced()
 	return nil
 }
 
@@ -159,6 +173,7 @@ func (in *Incoming) rollback() {
 	}
 	if err != nil {
 		in.broken = fmt.Errorf("transfer %s: cannot go back to offset %d (%v); close it and begin it again", in.id, in.durable, err)
+		in.advanced()
 		return
 	}
 	in.end = in.durable
@@ -271,6 +286,7 @@ func (in *Incoming) Close() error {
 		return nil
 	}
 	in.closed = true
+	in.advanced()
 	in.bg.stop()
 	in.release()
 	return in.f.Close()
@@ -279,6 +295,7 @@ func (in *Incoming) Close() error {
 // finish closes the Incoming and removes its files from the spool.
 func (in *Incoming) finish() error {
 	in.closed = true
+	in.advanced()
 	in.bg.stop()
 	in.f.Close()
 	err := removeTransfer(in.dir, in.statePath, in.partPath)

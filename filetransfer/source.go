@@ -116,6 +116,26 @@ func DescribeContext(ctx context.Context, path string) (Info, error) {
 	return info, nil
 }
 
+// DescribeKnown returns the Info of the file at path with a SHA-256 the
+// caller already has (lowercase hex), without reading the file: only the
+// name, size and modification time come from the file. The checksum is
+// checked for its form (ErrBadInfo); whether it is the file's is found by
+// whoever receives the file, which refuses it as corrupt if it is not.
+func DescribeKnown(path, sha256Hex string) (Info, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Info{}, fmt.Errorf("describe %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return Info{}, fmt.Errorf("describe %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	info := Info{Filename: filepath.Base(path), Size: fi.Size(), SHA256: sha256Hex, ModTime: fi.ModTime()}
+	if err := info.Check(); err != nil {
+		return Info{}, fmt.Errorf("describe %s with the checksum given: %w", path, err)
+	}
+	return info, nil
+}
+
 // ctxReader stops reading once ctx is done. Being a plain Reader, it also
 // hides (*os.File).WriteTo, so that io.CopyBuffer reads with the buffer it
 // is given (1 MiB) instead of the 32 KiB one of io.Copy's fallback.

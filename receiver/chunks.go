@@ -109,11 +109,13 @@ func (r *chunkReader) take(d session.Data) error {
 	if len(d.Message) == 0 || d.Seq != uint64(at)+uint64(len(d.Message)) {
 		return fmt.Errorf("%w: chunk of %d bytes ending at %d; the file stands at %d", session.ErrProtocol, len(d.Message), d.Seq, at)
 	}
-	if err := r.in.Write(at, d.Message); err != nil {
+	n := int64(len(d.Message))
+	// The chunk's buffer goes back to the session's pool once hashed.
+	if err := r.in.WriteThen(at, d.Message, d.Release); err != nil {
 		return err
 	}
-	r.s.stats.FileBytes.Add(int64(len(d.Message)))
-	r.unsynced += int64(len(d.Message))
+	r.s.stats.FileBytes.Add(n)
+	r.unsynced += n
 	r.unacked++
 	if r.unsynced >= r.syncBytes {
 		if err := r.checkpoint(); err != nil {

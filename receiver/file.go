@@ -73,6 +73,30 @@ type FileRouter interface {
 	FileTaken(m *message.Message, t FileTarget)
 }
 
+// FileForwarder is an optional part of a FileRouter: a relay that
+// forwards a file to the next hop while it still receives it
+// (cut-through). ForwardFile takes src, the spooled part as it becomes
+// durable, and closes it; it returns false if it starts nothing. Custody
+// does not change: the upstream is acked only by takeFile, once the whole
+// file is verified and its file message committed here.
+type FileForwarder interface {
+	ForwardFile(m *message.Message, t FileTarget, src *filetransfer.Follower) bool
+}
+
+// forwardEarly offers the file being received to the router's
+// FileForwarder, if it has one. Nothing here depends on the outcome.
+func (s *Server) forwardEarly(m *message.Message, t FileTarget, in *filetransfer.Incoming) {
+	ff, ok := s.router.(FileForwarder)
+	if !ok {
+		return
+	}
+	src, err := in.Follow()
+	if err != nil {
+		return
+	}
+	ff.ForwardFile(m.Clone(), t, src)
+}
+
 // Defaults of the file settings in Config.
 const (
 	DefaultFileSyncBytes = 16 << 20
@@ -176,6 +200,9 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 	tr := s.transfers.begin(id, m, peer.Name, in.Offset())
 	defer s.transfers.end(tr)
 	if in.Offset() < size {
+		if t.Relay {
+			s.forwardEarly(m, t, in)
+		}
 		if err := sess.Ack(uint64(in.Offset())); err != nil {
 			return err
 		}

@@ -178,6 +178,8 @@ func DecodeSessionCreateResponse(p []byte) (SessionCreateResponse, error) {
 type Data struct {
 	Seq     uint64
 	Message []byte
+
+	frame []byte // the pooled buffer Message lies in, if any: see Release
 }
 
 // AppendBinary appends the encoding of d to dst.

@@ -44,7 +44,12 @@ func (c *Conn) readFrames() (notify bool, err error) {
 		}
 		buf := c.rbuf
 		if h.Type == TypeData || h.Type == TypeDeliver {
-			buf = nil // Recv's caller owns the payload: read it into its own slice
+			// Recv's caller owns the payload: read it into its own slice,
+			// a pooled one for a Data frame that Release may give back.
+			buf = nil
+			if h.Type == TypeData {
+				buf = getPayload(int(h.Length))
+			}
 		} else if int(h.Length) > cap(buf) {
 			c.rbuf = make([]byte, h.Length)
 			buf = c.rbuf
@@ -305,6 +310,9 @@ func (c *Conn) onData(id uint32, p []byte) error {
 	if err != nil {
 		c.budget.release(int64(len(p)))
 		return err
+	}
+	if isPooled(p) {
+		d.frame = p
 	}
 	s := c.tab.get(id)
 	if s == nil {

@@ -140,6 +140,7 @@ Then keep the node open until stdin closes or a signal comes.`,
 	f.StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
 	f.StringVar(&o.To, "to", "", "destination `address@node`")
 	f.StringVar(&o.File, "file", "", "the `path` of the file to send")
+	f.StringVar(&o.SHA256, "sha256", "", "the file's SHA-256 in lowercase `hex`, if known: Send then does not read the file")
 	return cmd
 }
 

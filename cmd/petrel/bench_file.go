@@ -41,13 +41,15 @@ compare builds. The file placed at b must have the SHA-256 of the one sent,
 else the bench fails.
 
 --chunk-kib, --window, --sync-kib and --concurrency set the nodes' files
-section; 0 keeps the default (128 KiB chunks, 64 in flight, a sync every
-8 MiB or half a window, 4 files at once).
+section; 0 keeps the default (512 KiB chunks, 16 in flight, a sync every
+16 MiB, 4 files at once).
 
 Everything lives in a temporary directory under --dir, removed at the end
 (kept with --keep); every node process is stopped before the bench returns,
 also on failure or SIGINT. PETREL_CPUPROFILE=prefix has a and b write CPU
-profiles of their work to prefix.a.pprof and prefix.b.pprof.`,
+profiles of their work to prefix.a.pprof and prefix.b.pprof, and with
+--hops 2 the relay c (a petrel node, which honours the variable too) of
+its whole life to prefix.c.pprof.`,
 		Example: `  petrel bench file
   petrel bench file --size-mib 256 --hops 2 --json
   petrel bench file --runs 3 --chunk-kib 1024 --window 32`,
@@ -68,6 +70,7 @@ profiles of their work to prefix.a.pprof and prefix.b.pprof.`,
 	f.IntVar(&o.Concurrency, "concurrency", 0, "files of one send queue moving at once (0: the node's default)")
 	f.StringVar(&o.Dir, "dir", "", "make the bench directory in this `folder` (default: the system's temp folder)")
 	f.BoolVar(&o.NoBaseline, "no-baseline", false, "skip the plain TCP copy")
+	f.BoolVar(&o.KnownChecksum, "known-checksum", false, "give Send the file's SHA-256 (known from writing it), so that it does not read the file")
 	f.BoolVar(&o.Keep, "keep", false, "keep the bench directory (configurations, data, stderr of each node)")
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "give up after this long")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")

@@ -59,6 +59,9 @@ type receivedFileEvent struct {
 // SendFileOptions are the flags of `bench agent sendfile`.
 type SendFileOptions struct {
 	To, File string
+	// SHA256, when set, is given to Send as the file's checksum, which
+	// then does not read the file.
+	SHA256 string
 }
 
 // RunAgentSendFile runs `bench agent sendfile`: it opens the node, prints
@@ -92,6 +95,7 @@ func (a *agent) sendFile(ctx context.Context, o SendFileOptions) error {
 	p := a.node.Producer()
 	m := p.CreateFileMessage(o.To)
 	m.File.SendFilePath = o.File
+	m.File.FileChecksum = o.SHA256
 	start := time.Now()
 	if err := p.Send(ctx, m); err != nil {
 		return fmt.Errorf("send %s: %w", o.File, err)

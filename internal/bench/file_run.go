@@ -65,7 +65,7 @@ func (fb *fileBench) run(ctx context.Context) (*fileResult, error) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return nil, err
 		}
-		fr := &fileRun{fb: fb, nodes: newProcRun(fb.life, fb.exe, dir, "full", fb.progress)}
+		fr := &fileRun{fb: fb, nodes: newProcRun(fb.life, fb.exe, dir, "full", fb.progress), sum: sum}
 		if err := fr.run(ctx, src, size, sum, &rd, res); err != nil {
 			return nil, err
 		}
@@ -85,6 +85,7 @@ func (fb *fileBench) run(ctx context.Context) (*fileResult, error) {
 type fileRun struct {
 	fb    *fileBench
 	nodes *procRun
+	sum   string // the file's SHA-256
 }
 
 // run moves the file and checks what b placed. It fills round's times
@@ -148,7 +149,11 @@ func (r *fileRun) transfer(ctx context.Context, src string, round *fileRound, re
 	if err != nil {
 		return got, err
 	}
-	a, _, err := r.nodes.start(ctx, "a", "bench", "agent", "sendfile", "-c", cfg, "--to", FileAddr+"@b", "--file", src)
+	args := []string{"bench", "agent", "sendfile", "-c", cfg, "--to", FileAddr + "@b", "--file", src}
+	if r.fb.o.KnownChecksum {
+		args = append(args, "--sha256", r.sum)
+	}
+	a, _, err := r.nodes.start(ctx, "a", args...)
 	if err != nil {
 		return got, err
 	}

@@ -1,0 +1,112 @@
+package filetransfer
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// Follower reads a transfer's partial file while it is still being
+// received, never past the durable offset: what a relay forwards before it
+// holds the whole file (cut-through) is only what would survive its crash,
+// so the next hop never holds bytes the relay could lose. It reads through
+// its own descriptor, opened when it is made, so it goes on reading after
+// the transfer is delivered and its spool name removed.
+//
+// ReadChunk blocks until the bytes it is asked for are durable, the
+// transfer ends short of them (ErrUnfinished), or Close is called. It is
+// meant for one goroutine; Close may be called from any.
+type Follower struct {
+	in   *Incoming
+	f    *os.File
+	once sync.Once
+	stop chan struct{}
+}
+
+// Follow opens a Follower of the transfer. It fails once the Incoming is
+// closed.
+func (in *Incoming) Follow() (*Follower, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.usable(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(in.partPath)
+	if err != nil {
+		return nil, fmt.Errorf("follow transfer %s: %w", in.id, err)
+	}
+	return &Follower{in: in, f: f, stop: make(chan struct{})}, nil
+}
+
+// Info returns the file the followed transfer receives.
+func (fo *Follower) Info() Info { return fo.in.info }
+
+// ReadChunk reads up to len(buf) durable bytes at offset, waiting for
+// them. It returns 0, io.EOF at the file's size.
+func (fo *Follower) ReadChunk(offset int64, buf []byte) (int, error) {
+	size := fo.in.info.Size
+	if offset < 0 || offset > size {
+		return 0, fmt.Errorf("follow transfer %s at %d: the file has %d bytes: %w", fo.in.id, offset, size, ErrOffset)
+	}
+	if offset == size {
+		return 0, io.EOF
+	}
+	for {
+		durable, ended, moved := fo.in.progress()
+		if offset < durable {
+			if rest := durable - offset; int64(len(buf)) > rest {
+				buf = buf[:rest]
+			}
+			n, err := fo.f.ReadAt(buf, offset)
+			if err != nil && !(err == io.EOF && n == len(buf)) {
+				return n, fmt.Errorf("follow transfer %s: read at %d: %w", fo.in.id, offset, err)
+			}
+			return n, nil
+		}
+		if ended {
+			return 0, fmt.Errorf("follow transfer %s at %d (durable %d): %w", fo.in.id, offset, durable, ErrUnfinished)
+		}
+		select {
+		case <-moved:
+		case <-fo.stop:
+			return 0, fmt.Errorf("follow transfer %s: %w", fo.in.id, ErrClosed)
+		}
+	}
+}
+
+// Verify is a no-op: the bytes a Follower reads are the ones the spool
+// holds, and the next hop's SHA-256 check is what judges them. It makes a
+// Follower usable where a Source is.
+func (fo *Follower) Verify() error { return nil }
+
+// Close ends a ReadChunk waiting in another goroutine and closes the
+// descriptor.
+func (fo *Follower) Close() error {
+	var err error
+	fo.once.Do(func() {
+		close(fo.stop)
+		err = fo.f.Close()
+	})
+	return err
+}
+
+// progress returns the durable offset, whether the Incoming has ended
+// (no offset will move any more) and a channel closed at the next move.
+func (in *Incoming) progress() (durable int64, ended bool, moved <-chan struct{}) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.moved == nil {
+		in.moved = make(chan struct{})
+	}
+	return in.durable, in.closed || in.broken != nil, in.moved
+}
+
+// advanced wakes the followers: the durable offset moved, or the Incoming
+// ended. in.mu is held.
+func (in *Incoming) advanced() {
+	if in.moved != nil {
+		close(in.moved)
+		in.moved = nil
+	}
+}
