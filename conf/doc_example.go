@@ -276,8 +276,8 @@
 //	  # queue's other messages never wait for files. Default: 4.
 //	  concurrency: 4
 //	  # Most bytes a receiver appends between two syncs and acknowledgements
-//	  # (size). Default: 8MiB.
-//	  sync_bytes: 8MiB
+//	  # (size). Default: 16MiB.
+//	  sync_bytes: 16MiB
 //	  # How long a partly received file may go without progress before the spool
 //	  # drops it, its sender presumed gone (duration). Default: 168h (7 days).
 //	  abandon_after: 168h
