@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,23 @@ func TestFileSurvivesKills(t *testing.T) {
 		if err := appendFile(cl.configPath(name), files); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// c reaches b through an 8 MiB/s proxy. c forwards a file on while it
+	// still receives it (cut-through): unpaced, b would hold most of the
+	// file by the time a is done sending to c, and the test could not
+	// kill b mid-file on a fast machine.
+	proxy := startSlowProxy(t, cl.listen("b"), 8<<20)
+	cPath := cl.configPath("c")
+	cConf, err := os.ReadFile(cPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paced := strings.ReplaceAll(string(cConf), cl.connector("b"), "tcp://"+proxy.ln.Addr().String())
+	if paced == string(cConf) {
+		t.Fatalf("c's configuration names no connector %s for b", cl.connector("b"))
+	}
+	if err := os.WriteFile(cPath, []byte(paced), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	for _, name := range []string{"b", "c", "a"} {
 		cl.startNode(name)
