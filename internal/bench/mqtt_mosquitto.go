@@ -93,31 +93,33 @@ func startMosquittoOnce(ctx context.Context, exe, dir string) (*Mosquitto, error
 		return nil, err
 	}
 	m := &Mosquitto{proc: p, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	if err := m.waitListening(ctx); err != nil {
+	if err := waitListening(ctx, p, "mosquitto", m.addr); err != nil {
 		p.Kill()
 		return nil, err
 	}
 	return m, nil
 }
 
-// waitListening polls the port until a TCP connection is accepted, for up
-// to readyTimeout; mosquitto prints no ready line.
-func (m *Mosquitto) waitListening(ctx context.Context) error {
+// waitListening polls p's TCP port at addr until a connection is
+// accepted, for up to readyTimeout: mosquitto prints no ready line, and
+// nats-server opens its client port only once JetStream is up. name
+// names the program in errors.
+func waitListening(ctx context.Context, p *nodeproc.Proc, name, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	var d net.Dialer
 	for {
-		if !m.proc.Running() {
-			return m.proc.ExitError("ended before it listened")
+		if !p.Running() {
+			return p.ExitError("ended before it listened")
 		}
-		c, err := d.DialContext(ctx, "tcp", m.addr)
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			c.Close()
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("mosquitto: not listening on %s: %w", m.addr, ctx.Err())
+			return fmt.Errorf("%s: not listening on %s: %w", name, addr, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

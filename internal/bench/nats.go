@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/petrelmq/petrel/internal/nodeproc"
 )
@@ -81,36 +80,11 @@ func startNATSOnce(ctx context.Context, exe, dir string) (*NATSServer, error) {
 		return nil, err
 	}
 	s := &NATSServer{proc: p, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	if err := s.waitListening(ctx); err != nil {
+	if err := waitListening(ctx, p, "nats-server", s.addr); err != nil {
 		p.Kill()
 		return nil, err
 	}
 	return s, nil
-}
-
-// waitListening polls the port until a TCP connection is accepted, for up
-// to readyTimeout. nats-server starts JetStream before it opens its
-// client port (its log says so, in that order), so a server that accepts
-// has JetStream up.
-func (s *NATSServer) waitListening(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	var d net.Dialer
-	for {
-		if !s.proc.Running() {
-			return s.proc.ExitError("ended before it listened")
-		}
-		c, err := d.DialContext(ctx, "tcp", s.addr)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nats-server: not listening on %s: %w", s.addr, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // URL is the server's address as nats.Connect takes it.
