@@ -113,6 +113,15 @@ func startClientConsumers(ctx context.Context, clients []*petrel.Client, target 
 // publishAll sends n messages from the producers, spread evenly, each
 // keeping window publishes in flight (see produce).
 func publishAll(ctx context.Context, clients []*petrel.Client, n, window int, body []byte) (*sendResult, error) {
+	return spreadSends(ctx, clients, n, func(ctx context.Context, c *petrel.Client, count int) (*sendResult, error) {
+		return produce(ctx, c.Producer(), Addr, count, window, body, true)
+	})
+}
+
+// spreadSends runs send on each of the senders at once, n messages spread
+// evenly over them, and merges their results; the first error stops the
+// others.
+func spreadSends[T any](ctx context.Context, senders []T, n int, send func(ctx context.Context, s T, count int) (*sendResult, error)) (*sendResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -121,13 +130,13 @@ func publishAll(ctx context.Context, clients []*petrel.Client, n, window int, bo
 		res   = &sendResult{}
 		first error
 	)
-	for i, c := range clients {
-		count := n / len(clients)
-		if i < n%len(clients) {
+	for i, s := range senders {
+		count := n / len(senders)
+		if i < n%len(senders) {
 			count++
 		}
 		wg.Go(func() {
-			r, err := produce(ctx, c.Producer(), Addr, count, window, body, true)
+			r, err := send(ctx, s, count)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

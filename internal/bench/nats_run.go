@@ -187,41 +187,9 @@ func measureNATS(ctx context.Context, url string, w natsWorkload, progress io.Wr
 // natsPublishAll publishes n messages from the producer connections,
 // spread evenly, each keeping window publishes awaiting their PubAck.
 func natsPublishAll(ctx context.Context, conns []*nats.Conn, n, window int, body []byte) (*sendResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		res   = &sendResult{}
-		first error
-	)
-	for i, nc := range conns {
-		count := n / len(conns)
-		if i < n%len(conns) {
-			count++
-		}
-		wg.Go(func() {
-			r, err := natsProduce(ctx, nc, count, window, body)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if first == nil {
-					first = err
-				}
-				cancel()
-				return
-			}
-			res.lat = append(res.lat, r.lat...)
-			if r.last.After(res.last) {
-				res.last = r.last
-			}
-		})
-	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
-	}
-	return res, ctx.Err()
+	return spreadSends(ctx, conns, n, func(ctx context.Context, nc *nats.Conn, count int) (*sendResult, error) {
+		return natsProduce(ctx, nc, count, window, body)
+	})
 }
 
 // natsPending is one async publish a producer waits on.
