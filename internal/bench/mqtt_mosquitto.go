@@ -29,16 +29,23 @@ const DefaultMosquitto = "/usr/sbin/mosquitto"
 // FindMosquitto returns the mosquitto binary to run: path if given, else
 // the one on PATH, else DefaultMosquitto.
 func FindMosquitto(path string) (string, error) {
+	return findProgram(path, "mosquitto", DefaultMosquitto, "--mosquitto")
+}
+
+// findProgram returns the program to run: path if given, else name on
+// PATH, else fallback (where Debian's package puts it), and names flag in
+// the error when there is none.
+func findProgram(path, name, fallback, flag string) (string, error) {
 	if path != "" {
 		return exec.LookPath(path)
 	}
-	if p, err := exec.LookPath("mosquitto"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	if _, err := os.Stat(DefaultMosquitto); err != nil {
-		return "", fmt.Errorf("no mosquitto broker on PATH nor at %s: install the mosquitto package, or name it with --mosquitto", DefaultMosquitto)
+	if _, err := os.Stat(fallback); err != nil {
+		return "", fmt.Errorf("no %s on PATH nor at %s: install the %s package, or name it with %s", name, fallback, name, flag)
 	}
-	return DefaultMosquitto, nil
+	return fallback, nil
 }
 
 // mosquittoConf is the broker's configuration: persistence on, as a

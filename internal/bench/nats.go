@@ -31,16 +31,7 @@ const DefaultNATS = "/usr/sbin/nats-server"
 // FindNATS returns the nats-server binary to run: path if given, else the
 // one on PATH, else DefaultNATS.
 func FindNATS(path string) (string, error) {
-	if path != "" {
-		return exec.LookPath(path)
-	}
-	if p, err := exec.LookPath("nats-server"); err == nil {
-		return p, nil
-	}
-	if _, err := os.Stat(DefaultNATS); err != nil {
-		return "", fmt.Errorf("no nats-server on PATH nor at %s: install the nats-server package, or name it with --nats", DefaultNATS)
-	}
-	return DefaultNATS, nil
+	return findProgram(path, "nats-server", DefaultNATS, "--nats")
 }
 
 // StartNATS runs the nats-server binary exe with JetStream on and its
