@@ -6,9 +6,11 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/nodeproc"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
@@ -21,12 +23,14 @@ func newMesh(t *testing.T, names ...string) mesh {
 	t.Helper()
 	m := mesh{}
 	for _, name := range names {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		// Below the ephemeral range: the port is closed here and opened
+		// again by the node a moment later, and one of that range could
+		// meanwhile go to any socket bound to port 0 elsewhere.
+		port, err := nodeproc.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
-		m[name] = l.Addr().String()
-		l.Close()
+		m[name] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
 	return m
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/console"
+	"github.com/petrelmq/petrel/internal/nodeproc"
 	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
@@ -215,12 +216,11 @@ addresses:
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := nodeproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func (cl *consoleCluster) send(t *testing.T, to, text string) {
