@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/nodeproc"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/message"
@@ -158,16 +160,16 @@ func TestFileLocalDelivery(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address nothing listens on (yet).
+// freeAddr returns a loopback address nothing listens on (yet), on a port
+// below the ephemeral range, so that no socket bound to port 0 takes it
+// before the node that is to listen there does (see nodeproc.FreePort).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := nodeproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 func TestFileNotices(t *testing.T) {

@@ -154,12 +154,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 
 func TestBacklogFlowsWhenPeerComesBack(t *testing.T) {
 	// Reserve a port, then bring b up on it only after a has queued.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
 	}))
@@ -253,12 +248,7 @@ func TestConfigRefusesRouteThroughUnknownNode(t *testing.T) {
 // the main down, traffic goes to the backup; once the main is back, the
 // link returns to it.
 func TestFailoverAndBack(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mainAddr := ln.Addr().String()
-	ln.Close()
+	mainAddr := freeAddr(t)
 	backup := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"))
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: fmt.Sprintf("failover:(tcp://%s,tcp://%s)", mainAddr, backup.ListenAddr())}}

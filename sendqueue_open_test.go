@@ -3,7 +3,6 @@ package petrel_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 
 	"github.com/petrelmq/petrel"
@@ -16,12 +15,7 @@ import (
 // their send queues one commit after the other, and the messages of each
 // queue must keep their order and all arrive once.
 func TestNewSendQueuesShareCommitsAndKeepOrder(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // b comes up there once a has queued everything
+	addr := freeAddr(t) // b comes up there once a has queued everything
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
 	}))

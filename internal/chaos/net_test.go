@@ -3,9 +3,11 @@ package chaos
 import (
 	"bufio"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/nodeproc"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"go.uber.org/goleak"
 )
@@ -45,12 +47,13 @@ func echoServer(t *testing.T) string {
 }
 
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Below the ephemeral range, so that no socket bound to port 0 takes
+	// it before the proxy listens (see nodeproc.FreePort).
+	port, err := nodeproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // roundTrip reports whether a line sent through addr comes back within d.

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"testing"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/nodeproc"
 	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
@@ -16,12 +18,13 @@ func TestMosquittoAcrossSites(t *testing.T) {
 	needMosquitto(t)
 	addr := map[string]string{}
 	for _, name := range []string{"a", "b"} {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		// Below the ephemeral range, so that no socket bound to port 0
+		// takes it before the node listens (see nodeproc.FreePort).
+		port, err := nodeproc.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr[name] = l.Addr().String()
-		l.Close()
+		addr[name] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
 	site := func(name, other string) *testNode {
 		cfg := baseConfig(t)
