@@ -69,42 +69,55 @@ func mosquittoConf(dir string, port int) string {
 // returns once it accepts connections. It tries other ports while one
 // turns out taken.
 func StartMosquitto(ctx context.Context, exe, dir string) (*Mosquitto, error) {
+	p, addr, err := startServer(ctx, "mosquitto", dir, func(port int) (*nodeproc.Proc, error) {
+		conf := filepath.Join(dir, "mosquitto.conf")
+		if err := os.WriteFile(conf, []byte(mosquittoConf(dir, port)), 0o644); err != nil {
+			return nil, fmt.Errorf("write mosquitto configuration: %w", err)
+		}
+		return nodeproc.Start(ctx, "mosquitto", exe, filepath.Join(dir, "mosquitto.stderr"), "-c", conf)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Mosquitto{proc: p, addr: addr}, nil
+}
+
+// startServer makes dir and starts a broker named name with start, on a
+// free port of 127.0.0.1, and returns once it accepts connections on it;
+// it tries other ports while one turns out taken.
+func startServer(ctx context.Context, name, dir string, start func(port int) (*nodeproc.Proc, error)) (*nodeproc.Proc, string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("mosquitto folder: %w", err)
+		return nil, "", fmt.Errorf("%s folder: %w", name, err)
 	}
 	var errs []error
 	for range 5 {
-		m, err := startMosquittoOnce(ctx, exe, dir)
+		p, addr, err := startServerOnce(ctx, name, start)
 		if err == nil {
-			return m, nil
+			return p, addr, nil
 		}
 		if ctx.Err() != nil {
-			return nil, err
+			return nil, "", err
 		}
 		errs = append(errs, err)
 	}
-	return nil, fmt.Errorf("start mosquitto: %w", errors.Join(errs...))
+	return nil, "", fmt.Errorf("start %s: %w", name, errors.Join(errs...))
 }
 
-func startMosquittoOnce(ctx context.Context, exe, dir string) (*Mosquitto, error) {
+func startServerOnce(ctx context.Context, name string, start func(port int) (*nodeproc.Proc, error)) (*nodeproc.Proc, string, error) {
 	port, err := nodeproc.FreePort()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	conf := filepath.Join(dir, "mosquitto.conf")
-	if err := os.WriteFile(conf, []byte(mosquittoConf(dir, port)), 0o644); err != nil {
-		return nil, fmt.Errorf("write mosquitto configuration: %w", err)
-	}
-	p, err := nodeproc.Start(ctx, "mosquitto", exe, filepath.Join(dir, "mosquitto.stderr"), "-c", conf)
+	p, err := start(port)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	m := &Mosquitto{proc: p, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	if err := waitListening(ctx, p, "mosquitto", m.addr); err != nil {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := waitListening(ctx, p, name, addr); err != nil {
 		p.Kill()
-		return nil, err
+		return nil, "", err
 	}
-	return m, nil
+	return p, addr, nil
 }
 
 // waitListening polls p's TCP port at addr until a connection is

@@ -2,10 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -43,39 +39,14 @@ func FindNATS(path string) (string, error) {
 // fsyncs on a timer (sync_interval, 2 minutes by default), not per
 // message as Petrel's sync full does.
 func StartNATS(ctx context.Context, exe, dir string) (*NATSServer, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("nats-server folder: %w", err)
-	}
-	var errs []error
-	for range 5 {
-		s, err := startNATSOnce(ctx, exe, dir)
-		if err == nil {
-			return s, nil
-		}
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		errs = append(errs, err)
-	}
-	return nil, fmt.Errorf("start nats-server: %w", errors.Join(errs...))
-}
-
-func startNATSOnce(ctx context.Context, exe, dir string) (*NATSServer, error) {
-	port, err := nodeproc.FreePort()
+	p, addr, err := startServer(ctx, "nats-server", dir, func(port int) (*nodeproc.Proc, error) {
+		return nodeproc.Start(ctx, "nats-server", exe, filepath.Join(dir, "nats-server.stderr"),
+			"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", dir)
+	})
 	if err != nil {
 		return nil, err
 	}
-	p, err := nodeproc.Start(ctx, "nats-server", exe, filepath.Join(dir, "nats-server.stderr"),
-		"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", dir)
-	if err != nil {
-		return nil, err
-	}
-	s := &NATSServer{proc: p, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	if err := waitListening(ctx, p, "nats-server", s.addr); err != nil {
-		p.Kill()
-		return nil, err
-	}
-	return s, nil
+	return &NATSServer{proc: p, addr: addr}, nil
 }
 
 // URL is the server's address as nats.Connect takes it.
