@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
 )
 
 // Past maxOpeners send queues being made at once, a send to yet another
@@ -41,8 +42,16 @@ func TestOpenersAreBounded(t *testing.T) {
 	if peak > maxOpeners || peak == 0 {
 		t.Fatalf("%d openers at once, want 1 to %d", peak, maxOpeners)
 	}
+	WantSendQueues(t, n.store, queues, each, func(_, i int) string { return fmt.Sprint(i) })
+}
+
+// WantSendQueues checks, for the tests of both packages, that s holds
+// the send queues q-<k>@b for k below queues, each with each messages
+// whose bodies are body(k, i), in order.
+func WantSendQueues(t *testing.T, s *queue.Store, queues, each int, body func(k, i int) string) {
+	t.Helper()
 	for k := range queues {
-		q, ok := n.store.Lookup(fmt.Sprintf("q-%d@b", k))
+		q, ok := s.Lookup(fmt.Sprintf("q-%d@b", k))
 		if !ok {
 			t.Fatalf("no send queue q-%d@b", k)
 		}
@@ -58,8 +67,8 @@ func TestOpenersAreBounded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(m.Body) != fmt.Sprint(i) {
-				t.Fatalf("q-%d@b: message %d is %q", k, i, m.Body)
+			if want := body(k, i); string(m.Body) != want {
+				t.Fatalf("q-%d@b: message %d is %q, want %q", k, i, m.Body, want)
 			}
 		}
 	}

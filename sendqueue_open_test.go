@@ -8,7 +8,6 @@ import (
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
-	"github.com/petrelmq/petrel/message"
 )
 
 // A producer that sends to many new destinations at once must not make
@@ -39,28 +38,7 @@ func TestNewSendQueuesShareCommitsAndKeepOrder(t *testing.T) {
 	if commits := a.Store().WriterStats().Commits - before; commits >= queues/2 {
 		t.Fatalf("%d commits for %d new send queues and %d messages: the queues were made one by one", commits, queues, queues*each)
 	}
-	for k := range queues {
-		q, ok := a.Store().Lookup(fmt.Sprintf("q-%d@b", k))
-		if !ok {
-			t.Fatalf("no send queue q-%d@b", k)
-		}
-		rows, err := q.Browse(context.Background(), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rows) != each {
-			t.Fatalf("q-%d@b holds %d messages, want %d", k, len(rows), each)
-		}
-		for i, r := range rows {
-			m, err := message.Decode(r.Data, message.DefaultLimits())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := fmt.Sprintf("%d-%d", k, i); string(m.Body) != want {
-				t.Fatalf("q-%d@b: message %d is %q, want %q", k, i, m.Body, want)
-			}
-		}
-	}
+	petrel.WantSendQueues(t, a.Store(), queues, each, func(k, i int) string { return fmt.Sprintf("%d-%d", k, i) })
 	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(addr))
 	petreltest.Eventually(t, "every send queue drained to b", func() bool {
 		for k := range queues {
