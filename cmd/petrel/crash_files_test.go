@@ -30,42 +30,25 @@ func TestFileSurvivesKills(t *testing.T) {
 		t.Skip("runs without -short")
 	}
 	const size = 64 << 20
-	// Small syncs, so that what a kill loses is small next to the file.
-	files := "files:\n  chunk_size: 64KiB\n  window: 32\n  sync_bytes: 1MiB\n"
-	cl := newCrashCluster(t, crashPlan{})
-	for _, name := range []string{"a", "b", "c"} {
-		if err := appendFile(cl.configPath(name), files); err != nil {
+	cl, sum := sendFileAcross(t, size, func(cl *crashCluster) {
+		// c reaches b through an 8 MiB/s proxy. c forwards a file on while
+		// it still receives it (cut-through): unpaced, b would hold most of
+		// the file by the time a is done sending to c, and the test could
+		// not kill b mid-file on a fast machine.
+		proxy := startSlowProxy(t, cl.listen("b"), 8<<20)
+		cPath := cl.configPath("c")
+		cConf, err := os.ReadFile(cPath)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	// c reaches b through an 8 MiB/s proxy. c forwards a file on while it
-	// still receives it (cut-through): unpaced, b would hold most of the
-	// file by the time a is done sending to c, and the test could not
-	// kill b mid-file on a fast machine.
-	proxy := startSlowProxy(t, cl.listen("b"), 8<<20)
-	cPath := cl.configPath("c")
-	cConf, err := os.ReadFile(cPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	paced := strings.ReplaceAll(string(cConf), cl.connector("b"), "tcp://"+proxy.ln.Addr().String())
-	if paced == string(cConf) {
-		t.Fatalf("c's configuration names no connector %s for b", cl.connector("b"))
-	}
-	if err := os.WriteFile(cPath, []byte(paced), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"b", "c", "a"} {
-		cl.startNode(name)
-	}
-	src := filepath.Join(t.TempDir(), "big.bin")
-	sum := writeRandomFile(t, src, size)
-	r := runPetrel(t, time.Minute, "sendfile", src, "crash@b", "-c", cl.configPath("a"), "--no-wait", "--json")
-	r.wantCode(t, 0)
-	var sent adminapi.SendFileResponse
-	if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.SHA256 != sum {
-		t.Fatalf("sendfile answered %q (%v)", r.stdout, err)
-	}
+		paced := strings.ReplaceAll(string(cConf), cl.connector("b"), "tcp://"+proxy.ln.Addr().String())
+		if paced == string(cConf) {
+			t.Fatalf("c's configuration names no connector %s for b", cl.connector("b"))
+		}
+		if err := os.WriteFile(cPath, []byte(paced), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	// Kill c while it receives from a.
 	resentA, missingA := cl.killDuring(t, "c", "a", size)
@@ -87,6 +70,37 @@ func TestFileSurvivesKills(t *testing.T) {
 	waitQueueDepth(ctx, t, cl.dataDir("b"), "crash", 1)
 	cl.stopAll()
 	checkOneFile(ctx, t, cl.dataDir("b"), sum, func(p string) string { return p })
+}
+
+// sendFileAcross runs a -> c (relay) -> b as petrel processes with small
+// chunks and syncs (so that what a kill loses is small next to the file),
+// lets prepare change their configurations before they start, and sends
+// a random file of size bytes from a to crash@b without waiting. It
+// returns the cluster and the file's SHA-256.
+func sendFileAcross(t *testing.T, size int64, prepare func(cl *crashCluster)) (*crashCluster, string) {
+	t.Helper()
+	files := "files:\n  chunk_size: 64KiB\n  window: 32\n  sync_bytes: 1MiB\n"
+	cl := newCrashCluster(t, crashPlan{})
+	for _, name := range []string{"a", "b", "c"} {
+		if err := appendFile(cl.configPath(name), files); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if prepare != nil {
+		prepare(cl)
+	}
+	for _, name := range []string{"b", "c", "a"} {
+		cl.startNode(name)
+	}
+	src := filepath.Join(t.TempDir(), "big.bin")
+	sum := writeRandomFile(t, src, size)
+	r := runPetrel(t, time.Minute, "sendfile", src, "crash@b", "-c", cl.configPath("a"), "--no-wait", "--json")
+	r.wantCode(t, 0)
+	var sent adminapi.SendFileResponse
+	if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.SHA256 != sum {
+		t.Fatalf("sendfile answered %q (%v)", r.stdout, err)
+	}
+	return cl, sum
 }
 
 // checkOneFile opens the store in dataDir in process and checks that its

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/petrelmq/petrel/internal/adminapi"
 )
 
 // TestFileCutThroughRelayKilled sends a file a -> c (relay) -> b with the
@@ -25,24 +22,7 @@ func TestFileCutThroughRelayKilled(t *testing.T) {
 	const size = 64 << 20
 	// Small syncs: c forwards only what is durable there, so that is how
 	// closely b follows it.
-	files := "files:\n  chunk_size: 64KiB\n  window: 32\n  sync_bytes: 1MiB\n"
-	cl := newCrashCluster(t, crashPlan{})
-	for _, name := range []string{"a", "b", "c"} {
-		if err := appendFile(cl.configPath(name), files); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"b", "c", "a"} {
-		cl.startNode(name)
-	}
-	src := filepath.Join(t.TempDir(), "big.bin")
-	sum := writeRandomFile(t, src, size)
-	r := runPetrel(t, time.Minute, "sendfile", src, "crash@b", "-c", cl.configPath("a"), "--no-wait", "--json")
-	r.wantCode(t, 0)
-	var sent adminapi.SendFileResponse
-	if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.SHA256 != sum {
-		t.Fatalf("sendfile answered %q (%v)", r.stdout, err)
-	}
+	cl, sum := sendFileAcross(t, size, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
