@@ -183,7 +183,7 @@ func (b mqttBackend) NewMessage(topic string) *message.Message {
 
 // Publish: the interceptors, then the publish rule, then the store, as a
 // remote client's publish.
-func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.Conn) (func(context.Context) error, error) {
+func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.Conn) (mqttgw.Commit, error) {
 	n := b.n
 	topic := n.localTopic(m.Destination)
 	if topic == "" {
@@ -203,8 +203,15 @@ func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.C
 	if err != nil {
 		return nil, storeRefusal(err)
 	}
-	return func(ctx context.Context) error { return storeRefusal(done.Wait(ctx)) }, nil
+	return mqttCommit{done}, nil
 }
+
+// mqttCommit is a publish's completion, with a full store told as quota
+// exceeded.
+type mqttCommit struct{ c completion }
+
+func (c mqttCommit) Done() <-chan struct{} { return c.c.Done() }
+func (c mqttCommit) Err() error            { return storeRefusal(c.c.Err()) }
 
 // storeRefusal tells a full store to the MQTT client as quota exceeded.
 func storeRefusal(err error) error {
@@ -249,6 +256,14 @@ type mqttSubscription struct{ c *Consumer }
 
 func (s mqttSubscription) Receive(ctx context.Context) (mqttgw.Delivery, error) {
 	d, err := s.c.Receive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return mqttDelivery{d}, nil
+}
+
+func (s mqttSubscription) Poll() (mqttgw.Delivery, error) {
+	d, err := s.c.Poll()
 	if err != nil {
 		return nil, err
 	}

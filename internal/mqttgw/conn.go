@@ -199,6 +199,7 @@ func (st *connState) packetID() (uint16, bool) {
 func (p *pump) run(ctx context.Context) {
 	defer close(p.done)
 	st := p.st
+	cc := corkOf(st.cl.Net.Conn)
 	for {
 		select {
 		case st.slots <- struct{}{}:
@@ -213,11 +214,39 @@ func (p *pump) run(ctx context.Context) {
 			}
 			return
 		}
-		if !p.deliver(d) {
-			<-st.slots
+		if cc == nil {
+			if !p.deliver(d) {
+				<-st.slots
+			}
+			continue
 		}
+		// What else is ready goes out in the same write; a failure of
+		// Poll is left for the next Receive to report.
+		cc.cork()
+	batch:
+		for i := 0; ; i++ {
+			if !p.deliver(d) {
+				<-st.slots
+			}
+			if i == pumpBatch-1 {
+				break
+			}
+			select {
+			case st.slots <- struct{}{}:
+			default:
+				break batch // the client's window is full
+			}
+			if d, err = p.ps.Poll(); err != nil {
+				<-st.slots
+				break
+			}
+		}
+		_ = cc.uncork()
 	}
 }
+
+// pumpBatch is the most deliveries a pump writes with one write.
+const pumpBatch = 64
 
 // deliver sends d to the client; it reports whether d holds a slot, in
 // flight until the client acknowledges it.

@@ -87,9 +87,9 @@ type Backend interface {
 	NewMessage(topic string) *message.Message
 	// Publish runs the interceptors and the publish access rule, and
 	// submits m's copies to the store. It returns once they are
-	// submitted; wait returns once they are committed. A refusal, from
-	// either, wraps a *Refusal.
-	Publish(ctx context.Context, m *message.Message, c Conn) (wait func(context.Context) error, err error)
+	// submitted; the Commit tells when they are committed. A refusal,
+	// from either, wraps a *Refusal.
+	Publish(ctx context.Context, m *message.Message, c Conn) (Commit, error)
 	// Subscribe makes or joins the subscription name (private when empty)
 	// to the Petrel pattern.
 	Subscribe(ctx context.Context, pattern, name string, durable bool, c Conn) (Subscription, error)
@@ -102,7 +102,28 @@ type Backend interface {
 // Subscription is a Petrel subscription's consumer.
 type Subscription interface {
 	Receive(ctx context.Context) (Delivery, error)
+	// Poll returns the next delivery if one is ready, or an error at
+	// once.
+	Poll() (Delivery, error)
 	Close()
+}
+
+// Commit is a publish on its way into the store.
+type Commit interface {
+	// Done is closed once the publish is committed or refused.
+	Done() <-chan struct{}
+	// Err is, once Done is closed, why the publish was refused, or nil.
+	Err() error
+}
+
+// waitCommit blocks until c is done or ctx ends.
+func waitCommit(ctx context.Context, c Commit) error {
+	select {
+	case <-c.Done():
+		return c.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Delivery is one message delivered under a lease.
@@ -218,13 +239,13 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 		return nil, err
 	}
 	g.tcp = listeners.NewTCP(listeners.Config{ID: "mqtt", Address: cfg.Listen, TLSConfig: cfg.TLS})
-	if err := g.srv.AddListener(g.tcp); err != nil {
+	if err := g.srv.AddListener(corked{g.tcp}); err != nil {
 		_ = st.close()
 		return nil, fmt.Errorf("mqtt listen %s: %w", cfg.Listen, err)
 	}
 	if cfg.WebSocket != "" {
 		g.ws = newWSListener("mqtt-ws", cfg.WebSocket, cfg.TLS)
-		if err := g.srv.AddListener(g.ws); err != nil {
+		if err := g.srv.AddListener(corked{g.ws}); err != nil {
 			g.tcp.Close(func(string) {})
 			_ = st.close()
 			return nil, fmt.Errorf("mqtt websocket listen %s: %w", cfg.WebSocket, err)

@@ -1,25 +1,23 @@
 package mqttgw
 
 import (
-	"context"
-
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // pendingAck is a QoS 1 publish submitted to the node, whose PUBACK waits
 // for its commit.
 type pendingAck struct {
-	pk   packets.Packet
-	wait func(context.Context) error
+	pk     packets.Packet
+	commit Commit
 }
 
-// ackLater queues pk's PUBACK until wait reports its commit. One goroutine
-// per connection, started with its first QoS 1 publish and ended with the
+// ackLater queues pk's PUBACK until its commit. One goroutine per
+// connection, started with its first QoS 1 publish and ended with the
 // connection, sends them in the order the publishes came (MQTT-4.6.0-2);
 // the node commits one connection's publishes in that order too. The
 // queue holds the Receive Maximum the node announces: a client with more
 // unacknowledged publishes waits here, its next packets unread.
-func (st *connState) ackLater(h *hook, pk packets.Packet, wait func(context.Context) error) {
+func (st *connState) ackLater(h *hook, pk packets.Packet, c Commit) {
 	st.mu.Lock()
 	if st.acks == nil {
 		st.acks = make(chan pendingAck, int(st.g.receiveMaximum()))
@@ -32,7 +30,7 @@ func (st *connState) ackLater(h *hook, pk packets.Packet, wait func(context.Cont
 	acks := st.acks
 	st.mu.Unlock()
 	select {
-	case acks <- pendingAck{pk: pk, wait: wait}:
+	case acks <- pendingAck{pk: pk, commit: c}:
 	case <-st.ctx.Done():
 		// The connection ended: no PUBACK; the client publishes it again.
 	}
@@ -41,27 +39,61 @@ func (st *connState) ackLater(h *hook, pk packets.Packet, wait func(context.Cont
 // ackLoop sends the PUBACK of each pending publish once it is committed,
 // or refuses it, until the connection ends. What is pending then goes
 // unacknowledged, and its client publishes it again (a duplicate QoS 1
-// allows).
+// allows). The PUBACKs of the publishes that one commit took go out in
+// one write, the connection corked around them.
 func (st *connState) ackLoop(h *hook) {
+	cc := corkOf(st.cl.Net.Conn)
+	var next *pendingAck // taken from acks, its commit not done yet
 	for {
-		select {
-		case <-st.ctx.Done():
-			return
-		case p := <-st.acks:
-			if err := p.wait(st.ctx); err != nil {
-				if st.ctx.Err() != nil {
-					return
-				}
-				h.g.metrics.refused.Add(1)
-				h.refuse(st.cl, p.pk, err)
-				continue
+		p := next
+		next = nil
+		if p == nil {
+			select {
+			case <-st.ctx.Done():
+				return
+			case a := <-st.acks:
+				p = &a
 			}
-			h.g.metrics.published[1].Add(1)
-			_ = st.cl.WritePacket(packets.Packet{
-				FixedHeader: packets.FixedHeader{Type: packets.Puback},
-				PacketID:    p.pk.PacketID,
-				ReasonCode:  packets.CodeSuccess.Code,
-			})
+		}
+		if err := waitCommit(st.ctx, p.commit); err != nil && st.ctx.Err() != nil {
+			return
+		}
+		if cc != nil {
+			cc.cork()
+		}
+		st.answer(h, p)
+	more:
+		for range cap(st.acks) {
+			select {
+			case a := <-st.acks:
+				select {
+				case <-a.commit.Done():
+					st.answer(h, &a)
+				default:
+					next = &a
+					break more
+				}
+			default:
+				break more
+			}
+		}
+		if cc != nil {
+			_ = cc.uncork()
 		}
 	}
+}
+
+// answer sends the PUBACK of a committed publish, or its refusal.
+func (st *connState) answer(h *hook, p *pendingAck) {
+	if err := p.commit.Err(); err != nil {
+		h.g.metrics.refused.Add(1)
+		h.refuse(st.cl, p.pk, err)
+		return
+	}
+	h.g.metrics.published[1].Add(1)
+	_ = st.cl.WritePacket(packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Puback},
+		PacketID:    p.pk.PacketID,
+		ReasonCode:  packets.CodeSuccess.Code,
+	})
 }

@@ -1,7 +1,6 @@
 package mqttgw
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,13 +29,13 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		// The PUBACK is ours, sent once the commit is done, by the
 		// connection's acker, so that this connection's next publishes
 		// are read meanwhile and share the commit.
-		wait, err := h.g.submit(st.conn, pk)
+		c, err := h.g.submit(st.conn, pk)
 		if err != nil {
 			h.g.metrics.refused.Add(1)
 			h.refuse(cl, pk, err)
 			return pk, packets.ErrRejectPacket
 		}
-		st.ackLater(h, pk, wait)
+		st.ackLater(h, pk, c)
 		return pk, packets.ErrRejectPacket
 	}
 	if qos == 2 && persistent(cl) && !h.qos2Admit(cl) {
@@ -65,12 +64,12 @@ func (g *Gateway) publish(c Conn, pk packets.Packet) error {
 		}
 		defer release()
 	}
-	wait, err := g.submit(c, pk)
+	commit, err := g.submit(c, pk)
 	if err != nil {
 		return err
 	}
 	if pk.FixedHeader.Qos > 0 {
-		if err := wait(g.ctx); err != nil {
+		if err := waitCommit(g.ctx, commit); err != nil {
 			return err
 		}
 	}
@@ -82,9 +81,8 @@ func (g *Gateway) publish(c Conn, pk packets.Packet) error {
 	return nil
 }
 
-// submit maps pk to a Petrel message and submits it to the node; wait
-// returns once it is committed.
-func (g *Gateway) submit(c Conn, pk packets.Packet) (wait func(context.Context) error, err error) {
+// submit maps pk to a Petrel message and submits it to the node.
+func (g *Gateway) submit(c Conn, pk packets.Packet) (Commit, error) {
 	topic, err := TopicToPetrel(pk.TopicName)
 	if err != nil {
 		return nil, &Refusal{Code: CodeTopicNameBad, Reason: err.Error()}

@@ -1,0 +1,128 @@
+package mqttgw
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// tcpPair is both ends of a real loopback TCP connection.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// readSome reads what arrives within d.
+func readSome(t *testing.T, c net.Conn, d time.Duration) []byte {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 1<<20)
+	n, err := c.Read(buf)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal(err)
+	}
+	return buf[:n]
+}
+
+func TestCorkHoldsWritesUntilUncorked(t *testing.T) {
+	peer, server := tcpPair(t)
+	cc := &corkConn{Conn: server}
+
+	// Uncorked, a write goes out at once.
+	if _, err := cc.Write([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readSome(t, peer, time.Second); string(got) != "a" {
+		t.Fatalf("uncorked write: peer read %q", got)
+	}
+
+	// Corked twice, nothing goes out until the last uncork.
+	cc.cork()
+	cc.cork()
+	for _, s := range []string{"b", "c", "d"} {
+		if n, err := cc.Write([]byte(s)); n != 1 || err != nil {
+			t.Fatalf("corked write: %d, %v", n, err)
+		}
+	}
+	if got := readSome(t, peer, 100*time.Millisecond); len(got) != 0 {
+		t.Fatalf("corked writes went out: %q", got)
+	}
+	if err := cc.uncork(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readSome(t, peer, 100*time.Millisecond); len(got) != 0 {
+		t.Fatalf("writes went out with a cork still in: %q", got)
+	}
+	if err := cc.uncork(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readSome(t, peer, time.Second); string(got) != "bcd" {
+		t.Fatalf("after the last uncork the peer read %q, want bcd in order", got)
+	}
+}
+
+func TestCorkWritesPastItsBound(t *testing.T) {
+	peer, server := tcpPair(t)
+	cc := &corkConn{Conn: server}
+	cc.cork()
+	chunk := bytes.Repeat([]byte("x"), 4096)
+	sent := 0
+	for sent < corkMax {
+		if _, err := cc.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		sent += len(chunk)
+	}
+	// The bound reached, what was held went out, corked or not.
+	got := make([]byte, sent)
+	_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatalf("corked writes past %d bytes were held back: %v", corkMax, err)
+	}
+	if len(cc.buf) != 0 {
+		t.Fatalf("%d bytes still held past the bound", len(cc.buf))
+	}
+	if err := cc.uncork(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCorkFailedFlushFailsLaterWrites(t *testing.T) {
+	peer, server := tcpPair(t)
+	cc := &corkConn{Conn: server}
+	cc.cork()
+	if _, err := cc.Write([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	peer.Close()
+	server.Close() // the connection is gone before the flush
+	if err := cc.uncork(); err == nil {
+		t.Fatal("uncork over a closed connection reported no error")
+	}
+	if _, err := cc.Write([]byte("next")); err == nil {
+		t.Fatal("a write after a failed flush reported no error")
+	}
+}
