@@ -268,3 +268,30 @@ func (q *Queue) Stats() Stats {
 
 // IsDeadLetter reports whether name is a dead-letter queue's name.
 func IsDeadLetter(name string) bool { return strings.HasSuffix(name, DeadLetterSuffix) }
+
+// trim gives back what the queue's in-memory buffers grew to in a burst,
+// for the parts that are empty now: a drained level's array, an empty
+// map of leases (a Go map never shrinks) and the array of gathered acks.
+// The writer calls it once it has been idle for a while.
+func (q *Queue) trim() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range q.lv {
+		l := &q.lv[i]
+		if l.head == len(l.ready) {
+			l.ready, l.head = nil, 0
+		}
+		if len(l.retry) == 0 {
+			l.retry = nil
+		}
+	}
+	if len(q.inflight) == 0 {
+		q.inflight = map[int64]*lease{}
+	}
+	if len(q.acks) == 0 && !q.ackQueued {
+		q.acks = nil
+	}
+	if len(q.delayed) == 0 {
+		q.delayed = nil
+	}
+}

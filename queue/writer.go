@@ -145,8 +145,17 @@ func (w *writer) close() {
 func (w *writer) loop() {
 	max := w.s.cfg.MaxBatch
 	batch := make([]*request, 0, max)
+	idle := time.NewTimer(idleTrim)
+	defer idle.Stop()
 	for {
-		r, ok := <-w.reqs
+		var r *request
+		var ok bool
+		select {
+		case r, ok = <-w.reqs:
+		case <-idle.C:
+			w.trim()
+			r, ok = <-w.reqs
+		}
 		if !ok {
 			for _, p := range w.parked {
 				p.op.finish(ErrClosed)
@@ -168,10 +177,30 @@ func (w *writer) loop() {
 			}
 		}
 		w.run(batch)
+		clear(batch) // the requests, their messages and acks, are done
 		if len(w.parked) > 0 {
 			w.retryParked()
 		}
 		w.maybeRestartWAL()
+		idle.Reset(idleTrim)
+	}
+}
+
+// idleTrim is how long the writer waits without a request before it
+// gives back the memory its busiest batches grew.
+const idleTrim = 500 * time.Millisecond
+
+// trim drops the arrays the writer reuses from one batch to the next, and
+// each idle queue's in-memory buffers: they are sized by the largest
+// burst, and a node with thousands of queues, idle after one, should not
+// keep that much per queue.
+func (w *writer) trim() {
+	w.pending, w.pendingBodies, w.pendingCopies, w.copyArgs = nil, nil, nil, nil
+	w.runItems, w.copyGroups, w.appends, w.refLog, w.frees = nil, nil, nil, nil, nil
+	w.acks, w.scratch = nil, nil
+	w.groupAt, w.plain = map[plainKey]int{}, nil
+	for _, q := range w.s.Queues() {
+		q.trim()
 	}
 }
 

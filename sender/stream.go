@@ -50,6 +50,11 @@ func (f *flight) upTo(to uint64) []*queue.Delivery {
 	out := append([]*queue.Delivery(nil), f.ds[:n]...)
 	clear(f.ds[:n])
 	f.ds = f.ds[n:]
+	if len(f.ds) == 0 {
+		// Drop the array: a window's worth of it, per send queue, idle
+		// or not.
+		f.ds = nil
+	}
 	f.first += uint64(n)
 	return out
 }

@@ -37,9 +37,9 @@ Figures:
 --queues N: a spreads the messages round robin over the addresses
 bench-0..bench-<N-1> at b, so N send queues (each its own sender and
 session) share one connection. a then waits until every send queue is
-drained, and reports go_kib_per_queue and rss_kib_per_queue: its memory
-grown from before the first send to then, after a GC, divided by N, an
-upper bound of what an idle send queue costs.
+drained, and a second more, idle, and reports go_kib_per_queue and
+rss_kib_per_queue: its memory grown from before the first send to then,
+after a GC, divided by N, an upper bound of what an idle send queue costs.
 
 --backlog: with b down, a queues --messages messages (default 1,000,000),
 then one at priority 9; b starts then. Figures: msgs_per_sec is the drain,

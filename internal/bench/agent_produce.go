@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -269,7 +270,15 @@ func (a *agent) produce(ctx context.Context, o ProduceOptions, prio int) (err er
 		return err
 	}
 	drained := time.Now()
+	// An idle send queue's cost: the store gives back the buffers a
+	// burst grew once it has been idle for half a second.
+	if err := sleepUntil(ctx, drained.Add(idleBeforeSample)); err != nil {
+		return err
+	}
 	after := sampleMemory()
+	if err := heapProfile("a"); err != nil {
+		return err
+	}
 	return a.event(DrainedEvent{Event: "drained", DrainedNs: drained.UnixNano(), PeakRSSMB: currentPeakRSS(),
 		GoMemGrowthKiB: round(after.goKiB-before.goKiB, 1), RSSGrowthKiB: round(after.rssKiB-before.rssKiB, 1)})
 }
@@ -399,11 +408,13 @@ func destinations(to string, n int) []string {
 	return out
 }
 
-// memSample is this process's memory at one moment, after a GC.
+// memSample is this process's memory at one moment, after a GC that
+// returned the free heap to the system, so that the resident set is what
+// is in use and not what a burst once took.
 type memSample struct{ goKiB, rssKiB float64 }
 
 func sampleMemory() memSample {
-	runtime.GC()
+	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s := memSample{goKiB: float64(ms.HeapInuse+ms.StackInuse) / 1024}
@@ -446,6 +457,10 @@ func KeyOf(body []byte) string {
 
 // waitDrained polls the node's links until every send queue is empty: the
 // next hops acked (and so committed) everything.
+// idleBeforeSample is how long a waits, idle, between its send queues
+// drained and its memory sampled.
+const idleBeforeSample = time.Second
+
 func (a *agent) waitDrained(ctx context.Context) error {
 	// Every look builds each link's status: with a thousand send queues a
 	// look every 10ms took a seventh of a's CPU while b still received,

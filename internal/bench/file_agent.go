@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -203,6 +204,29 @@ func (a *agent) receiveFile(ctx context.Context, from string) (receivedFileEvent
 	}
 	ev.PeakRSSMB = currentPeakRSS()
 	return ev, nil
+}
+
+// heapProfileEnv names a file prefix: a producing agent that waits for
+// its send queues to drain writes a heap profile of what they still hold
+// to <prefix>.<node>.heap.pprof, after a GC.
+const heapProfileEnv = "PETREL_HEAPPROFILE"
+
+// heapProfile writes the heap profile of heapProfileEnv, if set.
+func heapProfile(node string) error {
+	prefix := os.Getenv(heapProfileEnv)
+	if prefix == "" {
+		return nil
+	}
+	f, err := os.Create(prefix + "." + node + ".heap.pprof")
+	if err != nil {
+		return fmt.Errorf("%s: %w", heapProfileEnv, err)
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", heapProfileEnv, err)
+	}
+	return f.Close()
 }
 
 // CPUProfile starts a CPU profile to <$PETREL_CPUPROFILE>.<node>.pprof
