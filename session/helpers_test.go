@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/message"
 	"go.uber.org/goleak"
 )
@@ -42,28 +43,7 @@ func pair(t testing.TB, ccfg, scfg Config) (client, server *Conn) {
 // tcpPair is pair over a real loopback TCP connection.
 func tcpPair(t testing.TB, ccfg, scfg Config) (client, server *Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- nc
-	}()
-	cn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sn, ok := <-accepted
-	if !ok {
-		t.Fatal("accept failed")
-	}
+	cn, sn := petreltest.TCPPair(t)
 	c, s, cerr, serr := handshakePair(cn, sn, ccfg, scfg)
 	if cerr != nil || serr != nil {
 		t.Fatalf("handshake: client %v, server %v", cerr, serr)

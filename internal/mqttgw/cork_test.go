@@ -8,32 +8,9 @@ import (
 	"os"
 	"testing"
 	"time"
-)
 
-// tcpPair is both ends of a real loopback TCP connection.
-func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { client.Close(); server.Close() })
-	return client, server
-}
+	"github.com/petrelmq/petrel/internal/petreltest"
+)
 
 // readSome reads what arrives within d.
 func readSome(t *testing.T, c net.Conn, d time.Duration) []byte {
@@ -48,7 +25,7 @@ func readSome(t *testing.T, c net.Conn, d time.Duration) []byte {
 }
 
 func TestCorkHoldsWritesUntilUncorked(t *testing.T) {
-	peer, server := tcpPair(t)
+	peer, server := petreltest.TCPPair(t)
 	cc := &corkConn{Conn: server}
 
 	// Uncorked, a write goes out at once.
@@ -85,7 +62,7 @@ func TestCorkHoldsWritesUntilUncorked(t *testing.T) {
 }
 
 func TestCorkWritesPastItsBound(t *testing.T) {
-	peer, server := tcpPair(t)
+	peer, server := petreltest.TCPPair(t)
 	cc := &corkConn{Conn: server}
 	cc.cork()
 	chunk := bytes.Repeat([]byte("x"), 4096)
@@ -111,7 +88,7 @@ func TestCorkWritesPastItsBound(t *testing.T) {
 }
 
 func TestCorkFailedFlushFailsLaterWrites(t *testing.T) {
-	peer, server := tcpPair(t)
+	peer, server := petreltest.TCPPair(t)
 	cc := &corkConn{Conn: server}
 	cc.cork()
 	if _, err := cc.Write([]byte("held")); err != nil {
