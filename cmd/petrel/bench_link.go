@@ -33,6 +33,17 @@ Figures:
                         default; 0 skips it); ratio_to_local is
                         msgs_per_sec over it
   fsync_p50_us          median of 4 KiB write + fsync in the bench directory
+  mib_per_sec           msgs_per_sec x --size in MiB/s: the bodies alone,
+                        not the headers or frames around them
+  baseline_raw_mib_per_sec, baseline_raw_bytes
+                        the raw copy, bench file's baseline, measured first
+                        in the same invocation: baseline_raw_bytes random
+                        bytes (messages x size, at most 256 MiB) written to
+                        a file in the bench directory, then copied over one
+                        loopback TCP connection to another file, 1 MiB
+                        buffers, fsync at the end; the faster of two copies.
+                        ratio_to_raw is mib_per_sec over it. 0 with
+                        --no-raw-baseline or --size 0
 
 --queues N: a spreads the messages round robin over the addresses
 bench-0..bench-<N-1> at b, so N send queues (each its own sender and
@@ -55,7 +66,8 @@ also on failure or SIGINT.`,
   petrel bench link --hops 2 --json
   petrel bench link --rate 10000 --messages 100000 --json
   petrel bench link --backlog --json
-  petrel bench link --queues 1000 --json`,
+  petrel bench link --queues 1000 --json
+  petrel bench link --size 16384 --messages 20000 --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Backlog && !cmd.Flags().Changed("messages") {
@@ -74,6 +86,7 @@ also on failure or SIGINT.`,
 	f.Float64Var(&o.Rate, "rate", 0, "messages per second (0: as fast as the window allows)")
 	f.IntVar(&o.Window, "window", 1024, "sends in flight at the producer")
 	f.IntVar(&o.BaselineMessages, "baseline-messages", bench.DefaultBaselineMessages, "messages of the local baseline, at most --messages (0: no local baseline)")
+	f.BoolVar(&o.NoRawBaseline, "no-raw-baseline", false, "skip the raw-copy baseline (disk -> loopback TCP -> disk of the same bytes)")
 	f.IntVar(&o.Queues, "queues", 1, "spread the messages over this many addresses at b: as many send queues at a, one connection")
 	f.BoolVar(&o.Backlog, "backlog", false, "queue the messages with b down, then start b")
 	f.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up after this long")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -30,10 +31,19 @@ func TestBenchLinkJSON(t *testing.T) {
 					t.Errorf("%s = %v, want %v", k, got[k], v)
 				}
 			}
-			for _, k := range []string{"msgs_per_sec", "enqueue_msgs_per_sec", "p50_ms", "p99_ms", "peak_rss_mb", "baseline_local_msgs_per_sec", "fsync_p50_us", "ratio_to_local"} {
+			for _, k := range []string{"msgs_per_sec", "enqueue_msgs_per_sec", "p50_ms", "p99_ms", "peak_rss_mb", "baseline_local_msgs_per_sec", "fsync_p50_us", "ratio_to_local",
+				"mib_per_sec", "baseline_raw_mib_per_sec", "ratio_to_raw"} {
 				if v, _ := got[k].(float64); v <= 0 {
 					t.Errorf("%s = %v, want > 0", k, got[k])
 				}
+			}
+			// The raw copy moved the bytes of the bodies the run sent.
+			if got["baseline_raw_bytes"] != 3000.0*128 {
+				t.Errorf("baseline_raw_bytes = %v, want %v", got["baseline_raw_bytes"], 3000*128)
+			}
+			mps, _ := got["msgs_per_sec"].(float64)
+			if mib, _ := got["mib_per_sec"].(float64); math.Abs(mib-mps*128/(1<<20)) > 0.01 {
+				t.Errorf("mib_per_sec = %v, want msgs_per_sec x 128 B = %.2f", mib, mps*128/(1<<20))
 			}
 			nodes := []string{"a", "b"}
 			if hops == 2 {
@@ -71,9 +81,21 @@ func TestBenchLinkQueues(t *testing.T) {
 }
 
 func TestBenchLinkBacklog(t *testing.T) {
-	r := runPetrel(t, 3*time.Minute, "bench", "link", "--backlog", "--messages", "2000", "--json")
+	r := runPetrel(t, 3*time.Minute, "bench", "link", "--backlog", "--messages", "2000", "--no-raw-baseline", "--json")
 	r.wantCode(t, exitOK)
 	got := decodeOneObject(t, r.stdout)
+	// --no-raw-baseline: the fields are there, zero, and no copy ran.
+	for _, k := range []string{"baseline_raw_mib_per_sec", "baseline_raw_bytes", "ratio_to_raw"} {
+		if got[k] != 0.0 {
+			t.Errorf("%s = %v with --no-raw-baseline, want 0", k, got[k])
+		}
+	}
+	if strings.Contains(r.stderr, "raw copy") {
+		t.Errorf("a raw copy ran despite --no-raw-baseline:\n%s", r.stderr)
+	}
+	if v, _ := got["mib_per_sec"].(float64); v <= 0 {
+		t.Errorf("mib_per_sec = %v, want > 0", got["mib_per_sec"])
+	}
 	wantKeys(t, got, "scenario", "msgs_per_sec", "urgent_ms", "rss_mb", "peak_rss_mb", "queued_rss_mb")
 	if got["scenario"] != "link-backlog" || got["messages"] != 2000.0 {
 		t.Errorf("scenario %v, messages %v; want link-backlog, 2000", got["scenario"], got["messages"])

@@ -129,3 +129,59 @@ func (b baseline) figures(name string, value float64) []figure {
 		{"fsync p50", fmt.Sprintf("%.0f us (4 KiB write + fsync in the bench directory)", b.FsyncP50us)},
 	}
 }
+
+// RawBaselineMaxBytes caps the bytes of the raw-copy baseline: enough for
+// the copy to run at its steady rate, past its connection and final
+// fsync, without writing gigabytes for a long run (three times: the
+// source file and two copies).
+const RawBaselineMaxBytes = 256 << 20
+
+// rawBaseline is the ceiling of a bench that moves bytes between
+// processes: `bench file`'s plain copy, disk -> loopback TCP -> disk.
+type rawBaseline struct {
+	// RawMiBPerSec is the faster of two plain copies of RawBytes random
+	// bytes from a file in the bench directory over one loopback TCP
+	// connection to another, fsynced at the end; 0 when skipped.
+	RawMiBPerSec float64 `json:"baseline_raw_mib_per_sec"`
+	RawBytes     int64   `json:"baseline_raw_bytes"`
+}
+
+// measureRawCopy writes n random bytes to a file in dir and copies it as
+// bench file's baseline does, the faster of two copies; it removes both
+// files. n of 0 or less measures nothing.
+func measureRawCopy(ctx context.Context, dir string, n int64, progress io.Writer) (b rawBaseline, err error) {
+	if n <= 0 {
+		return rawBaseline{}, nil
+	}
+	raw := filepath.Join(dir, "raw")
+	defer func() { err = errors.Join(err, os.RemoveAll(raw)) }()
+	fmt.Fprintf(progress, "baseline: raw copy of %.1f MiB over one loopback TCP connection, twice...\n", float64(n)/(1<<20))
+	src := filepath.Join(raw, "src.bin")
+	if _, err := writeBenchFile(ctx, src, n); err != nil {
+		return rawBaseline{}, fmt.Errorf("raw baseline: %w", err)
+	}
+	d, _, err := fasterCopy(ctx, src, filepath.Join(raw, "copy.bin"), n)
+	if err != nil {
+		return rawBaseline{}, fmt.Errorf("raw baseline: %w", err)
+	}
+	return rawBaseline{RawMiBPerSec: round(mibPerSec(n, d), 2), RawBytes: n}, nil
+}
+
+// mibPerSec returns n bytes per second over d in MiB/s; zero for an empty
+// d.
+func mibPerSec(n int64, d time.Duration) float64 {
+	return rate(n, d) / (1 << 20)
+}
+
+// figures are the lines of the raw baseline beside value, in MiB/s; none
+// when it was skipped.
+func (b rawBaseline) figures(name string, value float64) []figure {
+	if b.RawMiBPerSec <= 0 {
+		return nil
+	}
+	return []figure{
+		{"baseline raw", fmt.Sprintf("%.1f MiB/s (%.1f MiB disk -> loopback TCP -> disk, faster of two copies, fsync at the end; same run)",
+			b.RawMiBPerSec, float64(b.RawBytes)/(1<<20))},
+		{"ratio raw", fmt.Sprintf("%.3fx raw copy (%s)", ratio(value, b.RawMiBPerSec), name)},
+	}
+}

@@ -166,6 +166,23 @@ func baselineCopy(ctx context.Context, src, dst string, size int64) (total, fsyn
 	return elapsed, rr.fsync, nil
 }
 
+// fasterCopy runs baselineCopy twice and returns the faster copy's times.
+// The faster, because the baseline is a ceiling, and the first copy may
+// pay for memory the machine had not used yet (page cache of a file that
+// size), as writing the source file did.
+func fasterCopy(ctx context.Context, src, dst string, size int64) (total, fsync time.Duration, err error) {
+	for range 2 {
+		d, f, err := baselineCopy(ctx, src, dst, size)
+		if err != nil {
+			return 0, 0, err
+		}
+		if total == 0 || d < total {
+			total, fsync = d, f
+		}
+	}
+	return total, fsync, nil
+}
+
 // copyPlain is io.CopyBuffer without its shortcuts (ReaderFrom,
 // WriterTo), which would hand the copy to sendfile or splice.
 func copyPlain(dst io.Writer, src io.Reader, buf []byte) (int64, error) {

@@ -17,6 +17,8 @@ type LinkOptions struct {
 	Queues int
 	// BaselineMessages bounds the local baseline's messages; 0 skips it.
 	BaselineMessages int
+	// NoRawBaseline skips the raw-copy baseline.
+	NoRawBaseline bool
 	// Rate paces the producer in messages per second, 0 for unpaced.
 	Rate          float64
 	Sync          string
@@ -55,6 +57,11 @@ type linkFigures struct {
 	// local one.
 	baseline
 	RatioToLocal float64 `json:"ratio_to_local"`
+	// MiBPerSec is msgs_per_sec in bytes of bodies: msgs_per_sec × size,
+	// in MiB/s; RatioToRaw is it over the raw copy of the same invocation.
+	MiBPerSec float64 `json:"mib_per_sec"`
+	rawBaseline
+	RatioToRaw float64 `json:"ratio_to_raw"`
 }
 
 // linkResult is the JSON object of `bench link --json`.
@@ -122,7 +129,15 @@ func RunLink(ctx context.Context, o LinkOptions, stdout, stderr io.Writer) error
 		if err != nil {
 			return nil, err
 		}
-		r := &linkRun{procRun: newProcRun(life, exe, dir, o.Sync, stderr), o: o, baseline: bl}
+		var raw rawBaseline
+		if !o.NoRawBaseline {
+			// The bytes of the bodies the run sends, as far as the cap.
+			n := min(int64(o.Messages)*int64(o.Size), RawBaselineMaxBytes)
+			if raw, err = measureRawCopy(ctx, dir, n, stderr); err != nil {
+				return nil, err
+			}
+		}
+		r := &linkRun{procRun: newProcRun(life, exe, dir, o.Sync, stderr), o: o, baseline: bl, raw: raw}
 		ctx, r.died = context.WithCancelCause(ctx)
 		defer r.died(nil)
 		var res figurer
@@ -140,7 +155,7 @@ func (r *linkRun) base(scenario string, rss map[string]float64) linkFigures {
 	f := linkFigures{
 		Scenario: scenario, Hops: r.o.Hops, Messages: r.o.Messages, Size: r.o.Size, Sync: r.o.Sync,
 		Rate: r.o.Rate, Window: r.o.Window, Queues: r.o.Queues, RSSMB: rss, Pids: map[string]int{},
-		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), baseline: r.baseline,
+		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), baseline: r.baseline, rawBaseline: r.raw,
 	}
 	for _, v := range rss {
 		f.PeakRSSMB = max(f.PeakRSSMB, v)
@@ -149,6 +164,14 @@ func (r *linkRun) base(scenario string, rss map[string]float64) linkFigures {
 		f.Pids[name] = p.Pid()
 	}
 	return f
+}
+
+// setRatios fills the figures derived from MsgsPerSec: the rate in bytes
+// of bodies, and the ratios to the baselines.
+func (f *linkFigures) setRatios() {
+	f.RatioToLocal = ratio(f.MsgsPerSec, f.LocalMsgsPerSec)
+	f.MiBPerSec = round(f.MsgsPerSec*float64(f.Size)/(1<<20), 2)
+	f.RatioToRaw = ratio(f.MiBPerSec, f.RawMiBPerSec)
 }
 
 // path says which way the messages go, for the human output.
@@ -181,6 +204,7 @@ func (r *linkResult) figures() []figure {
 		{"scenario", fmt.Sprintf("link: %s, %d messages of %d B over %d send queues, sync %s, %s, window %d",
 			r.path(), r.Messages, r.Size, r.Queues, r.Sync, pace, r.Window)},
 		{"end-to-end", fmt.Sprintf("%.0f msgs/s (%d received in %.3f s, first submit -> last receive)", r.MsgsPerSec, r.Messages, r.ElapsedSeconds)},
+		{"bodies", fmt.Sprintf("%.1f MiB/s end to end (msgs/s x size)", r.MiBPerSec)},
 		{"enqueue at a", fmt.Sprintf("%.0f msgs/s (first submit -> last durable)", r.EnqueueMsgsPerSec)},
 		{"latency p50", fmt.Sprintf("%.3f ms (submit at a -> receive at b)", r.P50ms)},
 		{"latency p99", fmt.Sprintf("%.3f ms", r.P99ms)},
@@ -191,6 +215,7 @@ func (r *linkResult) figures() []figure {
 			r.GoKiBPerQueue, r.RSSKiBPerQueue, r.Queues)})
 	}
 	figs = append(figs, r.baseline.figures("end-to-end", r.MsgsPerSec)...)
+	figs = append(figs, r.rawBaseline.figures("bodies end to end", r.MiBPerSec)...)
 	return append(figs, r.rssFigures()...)
 }
 
@@ -201,8 +226,10 @@ func (r *backlogResult) figures() []figure {
 		{"queue at a", fmt.Sprintf("%.0f msgs/s (first submit -> last durable)", r.EnqueueMsgsPerSec)},
 		{"a RSS queued", fmt.Sprintf("%.1f MiB (peak, once the backlog was durable)", r.QueuedRSSMB)},
 		{"drain", fmt.Sprintf("%.0f msgs/s (%d received in %.3f s from b ready)", r.MsgsPerSec, r.Messages+1, r.ElapsedSeconds)},
+		{"bodies", fmt.Sprintf("%.1f MiB/s drained (msgs/s x size)", r.MiBPerSec)},
 		{"urgent", fmt.Sprintf("%.3f ms from b ready to the priority-9 message received (receive #%d)", r.UrgentMs, r.UrgentIndex+1)},
 	}
 	figs = append(figs, r.baseline.figures("drain", r.MsgsPerSec)...)
+	figs = append(figs, r.rawBaseline.figures("bodies drained", r.MiBPerSec)...)
 	return append(figs, r.rssFigures()...)
 }

@@ -17,6 +17,7 @@ type linkRun struct {
 	*procRun
 	o        LinkOptions
 	baseline baseline
+	raw      rawBaseline
 }
 
 // urgentKey starts the body of the backlog's priority-9 message.
@@ -106,7 +107,7 @@ func (r *linkRun) runLink(ctx context.Context) (*linkResult, error) {
 	res.MsgsPerSec = round(rate(int64(r.o.Messages), elapsed), 2)
 	res.EnqueueMsgsPerSec = round(rate(int64(prod.Count), time.Duration(prod.DurableNs-prod.StartNs)), 2)
 	res.ElapsedSeconds = round(elapsed.Seconds(), 3)
-	res.RatioToLocal = ratio(res.MsgsPerSec, r.baseline.LocalMsgsPerSec)
+	res.setRatios()
 	if r.o.Queues > 1 {
 		var dr DrainedEvent
 		if err := a.WaitEvent(ctx, "drained", &dr); err != nil {
@@ -178,6 +179,6 @@ func (r *linkRun) backlogResult(prod producedEvent, cons consumedEvent, queuedRS
 	res.MsgsPerSec = round(rate(int64(r.o.Messages+1), elapsed), 2)
 	res.EnqueueMsgsPerSec = round(rate(int64(prod.Count), time.Duration(prod.DurableNs-prod.StartNs)), 2)
 	res.ElapsedSeconds = round(elapsed.Seconds(), 3)
-	res.RatioToLocal = ratio(res.MsgsPerSec, r.baseline.LocalMsgsPerSec)
+	res.setRatios()
 	return res, nil
 }
