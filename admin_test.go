@@ -206,6 +206,7 @@ func TestMetricsOfTwoNodesWithALink(t *testing.T) {
 		`petrel_link_messages_total{event="sent",next_hop="b",queue="orders@b"}`:  total,
 		`petrel_link_messages_total{event="acked",next_hop="b",queue="orders@b"}`: total,
 		`petrel_link_in_flight{next_hop="b",queue="orders@b"}`:                    0,
+		`petrel_link_in_flight_bytes{next_hop="b",queue="orders@b"}`:              0,
 		`petrel_queue_messages_total{event="enqueued",queue="orders@b"}`:          total,
 	} {
 		if got, ok := ma[series]; !ok || got != want {

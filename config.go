@@ -255,6 +255,11 @@ type LinkConfig struct {
 	// Window is how many Data packets a sender keeps unacknowledged in
 	// flight per session (default 1000).
 	Window int
+	// WindowBytes bounds the bytes of those packets' messages (default
+	// 16 MiB): with large messages the count alone would hold a thousand
+	// of them in memory. A sender under the bound sends its next message
+	// whatever its size, so one message larger than the bound still goes.
+	WindowBytes int64
 	// MaxFrame caps a frame's length; a longer one is a protocol error
 	// (default 16 MiB).
 	MaxFrame int

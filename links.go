@@ -81,7 +81,7 @@ func linkConfigs(lc fx.Lifecycle, n *Node, t nodeTLS) (linkOut, error) {
 	return linkOut{
 		Session: dial,
 		Sender: sender.Config{
-			Window: window, ReconnectMin: c.Link.ReconnectMin, ReconnectMax: c.Link.ReconnectMax, MainProbe: c.Link.MainProbe,
+			Window: window, WindowBytes: c.Link.WindowBytes, ReconnectMin: c.Link.ReconnectMin, ReconnectMax: c.Link.ReconnectMax, MainProbe: c.Link.MainProbe,
 			Files: n.senderFiles(), Now: c.Store.Now, Logger: c.Logger, TLS: t.client,
 		},
 		Receiver: receiver.Config{

@@ -85,6 +85,8 @@ var (
 		[]string{"queue", "next_hop", "event"}, nil)
 	descLinkInFlight = prometheus.NewDesc("petrel_link_in_flight",
 		"Messages sent on the link and not yet acknowledged.", linkLabels, nil)
+	descLinkInFlightBytes = prometheus.NewDesc("petrel_link_in_flight_bytes",
+		"Encoded bytes of the messages sent on the link and not yet acknowledged (link.window_bytes bounds them).", linkLabels, nil)
 
 	descRecvConnections = prometheus.NewDesc("petrel_receiver_connections_total",
 		"Connections the receiver accepted since the node started.", nil, nil)
@@ -134,7 +136,7 @@ var (
 func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descQueueDepth, descQueueInFlight, descQueueMessages,
-		descLinkUp, descLinkReconnects, descLinkMessages, descLinkInFlight,
+		descLinkUp, descLinkReconnects, descLinkMessages, descLinkInFlight, descLinkInFlightBytes,
 		descRecvConnections, descRecvHandshakeFailed, descRecvAuthFailed, descRecvSessionsRefused,
 		descRecvProtocolErrors, descRecvMessages, descRecvTLSFailed, descAccessDenied,
 		descStoreCommits, descStoreRequests, descForgedOrigins, descClientLinkRefused,
@@ -212,6 +214,7 @@ func collectLink(ch chan<- prometheus.Metric, l sender.Status) {
 	ch <- gauge(descLinkUp, up, l.Queue, l.NextHop)
 	ch <- counter(descLinkReconnects, l.Reconnects, l.Queue, l.NextHop)
 	ch <- gauge(descLinkInFlight, l.InFlight, l.Queue, l.NextHop)
+	ch <- gauge(descLinkInFlightBytes, l.InFlightBytes, l.Queue, l.NextHop)
 	ch <- counter(descLinkMessages, l.Sent, l.Queue, l.NextHop, "sent")
 	ch <- counter(descLinkMessages, l.Acked, l.Queue, l.NextHop, "acked")
 	ch <- counter(descLinkMessages, l.Refused, l.Queue, l.NextHop, "refused")

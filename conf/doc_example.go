@@ -81,6 +81,10 @@
 //	  # Data packets a sender keeps unacknowledged in flight per session
 //	  # (integer, at least 1). Default: 1000.
 //	  window: 1000
+//	  # Bytes of those packets' messages a sender keeps in flight per session
+//	  # (size, more than 0). A sender under it sends its next message whatever
+//	  # its size. Default: 16MiB.
+//	  window_bytes: 16MiB
 //	  # Longest frame accepted; a longer one closes the connection (size, at most
 //	  # 4GiB-1). A frame holds one whole message, so keep it above
 //	  # limits.max_body. Default: 16MiB.

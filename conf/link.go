@@ -14,6 +14,7 @@ const maxFrame = 1<<32 - 1
 // mean the defaults of the packages that run links.
 type LinkSection struct {
 	Window           int      `yaml:"window"`
+	WindowBytes      Size     `yaml:"window_bytes"`
 	MaxFrame         Size     `yaml:"max_frame"`
 	HandshakeTimeout Duration `yaml:"handshake_timeout"`
 	WriteTimeout     Duration `yaml:"write_timeout"`
@@ -34,6 +35,9 @@ const defaultMaxFrame = 16 << 20
 
 func (s *LinkSection) check(c *checker, path string) {
 	c.atLeast(join(path, "window"), int64(s.Window), 1)
+	if wb := join(path, "window_bytes"); c.has(wb) && s.WindowBytes <= 0 {
+		c.fail(wb, reasonf(nil, "must be more than 0, got %s", s.WindowBytes))
+	}
 	frame := join(path, "max_frame")
 	if c.has(frame) && (s.MaxFrame <= 0 || s.MaxFrame > maxFrame) {
 		c.fail(frame, reasonf(nil, "must be more than 0 and at most 4GiB-1, the most a frame header carries; got %s (leave it out for the default)", s.MaxFrame))
@@ -65,6 +69,7 @@ func (s *LinkSection) check(c *checker, path string) {
 func (s *LinkSection) linkConfig() petrel.LinkConfig {
 	return petrel.LinkConfig{
 		Window:           s.Window,
+		WindowBytes:      int64(s.WindowBytes),
 		MaxFrame:         int(s.MaxFrame),
 		HandshakeTimeout: time.Duration(s.HandshakeTimeout),
 		WriteTimeout:     time.Duration(s.WriteTimeout),

@@ -18,6 +18,11 @@ import (
 type Config struct {
 	// Window is the most messages in flight per session (default 1000).
 	Window int
+	// WindowBytes bounds the bytes of the messages in flight per session
+	// (default DefaultWindowBytes). Under it the next message goes
+	// whatever its size, so the flight holds at most WindowBytes plus one
+	// message.
+	WindowBytes int64
 	// ReconnectMin and ReconnectMax bound the backoff (100ms, 1s).
 	ReconnectMin, ReconnectMax time.Duration
 	// MainProbe is how often a sender on a failover backup checks whether
@@ -38,9 +43,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultWindowBytes is Config.WindowBytes' default: with a thousand
+// messages of 256 KiB in flight a sender held 250 MB for one session.
+const DefaultWindowBytes = 16 << 20
+
 func (c Config) withDefaults() Config {
 	if c.Window <= 0 {
 		c.Window = 1000
+	}
+	if c.WindowBytes <= 0 {
+		c.WindowBytes = DefaultWindowBytes
 	}
 	if c.ReconnectMin <= 0 {
 		c.ReconnectMin = 100 * time.Millisecond

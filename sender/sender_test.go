@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestFlightAcksCumulativelyAndTakesRefusals(t *testing.T) {
-	f := &flight{}
+	f := newFlight(&status{})
 	ds := make([]*queue.Delivery, 6)
 	for i := range ds {
 		ds[i] = &queue.Delivery{RowID: int64(i + 1)}
@@ -53,5 +54,62 @@ func TestBackoffGrowsWithJitterWithinCaps(t *testing.T) {
 		if len(seen) < 2 {
 			t.Fatalf("attempt %d: no jitter", attempt)
 		}
+	}
+}
+
+// TestFlightBoundsItsBytes checks the byte bound of a session's window:
+// under it the next message goes whatever its size; at it the sender
+// waits until acks take bytes out; a message larger than the bound goes
+// alone.
+func TestFlightBoundsItsBytes(t *testing.T) {
+	st := &status{}
+	f := newFlight(st)
+	const limit = 1000
+	full := 0
+	onFull := func() { full++ }
+	ctx := context.Background()
+	push := func(seq uint64, n int) {
+		if !f.waitRoom(ctx, limit, onFull) {
+			t.Fatal("waitRoom refused")
+		}
+		f.push(seq, &queue.Delivery{RowID: int64(seq), Data: make([]byte, n)})
+	}
+	push(1, 600)
+	push(2, 600) // 600 < 1000: goes, and the flight holds 1200
+	if got := st.inFlightBytes.Load(); got != 1200 {
+		t.Fatalf("in-flight bytes %d, want 1200", got)
+	}
+	waited := make(chan bool, 1)
+	go func() { waited <- f.waitRoom(ctx, limit, onFull) }()
+	select {
+	case <-waited:
+		t.Fatal("a third message went with 1200 bytes of 1000 in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	f.upTo(1) // 600 left
+	select {
+	case ok := <-waited:
+		if !ok {
+			t.Fatal("waitRoom refused")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an ack that brought the flight under its bound did not let the next message go")
+	}
+	if full == 0 {
+		t.Fatal("the full window was not reported")
+	}
+	f.take(2)     // refused: its bytes leave too
+	push(3, 5000) // larger than the bound, alone
+	if got := st.inFlightBytes.Load(); got != 5000 {
+		t.Fatalf("in-flight bytes %d, want 5000", got)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if f.waitRoom(cctx, limit, onFull) {
+		t.Fatal("waitRoom went on past a full flight with its context ended")
+	}
+	f.upTo(^uint64(0))
+	if got := st.inFlightBytes.Load(); got != 0 {
+		t.Fatalf("in-flight bytes %d after every ack, want 0", got)
 	}
 }

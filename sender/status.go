@@ -27,12 +27,15 @@ type Status struct {
 	LastError   string    `json:"last_error,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 	InFlight    int64     `json:"in_flight"`
-	Sent        int64     `json:"sent"`
-	Acked       int64     `json:"acked"`
-	Refused     int64     `json:"refused"`
-	Reconnects  int64     `json:"reconnects"`
-	Depth       int64     `json:"depth"`
-	LastAck     time.Time `json:"last_ack,omitzero"`
+	// InFlightBytes are the encoded bytes of those messages, bounded by
+	// Config.WindowBytes (and one message).
+	InFlightBytes int64     `json:"in_flight_bytes"`
+	Sent          int64     `json:"sent"`
+	Acked         int64     `json:"acked"`
+	Refused       int64     `json:"refused"`
+	Reconnects    int64     `json:"reconnects"`
+	Depth         int64     `json:"depth"`
+	LastAck       time.Time `json:"last_ack,omitzero"`
 	// Stalled is set when the window has been full for a while with no
 	// ack: the next hop is alive (heartbeats) but not committing.
 	Stalled bool `json:"stalled"`
@@ -41,18 +44,20 @@ type Status struct {
 }
 
 type status struct {
-	mu          sync.Mutex
-	state       State
-	hop         string
-	lastErr     string
-	lastErrAt   time.Time
-	lastAck     time.Time
-	fullSince   time.Time
-	addr        atomic.Value // string
-	inFlight    atomic.Int64
-	sent, acked atomic.Int64
-	refused     atomic.Int64
-	reconnects  atomic.Int64
+	mu        sync.Mutex
+	state     State
+	hop       string
+	lastErr   string
+	lastErrAt time.Time
+	lastAck   time.Time
+	fullSince time.Time
+	addr      atomic.Value // string
+	inFlight  atomic.Int64
+	// inFlightBytes sums every session's flight bytes of the link.
+	inFlightBytes atomic.Int64
+	sent, acked   atomic.Int64
+	refused       atomic.Int64
+	reconnects    atomic.Int64
 }
 
 func (st *status) set(state State, err error, hop string) {
@@ -96,7 +101,7 @@ func (s *Sender) Status() Status {
 	return Status{
 		Queue: s.q.Name(), Destination: s.dest, NextHop: st.hop, Addr: addr,
 		State: state, LastError: st.lastErr, LastErrorAt: st.lastErrAt,
-		InFlight: st.inFlight.Load(), Sent: st.sent.Load(), Acked: st.acked.Load(),
+		InFlight: st.inFlight.Load(), InFlightBytes: st.inFlightBytes.Load(), Sent: st.sent.Load(), Acked: st.acked.Load(),
 		Refused: st.refused.Load(), Reconnects: st.reconnects.Load(),
 		Depth: s.q.Stats().Depth, LastAck: st.lastAck,
 		Stalled: !st.fullSince.IsZero() && s.cfg.Now().Sub(st.fullSince) > s.cfg.StallAfter,

@@ -20,11 +20,18 @@ const closeWait = time.Second
 
 // flight is the window of one session: deliveries sent and not yet acked,
 // in sequence order. Sequences are consecutive, so seq maps to an index.
+// bytes counts their messages' encoded bytes, which the window bounds too
+// (Config.WindowBytes); room is signalled when they go down.
 type flight struct {
 	mu    sync.Mutex
 	first uint64 // seq of ds[0]
 	ds    []*queue.Delivery
+	bytes int64
+	room  chan struct{}
+	st    *status
 }
+
+func newFlight(st *status) *flight { return &flight{room: make(chan struct{}, 1), st: st} }
 
 func (f *flight) push(seq uint64, d *queue.Delivery) {
 	f.mu.Lock()
@@ -32,7 +39,48 @@ func (f *flight) push(seq uint64, d *queue.Delivery) {
 		f.first = seq
 	}
 	f.ds = append(f.ds, d)
+	f.bytes += int64(len(d.Data))
 	f.mu.Unlock()
+	f.st.inFlightBytes.Add(int64(len(d.Data)))
+}
+
+// settled takes the bytes of ds out of the flight; f.mu is held.
+func (f *flight) settled(ds ...*queue.Delivery) {
+	var n int64
+	for _, d := range ds {
+		if d != nil {
+			n += int64(len(d.Data))
+		}
+	}
+	if n == 0 {
+		return
+	}
+	f.bytes -= n
+	f.st.inFlightBytes.Add(-n)
+	select {
+	case f.room <- struct{}{}:
+	default:
+	}
+}
+
+// waitRoom blocks while the flight holds limit bytes or more. Under it,
+// the next message goes whatever its size: a message larger than the
+// bound still goes, alone. It reports false once ctx ends.
+func (f *flight) waitRoom(ctx context.Context, limit int64, full func()) bool {
+	for {
+		f.mu.Lock()
+		b := f.bytes
+		f.mu.Unlock()
+		if b < limit {
+			return true
+		}
+		full()
+		select {
+		case <-f.room:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // upTo removes and returns the deliveries with seq <= to. Refused ones
@@ -48,6 +96,7 @@ func (f *flight) upTo(to uint64) []*queue.Delivery {
 		n = int(d) + 1
 	}
 	out := append([]*queue.Delivery(nil), f.ds[:n]...)
+	f.settled(out...)
 	clear(f.ds[:n])
 	f.ds = f.ds[n:]
 	if len(f.ds) == 0 {
@@ -69,6 +118,7 @@ func (f *flight) take(seq uint64) *queue.Delivery {
 	i := seq - f.first
 	d := f.ds[i]
 	f.ds[i] = nil
+	f.settled(d)
 	return d
 }
 
@@ -81,7 +131,7 @@ func (f *flight) take(seq uint64) *queue.Delivery {
 func (s *Sender) stream(ctx context.Context, conn *session.Conn, sess *session.Session, hop string) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	fl := &flight{}
+	fl := newFlight(&s.st)
 	// The window the receiver agreed to, which may be smaller than ours.
 	slots := make(chan struct{}, max(int(sess.Window()), 1))
 	var wg sync.WaitGroup
@@ -121,6 +171,10 @@ func (s *Sender) sendLoop(ctx context.Context, sess *session.Session, fl *flight
 		}
 		if len(slots) == cap(slots) {
 			s.st.windowFull(s.cfg.Now())
+		}
+		if !fl.waitRoom(ctx, s.cfg.WindowBytes, func() { s.st.windowFull(s.cfg.Now()) }) {
+			<-slots
+			return context.Cause(ctx)
 		}
 		d, err := s.q.Receive(ctx)
 		if err != nil {
