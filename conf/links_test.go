@@ -77,6 +77,7 @@ func TestParseLinkErrors(t *testing.T) {
 		{"route through itself", hub + "routes:\n  - node: far\n    via: far\n", 6, 5, "routes[0].via", nil, `a route to "far" through itself`},
 		{"route node invalid", hub + "routes:\n  - node: far@x\n    via: hub-1\n", 5, 5, "routes[0].node", message.ErrDestination, "has '@'"},
 		{"window zero", "link:\n  window: 0\n", 2, 3, "link.window", nil, "must be at least 1, got 0"},
+		{"window_bytes zero", "link:\n  window_bytes: 0\n", 2, 3, "link.window_bytes", nil, "must be more than 0, got 0"},
 		{"max_frame zero", "link:\n  max_frame: 0\n", 2, 3, "link.max_frame", nil, "must be more than 0 and at most 4GiB-1"},
 		{"max_frame too big", "link:\n  max_frame: 4GiB\n", 2, 3, "link.max_frame", nil, "got 4GiB"},
 		{"idle_timeout zero", "link:\n  idle_timeout: 0s\n", 2, 3, "link.idle_timeout", nil, "must be more than 0, got 0s"},
