@@ -237,6 +237,26 @@ func TestClone(t *testing.T) {
 	}
 }
 
+// A clone with few properties holds them in its own allocation: setting
+// one, or appending, never shows in the original.
+func TestCloneFewProperties(t *testing.T) {
+	for n := 1; n <= 6; n++ {
+		m := &message.Message{Kind: message.KindData, Destination: "d", Body: []byte("b")}
+		for i := range n {
+			m.Properties.Set(string(rune('a'+i)), message.Int32(int32(i)))
+		}
+		c := m.Clone()
+		if !reflect.DeepEqual(c, m) {
+			t.Fatalf("%d properties: clone differs", n)
+		}
+		c.Properties.Set("a", message.Int32(-1))
+		c.Properties.Set("new", message.Int32(-2))
+		if v, _ := m.Properties.Get("a"); v.Int32() != 0 || len(m.Properties) != n {
+			t.Fatalf("%d properties: changing the clone changed the original: %v", n, m.Properties)
+		}
+	}
+}
+
 // Decoded byte slices are capped, so appending to the body cannot write
 // into memory that strings of the message are carved from.
 func TestDecodedBodyIsIndependent(t *testing.T) {

@@ -136,8 +136,9 @@ func (q *Queue) browseLevel(ctx context.Context, out []Browsed, p uint8, limit i
 		if id := b.bodyID; id != 0 {
 			b.bodyID = 0
 			var ok bool
-			if b.Data, ok = q.s.bodies.get(id); ok {
-				b.Data = slices.Clone(b.Data) // the cache's bytes are shared
+			var sh *bodyData
+			if sh, ok = q.s.bodies.get(id); ok {
+				b.Data = slices.Clone(sh.data) // the cache's bytes are shared
 			} else {
 				err := q.s.rdb.QueryRowContext(ctx, `SELECT data FROM bodies WHERE id = ?`, id).Scan(&b.Data)
 				if errors.Is(err, sql.ErrNoRows) {
@@ -383,6 +384,7 @@ func (w *writer) moveCopy(q *Queue, f *frozenQueue, m Move) (entry, uint8, bool,
 		}
 		data, _ := dest[0].([]byte)
 		e := entry{rowid: it.id, expiresAt: it.exp, body: it.body, data: append([]byte(nil), data...)}
+		e.sh = &bodyData{id: e.body, data: e.data}
 		return e, prio, true, nil
 	}
 	return entry{}, 0, false, nil

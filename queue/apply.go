@@ -28,8 +28,8 @@ type batch struct {
 }
 
 type storedBody struct {
-	id   int64
-	data []byte
+	id int64
+	sh *bodyData
 }
 
 type appendEffect struct {
@@ -131,6 +131,7 @@ type sharedBody struct {
 	n    int
 	id   int64
 	refs int32 // copies made of it
+	sh   *bodyData
 }
 
 func findBody(bs []sharedBody, k dataKey) int {
@@ -234,12 +235,13 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 			if sb.id == 0 {
 				w.lastRow++
 				sb.id = w.lastRow
+				sb.sh = &bodyData{id: sb.id, data: p.Data}
 				w.pendingBodies = append(w.pendingBodies, sb.id, p.Data)
-				b.stored = append(b.stored, storedBody{sb.id, p.Data})
+				b.stored = append(b.stored, storedBody{sb.id, sb.sh})
 			}
 			sb.refs++
 			w.lastRow++
-			e.rowid, e.body = w.lastRow, sb.id
+			e.rowid, e.body, e.sh = w.lastRow, sb.id, sb.sh
 			w.pendingCopies = append(w.pendingCopies, copyRow{q: q.id, prio: p.Msg.Priority, id: e.rowid, exp: exp, body: sb.id, size: int64(len(p.Data))})
 		} else {
 			w.lastRow++

@@ -1,6 +1,11 @@
 package queue
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/petrelmq/petrel/message"
+)
 
 // bodyCache keeps the bytes of the shared bodies stored last, up to a
 // byte budget, so that the subscriptions of a topic that trail its
@@ -9,44 +14,86 @@ import "sync"
 // Bodies leave it oldest first (ids only grow) and when they are freed.
 type bodyCache struct {
 	mu    sync.Mutex
-	m     map[int64][]byte
+	m     map[int64]*bodyData
 	order []int64 // ids in the order they came in; freed ones are skipped
 	head  int
 	bytes int
 	max   int
 }
 
-// bodyOverhead is what the cache charges for a body beside its bytes: the
-// map entry and the order slot.
-const bodyOverhead = 64
-
-func newBodyCache(max int) *bodyCache {
-	return &bodyCache{m: map[int64][]byte{}, max: max}
+// bodyData is one shared body as the copies in memory hold it: its bytes,
+// and, once a copy of it was decoded, the decoded message, which the
+// other copies' decodes copy rather than decode the bytes again. The
+// message is never handed out itself: each Delivery.Message gets a copy
+// whose Properties and Body are its own (message.Clone).
+type bodyData struct {
+	id   int64
+	data []byte
+	msg  atomic.Pointer[message.Message]
+	// charge is what the cache counts for it, under the cache's lock.
+	charge int
 }
 
-func (c *bodyCache) get(id int64) ([]byte, bool) {
+// bodyOverhead is what the cache charges for a body beside its bytes: the
+// map entry, the order slot and the shared struct.
+const bodyOverhead = 96
+
+// decodedOverhead is what the cache charges, beside the bytes once more,
+// for a body's decoded message: the Message struct with its inline
+// properties, the strings and the body copied out of the bytes.
+const decodedOverhead = 576
+
+func newBodyCache(max int) *bodyCache {
+	return &bodyCache{m: map[int64]*bodyData{}, max: max}
+}
+
+func (c *bodyCache) get(id int64) (*bodyData, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b, ok := c.m[id]
 	return b, ok
 }
 
-// add keeps data as body id's bytes; data must not change afterwards.
-func (c *bodyCache) add(id int64, data []byte) {
+// add keeps b, body b.id; b.data must not change afterwards.
+func (c *bodyCache) add(b *bodyData) {
+	id := b.id
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[id]; ok || len(data)+bodyOverhead > c.max {
+	if _, ok := c.m[id]; ok || len(b.data)+bodyOverhead > c.max {
 		return
 	}
-	c.m[id] = data
+	b.charge = len(b.data) + bodyOverhead
+	if b.msg.Load() != nil {
+		b.charge += len(b.data) + decodedOverhead
+	}
+	c.m[id] = b
 	c.order = append(c.order, id)
-	c.bytes += len(data) + bodyOverhead
+	c.bytes += b.charge
+	c.evictLocked()
+}
+
+// decoded charges b for its decoded message, which it now holds, if the
+// cache keeps it.
+func (c *bodyCache) decoded(b *bodyData) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[b.id] != b || b.charge > len(b.data)+bodyOverhead {
+		return
+	}
+	extra := len(b.data) + decodedOverhead
+	b.charge += extra
+	c.bytes += extra
+	c.evictLocked()
+}
+
+// evictLocked drops the oldest bodies until the cache is within budget.
+func (c *bodyCache) evictLocked() {
 	for c.bytes > c.max && c.head < len(c.order) {
 		old := c.order[c.head]
 		c.head++
 		if b, ok := c.m[old]; ok {
 			delete(c.m, old)
-			c.bytes -= len(b) + bodyOverhead
+			c.bytes -= b.charge
 		}
 	}
 	if c.head > len(c.order)/2 {
@@ -65,7 +112,7 @@ func (c *bodyCache) drop(ids []int64) {
 	for _, id := range ids {
 		if b, ok := c.m[id]; ok {
 			delete(c.m, id)
-			c.bytes -= len(b) + bodyOverhead
+			c.bytes -= b.charge
 		}
 	}
 }

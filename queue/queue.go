@@ -33,6 +33,9 @@ type entry struct {
 	// messages. data is then the body's bytes, shared with the other
 	// queues' entries: read only, as every entry's data is.
 	body int64
+	// sh is the shared body whose bytes data are, for a copy, so that
+	// the copies of one body in memory decode it once; nil otherwise.
+	sh *bodyData
 }
 
 // level is the in-memory head of one priority of one queue.

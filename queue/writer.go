@@ -444,7 +444,7 @@ func (w *writer) publish(b *batch) {
 		w.s.register(q)
 	}
 	for _, sb := range b.stored {
-		w.s.bodies.add(sb.id, sb.data)
+		w.s.bodies.add(sb.sh)
 	}
 	w.s.bodies.drop(b.freed)
 	w.parked = append(w.parked, b.parked...)
