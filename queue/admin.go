@@ -215,7 +215,7 @@ func (q *Queue) Move(ctx context.Context, moves []Move) (int, error) {
 func (w *writer) applyPurge(r *request, b *batch) error {
 	// Puts submitted before the purge are written first, so that it
 	// purges them too: their rowids are below bound.
-	if err := w.flushInserts(); err != nil {
+	if err := w.flushInserts(b); err != nil {
 		return err
 	}
 	f := b.freeze(r.q)
@@ -383,7 +383,7 @@ func (w *writer) moveCopy(q *Queue, f *frozenQueue, m Move) (entry, uint8, bool,
 			return entry{}, 0, false, fmt.Errorf("move %d from %q: body %d: %w", m.RowID, q.name, it.body, err)
 		}
 		data, _ := dest[0].([]byte)
-		e := entry{rowid: it.id, expiresAt: it.exp, body: it.body, data: append([]byte(nil), data...)}
+		e := entry{rowid: it.id, expiresAt: it.exp, body: it.body, data: append([]byte(nil), data...), run: it.id, runLen: 1}
 		e.sh = &bodyData{id: e.body, data: e.data}
 		return e, prio, true, nil
 	}

@@ -267,11 +267,12 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 			if read, missing = q.readBodies(rc, items, l.lastLoaded, read); missing != nil {
 				return false
 			}
+			key, _ := row[0].(int64)
 			for _, it := range items {
 				if it.id <= l.lastLoaded {
 					continue
 				}
-				if !add(entry{rowid: it.id, expiresAt: it.exp, deliveries: int(it.deliv), notBefore: it.notBf, body: it.body}) {
+				if !add(entry{rowid: it.id, expiresAt: it.exp, deliveries: int(it.deliv), notBefore: it.notBf, body: it.body, run: key, runLen: len(items)}) {
 					return false
 				}
 			}
@@ -402,7 +403,7 @@ func (q *Queue) ack(d *Delivery) error {
 		q.mu.Unlock()
 		return q.s.w.submit(&request{kind: reqAck, q: q, ref: refOf(l.e, l.prio)})
 	}
-	q.acks = append(q.acks, ackRow{q: q, ref: refOf(l.e, l.prio)})
+	q.acks = append(q.acks, ackOf(q, l))
 	if q.ackQueued {
 		q.mu.Unlock()
 		return nil
@@ -439,7 +440,7 @@ func (q *Queue) AckAll(ds []*Delivery) error {
 			}
 			continue
 		}
-		rows = append(rows, ackRow{q: q, ref: refOf(l.e, l.prio)})
+		rows = append(rows, ackOf(q, l))
 	}
 	q.mu.Unlock()
 	if len(rows) > 0 {

@@ -36,6 +36,11 @@ type entry struct {
 	// sh is the shared body whose bytes data are, for a copy, so that
 	// the copies of one body in memory decode it once; nil otherwise.
 	sh *bodyData
+	// run and runLen are, for a copy, the key and the length of its run
+	// as it was when the entry was made (0 when unknown): an ack of a
+	// whole run then deletes it without reading it (see deleteWholeRun).
+	run    int64
+	runLen int
 }
 
 // level is the in-memory head of one priority of one queue.
