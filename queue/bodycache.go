@@ -54,6 +54,29 @@ func (c *bodyCache) get(id int64) (*bodyData, bool) {
 	return b, ok
 }
 
+// getRun looks up, under one lock, the bodies of the run's copies past
+// lastLoaded into dst, at their copies' index. It returns how many of
+// them it lacks, and the least and the greatest of their ids.
+func (c *bodyCache) getRun(items []runItem, lastLoaded int64, dst []*bodyData) (n int, lo, hi int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, it := range items {
+		if it.id <= lastLoaded {
+			continue
+		}
+		if b, ok := c.m[it.body]; ok {
+			dst[i] = b
+			continue
+		}
+		if n == 0 || it.body < lo {
+			lo = it.body
+		}
+		hi = max(hi, it.body)
+		n++
+	}
+	return n, lo, hi
+}
+
 // add keeps b, body b.id; b.data must not change afterwards.
 func (c *bodyCache) add(b *bodyData) {
 	id := b.id

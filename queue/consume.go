@@ -217,34 +217,13 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 		return fmt.Errorf("refill %q: %w", q.name, err)
 	}
 	defer q.s.putReader(rc)
-	body := make([]driver.Value, 1)
 	var missing error
 	var items []runItem
-	// read holds the bodies of the run being expanded that were read in
-	// one range scan, rather than one statement each.
-	var read map[int64][]byte
+	// shs holds the shared bodies of the run being expanded.
+	var shs []*bodyData
 	// add takes one entry into the level; it reports whether the budget
 	// allows another.
 	add := func(e entry) bool {
-		if e.body != 0 {
-			// A copy: its body from the cache, or else from the bodies
-			// table, read in the same read transaction as the copy,
-			// which the open statement holds.
-			var ok bool
-			if e.data, ok = read[e.body]; ok {
-				e.sh = &bodyData{id: e.body, data: e.data}
-				q.s.bodies.add(e.sh)
-			} else if e.sh, ok = q.s.bodies.get(e.body); ok {
-				e.data = e.sh.data
-			} else {
-				if missing = rc.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{e.body}, body); missing != nil {
-					return false
-				}
-				e.data = append([]byte(nil), body[0].([]byte)...) // the driver's buffer is reused
-				e.sh = &bodyData{id: e.body, data: e.data}
-				q.s.bodies.add(e.sh)
-			}
-		}
 		l.lastLoaded = e.rowid
 		if e.notBefore > now {
 			heap.Push(&q.delayed, delayed{e: e, prio: p})
@@ -264,15 +243,18 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 				missing = fmt.Errorf("run %v: %w", row[0], derr)
 				return false
 			}
-			if read, missing = q.readBodies(rc, items, l.lastLoaded, read); missing != nil {
+			if shs, missing = q.bodiesOf(rc, items, l.lastLoaded, shs); missing != nil {
 				return false
 			}
 			key, _ := row[0].(int64)
-			for _, it := range items {
+			for i, it := range items {
 				if it.id <= l.lastLoaded {
 					continue
 				}
-				if !add(entry{rowid: it.id, expiresAt: it.exp, deliveries: int(it.deliv), notBefore: it.notBf, body: it.body, run: key, runLen: len(items)}) {
+				e := entry{rowid: it.id, expiresAt: it.exp, deliveries: int(it.deliv), notBefore: it.notBf, body: it.body, run: key, runLen: len(items)}
+				e.sh = shs[i]
+				e.data = e.sh.data
+				if !add(e) {
 					return false
 				}
 			}
@@ -293,47 +275,58 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 	return nil
 }
 
-// readBodies reads, in one range scan, the bodies of the run's copies
-// past lastLoaded that the cache lacks, when there are several: the
-// bodies of a run were stored in one commit, so their ids are close.
-func (q *Queue) readBodies(rc *rawConn, items []runItem, lastLoaded int64, read map[int64][]byte) (map[int64][]byte, error) {
-	clear(read)
-	var lo, hi int64
-	n := 0
-	for _, it := range items {
-		if it.id <= lastLoaded {
+// bodiesOf returns the shared bodies of the run's copies past
+// lastLoaded, in dst, at their copies' index in items (nil for the
+// others). It takes them from the cache, all under one lock: a lookup of
+// each copy's body, twice, was most of a trailing refill's cost. The
+// bodies the cache lacks it reads from the bodies table, in the same read
+// transaction as the run, which the refill's open statement holds: in one
+// range scan when there are several, since the bodies of a run were
+// stored in one commit, so their ids are close.
+func (q *Queue) bodiesOf(rc *rawConn, items []runItem, lastLoaded int64, dst []*bodyData) ([]*bodyData, error) {
+	dst = append(dst[:0], make([]*bodyData, len(items))...)
+	n, lo, hi := q.s.bodies.getRun(items, lastLoaded, dst)
+	if n == 0 {
+		return dst, nil
+	}
+	// read holds what was read of the bodies the cache lacks, nil until
+	// read; the range may hold other bodies too.
+	read := make(map[int64]*bodyData, n)
+	for i, it := range items {
+		if it.id > lastLoaded && dst[i] == nil {
+			read[it.body] = nil
+		}
+	}
+	if n > 1 {
+		_, _, err := rc.scan(`SELECT id, data FROM bodies WHERE id BETWEEN ? AND ?`, []driver.Value{lo, hi}, 2, func(row []driver.Value) bool {
+			id, _ := row[0].(int64)
+			if _, want := read[id]; want {
+				data, _ := row[1].([]byte)
+				read[id] = &bodyData{id: id, data: append([]byte(nil), data...)} // the driver's buffer is reused
+			}
+			return true
+		})
+		if err != nil {
+			return dst, err
+		}
+	}
+	body := make([]driver.Value, 1)
+	for i, it := range items {
+		if it.id <= lastLoaded || dst[i] != nil {
 			continue
 		}
-		if _, ok := q.s.bodies.get(it.body); ok {
-			continue
+		sh := read[it.body]
+		if sh == nil {
+			if err := rc.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{it.body}, body); err != nil {
+				return dst, err
+			}
+			sh = &bodyData{id: it.body, data: append([]byte(nil), body[0].([]byte)...)}
+			read[it.body] = sh
 		}
-		if n == 0 || it.body < lo {
-			lo = it.body
-		}
-		hi = max(hi, it.body)
-		n++
+		q.s.bodies.add(sh)
+		dst[i] = sh
 	}
-	if n < 2 {
-		return read, nil
-	}
-	if read == nil {
-		read = make(map[int64][]byte, n)
-	}
-	want := make(map[int64]bool, n)
-	for _, it := range items {
-		if it.id > lastLoaded {
-			want[it.body] = true
-		}
-	}
-	_, _, err := rc.scan(`SELECT id, data FROM bodies WHERE id BETWEEN ? AND ?`, []driver.Value{lo, hi}, 2, func(row []driver.Value) bool {
-		id, _ := row[0].(int64)
-		if want[id] {
-			data, _ := row[1].([]byte)
-			read[id] = append([]byte(nil), data...) // the driver's buffer is reused
-		}
-		return true
-	})
-	return read, err
+	return dst, nil
 }
 
 // refillSQL reads the next rows of one priority of a queue, from both of
