@@ -96,3 +96,11 @@ func (m *Message) Clone() *Message {
 	c.Body = bytes.Clone(m.Body)
 	return c
 }
+
+// CopyTo sets *c to a deep copy of m, as Clone makes, for a caller that
+// allocates c together with something else.
+func (m *Message) CopyTo(c *Message) {
+	*c = *m
+	c.Properties = slices.Clone(m.Properties)
+	c.Body = bytes.Clone(m.Body)
+}
