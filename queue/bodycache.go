@@ -30,8 +30,10 @@ type bodyData struct {
 	id   int64
 	data []byte
 	msg  atomic.Pointer[message.Message]
-	// charge is what the cache counts for it, under the cache's lock.
+	// charge is what the cache counts for it, and cached whether the
+	// cache keeps it, under the cache's lock.
 	charge int
+	cached bool
 }
 
 // bodyOverhead is what the cache charges for a body beside its bytes: the
@@ -90,6 +92,7 @@ func (c *bodyCache) add(b *bodyData) {
 		b.charge += len(b.data) + decodedOverhead
 	}
 	c.m[id] = b
+	b.cached = true
 	c.order = append(c.order, id)
 	c.bytes += b.charge
 	c.evictLocked()
@@ -100,7 +103,7 @@ func (c *bodyCache) add(b *bodyData) {
 func (c *bodyCache) decoded(b *bodyData) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m[b.id] != b || b.charge > len(b.data)+bodyOverhead {
+	if !b.cached || b.charge > len(b.data)+bodyOverhead {
 		return
 	}
 	extra := len(b.data) + decodedOverhead
@@ -116,6 +119,7 @@ func (c *bodyCache) evictLocked() {
 		c.head++
 		if b, ok := c.m[old]; ok {
 			delete(c.m, old)
+			b.cached = false
 			c.bytes -= b.charge
 		}
 	}
@@ -135,6 +139,7 @@ func (c *bodyCache) drop(ids []int64) {
 	for _, id := range ids {
 		if b, ok := c.m[id]; ok {
 			delete(c.m, id)
+			b.cached = false
 			c.bytes -= b.charge
 		}
 	}
