@@ -67,10 +67,8 @@ func (d *Delivery) MessageTo(m *message.Message) error {
 	case t != nil:
 		t.CopyTo(m)
 	default:
-		var dm *message.Message
-		if dm, err = message.Decode(d.Data, message.Limits{}); err == nil {
-			*m = *dm
-		}
+		// The limits of Decode with Limits{}, into m.
+		err = m.UnmarshalBinary(d.Data)
 	}
 	if err != nil {
 		return fmt.Errorf("decode message %d of %q: %w", d.RowID, d.q.name, err)
@@ -91,21 +89,29 @@ func (d *Delivery) setTTL(m *message.Message) {
 // body and properties and no parsing, and the copies of a publish to
 // eight subscriptions were decoded eight times before. The message is
 // never handed out: each copy gets its own Properties and Body.
+//
+// Once the body cache dropped that message, past its budget, shared
+// returns nil and the copies left decode their own: making it again would
+// push out another that copies still want, and a subscription that trails
+// far behind would make every copy's decode cost more than its own.
 func (d *Delivery) shared() (*message.Message, error) {
-	if d.sh == nil {
+	sh := d.sh
+	if sh == nil {
 		return nil, nil
 	}
-	if m := d.sh.msg.Load(); m != nil {
+	if m := sh.msg.Load(); m != nil {
 		return m, nil
+	}
+	if !sh.decoding.CompareAndSwap(false, true) {
+		return nil, nil // dropped, or being made by another copy
 	}
 	m, err := message.Decode(d.Data, message.Limits{})
 	if err != nil {
 		return nil, err
 	}
-	if d.sh.msg.CompareAndSwap(nil, m) {
-		d.q.s.bodies.decoded(d.sh)
-	}
-	return d.sh.msg.Load(), nil
+	sh.msg.Store(m)
+	d.q.s.bodies.decodedBy(sh)
+	return m, nil
 }
 
 // Ack settles the delivery: the message is deleted at the next group

@@ -71,35 +71,51 @@ func TestSharedCopiesDecodeOnceStayIndependent(t *testing.T) {
 	closeAndCheck(t, s, path)
 }
 
-// The body cache charges a body's decoded message when it is made, and
-// stays within its budget with decoded bodies in it; freed bodies take
-// their whole charge with them.
+// The body cache charges a body's decoded message to a budget of its
+// own, beside the bytes budget, which decoding does not touch: past it,
+// the oldest decoded messages are dropped, not bodies. Freed bodies take
+// their charges with them.
 func TestBodyCacheChargesDecoded(t *testing.T) {
-	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 16; c.PrefetchBytes = 1 << 10 })
+	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 16; c.PrefetchBytes = 1 << 13 })
 	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
 	want := bodies(strings.Repeat("x", 100), 100)
 	for _, body := range want {
 		putShared(t, msg(4, body), a, b)
 	}
 	settle(t, s)
-	cacheBytes := func() (int, int) {
-		s.bodies.mu.Lock()
-		defer s.bodies.mu.Unlock()
-		sum := 0
-		for _, d := range s.bodies.m {
+	c := s.bodies
+	// charges checks the counts against the bodies' charges and returns
+	// the bytes, the decoded bytes, the bodies and the decoded ones.
+	charges := func() (bytes, dbytes, n, decoded int) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var sum, dsum int
+		for _, d := range c.m {
 			sum += d.charge
+			dsum += d.dcharge
+			if d.dcharge > 0 {
+				decoded++
+				if d.msg.Load() == nil || d.dcharge != len(d.data)+decodedOverhead {
+					t.Fatalf("body %d charged %d for a decoded message %p", d.id, d.dcharge, d.msg.Load())
+				}
+			}
 		}
-		if sum != s.bodies.bytes {
-			t.Fatalf("cache counts %d bytes, its bodies' charges sum to %d", s.bodies.bytes, sum)
+		if sum != c.bytes || dsum != c.dbytes {
+			t.Fatalf("cache counts %d bytes and %d decoded; its bodies' charges sum to %d and %d", c.bytes, c.dbytes, sum, dsum)
 		}
-		return s.bodies.bytes, len(s.bodies.m)
+		if c.bytes > c.max || c.dbytes > c.dmax {
+			t.Fatalf("cache holds %d bytes (budget %d), %d decoded (budget %d)", c.bytes, c.max, c.dbytes, c.dmax)
+		}
+		return c.bytes, c.dbytes, len(c.m), decoded
 	}
-	before, n := cacheBytes()
-	if n == 0 {
-		t.Fatal("cache holds no body")
+	bytes0, _, n0, _ := charges()
+	if n0 != len(want) {
+		t.Fatalf("cache holds %d bodies, want all %d", n0, len(want))
 	}
-	// Decoding a's copies charges every cached body for its decode; the
-	// cache then keeps fewer bodies, within its budget.
+	perDecoded := len(msgData(t, want[0])) + decodedOverhead
+	if fit := c.dmax / perDecoded; fit >= len(want) || fit == 0 {
+		t.Fatalf("the decoded budget fits %d of %d: the test wants it to fit some", fit, len(want))
+	}
 	var ds []*Delivery
 	for range want {
 		d, err := a.Poll()
@@ -110,19 +126,18 @@ func TestBodyCacheChargesDecoded(t *testing.T) {
 			t.Fatal(err)
 		}
 		ds = append(ds, d)
-		if got, _ := cacheBytes(); got > s.bodies.max {
-			t.Fatalf("cache holds %d bytes, budget %d", got, s.bodies.max)
-		}
+		charges()
 	}
-	s.bodies.mu.Lock()
-	for _, d := range s.bodies.m {
-		if d.msg.Load() != nil && d.charge != 2*len(d.data)+bodyOverhead+decodedOverhead {
-			t.Errorf("decoded body %d charged %d", d.id, d.charge)
-		}
+	bytes1, dbytes1, n1, decoded1 := charges()
+	if bytes1 != bytes0 || n1 != n0 {
+		t.Fatalf("decoding changed the bodies kept: %d bytes, %d bodies; before %d, %d", bytes1, n1, bytes0, n0)
 	}
-	s.bodies.mu.Unlock()
-	if after, _ := cacheBytes(); after == 0 || before == 0 {
-		t.Fatalf("cache held %d then %d bytes", before, after)
+	if decoded1 == 0 || decoded1 == len(want) || dbytes1 == 0 {
+		t.Fatalf("%d decoded messages kept of %d, %d bytes: want the budget to keep the latest", decoded1, len(want), dbytes1)
+	}
+	// The oldest were dropped: a copy of the first body decodes again.
+	if ds[0].sh.msg.Load() != nil || ds[len(ds)-1].sh.msg.Load() == nil {
+		t.Fatal("want the first body's decoded message dropped and the last's kept")
 	}
 	if err := a.AckAll(ds); err != nil {
 		t.Fatal(err)
@@ -131,8 +146,18 @@ func TestBodyCacheChargesDecoded(t *testing.T) {
 		t.Fatalf("b: %d messages, want %d", len(got), len(want))
 	}
 	wantTables(t, s, 0, 0, 0)
-	if got, n := cacheBytes(); got != 0 || n != 0 {
-		t.Fatalf("cache holds %d bodies, %d bytes, once all were freed", n, got)
+	if bytes, dbytes, n, _ := charges(); bytes != 0 || dbytes != 0 || n != 0 {
+		t.Fatalf("cache holds %d bodies, %d bytes, %d decoded, once all were freed", n, bytes, dbytes)
 	}
 	closeAndCheck(t, s, path)
+}
+
+// msgData is the encoding of msg(4, body).
+func msgData(t *testing.T, body string) []byte {
+	t.Helper()
+	data, err := msg(4, body).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
