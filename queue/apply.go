@@ -270,7 +270,7 @@ func (w *writer) applyAck(r *request) {
 	if r.gathered && !r.taken {
 		// The request keeps what it took, for a retry of it alone after
 		// its batch failed (see run).
-		r.acks, r.taken = r.q.takeAcks(nil), true
+		r.acks, r.taken = r.q.takeAcks(), true
 	}
 	if r.acks != nil || r.gathered {
 		w.acks = append(w.acks, r.acks...)

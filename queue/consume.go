@@ -458,15 +458,28 @@ func (q *Queue) ack(d *Delivery) error {
 	return q.s.w.submit(&request{kind: reqAck, q: q, gathered: true})
 }
 
-// takeAcks hands the writer the acks gathered so far, appended to dst.
-func (q *Queue) takeAcks(dst []ackRow) []ackRow {
+// takeAcks hands the writer the acks gathered so far, their array
+// itself: the queue gathers the next in the array the writer gave back
+// (giveBackAcks), so that thousands of acks per commit are neither copied
+// here nor gathered again into an array that grows from nothing.
+func (q *Queue) takeAcks() []ackRow {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	dst = append(dst, q.acks...)
-	clear(q.acks)
-	q.acks = q.acks[:0]
+	taken := q.acks
+	q.acks, q.spareAcks = q.spareAcks[:0], nil
 	q.ackQueued = false
-	return dst
+	return taken
+}
+
+// giveBackAcks gives back an array takeAcks handed out, once its batch is
+// committed.
+func (q *Queue) giveBackAcks(acks []ackRow) {
+	clear(acks)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if cap(acks) > cap(q.spareAcks) {
+		q.spareAcks = acks[:0]
+	}
 }
 
 // AckAll settles deliveries of this queue in one store request, as a sender

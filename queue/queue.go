@@ -87,8 +87,10 @@ type Queue struct {
 	// that none of the rows they remove is leased meanwhile. See freeze.
 	frozen int
 	// acks are the acks gathered for the writer, ackQueued whether a
-	// request to take them is on its way (see ack).
+	// request to take them is on its way (see ack). spareAcks is the
+	// array the writer gave back after its last take, for the next.
 	acks      []ackRow
+	spareAcks []ackRow
 	ackQueued bool
 	// gone is set once the queue was dropped (see Store.Drop).
 	gone atomic.Bool

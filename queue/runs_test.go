@@ -383,3 +383,53 @@ func TestRunsWholeAckOfAChangedRun(t *testing.T) {
 	wantTables(t, s, 0, 0, 0)
 	closeAndCheck(t, s, path)
 }
+
+// The writer gives a queue back the array of acks it took, once
+// committed, and the queue gathers its next acks in it.
+func TestGatheredAcksArrayReused(t *testing.T) {
+	s, path := openTemp(t, nil)
+	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	var ms []*message.Message
+	for _, body := range bodies("m", 200) {
+		ms = append(ms, msg(4, body))
+	}
+	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ds := pollAll(t, a, 200)
+	// Held while acking, so that the writer takes them all at once.
+	a.mu.Lock()
+	for _, d := range ds[:100] {
+		l, err := a.take(d)
+		if err != nil {
+			a.mu.Unlock()
+			t.Fatal(err)
+		}
+		a.acks = append(a.acks, ackOf(a, l))
+	}
+	a.ackQueued = true
+	a.mu.Unlock()
+	if err := s.w.submit(&request{kind: reqAck, q: a, gathered: true}); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	a.mu.Lock()
+	spare := cap(a.spareAcks)
+	a.mu.Unlock()
+	if spare < 100 {
+		t.Fatalf("queue holds a spare array of %d acks after a commit of 100, want it given back", spare)
+	}
+	for _, d := range ds[100:] {
+		if err := d.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := drain(t, b); len(got) != 200 {
+		t.Fatalf("b: %d messages, want 200", len(got))
+	}
+	wantTables(t, s, 0, 0, 0)
+	if st := a.Stats(); st.Depth != 0 || st.Acked != 200 {
+		t.Fatalf("a: %+v", st)
+	}
+	closeAndCheck(t, s, path)
+}

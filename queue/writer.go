@@ -192,6 +192,9 @@ func (w *writer) run(batch []*request) {
 		w.publish(b)
 		clear(b.appends)
 		w.appends = b.appends[:0]
+		for _, r := range batch {
+			giveBackAcks(r)
+		}
 		return
 	}
 	if len(batch) == 1 {
@@ -206,6 +209,16 @@ func (w *writer) run(batch []*request) {
 			continue
 		}
 		w.publish(b)
+		giveBackAcks(r)
+	}
+}
+
+// giveBackAcks gives the acks a committed request took back to their
+// queue (see Queue.takeAcks).
+func giveBackAcks(r *request) {
+	if r.kind == reqAck && r.taken {
+		r.q.giveBackAcks(r.acks)
+		r.acks = nil
 	}
 }
 
