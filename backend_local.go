@@ -111,8 +111,8 @@ func (c *queueConsumer) poll() (*Delivery, error) {
 		if err != nil {
 			return nil, err
 		}
-		if m := decodeOrDeadLetter(c.n.log, qd); m != nil {
-			return newQueueDelivery(m, qd), nil
+		if d := newQueueDelivery(c.n.log, qd); d != nil {
+			return d, nil
 		}
 	}
 }
@@ -123,8 +123,8 @@ func (c *queueConsumer) receive(ctx context.Context) (*Delivery, error) {
 		if err != nil {
 			return nil, err
 		}
-		if m := decodeOrDeadLetter(c.n.log, qd); m != nil {
-			return newQueueDelivery(m, qd), nil
+		if d := newQueueDelivery(c.n.log, qd); d != nil {
+			return d, nil
 		}
 	}
 }
@@ -132,8 +132,21 @@ func (c *queueConsumer) receive(ctx context.Context) (*Delivery, error) {
 func (c *queueConsumer) close()             {}
 func (c *queueConsumer) host() listenerHost { return c.n }
 
-func newQueueDelivery(m *message.Message, qd *queue.Delivery) *Delivery {
-	return &Delivery{Message: m, Attempt: qd.Attempt, Reason: qd.Reason, lease: qd}
+// newQueueDelivery returns qd as a Delivery, or nil when its message
+// cannot be decoded (see decodeOrDeadLetter). The Delivery and its
+// Message are one allocation: a consumer of a topic's subscription makes
+// one per copy.
+func newQueueDelivery(log *slog.Logger, qd *queue.Delivery) *Delivery {
+	dm := new(struct {
+		d Delivery
+		m message.Message
+	})
+	if err := qd.MessageTo(&dm.m); err != nil {
+		deadLetterUndecodable(log, qd, err)
+		return nil
+	}
+	dm.d = Delivery{Message: &dm.m, Attempt: qd.Attempt, Reason: qd.Reason, lease: qd}
+	return &dm.d
 }
 
 // decodeOrDeadLetter returns qd's message. A message that cannot be
@@ -144,10 +157,16 @@ func decodeOrDeadLetter(log *slog.Logger, qd *queue.Delivery) *message.Message {
 	if err == nil {
 		return m
 	}
+	deadLetterUndecodable(log, qd, err)
+	return nil
+}
+
+// deadLetterUndecodable moves qd, whose message did not decode (err), to
+// the dead-letter queue.
+func deadLetterUndecodable(log *slog.Logger, qd *queue.Delivery, err error) {
 	if derr := qd.DeadLetter(err.Error()); derr != nil && !errors.Is(derr, ErrClosed) {
 		log.Error("dead-letter undecodable message", slog.String(logkey.Address, qd.Queue().Name()), slog.Any(logkey.Error, derr))
 	}
-	return nil
 }
 
 // track registers a listener, so that closing the node stops it.

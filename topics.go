@@ -210,9 +210,15 @@ func (t *topics) matching(name string) []*queue.Queue {
 	defer t.mu.RUnlock()
 	var out []*queue.Queue
 	for _, s := range t.subs {
-		if s.pattern.Match(name) {
-			out = append(out, s.q)
+		if !s.pattern.Match(name) {
+			continue
 		}
+		if out == nil {
+			// One allocation for what a publish to many subscriptions
+			// matches, rather than one per doubling.
+			out = make([]*queue.Queue, 0, len(t.subs))
+		}
+		out = append(out, s.q)
 	}
 	return out
 }

@@ -3,6 +3,8 @@ package petrel_test
 import (
 	"context"
 	"fmt"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/petrelmq/petrel"
@@ -52,4 +54,78 @@ func BenchmarkPublish(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
+}
+
+// BenchmarkFanoutDrain measures the consumers' side of a fan-out: the
+// publishes to 8 durable subscriptions are stored first, untimed, then 8
+// consumers, one per subscription, Receive and Ack every copy, until the
+// acks are committed. An op is one copy. cpu-ns/copy is the process's CPU
+// time (user and system, every goroutine: consumers, the writer, GC) per
+// copy, which a loaded machine moves far less than the wall time.
+func BenchmarkFanoutDrain(b *testing.B) {
+	const subs = 8
+	n := nodes.Open(b, withTopics("bench.#"))
+	cs := make([]*petrel.Consumer, subs)
+	for i := range cs {
+		c, err := n.Subscribe(context.Background(), "bench.#", petrel.SubscribeOptions{Name: fmt.Sprint("s", i), Durable: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs[i] = c
+	}
+	p := n.Producer()
+	body := make([]byte, 128)
+	msgs := max(b.N/subs, 1)
+	pend := make([]*petrel.Pending, 0, msgs)
+	for range msgs {
+		m := p.CreateDataMessage("bench.x")
+		m.Body = body
+		pend = append(pend, p.SendAsync(m))
+	}
+	for _, pd := range pend {
+		if err := pd.Wait(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu0 := cpuTime(b)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	errs := make(chan error, subs)
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range msgs {
+				d, err := c.Receive(context.Background())
+				if err == nil {
+					err = d.Ack()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := n.Sync(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	copies := float64(msgs * subs)
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/copies, "cpu-ns/copy")
+	b.ReportMetric(copies/b.Elapsed().Seconds(), "copies/s")
+}
+
+// cpuTime is the process's CPU time so far, user and system, in ns.
+func cpuTime(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

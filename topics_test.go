@@ -132,6 +132,41 @@ func TestTopicFanOutMany(t *testing.T) {
 	}
 }
 
+// TestTopicCopiesIndependent: each subscription's delivery of a publish
+// is its own message: a consumer that changes its properties or body
+// changes no other subscription's, though the copies share one stored
+// body and one decode of it.
+func TestTopicCopiesIndependent(t *testing.T) {
+	n := nodes.Open(t, withTopics("orders.#"))
+	var cs []*petrel.Consumer
+	for i := range 3 {
+		cs = append(cs, subscribe(t, n, "orders.#", petrel.SubscribeOptions{Name: fmt.Sprintf("s%d", i), Durable: true}))
+	}
+	publish(t, n, "orders.eu", "body", func(m *message.Message) {
+		m.Properties.Set("k", message.String("v"))
+		m.TTL = time.Hour
+	})
+	for i, c := range cs {
+		d, err := c.Receive(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := d.Properties.Get("k"); v.Str() != "v" || len(d.Properties) != 1 || string(d.Body) != "body" {
+			t.Fatalf("subscription %d: %v %q, want the published properties and body", i, d.Properties, d.Body)
+		}
+		if d.TTL <= 0 || d.TTL > time.Hour {
+			t.Fatalf("subscription %d: TTL %v, want what remains of an hour", i, d.TTL)
+		}
+		d.Properties.Set("k", message.String(fmt.Sprint("changed by ", i)))
+		d.Properties.Set("added", message.Int32(int32(i)))
+		d.Body[0] = 'X'
+		d.TTL = 0
+		if err := d.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestTopicUnrouted: a publish no subscription matches succeeds and
 // stores nothing.
 func TestTopicUnrouted(t *testing.T) {

@@ -107,15 +107,35 @@ func (p Pattern) Match(name string) bool {
 	if p.words == nil {
 		return false
 	}
-	return matchWords(p.words, strings.Split(name, "."))
+	// A node matches each publish against every subscription: names of
+	// up to smallName words are split and matched without allocating.
+	var buf [smallName]string
+	words := buf[:0]
+	for {
+		i := strings.IndexByte(name, '.')
+		if i < 0 {
+			break
+		}
+		words = append(words, name[:i])
+		name = name[i+1:]
+	}
+	return matchWords(p.words, append(words, name))
 }
+
+// smallName is how many words a topic name has at most for Match not to
+// allocate.
+const smallName = 16
 
 // matchWords matches pattern words against name words by dynamic
 // programming over name prefixes, so that no pattern, however many '#' it
 // holds, costs more than len(pat)*len(name) steps.
 func matchWords(pat, name []string) bool {
-	cur := make([]bool, len(name)+1)
-	next := make([]bool, len(name)+1)
+	var a, b [smallName + 1]bool
+	cur, next := a[:], b[:]
+	if len(name) > smallName {
+		cur, next = make([]bool, len(name)+1), make([]bool, len(name)+1)
+	}
+	cur, next = cur[:len(name)+1], next[:len(name)+1]
 	cur[0] = true
 	for _, w := range pat {
 		seen := false

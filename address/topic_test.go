@@ -177,3 +177,30 @@ func FuzzParsePattern(f *testing.F) {
 		}
 	})
 }
+
+// Match splits a name of up to smallName words without allocating: a
+// node matches every publish against every subscription. Longer names
+// still match.
+func TestPatternMatchAllocs(t *testing.T) {
+	p, err := ParsePattern("metrics.*.#.cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := "metrics.eu.host.cpu"
+	if n := testing.AllocsPerRun(100, func() {
+		if !p.Match(short) {
+			t.Fatal("no match")
+		}
+	}); n != 0 {
+		t.Fatalf("Match of %q allocates %v times, want 0", short, n)
+	}
+	for _, words := range []int{smallName - 2, smallName - 1, smallName, smallName + 5} {
+		name := "metrics.eu." + strings.Repeat("x.", words-3) + "cpu"
+		if got := len(strings.Split(name, ".")); got != words {
+			t.Fatalf("%d words, want %d", got, words)
+		}
+		if !p.Match(name) || p.Match(name+".mem") {
+			t.Fatalf("%d words: Match %q wrong", words, name)
+		}
+	}
+}

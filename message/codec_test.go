@@ -237,6 +237,31 @@ func TestClone(t *testing.T) {
 	}
 }
 
+// A clone with few properties holds them in its own allocation: setting
+// one, or appending, never shows in the original; nor in what CopyTo
+// made.
+func TestCloneFewProperties(t *testing.T) {
+	for n := 1; n <= 6; n++ {
+		m := &message.Message{Kind: message.KindData, Destination: "d", Body: []byte("b")}
+		for i := range n {
+			m.Properties.Set(string(rune('a'+i)), message.Int32(int32(i)))
+		}
+		var to message.Message
+		m.CopyTo(&to)
+		for _, c := range []*message.Message{m.Clone(), &to} {
+			if !reflect.DeepEqual(c, m) {
+				t.Fatalf("%d properties: copy differs", n)
+			}
+			c.Properties.Set("a", message.Int32(-1))
+			c.Properties.Set("new", message.Int32(-2))
+			c.Body[0] = 'X'
+			if v, _ := m.Properties.Get("a"); v.Int32() != 0 || len(m.Properties) != n || string(m.Body) != "b" {
+				t.Fatalf("%d properties: changing the copy changed the original: %v %q", n, m.Properties, m.Body)
+			}
+		}
+	}
+}
+
 // Decoded byte slices are capped, so appending to the body cannot write
 // into memory that strings of the message are carved from.
 func TestDecodedBodyIsIndependent(t *testing.T) {

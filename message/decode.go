@@ -26,7 +26,7 @@ func Decode(data []byte, lim Limits) (*Message, error) {
 	// A message with few properties gets them in the same allocation.
 	var m *Message
 	var inline Properties
-	if scan.props <= inlineProps {
+	if scan.props > 0 && scan.props <= inlineProps {
 		mp := new(messageWithProps)
 		m, inline = &mp.m, mp.p[:0:scan.props]
 	} else {

@@ -136,8 +136,9 @@ func (q *Queue) browseLevel(ctx context.Context, out []Browsed, p uint8, limit i
 		if id := b.bodyID; id != 0 {
 			b.bodyID = 0
 			var ok bool
-			if b.Data, ok = q.s.bodies.get(id); ok {
-				b.Data = slices.Clone(b.Data) // the cache's bytes are shared
+			var sh *bodyData
+			if sh, ok = q.s.bodies.get(id); ok {
+				b.Data = slices.Clone(sh.data) // the cache's bytes are shared
 			} else {
 				err := q.s.rdb.QueryRowContext(ctx, `SELECT data FROM bodies WHERE id = ?`, id).Scan(&b.Data)
 				if errors.Is(err, sql.ErrNoRows) {
@@ -214,7 +215,7 @@ func (q *Queue) Move(ctx context.Context, moves []Move) (int, error) {
 func (w *writer) applyPurge(r *request, b *batch) error {
 	// Puts submitted before the purge are written first, so that it
 	// purges them too: their rowids are below bound.
-	if err := w.flushInserts(); err != nil {
+	if err := w.flushInserts(b); err != nil {
 		return err
 	}
 	f := b.freeze(r.q)
@@ -382,7 +383,8 @@ func (w *writer) moveCopy(q *Queue, f *frozenQueue, m Move) (entry, uint8, bool,
 			return entry{}, 0, false, fmt.Errorf("move %d from %q: body %d: %w", m.RowID, q.name, it.body, err)
 		}
 		data, _ := dest[0].([]byte)
-		e := entry{rowid: it.id, expiresAt: it.exp, body: it.body, data: append([]byte(nil), data...)}
+		e := entry{rowid: it.id, expiresAt: it.exp, body: it.body, data: append([]byte(nil), data...), run: it.id, runLen: 1}
+		e.sh = &bodyData{id: e.body, data: e.data}
 		return e, prio, true, nil
 	}
 	return entry{}, 0, false, nil

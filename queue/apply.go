@@ -28,8 +28,8 @@ type batch struct {
 }
 
 type storedBody struct {
-	id   int64
-	data []byte
+	id int64
+	sh *bodyData
 }
 
 type appendEffect struct {
@@ -131,6 +131,7 @@ type sharedBody struct {
 	n    int
 	id   int64
 	refs int32 // copies made of it
+	sh   *bodyData
 }
 
 func findBody(bs []sharedBody, k dataKey) int {
@@ -150,6 +151,9 @@ type copyRow struct {
 	exp  int64
 	body int64
 	size int64
+	// ai is the index of the copy's append in its batch, where
+	// flushInserts records the copy's run.
+	ai int
 }
 
 func (b *batch) reject(r *request, err error) {
@@ -234,13 +238,14 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 			if sb.id == 0 {
 				w.lastRow++
 				sb.id = w.lastRow
+				sb.sh = &bodyData{id: sb.id, data: p.Data}
 				w.pendingBodies = append(w.pendingBodies, sb.id, p.Data)
-				b.stored = append(b.stored, storedBody{sb.id, p.Data})
+				b.stored = append(b.stored, storedBody{sb.id, sb.sh})
 			}
 			sb.refs++
 			w.lastRow++
-			e.rowid, e.body = w.lastRow, sb.id
-			w.pendingCopies = append(w.pendingCopies, copyRow{q: q.id, prio: p.Msg.Priority, id: e.rowid, exp: exp, body: sb.id, size: int64(len(p.Data))})
+			e.rowid, e.body, e.sh = w.lastRow, sb.id, sb.sh
+			w.pendingCopies = append(w.pendingCopies, copyRow{q: q.id, prio: p.Msg.Priority, id: e.rowid, exp: exp, body: sb.id, size: int64(len(p.Data)), ai: len(b.appends)})
 		} else {
 			w.lastRow++
 			e.rowid = w.lastRow
@@ -265,7 +270,7 @@ func (w *writer) applyAck(r *request) {
 	if r.gathered && !r.taken {
 		// The request keeps what it took, for a retry of it alone after
 		// its batch failed (see run).
-		r.acks, r.taken = r.q.takeAcks(nil), true
+		r.acks, r.taken = r.q.takeAcks(), true
 	}
 	if r.acks != nil || r.gathered {
 		w.acks = append(w.acks, r.acks...)
@@ -277,6 +282,16 @@ func (w *writer) applyAck(r *request) {
 type ackRow struct {
 	q   *Queue
 	ref ref
+	// For a copy: its run as its entry knew it, and what its run item
+	// holds besides ref (see deleteWholeRun). run is 0 when unknown.
+	run, exp, deliv, notBf int64
+	runLen                 int
+}
+
+// ackOf is the ack of the delivery that held lease l of q.
+func ackOf(q *Queue, l *lease) ackRow {
+	e := &l.e
+	return ackRow{q: q, ref: refOf(*e, l.prio), run: e.run, runLen: e.runLen, exp: e.expiresAt, deliv: int64(e.deliveries), notBf: e.notBefore}
 }
 
 const deleteMaxRows = 64
@@ -390,6 +405,20 @@ func (w *writer) flushCopyAcks(b *batch, acks []ackRow) error {
 	total := len(acks)
 	var found int64
 	for len(acks) > 0 {
+		k, err := w.deleteWholeRun(q, prio, acks)
+		if err != nil {
+			return fmt.Errorf("ack in %q: %w", q.name, err)
+		}
+		if k > 0 {
+			for _, a := range acks[:k] {
+				d.depth--
+				d.bytes -= a.ref.size
+				w.unref(a.ref.body)
+			}
+			found += int64(k)
+			acks = acks[k:]
+			continue
+		}
 		r, ok, err := w.runFrom(q.id, prio, acks[0].ref.rowid)
 		if err != nil {
 			return fmt.Errorf("ack in %q: %w", q.name, err)
@@ -430,6 +459,36 @@ func (w *writer) flushCopyAcks(b *batch, acks []ackRow) error {
 		return w.goneAcks(q, d, total, found)
 	}
 	return nil
+}
+
+// deleteWholeRun deletes the run that acks begins with when acks ack it
+// whole, and returns how many acks that took, 0 if it did not. A
+// consumer that keeps pace acks most runs whole, and reading each before
+// deleting it was most of the writer's cost of acking copies.
+//
+// The acks tell the run: those that begin acks and name one run, as long
+// as their entries knew it, ending at its key. They can be wrong about
+// it: a copy of the run may have gone (moved, expired) or changed
+// (nacked) since. So the delete matches the run's items too, encoded from
+// the acks as the run row holds them: it deletes a row that holds those
+// copies, exactly, or nothing; flushCopyAcks then reads the run.
+func (w *writer) deleteWholeRun(q *Queue, prio uint8, acks []ackRow) (int, error) {
+	key, n := acks[0].run, acks[0].runLen
+	if key == 0 || n < 1 || n > len(acks) || acks[n-1].run != key || acks[n-1].ref.rowid != key {
+		return 0, nil
+	}
+	items := w.ackItems[:0]
+	for _, a := range acks[:n] {
+		items = append(items, runItem{id: a.ref.rowid, body: a.ref.body, size: a.ref.size, exp: a.exp, deliv: a.deliv, notBf: a.notBf})
+	}
+	w.ackItems = items
+	w.ackBlob = encodeRun(w.ackBlob[:0], items)
+	deleted, err := w.conn.exec(`DELETE FROM copies WHERE queue = ? AND priority = ? AND id = ? AND items = ?`, q.id, int64(prio), key, w.ackBlob)
+	if err != nil || deleted == 0 {
+		return 0, err
+	}
+	w.wholeRuns.Add(1)
+	return n, nil
 }
 
 // goneAcks handles acks of rows that were gone. A lease makes each ack

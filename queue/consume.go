@@ -33,6 +33,8 @@ type Delivery struct {
 	Data []byte
 	// token identifies the lease this delivery holds.
 	token uint64
+	// sh is the shared body of a copy, nil for other messages.
+	sh *bodyData
 }
 
 // Queue returns the queue the delivery came from.
@@ -40,13 +42,75 @@ func (d *Delivery) Queue() *Queue { return d.q }
 
 // Message decodes the delivery. Its TTL is set to the time that remains.
 func (d *Delivery) Message() (*message.Message, error) {
-	m, err := message.Decode(d.Data, message.Limits{})
+	t, err := d.shared()
+	var m *message.Message
+	switch {
+	case err != nil:
+	case t != nil:
+		m = t.Clone()
+	default:
+		m, err = message.Decode(d.Data, message.Limits{})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("decode message %d of %q: %w", d.RowID, d.q.name, err)
 	}
+	d.setTTL(m)
+	return m, nil
+}
+
+// MessageTo is Message, decoding into *m, which it overwrites: a caller
+// that allocates m together with something else saves an allocation.
+func (d *Delivery) MessageTo(m *message.Message) error {
+	t, err := d.shared()
+	switch {
+	case err != nil:
+	case t != nil:
+		t.CopyTo(m)
+	default:
+		// The limits of Decode with Limits{}, into m.
+		err = m.UnmarshalBinary(d.Data)
+	}
+	if err != nil {
+		return fmt.Errorf("decode message %d of %q: %w", d.RowID, d.q.name, err)
+	}
+	d.setTTL(m)
+	return nil
+}
+
+func (d *Delivery) setTTL(m *message.Message) {
 	if !d.ExpiresAt.IsZero() {
 		m.TTL = max(d.ExpiresAt.Sub(d.q.s.now()), time.Nanosecond)
 	}
+}
+
+// shared returns the decoded message of a copy's shared body, nil for
+// other messages. A shared body is decoded once, by the first of its
+// copies to be: the others copy that message, which costs a copy of its
+// body and properties and no parsing, and the copies of a publish to
+// eight subscriptions were decoded eight times before. The message is
+// never handed out: each copy gets its own Properties and Body.
+//
+// Once the body cache dropped that message, past its budget, shared
+// returns nil and the copies left decode their own: making it again would
+// push out another that copies still want, and a subscription that trails
+// far behind would make every copy's decode cost more than its own.
+func (d *Delivery) shared() (*message.Message, error) {
+	sh := d.sh
+	if sh == nil {
+		return nil, nil
+	}
+	if m := sh.msg.Load(); m != nil {
+		return m, nil
+	}
+	if !sh.decoding.CompareAndSwap(false, true) {
+		return nil, nil // dropped, or being made by another copy
+	}
+	m, err := message.Decode(d.Data, message.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	sh.msg.Store(m)
+	d.q.s.bodies.decodedBy(sh)
 	return m, nil
 }
 
@@ -140,14 +204,26 @@ func (q *Queue) poll(wait bool) (*Delivery, <-chan struct{}, int64, error) {
 		attempt := e.deliveries + 1
 		q.tokens++
 		token := q.tokens
-		q.inflight[e.rowid] = &lease{e: e, prio: prio, attempt: attempt, token: token, deadline: now + int64(q.policy.LeaseTimeout)}
+		// One allocation for the delivery and its lease: a consumer of a
+		// topic's subscription takes one per copy.
+		dl := &deliveryLease{
+			d: Delivery{q: q, RowID: e.rowid, Attempt: attempt, Priority: prio, Reason: e.reason, Data: e.data, token: token, sh: e.sh},
+			l: lease{e: e, prio: prio, attempt: attempt, token: token, deadline: now + int64(q.policy.LeaseTimeout)},
+		}
+		q.inflight[e.rowid] = &dl.l
 		q.mu.Unlock()
-		d := &Delivery{q: q, RowID: e.rowid, Attempt: attempt, Priority: prio, Reason: e.reason, Data: e.data, token: token}
+		d := &dl.d
 		if e.expiresAt > 0 {
 			d.ExpiresAt = time.Unix(0, e.expiresAt)
 		}
 		return d, nil, 0, nil
 	}
+}
+
+// deliveryLease is a delivery and the lease it holds, allocated together.
+type deliveryLease struct {
+	d Delivery
+	l lease
 }
 
 // nextLocked removes and returns the head of the highest non-empty priority,
@@ -193,30 +269,13 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 		return fmt.Errorf("refill %q: %w", q.name, err)
 	}
 	defer q.s.putReader(rc)
-	body := make([]driver.Value, 1)
 	var missing error
 	var items []runItem
-	// read holds the bodies of the run being expanded that were read in
-	// one range scan, rather than one statement each.
-	var read map[int64][]byte
+	// shs holds the shared bodies of the run being expanded.
+	var shs []*bodyData
 	// add takes one entry into the level; it reports whether the budget
 	// allows another.
 	add := func(e entry) bool {
-		if e.body != 0 {
-			// A copy: its body from the cache, or else from the bodies
-			// table, read in the same read transaction as the copy,
-			// which the open statement holds.
-			var ok bool
-			if e.data, ok = read[e.body]; ok {
-				q.s.bodies.add(e.body, e.data)
-			} else if e.data, ok = q.s.bodies.get(e.body); !ok {
-				if missing = rc.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{e.body}, body); missing != nil {
-					return false
-				}
-				e.data = append([]byte(nil), body[0].([]byte)...) // the driver's buffer is reused
-				q.s.bodies.add(e.body, e.data)
-			}
-		}
 		l.lastLoaded = e.rowid
 		if e.notBefore > now {
 			heap.Push(&q.delayed, delayed{e: e, prio: p})
@@ -236,14 +295,18 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 				missing = fmt.Errorf("run %v: %w", row[0], derr)
 				return false
 			}
-			if read, missing = q.readBodies(rc, items, l.lastLoaded, read); missing != nil {
+			if shs, missing = q.bodiesOf(rc, items, l.lastLoaded, shs); missing != nil {
 				return false
 			}
-			for _, it := range items {
+			key, _ := row[0].(int64)
+			for i, it := range items {
 				if it.id <= l.lastLoaded {
 					continue
 				}
-				if !add(entry{rowid: it.id, expiresAt: it.exp, deliveries: int(it.deliv), notBefore: it.notBf, body: it.body}) {
+				e := entry{rowid: it.id, expiresAt: it.exp, deliveries: int(it.deliv), notBefore: it.notBf, body: it.body, run: key, runLen: len(items)}
+				e.sh = shs[i]
+				e.data = e.sh.data
+				if !add(e) {
 					return false
 				}
 			}
@@ -264,47 +327,58 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 	return nil
 }
 
-// readBodies reads, in one range scan, the bodies of the run's copies
-// past lastLoaded that the cache lacks, when there are several: the
-// bodies of a run were stored in one commit, so their ids are close.
-func (q *Queue) readBodies(rc *rawConn, items []runItem, lastLoaded int64, read map[int64][]byte) (map[int64][]byte, error) {
-	clear(read)
-	var lo, hi int64
-	n := 0
-	for _, it := range items {
-		if it.id <= lastLoaded {
+// bodiesOf returns the shared bodies of the run's copies past
+// lastLoaded, in dst, at their copies' index in items (nil for the
+// others). It takes them from the cache, all under one lock: a lookup of
+// each copy's body, twice, was most of a trailing refill's cost. The
+// bodies the cache lacks it reads from the bodies table, in the same read
+// transaction as the run, which the refill's open statement holds: in one
+// range scan when there are several, since the bodies of a run were
+// stored in one commit, so their ids are close.
+func (q *Queue) bodiesOf(rc *rawConn, items []runItem, lastLoaded int64, dst []*bodyData) ([]*bodyData, error) {
+	dst = append(dst[:0], make([]*bodyData, len(items))...)
+	n, lo, hi := q.s.bodies.getRun(items, lastLoaded, dst)
+	if n == 0 {
+		return dst, nil
+	}
+	// read holds what was read of the bodies the cache lacks, nil until
+	// read; the range may hold other bodies too.
+	read := make(map[int64]*bodyData, n)
+	for i, it := range items {
+		if it.id > lastLoaded && dst[i] == nil {
+			read[it.body] = nil
+		}
+	}
+	if n > 1 {
+		_, _, err := rc.scan(`SELECT id, data FROM bodies WHERE id BETWEEN ? AND ?`, []driver.Value{lo, hi}, 2, func(row []driver.Value) bool {
+			id, _ := row[0].(int64)
+			if _, want := read[id]; want {
+				data, _ := row[1].([]byte)
+				read[id] = &bodyData{id: id, data: append([]byte(nil), data...)} // the driver's buffer is reused
+			}
+			return true
+		})
+		if err != nil {
+			return dst, err
+		}
+	}
+	body := make([]driver.Value, 1)
+	for i, it := range items {
+		if it.id <= lastLoaded || dst[i] != nil {
 			continue
 		}
-		if _, ok := q.s.bodies.get(it.body); ok {
-			continue
+		sh := read[it.body]
+		if sh == nil {
+			if err := rc.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{it.body}, body); err != nil {
+				return dst, err
+			}
+			sh = &bodyData{id: it.body, data: append([]byte(nil), body[0].([]byte)...)}
+			read[it.body] = sh
 		}
-		if n == 0 || it.body < lo {
-			lo = it.body
-		}
-		hi = max(hi, it.body)
-		n++
+		q.s.bodies.add(sh)
+		dst[i] = sh
 	}
-	if n < 2 {
-		return read, nil
-	}
-	if read == nil {
-		read = make(map[int64][]byte, n)
-	}
-	want := make(map[int64]bool, n)
-	for _, it := range items {
-		if it.id > lastLoaded {
-			want[it.body] = true
-		}
-	}
-	_, _, err := rc.scan(`SELECT id, data FROM bodies WHERE id BETWEEN ? AND ?`, []driver.Value{lo, hi}, 2, func(row []driver.Value) bool {
-		id, _ := row[0].(int64)
-		if want[id] {
-			data, _ := row[1].([]byte)
-			read[id] = append([]byte(nil), data...) // the driver's buffer is reused
-		}
-		return true
-	})
-	return read, err
+	return dst, nil
 }
 
 // refillSQL reads the next rows of one priority of a queue, from both of
@@ -374,7 +448,7 @@ func (q *Queue) ack(d *Delivery) error {
 		q.mu.Unlock()
 		return q.s.w.submit(&request{kind: reqAck, q: q, ref: refOf(l.e, l.prio)})
 	}
-	q.acks = append(q.acks, ackRow{q: q, ref: refOf(l.e, l.prio)})
+	q.acks = append(q.acks, ackOf(q, l))
 	if q.ackQueued {
 		q.mu.Unlock()
 		return nil
@@ -384,15 +458,28 @@ func (q *Queue) ack(d *Delivery) error {
 	return q.s.w.submit(&request{kind: reqAck, q: q, gathered: true})
 }
 
-// takeAcks hands the writer the acks gathered so far, appended to dst.
-func (q *Queue) takeAcks(dst []ackRow) []ackRow {
+// takeAcks hands the writer the acks gathered so far, their array
+// itself: the queue gathers the next in the array the writer gave back
+// (giveBackAcks), so that thousands of acks per commit are neither copied
+// here nor gathered again into an array that grows from nothing.
+func (q *Queue) takeAcks() []ackRow {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	dst = append(dst, q.acks...)
-	clear(q.acks)
-	q.acks = q.acks[:0]
+	taken := q.acks
+	q.acks, q.spareAcks = q.spareAcks[:0], nil
 	q.ackQueued = false
-	return dst
+	return taken
+}
+
+// giveBackAcks gives back an array takeAcks handed out, once its batch is
+// committed.
+func (q *Queue) giveBackAcks(acks []ackRow) {
+	clear(acks)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if cap(acks) > cap(q.spareAcks) {
+		q.spareAcks = acks[:0]
+	}
 }
 
 // AckAll settles deliveries of this queue in one store request, as a sender
@@ -411,7 +498,7 @@ func (q *Queue) AckAll(ds []*Delivery) error {
 			}
 			continue
 		}
-		rows = append(rows, ackRow{q: q, ref: refOf(l.e, l.prio)})
+		rows = append(rows, ackOf(q, l))
 	}
 	q.mu.Unlock()
 	if len(rows) > 0 {

@@ -34,7 +34,7 @@ func (w *writer) applyDrop(r *request, b *batch) error {
 	if q.gone.Load() || b.dropped[q] {
 		return nil
 	}
-	if err := w.flushInserts(); err != nil {
+	if err := w.flushInserts(b); err != nil {
 		return err
 	}
 	if err := w.flushAcks(b); err != nil {

@@ -33,6 +33,14 @@ type entry struct {
 	// messages. data is then the body's bytes, shared with the other
 	// queues' entries: read only, as every entry's data is.
 	body int64
+	// sh is the shared body whose bytes data are, for a copy, so that
+	// the copies of one body in memory decode it once; nil otherwise.
+	sh *bodyData
+	// run and runLen are, for a copy, the key and the length of its run
+	// as it was when the entry was made (0 when unknown): an ack of a
+	// whole run then deletes it without reading it (see deleteWholeRun).
+	run    int64
+	runLen int
 }
 
 // level is the in-memory head of one priority of one queue.
@@ -79,8 +87,10 @@ type Queue struct {
 	// that none of the rows they remove is leased meanwhile. See freeze.
 	frozen int
 	// acks are the acks gathered for the writer, ackQueued whether a
-	// request to take them is on its way (see ack).
+	// request to take them is on its way (see ack). spareAcks is the
+	// array the writer gave back after its last take, for the next.
 	acks      []ackRow
+	spareAcks []ackRow
 	ackQueued bool
 	// gone is set once the queue was dropped (see Store.Drop).
 	gone atomic.Bool

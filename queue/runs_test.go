@@ -265,3 +265,171 @@ func TestMigrationFromSchema2(t *testing.T) {
 	wantTables(t, s, 0, 0, 0)
 	closeAndCheck(t, s, path)
 }
+
+// pollAll polls n deliveries of q.
+func pollAll(t testing.TB, q *Queue, n int) []*Delivery {
+	t.Helper()
+	ds := make([]*Delivery, 0, n)
+	for range n {
+		d, err := q.Poll()
+		if err != nil {
+			t.Fatalf("poll %s: %v", q.Name(), err)
+		}
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+// Runs acked whole are deleted without being read, those that were
+// delivered from memory and those refilled from disk; a run acked in
+// part is still read and rewritten.
+func TestRunsAckedWholeDeletedUnread(t *testing.T) {
+	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 64 })
+	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	var ms []*message.Message
+	for _, body := range bodies("m", 200) {
+		ms = append(ms, msg(4, body))
+	}
+	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Runs of 64, 64, 64 and 8 in each queue; 64 of a's copies are in
+	// memory, the rest refilled as a is polled.
+	if err := a.AckAll(pollAll(t, a, 200)); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	if got := s.w.wholeRuns.Load(); got != 4 {
+		t.Fatalf("%d runs deleted unread, want a's 4", got)
+	}
+	if rows, copies := copyRows(t, s); rows != 4 || copies != 200 {
+		t.Fatalf("%d rows holding %d copies, want b's 4 holding 200", rows, copies)
+	}
+	if st := a.Stats(); st.Depth != 0 || st.Bytes != 0 || st.Acked != 200 {
+		t.Fatalf("a: %+v", st)
+	}
+	// b acks the first 100: one run whole, the second in part.
+	ds := pollAll(t, b, 200)
+	if err := b.AckAll(ds[:100]); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	if got := s.w.wholeRuns.Load(); got != 5 {
+		t.Fatalf("%d runs deleted unread, want 5", got)
+	}
+	if rows, copies := copyRows(t, s); rows != 3 || copies != 100 {
+		t.Fatalf("%d rows holding %d copies, want 3 holding 100", rows, copies)
+	}
+	// The rest of the second run is not that run whole: it is read.
+	if err := b.AckAll(ds[100:]); err != nil {
+		t.Fatal(err)
+	}
+	wantTables(t, s, 0, 0, 0)
+	if got := s.w.wholeRuns.Load(); got != 7 {
+		t.Fatalf("%d runs deleted unread, want 7", got)
+	}
+	if st := b.Stats(); st.Depth != 0 || st.Bytes != 0 || st.Acked != 200 {
+		t.Fatalf("b: %+v", st)
+	}
+	closeAndCheck(t, s, path)
+}
+
+// Acks that take a run for whole when it changed since are found out by
+// the run's items: the run is read and each copy acked as before.
+func TestRunsWholeAckOfAChangedRun(t *testing.T) {
+	s, path := openTemp(t, nil)
+	a, other := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "other", KindReceive)
+	var ms []*message.Message
+	for _, body := range bodies("m", 10) {
+		ms = append(ms, msg(4, body))
+	}
+	if err := submitShared(t, ms, a, other).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ds := pollAll(t, a, 10)
+	// The acks say copy 3 expires, which its run does not: as a stale
+	// entry would, since the run changed after the entry was made.
+	a.mu.Lock()
+	var rows []ackRow
+	for _, d := range ds {
+		l, err := a.take(d)
+		if err != nil {
+			a.mu.Unlock()
+			t.Fatal(err)
+		}
+		rows = append(rows, ackOf(a, l))
+	}
+	a.mu.Unlock()
+	if rows[0].run == 0 || rows[0].runLen != 10 {
+		t.Fatalf("ack of the first copy names run %d of %d, want the run of 10", rows[0].run, rows[0].runLen)
+	}
+	rows[3].exp = 1
+	if err := s.w.submit(&request{kind: reqAck, q: a, acks: rows}); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	if got := s.w.wholeRuns.Load(); got != 0 {
+		t.Fatalf("%d runs deleted unread, want none", got)
+	}
+	if rows, copies := copyRows(t, s); rows != 1 || copies != 10 {
+		t.Fatalf("%d rows holding %d copies, want other's 1 holding 10", rows, copies)
+	}
+	if st := a.Stats(); st.Depth != 0 || st.Acked != 10 {
+		t.Fatalf("a: %+v", st)
+	}
+	if got := drain(t, other); !slices.Equal(got, bodies("m", 10)) {
+		t.Fatalf("other: %v", got)
+	}
+	wantTables(t, s, 0, 0, 0)
+	closeAndCheck(t, s, path)
+}
+
+// The writer gives a queue back the array of acks it took, once
+// committed, and the queue gathers its next acks in it.
+func TestGatheredAcksArrayReused(t *testing.T) {
+	s, path := openTemp(t, nil)
+	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	var ms []*message.Message
+	for _, body := range bodies("m", 200) {
+		ms = append(ms, msg(4, body))
+	}
+	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ds := pollAll(t, a, 200)
+	// Held while acking, so that the writer takes them all at once.
+	a.mu.Lock()
+	for _, d := range ds[:100] {
+		l, err := a.take(d)
+		if err != nil {
+			a.mu.Unlock()
+			t.Fatal(err)
+		}
+		a.acks = append(a.acks, ackOf(a, l))
+	}
+	a.ackQueued = true
+	a.mu.Unlock()
+	if err := s.w.submit(&request{kind: reqAck, q: a, gathered: true}); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	a.mu.Lock()
+	spare := cap(a.spareAcks)
+	a.mu.Unlock()
+	if spare < 100 {
+		t.Fatalf("queue holds a spare array of %d acks after a commit of 100, want it given back", spare)
+	}
+	for _, d := range ds[100:] {
+		if err := d.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := drain(t, b); len(got) != 200 {
+		t.Fatalf("b: %d messages, want 200", len(got))
+	}
+	wantTables(t, s, 0, 0, 0)
+	if st := a.Stats(); st.Depth != 0 || st.Acked != 200 {
+		t.Fatalf("a: %+v", st)
+	}
+	closeAndCheck(t, s, path)
+}

@@ -33,6 +33,8 @@ type writer struct {
 	bytes atomic.Int64
 
 	commits, requests, commitNanos atomic.Int64
+	// wholeRuns counts the runs deleteWholeRun deleted unread.
+	wholeRuns atomic.Int64
 
 	// writer-owned
 	// lastRow is the last message rowid assigned. The writer assigns
@@ -51,6 +53,8 @@ type writer struct {
 	pendingCopies []copyRow
 	copyArgs      []driver.Value // pendingCopies' runs as flushInserts writes them
 	runItems      []runItem
+	ackItems      []runItem // deleteWholeRun's scratch
+	ackBlob       []byte    // deleteWholeRun's scratch
 	copyGroups    []copyGroup
 	groupAt       map[plainKey]int // copyGroups' indexes
 	appends       []appendEffect   // a committed batch's, for the next
@@ -217,6 +221,9 @@ func (w *writer) run(batch []*request) {
 		w.publish(b)
 		clear(b.appends)
 		w.appends = b.appends[:0]
+		for _, r := range batch {
+			giveBackAcks(r)
+		}
 		return
 	}
 	if len(batch) == 1 {
@@ -231,6 +238,16 @@ func (w *writer) run(batch []*request) {
 			continue
 		}
 		w.publish(b)
+		giveBackAcks(r)
+	}
+}
+
+// giveBackAcks gives the acks a committed request took back to their
+// queue (see Queue.takeAcks).
+func giveBackAcks(r *request) {
+	if r.kind == reqAck && r.taken {
+		r.q.giveBackAcks(r.acks)
+		r.acks = nil
 	}
 }
 
@@ -261,7 +278,7 @@ func (w *writer) exec(batch []*request, b *batch) error {
 		err = w.apply(batch, b)
 	}
 	if err == nil {
-		err = w.flushInserts()
+		err = w.flushInserts(b)
 	}
 	if err == nil {
 		err = w.flushAcks(b)
@@ -301,7 +318,7 @@ func (w *writer) exec(batch []*request, b *batch) error {
 // their copies. The copies go in key order, so that each insert lands
 // beside the one before it rather than at the end of another queue's
 // range: a publish puts one copy in each of its subscriptions.
-func (w *writer) flushInserts() error {
+func (w *writer) flushInserts(b *batch) error {
 	if len(w.pendingCopies) > 0 {
 		// The rows of messages waiting beside the copies are rows a run
 		// must not span; only a batch with copies needs to know them.
@@ -315,6 +332,18 @@ func (w *writer) flushInserts() error {
 		args := w.copyArgs[:0]
 		items := w.runItems[:0]
 		var plain []int64
+		// end makes a run of items, which are the copies from
+		// pendingCopies[i-len(items)] to pendingCopies[i-1], and tells
+		// their appends which run they are in.
+		end := func(i int, c copyRow) {
+			args = runArgs(args, c.q, c.prio, items)
+			key := items[len(items)-1].id
+			for _, r := range w.pendingCopies[i-len(items) : i] {
+				e := &b.appends[r.ai].e
+				e.run, e.runLen = key, len(items)
+			}
+			items = items[:0]
+		}
 		for i, c := range w.pendingCopies {
 			if i == 0 || c.q != w.pendingCopies[i-1].q || c.prio != w.pendingCopies[i-1].prio {
 				plain = slices.Sorted(slices.Values(w.plain[plainKey{c.q, c.prio}]))
@@ -324,15 +353,13 @@ func (w *writer) flushInserts() error {
 			// its copies.
 			for len(plain) > 0 && plain[0] < c.id {
 				if len(items) > 0 && plain[0] > items[len(items)-1].id {
-					args = runArgs(args, c.q, c.prio, items)
-					items = items[:0]
+					end(i, c)
 				}
 				plain = plain[1:]
 			}
 			items = append(items, runItem{id: c.id, body: c.body, size: c.size, exp: c.exp})
 			if len(items) == maxRunLen || i+1 == len(w.pendingCopies) || w.pendingCopies[i+1].q != c.q || w.pendingCopies[i+1].prio != c.prio {
-				args = runArgs(args, c.q, c.prio, items)
-				items = items[:0]
+				end(i+1, c)
 			}
 		}
 		w.copyArgs, w.runItems = args, items
@@ -473,7 +500,7 @@ func (w *writer) publish(b *batch) {
 		w.s.register(q)
 	}
 	for _, sb := range b.stored {
-		w.s.bodies.add(sb.id, sb.data)
+		w.s.bodies.add(sb.sh)
 	}
 	w.s.bodies.drop(b.freed)
 	w.parked = append(w.parked, b.parked...)

@@ -40,7 +40,6 @@ func (g *drainers) drain(ctx context.Context, c *petrel.Consumer) {
 	defer g.wg.Done()
 	lat := make(latencies, 0, g.target)
 	var n int64
-	var last time.Time
 	var err error
 	for n < g.target {
 		var d *petrel.Delivery
@@ -52,8 +51,11 @@ func (g *drainers) drain(ctx context.Context, c *petrel.Consumer) {
 			break
 		}
 		n++
-		last = time.Now()
 	}
+	// The loop's last ack is this drainer's: reading the clock once here
+	// rather than after every ack leaves each copy ~50 ns to the node,
+	// and moves the figure by the loop's exit only.
+	last := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.total += n
