@@ -27,10 +27,6 @@ type connState struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	slots  chan struct{}
-	// roomy is signalled when, slots having been full, a quarter of them
-	// came back (see waitRoom).
-	roomy    chan struct{}
-	roomWait time.Duration
 
 	mu       sync.Mutex
 	lastID   uint16
@@ -56,7 +52,7 @@ func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
 	if rm := int(cl.Properties.Props.ReceiveMaximum); cl.Properties.ProtocolVersion == 5 && rm > 0 && rm < n {
 		n = rm
 	}
-	st := &connState{g: g, cl: cl, conn: c, slots: make(chan struct{}, n), roomy: make(chan struct{}, 1), roomWait: roomWait,
+	st := &connState{g: g, cl: cl, conn: c, slots: make(chan struct{}, n),
 		pumps: map[string]*pump{}, inflight: map[uint16]Delivery{}}
 	st.ctx, st.cancel = context.WithCancel(g.ctx)
 	return st
@@ -166,52 +162,8 @@ func (st *connState) complete(id uint16) {
 	}
 	_ = d.Ack()
 	st.g.metrics.acked.Add(1)
-	st.release()
-}
-
-// release gives back a delivery's slot, and tells a pump waiting for room
-// once there is enough.
-func (st *connState) release() {
 	<-st.slots
-	if cap(st.slots)-len(st.slots) >= st.lowWater() {
-		select {
-		case st.roomy <- struct{}{}:
-		default:
-		}
-	}
 }
-
-// lowWater is how many slots must be free before a pump that found the
-// window full delivers again: a quarter of the window, at least one.
-func (st *connState) lowWater() int { return max(cap(st.slots)/4, 1) }
-
-// waitRoom waits, when the connection's window is full, until a quarter
-// of it is free again, or roomWait passes. A client that acknowledges
-// one delivery at a time would otherwise get one delivery per
-// acknowledgement, each in a write of its own (the silly window of TCP);
-// waiting lets the pump write a batch, and the client read one. It
-// reports false once ctx ends.
-func (st *connState) waitRoom(ctx context.Context, t *time.Timer) bool {
-	if len(st.slots) < cap(st.slots) {
-		return true
-	}
-	t.Reset(st.roomWait)
-	defer t.Stop()
-	for cap(st.slots)-len(st.slots) < st.lowWater() {
-		select {
-		case <-st.roomy:
-		case <-t.C:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
-}
-
-// roomWait bounds how long a pump waits for room before it delivers into
-// whatever slot came back.
-const roomWait = 2 * time.Millisecond
 
 // dropped gives back a delivery mochi dropped (expired in flight).
 func (st *connState) dropped(id uint16) {
@@ -221,7 +173,7 @@ func (st *connState) dropped(id uint16) {
 	st.mu.Unlock()
 	if d != nil {
 		_ = d.Nack("mqtt: dropped in flight")
-		st.release()
+		<-st.slots
 	}
 }
 
@@ -248,12 +200,7 @@ func (p *pump) run(ctx context.Context) {
 	defer close(p.done)
 	st := p.st
 	cc := corkOf(st.cl.Net.Conn)
-	room := time.NewTimer(st.roomWait)
-	room.Stop()
 	for {
-		if !st.waitRoom(ctx, room) {
-			return
-		}
 		select {
 		case st.slots <- struct{}{}:
 		case <-ctx.Done():
