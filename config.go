@@ -253,7 +253,7 @@ type RouteConfig struct {
 // LinkConfig tunes links. Zero fields take their defaults.
 type LinkConfig struct {
 	// Window is how many Data packets a sender keeps unacknowledged in
-	// flight per session (default 1000).
+	// flight per session (default 4096; WindowBytes bounds their bytes).
 	Window int
 	// WindowBytes bounds the bytes of those packets' messages (default
 	// 16 MiB): with large messages the count alone would hold a thousand

@@ -254,6 +254,43 @@ func TestInterceptLinkRefusalIsDeadLettered(t *testing.T) {
 	}
 }
 
+// TestManyRefusalsInARowAllReachTheSender: each refusal is an entry of
+// the session's queue of operations awaiting their commit, which holds
+// far fewer than the window; a window's worth of refusals in a row makes
+// the receiver wait for the queue, and every one still reaches A, which
+// dead-letters it.
+func TestManyRefusalsInARowAllReachTheSender(t *testing.T) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), withInterceptors(&hooks{name: "b", publish: blockFlagged}))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
+	const total = 1500 // past the queue's 256 entries, within the window
+	p := a.Producer()
+	pending := make([]*petrel.Pending, 0, total)
+	for i := range total {
+		m := p.CreateDataMessage("x@b")
+		m.Body = []byte(fmt.Sprint(i))
+		m.Properties.Set("block", message.String("yes"))
+		pending = append(pending, p.SendAsync(m))
+	}
+	for _, pd := range pending {
+		if err := pd.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := consumer(t, a, "x.dlq")
+	for i := range total {
+		d := receive(t, c)
+		if !strings.Contains(d.Reason, errBlocked.Error()) {
+			t.Fatalf("dead letter %d: reason %q, want the interceptor's", i, d.Reason)
+		}
+		d.Ack()
+	}
+	if st := b.ReceiverStats(); st.Stored != 0 || st.Refused != total {
+		t.Fatalf("b's receiver: %+v, want %d refused", st, total)
+	}
+}
+
 // panicky panics on every publish.
 type panicky struct{ petrel.NopInterceptor }
 

@@ -79,8 +79,8 @@
 //
 //	link:
 //	  # Data packets a sender keeps unacknowledged in flight per session
-//	  # (integer, at least 1). Default: 1000.
-//	  window: 1000
+//	  # (integer, at least 1). Default: 4096.
+//	  window: 4096
 //	  # Bytes of those packets' messages a sender keeps in flight per session
 //	  # (size, more than 0). A sender under it sends its next message whatever
 //	  # its size. Default: 16MiB.

@@ -234,8 +234,8 @@ addresses:
 	}
 }
 
-// TestExampleFile parses example.yaml, which the README copies, and checks
-// that the package documentation (doc_example.go) shows the same text.
+// TestExampleFile parses example.yaml, and checks that the package
+// documentation (doc_example.go) and the README show the same text.
 func TestExampleFile(t *testing.T) {
 	f, err := Load("example.yaml")
 	if err != nil {
@@ -262,6 +262,13 @@ func TestExampleFile(t *testing.T) {
 	}
 	if !strings.Contains(string(doc), want.String()) {
 		t.Error("doc_example.go does not hold example.yaml verbatim; copy it again (each line after \"//\\t\")")
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), string(data)) {
+		t.Error("README.md does not hold example.yaml verbatim under Configuration; copy it again")
 	}
 }
 

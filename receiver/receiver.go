@@ -41,7 +41,7 @@ type Config struct {
 	// Session configures the wire: identity, secret, limits, timeouts.
 	Session session.Config
 	// Window is the most Data packets a session may have unacknowledged
-	// (default 1000).
+	// (default 4096).
 	Window uint32
 	// Limits bound every inbound message.
 	Limits message.Limits
@@ -123,7 +123,7 @@ type Stats struct {
 // New makes a server; Start opens its listener.
 func New(cfg Config, store *queue.Store, router Router) *Server {
 	if cfg.Window == 0 {
-		cfg.Window = 1000
+		cfg.Window = 4096
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -45,7 +45,12 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	// The identity is the one the peer proved in the handshake, whatever
 	// its SessionCreate says: routing and access rules go by it.
 	peer := c.Peer()
-	pend := make(chan pending, s.cfg.Window)
+	// One entry per store operation or refusal, in sequence order; the
+	// read loop waits when it is full, the ack loop drains it as commits
+	// land. Each entry covers at least one packet of the window, usually
+	// hundreds, so a few hundred are plenty; a channel the size of the
+	// window would be allocated whole for every session, idle or not.
+	pend := make(chan pending, min(s.cfg.Window, maxPending))
 	ackDone := make(chan error, 1)
 	go func() {
 		err := s.ackLoop(ctx, sess, pend)
@@ -73,6 +78,10 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	s.log.Warn("session ended", slog.String(logkey.Peer, peer.Name), slog.String(logkey.Address, sess.Address()), slog.Any(logkey.Error, err))
 	sess.CloseWithin(err.Error(), 0)
 }
+
+// maxPending bounds a session's queue of operations awaiting their commit
+// (see sessionLoop).
+const maxPending = 256
 
 // errDrained ends a session that stopped because the server is stopping.
 var errDrained = errors.New("node shutting down")

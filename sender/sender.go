@@ -16,7 +16,7 @@ import (
 
 // Config tunes senders. Zero fields take their defaults.
 type Config struct {
-	// Window is the most messages in flight per session (default 1000).
+	// Window is the most messages in flight per session (default 4096).
 	Window int
 	// WindowBytes bounds the bytes of the messages in flight per session
 	// (default DefaultWindowBytes). Under it the next message goes
@@ -49,7 +49,7 @@ const DefaultWindowBytes = 16 << 20
 
 func (c Config) withDefaults() Config {
 	if c.Window <= 0 {
-		c.Window = 1000
+		c.Window = 4096
 	}
 	if c.WindowBytes <= 0 {
 		c.WindowBytes = DefaultWindowBytes
