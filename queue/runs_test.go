@@ -99,13 +99,7 @@ func submitShared(t testing.TB, ms []*message.Message, qs ...*Queue) *Op {
 func TestRunsOneRowPerCommitAndQueue(t *testing.T) {
 	s, path := openTemp(t, nil)
 	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
-	var ms []*message.Message
-	for _, body := range bodies("m", 200) {
-		ms = append(ms, msg(4, body))
-	}
-	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	publishShared(t, 200, a, b)
 	if rows, copies := copyRows(t, s); rows != 2*4 || copies != 400 {
 		t.Fatalf("%d rows holding %d copies, want 8 rows (200/%d per queue) holding 400", rows, copies, maxRunLen)
 	}
@@ -267,6 +261,36 @@ func TestMigrationFromSchema2(t *testing.T) {
 }
 
 // pollAll polls n deliveries of q.
+// publishShared stores n messages m0..m<n-1> at priority 4, each shared by
+// qs, in one commit.
+func publishShared(t testing.TB, n int, qs ...*Queue) {
+	t.Helper()
+	var ms []*message.Message
+	for _, body := range bodies("m", n) {
+		ms = append(ms, msg(4, body))
+	}
+	if err := submitShared(t, ms, qs...).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// takeAll takes the leases of ds from q, under q's lock, and returns their
+// acks, as Queue.ack would gather them.
+func takeAll(t testing.TB, q *Queue, ds []*Delivery) []ackRow {
+	t.Helper()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	rows := make([]ackRow, 0, len(ds))
+	for _, d := range ds {
+		l, err := q.take(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, ackOf(q, l))
+	}
+	return rows
+}
+
 func pollAll(t testing.TB, q *Queue, n int) []*Delivery {
 	t.Helper()
 	ds := make([]*Delivery, 0, n)
@@ -286,13 +310,7 @@ func pollAll(t testing.TB, q *Queue, n int) []*Delivery {
 func TestRunsAckedWholeDeletedUnread(t *testing.T) {
 	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 64 })
 	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
-	var ms []*message.Message
-	for _, body := range bodies("m", 200) {
-		ms = append(ms, msg(4, body))
-	}
-	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	publishShared(t, 200, a, b)
 	// Runs of 64, 64, 64 and 8 in each queue; 64 of a's copies are in
 	// memory, the rest refilled as a is polled.
 	if err := a.AckAll(pollAll(t, a, 200)); err != nil {
@@ -339,27 +357,11 @@ func TestRunsAckedWholeDeletedUnread(t *testing.T) {
 func TestRunsWholeAckOfAChangedRun(t *testing.T) {
 	s, path := openTemp(t, nil)
 	a, other := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "other", KindReceive)
-	var ms []*message.Message
-	for _, body := range bodies("m", 10) {
-		ms = append(ms, msg(4, body))
-	}
-	if err := submitShared(t, ms, a, other).Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	publishShared(t, 10, a, other)
 	ds := pollAll(t, a, 10)
 	// The acks say copy 3 expires, which its run does not: as a stale
 	// entry would, since the run changed after the entry was made.
-	a.mu.Lock()
-	var rows []ackRow
-	for _, d := range ds {
-		l, err := a.take(d)
-		if err != nil {
-			a.mu.Unlock()
-			t.Fatal(err)
-		}
-		rows = append(rows, ackOf(a, l))
-	}
-	a.mu.Unlock()
+	rows := takeAll(t, a, ds)
 	if rows[0].run == 0 || rows[0].runLen != 10 {
 		t.Fatalf("ack of the first copy names run %d of %d, want the run of 10", rows[0].run, rows[0].runLen)
 	}
@@ -389,24 +391,12 @@ func TestRunsWholeAckOfAChangedRun(t *testing.T) {
 func TestGatheredAcksArrayReused(t *testing.T) {
 	s, path := openTemp(t, nil)
 	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
-	var ms []*message.Message
-	for _, body := range bodies("m", 200) {
-		ms = append(ms, msg(4, body))
-	}
-	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	publishShared(t, 200, a, b)
 	ds := pollAll(t, a, 200)
 	// Held while acking, so that the writer takes them all at once.
+	rows := takeAll(t, a, ds[:100])
 	a.mu.Lock()
-	for _, d := range ds[:100] {
-		l, err := a.take(d)
-		if err != nil {
-			a.mu.Unlock()
-			t.Fatal(err)
-		}
-		a.acks = append(a.acks, ackOf(a, l))
-	}
+	a.acks = append(a.acks, rows...)
 	a.ackQueued = true
 	a.mu.Unlock()
 	if err := s.w.submit(&request{kind: reqAck, q: a, gathered: true}); err != nil {
