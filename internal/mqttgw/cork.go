@@ -13,6 +13,9 @@ import (
 // this only bounds what one very large batch can hold in memory.
 const corkMax = 64 << 10
 
+// corkKeep is the most buffer a connection keeps between batches.
+const corkKeep = 16 << 10
+
 // corkConn holds back the writes to an MQTT connection while a writer has
 // it corked, and sends them in one write when the last cork is taken out.
 // mochi writes every packet it is given with a write of its own; in
@@ -73,8 +76,10 @@ func (c *corkConn) flushLocked() error {
 	if err != nil {
 		c.err = err
 	}
-	if cap(c.buf) > 4*corkMax {
-		c.buf = nil // one huge packet: give its memory back
+	if cap(c.buf) > corkKeep {
+		// What a batch grew goes back: an idle connection keeps at
+		// most corkKeep, whatever its last batch took.
+		c.buf = nil
 	} else {
 		c.buf = c.buf[:0]
 	}

@@ -82,6 +82,9 @@ func TestCorkWritesPastItsBound(t *testing.T) {
 	if len(cc.buf) != 0 {
 		t.Fatalf("%d bytes still held past the bound", len(cc.buf))
 	}
+	if cap(cc.buf) > corkKeep {
+		t.Fatalf("the connection keeps a buffer of %d bytes after the batch, more than %d", cap(cc.buf), corkKeep)
+	}
 	if err := cc.uncork(); err != nil {
 		t.Fatal(err)
 	}
