@@ -393,7 +393,8 @@ func TestGatheredAcksArrayReused(t *testing.T) {
 	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
 	publishShared(t, 200, a, b)
 	ds := pollAll(t, a, 200)
-	// Held while acking, so that the writer takes them all at once.
+	// Gathered as Queue.ack does, so that the writer takes them all at
+	// once.
 	rows := takeAll(t, a, ds[:100])
 	a.mu.Lock()
 	a.acks = append(a.acks, rows...)
@@ -402,6 +403,10 @@ func TestGatheredAcksArrayReused(t *testing.T) {
 	if err := s.w.submit(&request{kind: reqAck, q: a, gathered: true}); err != nil {
 		t.Fatal(err)
 	}
+	// The writer gives the array back after it completed its batch's
+	// operations, settle's among them when both shared the batch: a
+	// second settle, a batch of its own after that one, waits for it.
+	settle(t, s)
 	settle(t, s)
 	a.mu.Lock()
 	spare := cap(a.spareAcks)
