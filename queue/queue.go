@@ -281,7 +281,7 @@ func IsDeadLetter(name string) bool { return strings.HasSuffix(name, DeadLetterS
 
 // trim gives back what the queue's in-memory buffers grew to in a burst,
 // for the parts that are empty now: a drained level's array, an empty
-// map of leases (a Go map never shrinks) and the array of gathered acks.
+// map of leases (a Go map never shrinks) and the arrays of gathered acks.
 // The writer calls it once it has been idle for a while.
 func (q *Queue) trim() {
 	q.mu.Lock()
@@ -301,6 +301,7 @@ func (q *Queue) trim() {
 	if len(q.acks) == 0 && !q.ackQueued {
 		q.acks = nil
 	}
+	q.spareAcks = nil
 	if len(q.delayed) == 0 {
 		q.delayed = nil
 	}

@@ -47,13 +47,13 @@ func TestIdleWriterTrimsBurstBuffers(t *testing.T) {
 	deadline := time.Now().Add(10 * idleTrim)
 	for {
 		q.mu.Lock()
-		ready, inflight := cap(q.lv[4].ready), len(q.inflight)
+		ready, inflight, spare := cap(q.lv[4].ready), len(q.inflight), cap(q.spareAcks)
 		q.mu.Unlock()
-		if ready == 0 && inflight == 0 {
+		if ready == 0 && inflight == 0 && spare == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("idle for %v, the queue still holds an array of %d entries and %d leases", 10*idleTrim, ready, inflight)
+			t.Fatalf("idle for %v, the queue still holds an array of %d entries, %d leases and a spare array of %d acks", 10*idleTrim, ready, inflight, spare)
 		}
 		time.Sleep(idleTrim / 5)
 	}

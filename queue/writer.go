@@ -201,7 +201,7 @@ const idleTrim = 500 * time.Millisecond
 func (w *writer) trim() {
 	w.pending, w.pendingBodies, w.pendingCopies, w.copyArgs = nil, nil, nil, nil
 	w.runItems, w.copyGroups, w.appends, w.refLog, w.frees = nil, nil, nil, nil, nil
-	w.acks, w.scratch = nil, nil
+	w.acks, w.scratch, w.ackItems, w.ackBlob = nil, nil, nil, nil
 	w.groupAt, w.plain = map[plainKey]int{}, nil
 	for _, q := range w.s.Queues() {
 		q.trim()
