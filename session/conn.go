@@ -174,6 +174,14 @@ func (c *Conn) openWith(ctx context.Context, address string, window uint32, flag
 		c.log.Debug("session opened", slog.Uint64(logkey.Session, uint64(id)), slog.String(logkey.Address, address))
 		return s, nil
 	case <-s.done:
+		select {
+		case <-s.created:
+			// Accepted, then ended before this select looked: the
+			// session is the caller's, with what it received before it
+			// ended and the error its calls report.
+			return s, nil
+		default:
+		}
 		return nil, fmt.Errorf("open session for %q with %s: %w", address, c.peer.Name, s.Err())
 	case <-timer.C:
 		err = fmt.Errorf("no response from %s within %v", c.peer.Name, c.cfg.HandshakeTimeout)
