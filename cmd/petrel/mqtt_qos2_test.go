@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -15,71 +14,20 @@ import (
 
 	"github.com/petrelmq/petrel/internal/nodeproc"
 	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 )
 
-// mqttRaw is an MQTT 5 connection to a node process, driven packet by
-// packet: the QoS 2 flow is stopped between PUBREC and PUBREL, which no
-// client library lets a test do.
-type mqttRaw struct {
-	t testing.TB
-	net.Conn
-}
-
-func dialMQTTRaw(t testing.TB, addr, id string, clean bool) (*mqttRaw, *packets.Connack) {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+// ackCode reads packets until the ack of kind for id, skipping what a
+// resumed session may resend first (a PUBREC for a publish still
+// unreleased), and returns its reason code.
+func ackCode(c *mqttraw.Conn, kind byte, id uint16) byte {
+	switch a := c.Until(kind, id).Content.(type) {
+	case *packets.Pubrec:
+		return a.ReasonCode
+	case *packets.Pubcomp:
+		return a.ReasonCode
 	}
-	t.Cleanup(func() { conn.Close() })
-	rc := &mqttRaw{t: t, Conn: conn}
-	expiry := uint32(3600)
-	rc.write(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: id, CleanStart: clean, KeepAlive: 60,
-		Properties: &packets.Properties{SessionExpiryInterval: &expiry}})
-	p := rc.read()
-	ca, ok := p.Content.(*packets.Connack)
-	if !ok || ca.ReasonCode != 0 {
-		t.Fatalf("connack: %v", p)
-	}
-	return rc, ca
-}
-
-func (rc *mqttRaw) write(p io.WriterTo) {
-	rc.t.Helper()
-	if _, err := p.WriteTo(rc.Conn); err != nil {
-		rc.t.Fatalf("write: %v", err)
-	}
-}
-
-func (rc *mqttRaw) read() *packets.ControlPacket {
-	rc.t.Helper()
-	_ = rc.SetReadDeadline(time.Now().Add(petreltest.Patience))
-	p, err := packets.ReadPacket(rc.Conn)
-	if err != nil {
-		rc.t.Fatalf("read: %v", err)
-	}
-	return p
-}
-
-// ack reads packets until the ack of kind for id, skipping what a resumed
-// session may resend first (a PUBREC for a publish still unreleased), and
-// returns its reason code.
-func (rc *mqttRaw) ack(kind byte, id uint16) byte {
-	rc.t.Helper()
-	for range 10 {
-		p := rc.read()
-		if p.Type == kind && p.PacketID() == id {
-			switch c := p.Content.(type) {
-			case *packets.Pubrec:
-				return c.ReasonCode
-			case *packets.Pubcomp:
-				return c.ReasonCode
-			}
-		}
-		rc.t.Logf("skipped %v", p)
-	}
-	rc.t.Fatalf("no packet of type %d for %d", kind, id)
-	return 0
+	return 0xff
 }
 
 // TestMQTTQoS2ExactlyOnceAcrossKill: a QoS 2 publish whose PUBREC came
@@ -108,49 +56,49 @@ func TestMQTTQoS2ExactlyOnceAcrossKill(t *testing.T) {
 	defer func() { p.Kill() }()
 
 	// A persistent subscriber, away while the messages come.
-	sub, _ := dialMQTTRaw(t, addr, "counter", true)
-	sub.write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/#", QoS: 2}}})
-	if a := sub.read(); a.Type != packets.SUBACK {
+	sub, _ := mqttraw.Session(t, addr, "counter", true)
+	sub.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/#", QoS: 2}}})
+	if a := sub.Read(); a.Type != packets.SUBACK {
 		t.Fatalf("suback: %v", a)
 	}
-	sub.write(&packets.Disconnect{})
+	sub.Write(&packets.Disconnect{})
 	sub.Close()
 
-	pub, _ := dialMQTTRaw(t, addr, "pub-q2", true)
+	pub, _ := mqttraw.Session(t, addr, "pub-q2", true)
 	for _, id := range []uint16{7, 8} {
-		pub.write(&packets.Publish{Topic: "t/q2", QoS: 2, PacketID: id, Payload: []byte("m-" + strconv.Itoa(int(id)))})
-		if code := pub.ack(packets.PUBREC, id); code != 0 {
+		pub.Write(&packets.Publish{Topic: "t/q2", QoS: 2, PacketID: id, Payload: []byte("m-" + strconv.Itoa(int(id)))})
+		if code := ackCode(pub, packets.PUBREC, id); code != 0 {
 			t.Fatalf("PUBREC %d: reason 0x%02x", id, code)
 		}
 	}
 	p.Kill()
 	p = startProc(t, ctx, dir, "q", "node", "-c", cfg)
 
-	pub, ca := dialMQTTRaw(t, addr, "pub-q2", false)
+	pub, ca := mqttraw.Session(t, addr, "pub-q2", false)
 	if !ca.SessionPresent {
 		t.Fatal("the publisher's session is not present after the restart")
 	}
 	// 7: its PUBREC was lost, as far as the client knows: PUBLISH again.
-	pub.write(&packets.Publish{Topic: "t/q2", QoS: 2, PacketID: 7, Duplicate: true, Payload: []byte("m-7")})
-	if code := pub.ack(packets.PUBREC, 7); code != 0 {
+	pub.Write(&packets.Publish{Topic: "t/q2", QoS: 2, PacketID: 7, Duplicate: true, Payload: []byte("m-7")})
+	if code := ackCode(pub, packets.PUBREC, 7); code != 0 {
 		t.Fatalf("PUBREC 7 again: reason 0x%02x, want 0 (the message is the node's)", code)
 	}
 	// 8: its PUBREC came: release it.
-	pub.write(&packets.Pubrel{PacketID: 8})
-	if code := pub.ack(packets.PUBCOMP, 8); code != 0 {
+	pub.Write(&packets.Pubrel{PacketID: 8})
+	if code := ackCode(pub, packets.PUBCOMP, 8); code != 0 {
 		t.Fatalf("PUBCOMP 8: reason 0x%02x", code)
 	}
-	pub.write(&packets.Pubrel{PacketID: 7})
-	if code := pub.ack(packets.PUBCOMP, 7); code != 0 {
+	pub.Write(&packets.Pubrel{PacketID: 7})
+	if code := ackCode(pub, packets.PUBCOMP, 7); code != 0 {
 		t.Fatalf("PUBCOMP 7: reason 0x%02x", code)
 	}
 	// A new publish reusing a released identifier is a new message.
-	pub.write(&packets.Publish{Topic: "t/q2", QoS: 2, PacketID: 7, Payload: []byte("m-7b")})
-	if code := pub.ack(packets.PUBREC, 7); code != 0 {
+	pub.Write(&packets.Publish{Topic: "t/q2", QoS: 2, PacketID: 7, Payload: []byte("m-7b")})
+	if code := ackCode(pub, packets.PUBREC, 7); code != 0 {
 		t.Fatalf("PUBREC of a new 7: reason 0x%02x", code)
 	}
-	pub.write(&packets.Pubrel{PacketID: 7})
-	if code := pub.ack(packets.PUBCOMP, 7); code != 0 {
+	pub.Write(&packets.Pubrel{PacketID: 7})
+	if code := ackCode(pub, packets.PUBCOMP, 7); code != 0 {
 		t.Fatalf("PUBCOMP of a new 7: reason 0x%02x", code)
 	}
 

@@ -3,8 +3,6 @@ package mqttgw_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -14,47 +12,17 @@ import (
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 )
 
 // Cases written from the MQTT 5 specification; the README lists the
 // statements they cover.
 
-// rawConn is an MQTT 5 connection driven packet by packet.
-type rawConn struct {
-	t testing.TB
-	net.Conn
-}
-
-func dialRaw(t testing.TB, tn *testNode, id string, keepAlive uint16) *rawConn {
+func dialRaw(t testing.TB, tn *testNode, id string, keepAlive uint16) *mqttraw.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", tn.MQTTAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	rc := &rawConn{t: t, Conn: conn}
-	rc.write(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: id, CleanStart: true, KeepAlive: keepAlive})
-	if p := rc.read(); p.Type != packets.CONNACK || p.Content.(*packets.Connack).ReasonCode != 0 {
-		t.Fatalf("connack: %v", p)
-	}
+	rc := mqttraw.Dial(t, tn.MQTTAddr())
+	rc.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: id, CleanStart: true, KeepAlive: keepAlive})
 	return rc
-}
-
-func (rc *rawConn) write(p io.WriterTo) {
-	rc.t.Helper()
-	if _, err := p.WriteTo(rc.Conn); err != nil {
-		rc.t.Fatalf("write: %v", err)
-	}
-}
-
-func (rc *rawConn) read() *packets.ControlPacket {
-	rc.t.Helper()
-	_ = rc.SetReadDeadline(time.Now().Add(petreltest.Patience))
-	p, err := packets.ReadPacket(rc.Conn)
-	if err != nil {
-		rc.t.Fatalf("read: %v", err)
-	}
-	return p
 }
 
 // MQTT-3.1.2-22: a client silent for one and a half keep-alive periods is
@@ -64,8 +32,8 @@ func TestConformanceKeepAlive(t *testing.T) {
 	tn := openNode(t, baseConfig(t))
 	live := dialRaw(t, tn, "pinger", 1)
 	for range 4 {
-		live.write(&packets.Pingreq{})
-		if p := live.read(); p.Type != packets.PINGRESP {
+		live.Write(&packets.Pingreq{})
+		if p := live.Read(); p.Type != packets.PINGRESP {
 			t.Fatalf("got %v, want PINGRESP", p)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -127,17 +95,17 @@ func TestConformanceQoS2ExactlyOnce(t *testing.T) {
 
 	rc := dialRaw(t, tn, "pub2", 60)
 	pub := &packets.Publish{Topic: "t/q2", QoS: 2, PacketID: 7, Payload: []byte("exactly once")}
-	rc.write(pub)
-	if p := rc.read(); p.Type != packets.PUBREC || p.Content.(*packets.Pubrec).PacketID != 7 {
+	rc.Write(pub)
+	if p := rc.Read(); p.Type != packets.PUBREC || p.Content.(*packets.Pubrec).PacketID != 7 {
 		t.Fatalf("got %v, want PUBREC 7", p)
 	}
 	pub.Duplicate = true
-	rc.write(pub)
-	if p := rc.read(); p.Type != packets.PUBREC || p.Content.(*packets.Pubrec).PacketID != 7 {
+	rc.Write(pub)
+	if p := rc.Read(); p.Type != packets.PUBREC || p.Content.(*packets.Pubrec).PacketID != 7 {
 		t.Fatalf("got %v, want PUBREC 7 again", p)
 	}
-	rc.write(&packets.Pubrel{PacketID: 7})
-	if p := rc.read(); p.Type != packets.PUBCOMP || p.Content.(*packets.Pubcomp).PacketID != 7 {
+	rc.Write(&packets.Pubrel{PacketID: 7})
+	if p := rc.Read(); p.Type != packets.PUBCOMP || p.Content.(*packets.Pubcomp).PacketID != 7 {
 		t.Fatalf("got %v, want PUBCOMP 7", p)
 	}
 	got := r.next(t)

@@ -3,7 +3,6 @@ package mqttgw_test
 import (
 	"context"
 	"database/sql"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,41 +11,14 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 )
 
 // dialSession connects an MQTT 5 client driven packet by packet, with a
 // session expiry of an hour, and returns it with its CONNACK.
-func dialSession(t *testing.T, tn *testNode, id string, clean bool) (*rawConn, *packets.Connack) {
+func dialSession(t *testing.T, tn *testNode, id string, clean bool) (*mqttraw.Conn, *packets.Connack) {
 	t.Helper()
-	conn, err := net.Dial("tcp", tn.MQTTAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	rc := &rawConn{t: t, Conn: conn}
-	expiry := uint32(3600)
-	rc.write(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: id, CleanStart: clean, KeepAlive: 60,
-		Properties: &packets.Properties{SessionExpiryInterval: &expiry}})
-	p := rc.read()
-	ca, ok := p.Content.(*packets.Connack)
-	if !ok || ca.ReasonCode != 0 {
-		t.Fatalf("connack: %v", p)
-	}
-	return rc, ca
-}
-
-// until reads packets until one of type typ for id (or any id, 0), and
-// returns it; what a resumed session resends first is skipped.
-func (rc *rawConn) until(typ byte, id uint16) *packets.ControlPacket {
-	rc.t.Helper()
-	for range 100 {
-		p := rc.read()
-		if p.Type == typ && (id == 0 || p.PacketID() == id) {
-			return p
-		}
-	}
-	rc.t.Fatalf("no packet of type %d for %d", typ, id)
-	return nil
+	return mqttraw.Session(t, tn.MQTTAddr(), id, clean)
 }
 
 // The PUBRECs of a persistent session's QoS 2 publishes awaiting PUBREL
@@ -70,8 +42,8 @@ func TestQoS2PendingBound(t *testing.T) {
 
 	rc, _ := dialSession(t, tn, "burst", true)
 	for id := uint16(1); id <= 10; id++ {
-		rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: id, Payload: []byte{byte(id)}})
-		if p := rc.until(packets.PUBREC, id); p.Content.(*packets.Pubrec).ReasonCode != 0 {
+		rc.Write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: id, Payload: []byte{byte(id)}})
+		if p := rc.Until(packets.PUBREC, id); p.Content.(*packets.Pubrec).ReasonCode != 0 {
 			t.Fatalf("PUBREC %d: %v", id, p)
 		}
 	}
@@ -88,12 +60,12 @@ func TestQoS2PendingBound(t *testing.T) {
 	if !ca.SessionPresent {
 		t.Fatal("session not present")
 	}
-	rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 3, Duplicate: true, Payload: []byte{3}})
-	if p := rc.until(packets.PUBREC, 3); p.Content.(*packets.Pubrec).ReasonCode != 0 {
+	rc.Write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 3, Duplicate: true, Payload: []byte{3}})
+	if p := rc.Until(packets.PUBREC, 3); p.Content.(*packets.Pubrec).ReasonCode != 0 {
 		t.Fatalf("PUBREC of a PUBLISH sent again: %v", p)
 	}
-	rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 11, Payload: []byte{11}})
-	if p := rc.until(packets.DISCONNECT, 0); p.Content.(*packets.Disconnect).ReasonCode != 0x93 {
+	rc.Write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 11, Payload: []byte{11}})
+	if p := rc.Until(packets.DISCONNECT, 0); p.Content.(*packets.Disconnect).ReasonCode != 0x93 {
 		t.Fatalf("past the receive maximum: %v, want DISCONNECT 0x93", p)
 	}
 	if st := tn.Status().MQTT; st.RefusedQoS2 != 1 || st.QoS2Pending != 10 {
@@ -108,15 +80,15 @@ func TestQoS2PendingBound(t *testing.T) {
 
 	rc, _ = dialSession(t, tn, "burst", false)
 	for id := uint16(1); id <= 10; id++ {
-		rc.write(&packets.Pubrel{PacketID: id})
-		if p := rc.until(packets.PUBCOMP, id); p.Content.(*packets.Pubcomp).ReasonCode != 0 {
+		rc.Write(&packets.Pubrel{PacketID: id})
+		if p := rc.Until(packets.PUBCOMP, id); p.Content.(*packets.Pubcomp).ReasonCode != 0 {
 			t.Fatalf("PUBCOMP %d: %v", id, p)
 		}
 	}
-	rc.write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 11, Payload: []byte{11}})
-	rc.until(packets.PUBREC, 11)
-	rc.write(&packets.Pubrel{PacketID: 11})
-	rc.until(packets.PUBCOMP, 11)
+	rc.Write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 11, Payload: []byte{11}})
+	rc.Until(packets.PUBREC, 11)
+	rc.Write(&packets.Pubrel{PacketID: 11})
+	rc.Until(packets.PUBCOMP, 11)
 	if n := tn.Status().MQTT.QoS2Pending; n != 0 {
 		t.Fatalf("%d pending after the PUBRELs, want 0", n)
 	}
@@ -188,16 +160,16 @@ func TestQoS2StaleMarker(t *testing.T) {
 		t.Fatalf("%d pending, want 2", n)
 	}
 	rc, _ = dialSession(t, tn, "stale", false)
-	rc.write(&packets.Publish{Topic: "t/s", QoS: 2, PacketID: 5, Payload: []byte("new")})
-	rc.until(packets.PUBREC, 5)
-	rc.write(&packets.Pubrel{PacketID: 5})
-	if p := rc.until(packets.PUBCOMP, 5); p.Content.(*packets.Pubcomp).ReasonCode != 0 {
+	rc.Write(&packets.Publish{Topic: "t/s", QoS: 2, PacketID: 5, Payload: []byte("new")})
+	rc.Until(packets.PUBREC, 5)
+	rc.Write(&packets.Pubrel{PacketID: 5})
+	if p := rc.Until(packets.PUBCOMP, 5); p.Content.(*packets.Pubcomp).ReasonCode != 0 {
 		t.Fatalf("PUBCOMP 5: %v", p)
 	}
-	rc.write(&packets.Publish{Topic: "t/s", QoS: 2, PacketID: 6, Duplicate: true, Payload: []byte("again")})
-	rc.until(packets.PUBREC, 6)
-	rc.write(&packets.Pubrel{PacketID: 6})
-	rc.until(packets.PUBCOMP, 6)
+	rc.Write(&packets.Publish{Topic: "t/s", QoS: 2, PacketID: 6, Duplicate: true, Payload: []byte("again")})
+	rc.Until(packets.PUBREC, 6)
+	rc.Write(&packets.Pubrel{PacketID: 6})
+	rc.Until(packets.PUBCOMP, 6)
 	if err := tn.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}

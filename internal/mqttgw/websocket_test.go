@@ -22,6 +22,7 @@ import (
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 )
 
 // wsClientConn is a client's WebSocket connection as the net.Conn paho
@@ -204,8 +205,8 @@ func TestWebSocketPaho(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rc := &rawConn{t: t, Conn: &wsClientConn{Conn: wc}}
-	if p := rc.read(); p.Type != packets.CONNACK || p.Content.(*packets.Connack).ReasonCode != 0 {
+	rc := mqttraw.New(t, &wsClientConn{Conn: wc})
+	if p := rc.Read(); p.Type != packets.CONNACK || p.Content.(*packets.Connack).ReasonCode != 0 {
 		t.Fatalf("connack over split frames: %v", p)
 	}
 	b.Reset()
@@ -214,7 +215,7 @@ func TestWebSocketPaho(t *testing.T) {
 	if err := wc.WriteMessage(websocket.BinaryMessage, b.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	if p := rc.read(); p.Type != packets.PINGRESP {
+	if p := rc.Read(); p.Type != packets.PINGRESP {
 		t.Fatalf("after pingreq: %v", p)
 	}
 	// A text frame is no MQTT: the connection is closed.
@@ -324,24 +325,21 @@ func TestWebSocketKeepAlive(t *testing.T) {
 	cfg := baseConfig(t)
 	cfg.MQTT.WebSocket = "127.0.0.1:0"
 	tn := openNode(t, cfg)
-	dial := func(id string) *rawConn {
+	dial := func(id string) *mqttraw.Conn {
 		conn, err := dialWS(t, "ws://"+tn.Status().MQTT.WebSocket+"/mqtt", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		rc := &rawConn{t: t, Conn: conn}
-		rc.write(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: id, CleanStart: true, KeepAlive: 1})
-		if p := rc.read(); p.Type != packets.CONNACK {
-			t.Fatalf("connack: %v", p)
-		}
+		rc := mqttraw.New(t, conn)
+		rc.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: id, CleanStart: true, KeepAlive: 1})
 		return rc
 	}
 	live, silent := dial("pinger"), dial("silent")
 	start := time.Now()
 	for range 4 {
-		live.write(&packets.Pingreq{})
-		if p := live.read(); p.Type != packets.PINGRESP {
+		live.Write(&packets.Pingreq{})
+		if p := live.Read(); p.Type != packets.PINGRESP {
 			t.Fatalf("got %v, want PINGRESP", p)
 		}
 		time.Sleep(500 * time.Millisecond)
