@@ -24,13 +24,11 @@ func readFollowed(fo *Follower, from, want int64) ([]byte, error) {
 	return out, nil
 }
 
-// TestFollowerReadsOnlyDurableBytes: a Follower waits for Sync before it
-// returns bytes, reads past delivery and the removal of the spool name,
-// and ends at the size.
-func TestFollowerReadsOnlyDurableBytes(t *testing.T) {
-	data := randomBytes(t, 1<<20)
-	sp := mustSpool(t, t.TempDir())
-	in, err := sp.Begin("f1", infoOf("f.bin", data))
+// beginFollowed begins the transfer id of data in sp and a Follower of
+// it, closed at the end of the test.
+func beginFollowed(t *testing.T, sp *Spool, id string, data []byte) (*Incoming, *Follower) {
+	t.Helper()
+	in, err := sp.Begin(id, infoOf("f.bin", data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +36,17 @@ func TestFollowerReadsOnlyDurableBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fo.Close()
+	t.Cleanup(func() { fo.Close() })
+	return in, fo
+}
+
+// TestFollowerReadsOnlyDurableBytes: a Follower waits for Sync before it
+// returns bytes, reads past delivery and the removal of the spool name,
+// and ends at the size.
+func TestFollowerReadsOnlyDurableBytes(t *testing.T) {
+	data := randomBytes(t, 1<<20)
+	sp := mustSpool(t, t.TempDir())
+	in, fo := beginFollowed(t, sp, "f1", data)
 	half := int64(len(data) / 2)
 	if err := in.Write(0, data[:half]); err != nil {
 		t.Fatal(err)
@@ -83,15 +91,7 @@ func TestFollowerReadsOnlyDurableBytes(t *testing.T) {
 func TestFollowerEndsWithTheTransfer(t *testing.T) {
 	data := randomBytes(t, 256<<10)
 	sp := mustSpool(t, t.TempDir())
-	in, err := sp.Begin("f2", infoOf("f.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fo, err := in.Follow()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fo.Close()
+	in, fo := beginFollowed(t, sp, "f2", data)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := fo.ReadChunk(0, make([]byte, 1024))
@@ -105,15 +105,8 @@ func TestFollowerEndsWithTheTransfer(t *testing.T) {
 		t.Fatalf("ReadChunk after Close of the transfer: %v, want ErrUnfinished", err)
 	}
 
-	in, err = sp.Begin("f2", infoOf("f.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in, fo2 := beginFollowed(t, sp, "f2", data)
 	defer in.Close()
-	fo2, err := in.Follow()
-	if err != nil {
-		t.Fatal(err)
-	}
 	go func() {
 		_, err := fo2.ReadChunk(0, make([]byte, 1024))
 		errc <- err
