@@ -192,69 +192,32 @@ func natsPublishAll(ctx context.Context, conns []*nats.Conn, n, window int, body
 	})
 }
 
-// natsPending is one async publish a producer waits on.
-type natsPending struct {
-	paf jetstream.PubAckFuture
-	at  time.Time
+// natsAck is one async publish a producer waits on.
+type natsAck struct{ paf jetstream.PubAckFuture }
+
+// Wait returns once the publish is acknowledged or refused, or ctx ends.
+func (a natsAck) Wait(ctx context.Context) error {
+	select {
+	case <-a.paf.Ok():
+		return nil
+	case err := <-a.paf.Err():
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // natsProduce is one producer, as produce is for Petrel: it submits count
-// async publishes, holding a window slot for each, while its completer
-// goroutine waits on the futures in submission order and times them.
+// async publishes through windowed.
 func natsProduce(ctx context.Context, nc *nats.Conn, count, window int, body []byte) (*sendResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window))
 	if err != nil {
 		return nil, err
 	}
-	slots := make(chan struct{}, window)
-	pending := make(chan natsPending, window)
-	res := &sendResult{lat: make(latencies, 0, count)}
-	var werr, serr error // the completer's, the submitter's
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for p := range pending {
-			select {
-			case <-p.paf.Ok():
-			case err := <-p.paf.Err():
-				if werr == nil {
-					werr = err
-					cancel()
-				}
-			case <-ctx.Done():
-				if werr == nil {
-					werr = ctx.Err()
-				}
-			}
-			res.last = time.Now()
-			res.lat = append(res.lat, res.last.Sub(p.at))
-			<-slots
-		}
-	}()
-submit:
-	for range count {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			break submit
-		}
-		at := time.Now()
+	return windowed(ctx, count, window, true, func(time.Time) (natsAck, error) {
 		paf, err := js.PublishAsync(natsSubject, body)
-		if err != nil {
-			serr = err
-			cancel()
-			break
-		}
-		pending <- natsPending{paf: paf, at: at}
-	}
-	close(pending)
-	<-done
-	if err := errors.Join(serr, werr); err != nil {
-		return nil, err
-	}
-	return res, ctx.Err()
+		return natsAck{paf}, err
+	})
 }
 
 // natsConsumers is the consumers of the NATS side: they ack until target

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -16,9 +17,14 @@ type sendResult struct {
 	lat latencies
 }
 
+// waiter is a send in flight: a Petrel Pending, a NATS PubAckFuture.
+type waiter interface {
+	Wait(ctx context.Context) error
+}
+
 // inflight is one send a producer waits on.
-type inflight struct {
-	pd *petrel.Pending
+type inflight[W waiter] struct {
+	w  W
 	at time.Time
 }
 
@@ -70,28 +76,39 @@ func sendAllTo(ctx context.Context, p *petrel.Producer, dest string, n, producer
 	return res, ctx.Err()
 }
 
-// produce is one producer: it submits count messages, holding a window
-// slot for each, while its completer goroutine waits on the handles in
-// submission order and times them. Waiting in a goroutine of its own means
-// a completion is seen when it happens, not when the producer next finds
-// time to look; the store commits one producer's sends in order, so waiting
-// in order costs no accuracy.
+// produce is one producer: it sends count messages through windowed.
 func produce(ctx context.Context, p *petrel.Producer, dest string, count, window int, body []byte, record bool) (*sendResult, error) {
-	// A failed send stops this producer's submissions at once.
+	return windowed(ctx, count, window, record, func(at time.Time) (*petrel.Pending, error) {
+		m := p.CreateDataMessage(dest)
+		m.Data.DataType = "bench"
+		m.Body = body // shared and never written: encoded at submit
+		m.Timestamp = at
+		return p.SendAsync(m), nil
+	})
+}
+
+// windowed submits count sends, holding a window slot for each, while
+// its completer goroutine waits on them in submission order and times
+// them (record). Waiting in a goroutine of its own means a completion is
+// seen when it happens, not when the producer next finds time to look; a
+// store or stream takes one producer's sends in order, so waiting in
+// order costs no accuracy. A failed submit or send stops the submissions
+// at once.
+func windowed[W waiter](ctx context.Context, count, window int, record bool, submit func(at time.Time) (W, error)) (*sendResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make(chan struct{}, window)
-	pending := make(chan inflight, window)
+	pending := make(chan inflight[W], window)
 	res := &sendResult{}
 	if record {
 		res.lat = make(latencies, 0, count)
 	}
-	var werr error
+	var werr, serr error // the completer's, the submitter's
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for f := range pending {
-			if err := f.pd.Wait(ctx); err != nil && werr == nil {
+			if err := f.w.Wait(ctx); err != nil && werr == nil {
 				werr = err
 				cancel()
 			}
@@ -109,17 +126,19 @@ submit:
 		case <-ctx.Done():
 			break submit
 		}
-		m := p.CreateDataMessage(dest)
-		m.Data.DataType = "bench"
-		m.Body = body // shared and never written: encoded at submit
 		at := time.Now()
-		m.Timestamp = at
-		pending <- inflight{pd: p.SendAsync(m), at: at}
+		w, err := submit(at)
+		if err != nil {
+			serr = err
+			cancel()
+			break
+		}
+		pending <- inflight[W]{w: w, at: at}
 	}
 	close(pending)
 	<-done
-	if werr != nil {
-		return nil, werr
+	if err := errors.Join(serr, werr); err != nil {
+		return nil, err
 	}
 	return res, ctx.Err()
 }
