@@ -198,6 +198,19 @@ func (s *Sender) fileWorker(ctx context.Context) {
 	}
 }
 
+// startRun shows m's transfer among the link's active ones until done.
+func (s *Sender) startRun(m *message.Message) (*fileRun, func()) {
+	run := &fileRun{st: FileStatus{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: filetransfer.StateSending, Since: time.Now()}}
+	s.files.mu.Lock()
+	s.files.active[run] = struct{}{}
+	s.files.mu.Unlock()
+	return run, func() {
+		s.files.mu.Lock()
+		delete(s.files.active, run)
+		s.files.mu.Unlock()
+	}
+}
+
 // transferFile moves one file message's content to the next hop, then
 // settles it: acked once the next hop has the file, dead-lettered if it
 // fails for good, released if the sender stops first.
@@ -207,15 +220,8 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		s.settleFile(d, nil, errPermanent{err})
 		return
 	}
-	run := &fileRun{st: FileStatus{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: filetransfer.StateSending, Since: time.Now()}}
-	s.files.mu.Lock()
-	s.files.active[run] = struct{}{}
-	s.files.mu.Unlock()
-	defer func() {
-		s.files.mu.Lock()
-		delete(s.files.active, run)
-		s.files.mu.Unlock()
-	}()
+	run, done := s.startRun(m)
+	defer done()
 	log := s.log.With(slog.String(logkey.File, m.File.Filename), slog.Uint64("msg_id", m.ID))
 	path, err := s.files.cfg.Source(m)
 	if err != nil {

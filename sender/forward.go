@@ -85,15 +85,8 @@ func (s *Sender) forward(ctx context.Context, m *message.Message, src *filetrans
 	}
 	stop := context.AfterFunc(ctx, func() { src.Close() }) // ends a ReadChunk that waits
 	defer stop()
-	run := &fileRun{st: FileStatus{ID: m.ID, Filename: m.File.Filename, Size: m.File.Filesize, State: filetransfer.StateSending, Since: time.Now()}}
-	s.files.mu.Lock()
-	s.files.active[run] = struct{}{}
-	s.files.mu.Unlock()
-	defer func() {
-		s.files.mu.Lock()
-		delete(s.files.active, run)
-		s.files.mu.Unlock()
-	}()
+	run, done := s.startRun(m)
+	defer done()
 	err := s.sendFile(ctx, m, func() (chunkSource, error) { return src, nil }, run)
 	log := s.log.With(slog.String(logkey.File, m.File.Filename), slog.Uint64("msg_id", m.ID))
 	switch {
