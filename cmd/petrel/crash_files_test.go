@@ -92,15 +92,24 @@ func sendFileAcross(t *testing.T, size int64, prepare func(cl *crashCluster)) (*
 	for _, name := range []string{"b", "c", "a"} {
 		cl.startNode(name)
 	}
-	src := filepath.Join(t.TempDir(), "big.bin")
-	sum := writeRandomFile(t, src, size)
-	r := runPetrel(t, time.Minute, "sendfile", src, "crash@b", "-c", cl.configPath("a"), "--no-wait", "--json")
+	_, sum := sendRandomFile(t, cl.configPath("a"), size)
+	return cl, sum
+}
+
+// sendRandomFile writes a file of size random bytes and has `petrel
+// sendfile --no-wait` send it to crash@b from the node of config; it
+// returns the file's path and SHA-256, which sendfile must have answered.
+func sendRandomFile(t *testing.T, config string, size int64) (src, sum string) {
+	t.Helper()
+	src = filepath.Join(t.TempDir(), "big.bin")
+	sum = writeRandomFile(t, src, size)
+	r := runPetrel(t, time.Minute, "sendfile", src, "crash@b", "-c", config, "--no-wait", "--json")
 	r.wantCode(t, 0)
 	var sent adminapi.SendFileResponse
 	if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.SHA256 != sum {
 		t.Fatalf("sendfile answered %q (%v)", r.stdout, err)
 	}
-	return cl, sum
+	return src, sum
 }
 
 // checkOneFile opens the store in dataDir in process and checks that its

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
-	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/nodeproc"
 	"github.com/petrelmq/petrel/internal/petreltest"
 )
@@ -35,14 +33,7 @@ func TestPowerLossFiles(t *testing.T) {
 	// a sends the file from its own node: a plain node.
 	cl.aPlain = true
 	cl.start("a")
-	src := filepath.Join(t.TempDir(), "big.bin")
-	sum := writeRandomFile(t, src, size)
-	r := runPetrel(t, time.Minute, "sendfile", src, "crash@b", "-c", cl.configPath("a"), "--no-wait", "--json")
-	r.wantCode(t, 0)
-	var sent adminapi.SendFileResponse
-	if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.SHA256 != sum {
-		t.Fatalf("sendfile answered %q (%v)", r.stdout, err)
-	}
+	src, sum := sendRandomFile(t, cl.configPath("a"), size)
 	source, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
