@@ -8,24 +8,37 @@ import (
 	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
-// Under mutual TLS a mosquitto client's certificate is its identity: the
-// access rules judge it by its Common Name, and a client without a
-// certificate does not get through the handshake.
-func TestMosquittoTLSClientCertificate(t *testing.T) {
-	needMosquitto(t)
+// mutualTLSNode opens a node whose MQTT listeners require a client
+// certificate of ca, whose rules let identity dev-1 publish to
+// sensors.dev-1.# only, and which holds the durable subscription "all" to
+// sensors.#; mod changes its configuration first.
+func mutualTLSNode(t *testing.T, mod func(*petrel.Config)) (*petreltest.CA, *testNode) {
+	t.Helper()
 	ca := petreltest.NewCA(t, "ca")
 	cfg := baseConfig(t)
 	cert, key := ca.Issue(t, "m1")
 	cfg.TLS = petrel.TLSConfig{Cert: cert, Key: key, CA: ca.Path, ClientAuth: petrel.ClientAuthRequireAndVerify}
 	cfg.MQTT.TLS = true
 	cfg.Access = []petrel.AccessRule{{Identity: "dev-1", Publish: []string{"sensors.dev-1.#"}}}
+	if mod != nil {
+		mod(&cfg)
+	}
 	tn := openNode(t, cfg)
-	ctx := context.Background()
-	pc, err := tn.Subscribe(ctx, "sensors.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+	pc, err := tn.Subscribe(context.Background(), "sensors.#", petrel.SubscribeOptions{Name: "all", Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pc.Close()
+	return ca, tn
+}
+
+// Under mutual TLS a mosquitto client's certificate is its identity: the
+// access rules judge it by its Common Name, and a client without a
+// certificate does not get through the handshake.
+func TestMosquittoTLSClientCertificate(t *testing.T) {
+	needMosquitto(t)
+	ca, tn := mutualTLSNode(t, nil)
+	ctx := context.Background()
 	dc, dk := ca.Issue(t, "dev-1")
 	tlsArgs := []string{"--cafile", ca.Path, "--cert", dc, "--key", dk, "-h", "127.0.0.1"}
 	pub(t, tn, append(tlsArgs, "-t", "sensors/dev-1/temp", "-q", "1", "-m", "21")...)

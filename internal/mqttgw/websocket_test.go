@@ -243,20 +243,8 @@ func TestWebSocketPaho(t *testing.T) {
 // the identity the access rules judge, and a client without one does
 // not get through the handshake.
 func TestWebSocketTLSClientCertificate(t *testing.T) {
-	ca := petreltest.NewCA(t, "ca")
-	cfg := baseConfig(t)
-	cert, key := ca.Issue(t, "m1")
-	cfg.TLS = petrel.TLSConfig{Cert: cert, Key: key, CA: ca.Path, ClientAuth: petrel.ClientAuthRequireAndVerify}
-	cfg.MQTT.TLS = true
-	cfg.MQTT.WebSocket = "127.0.0.1:0"
-	cfg.Access = []petrel.AccessRule{{Identity: "dev-1", Publish: []string{"sensors.dev-1.#"}}}
-	tn := openNode(t, cfg)
+	ca, tn := mutualTLSNode(t, func(c *petrel.Config) { c.MQTT.WebSocket = "127.0.0.1:0" })
 	ctx := context.Background()
-	pc, err := tn.Subscribe(ctx, "sensors.#", petrel.SubscribeOptions{Name: "all", Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.Close()
 	url := "wss://" + tn.Status().MQTT.WebSocket + "/mqtt"
 	pool := x509.NewCertPool()
 	pem, err := os.ReadFile(ca.Path)
