@@ -9,16 +9,25 @@ import (
 	"go.uber.org/goleak"
 )
 
+// natsServer is the nats-server binary, or skips the test where it is not
+// installed (CI does not install it); once the test is over, no goroutine
+// of the NATS client may be left.
+func natsServer(t *testing.T) string {
+	t.Helper()
+	exe, err := FindNATS("")
+	if err != nil {
+		t.Skipf("skipped: %v (apt-get install nats-server to run it)", err)
+	}
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	return exe
+}
+
 // runNATS measures a real nats-server with the client bench's workload,
 // publish then consume and both at once: every figure there, the server
 // stopped cleanly, and no goroutine of the NATS client left behind.
 // Skipped where nats-server is not installed (CI does not install it).
 func TestRunNATS(t *testing.T) {
-	exe, err := FindNATS("")
-	if err != nil {
-		t.Skipf("skipped: %v (apt-get install nats-server to run it)", err)
-	}
-	defer goleak.VerifyNone(t)
+	exe := natsServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, concurrent := range []bool{false, true} {
@@ -36,11 +45,7 @@ func TestRunNATS(t *testing.T) {
 // A publish-only workload (Consumers 0) measures publishing and nothing
 // else.
 func TestRunNATSPublishOnly(t *testing.T) {
-	exe, err := FindNATS("")
-	if err != nil {
-		t.Skipf("skipped: %v (apt-get install nats-server to run it)", err)
-	}
-	defer goleak.VerifyNone(t)
+	exe := natsServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	f, err := runNATS(ctx, ctx, exe, t.TempDir(), natsWorkload{Producers: 1, Window: 10, Messages: 200, Size: 8}, io.Discard)
