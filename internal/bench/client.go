@@ -51,18 +51,10 @@ type clientResult struct {
 	InFlight       int   `json:"in_flight"`
 	ConsumerWindow int   `json:"consumer_window"`
 	Concurrent     bool  `json:"concurrent"`
-	// PublishMsgsPerSec: messages / (first submit -> last publish acked
-	// durable by the node).
-	PublishMsgsPerSec float64 `json:"publish_msgs_per_sec"`
-	// ConsumeMsgsPerSec: messages / (consumers start -> last ack sent);
-	// with --concurrent they start with the producers.
-	ConsumeMsgsPerSec float64 `json:"consume_msgs_per_sec"`
-	PublishSeconds    float64 `json:"publish_seconds"`
-	ConsumeSeconds    float64 `json:"consume_seconds"`
-	// Publish latency, submit -> the node's ack (durable), over every send.
-	P50ms float64 `json:"p50_ms"`
-	P99ms float64 `json:"p99_ms"`
-	MaxMs float64 `json:"max_ms"`
+	// Publishing: first submit -> last publish acked durable by the
+	// node; consuming: consumers start -> last ack sent (with --concurrent
+	// they start with the producers).
+	flowFigures
 	// NodePeakRSSMB is the node process's VmHWM; ClientPeakRSSMB this
 	// process's, which runs every client.
 	NodePeakRSSMB   float64 `json:"node_peak_rss_mb"`
@@ -200,28 +192,23 @@ func runClients(ctx context.Context, r *procRun, o ClientOptions) (*clientResult
 
 // result assembles the figures of a finished run.
 func (o ClientOptions) result(m *clientMeasure) *clientResult {
-	pct := m.lat.percentiles(50, 99, 100)
 	rss, err := nodeproc.PeakRSSMB()
 	if err != nil {
 		rss = 0 // reported as 0 where /proc is missing
 	}
 	_, bytes, inFlight := o.dialWindow()
-	return &clientResult{
+	r := &clientResult{
 		Scenario: "client", Messages: o.Messages, Size: o.Size, Sync: o.Sync,
 		Producers: o.Producers, Consumers: o.Consumers, Window: o.Window, WindowBytes: bytes, InFlight: inFlight,
-		ConsumerWindow:    o.ConsumerWindow,
-		Concurrent:        o.Concurrent,
-		PublishMsgsPerSec: round(rate(int64(o.Messages), m.publish), 2),
-		ConsumeMsgsPerSec: round(rate(int64(o.Messages), m.consume), 2),
-		PublishSeconds:    round(m.publish.Seconds(), 3),
-		ConsumeSeconds:    round(m.consume.Seconds(), 3),
-		P50ms:             round(ms(pct[0]), 3),
-		P99ms:             round(ms(pct[1]), 3),
-		MaxMs:             round(ms(pct[2]), 3),
-		ClientPeakRSSMB:   round(rss, 2),
-		CPUs:              runtime.NumCPU(),
-		GoVersion:         runtime.Version(),
+		ConsumerWindow:  o.ConsumerWindow,
+		Concurrent:      o.Concurrent,
+		ClientPeakRSSMB: round(rss, 2),
+		CPUs:            runtime.NumCPU(),
+		GoVersion:       runtime.Version(),
 	}
+	r.setPublish(o.Messages, m.publish, m.lat)
+	r.setConsume(o.Messages, m.consume)
+	return r
 }
 
 func (r *clientResult) figures() []figure {

@@ -39,17 +39,9 @@ const natsVersionNote = " (JetStream file storage, default sync_interval: no fsy
 // field names are a contract with the scripts that compare runs: add,
 // never rename.
 type NATSFigures struct {
-	// PublishMsgsPerSec: messages / (first async publish -> last PubAck).
-	PublishMsgsPerSec float64 `json:"publish_msgs_per_sec"`
-	// ConsumeMsgsPerSec: messages / (consumers start -> last ack sent); 0
-	// when the run did not consume.
-	ConsumeMsgsPerSec float64 `json:"consume_msgs_per_sec"`
-	PublishSeconds    float64 `json:"publish_seconds"`
-	ConsumeSeconds    float64 `json:"consume_seconds"`
-	// Publish latency, async publish -> PubAck, over every publish.
-	P50ms float64 `json:"p50_ms"`
-	P99ms float64 `json:"p99_ms"`
-	MaxMs float64 `json:"max_ms"`
+	// Publishing: first async publish -> last PubAck; consuming: 0 when
+	// the run did not consume.
+	flowFigures
 	// ServerPeakRSSMB is nats-server's VmHWM.
 	ServerPeakRSSMB float64 `json:"server_peak_rss_mb"`
 	Pid             int     `json:"pid"`
@@ -160,10 +152,7 @@ func measureNATS(ctx context.Context, url string, w natsWorkload, progress io.Wr
 		return nil, fmt.Errorf("publish: %w", err)
 	}
 	publish := sent.last.Sub(start)
-	pct := sent.lat.percentiles(50, 99, 100)
-	f.PublishMsgsPerSec = round(rate(int64(w.Messages), publish), 2)
-	f.PublishSeconds = round(publish.Seconds(), 3)
-	f.P50ms, f.P99ms, f.MaxMs = round(ms(pct[0]), 3), round(ms(pct[1]), 3), round(ms(pct[2]), 3)
+	f.setPublish(w.Messages, publish, sent.lat)
 	if w.Consumers == 0 {
 		return f, nil
 	}
@@ -178,9 +167,7 @@ func measureNATS(ctx context.Context, url string, w natsWorkload, progress io.Wr
 	if err != nil {
 		return nil, fmt.Errorf("consume: %w (acked %d of %d)", err, acked, w.Messages)
 	}
-	consume := end.Sub(consStart)
-	f.ConsumeMsgsPerSec = round(rate(int64(w.Messages), consume), 2)
-	f.ConsumeSeconds = round(consume.Seconds(), 3)
+	f.setConsume(w.Messages, end.Sub(consStart))
 	return f, nil
 }
 

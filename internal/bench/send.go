@@ -142,3 +142,31 @@ submit:
 	}
 	return res, ctx.Err()
 }
+
+// flowFigures are a publish-then-consume run's figures, as bench client
+// and its NATS run report them: messages over the publish and the
+// consume durations, and the publish latency over every publish.
+type flowFigures struct {
+	PublishMsgsPerSec float64 `json:"publish_msgs_per_sec"`
+	ConsumeMsgsPerSec float64 `json:"consume_msgs_per_sec"`
+	PublishSeconds    float64 `json:"publish_seconds"`
+	ConsumeSeconds    float64 `json:"consume_seconds"`
+	P50ms             float64 `json:"p50_ms"`
+	P99ms             float64 `json:"p99_ms"`
+	MaxMs             float64 `json:"max_ms"`
+}
+
+// setPublish sets the publish figures of n messages published in d with
+// latencies lat.
+func (f *flowFigures) setPublish(n int, d time.Duration, lat latencies) {
+	pct := lat.percentiles(50, 99, 100)
+	f.PublishMsgsPerSec = round(rate(int64(n), d), 2)
+	f.PublishSeconds = round(d.Seconds(), 3)
+	f.P50ms, f.P99ms, f.MaxMs = round(ms(pct[0]), 3), round(ms(pct[1]), 3), round(ms(pct[2]), 3)
+}
+
+// setConsume sets the consume figures of n messages consumed in d.
+func (f *flowFigures) setConsume(n int, d time.Duration) {
+	f.ConsumeMsgsPerSec = round(rate(int64(n), d), 2)
+	f.ConsumeSeconds = round(d.Seconds(), 3)
+}
