@@ -65,11 +65,9 @@ func TestFlightBoundsItsBytes(t *testing.T) {
 	st := &status{}
 	f := newFlight(st)
 	const limit = 1000
-	full := 0
-	onFull := func() { full++ }
 	ctx := context.Background()
 	push := func(seq uint64, n int) {
-		if !f.waitRoom(ctx, limit, onFull) {
+		if !f.waitRoom(ctx, limit, time.Now) {
 			t.Fatal("waitRoom refused")
 		}
 		f.push(seq, &queue.Delivery{RowID: int64(seq), Data: make([]byte, n)})
@@ -80,7 +78,7 @@ func TestFlightBoundsItsBytes(t *testing.T) {
 		t.Fatalf("in-flight bytes %d, want 1200", got)
 	}
 	waited := make(chan bool, 1)
-	go func() { waited <- f.waitRoom(ctx, limit, onFull) }()
+	go func() { waited <- f.waitRoom(ctx, limit, time.Now) }()
 	select {
 	case <-waited:
 		t.Fatal("a third message went with 1200 bytes of 1000 in flight")
@@ -95,7 +93,10 @@ func TestFlightBoundsItsBytes(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("an ack that brought the flight under its bound did not let the next message go")
 	}
-	if full == 0 {
+	st.mu.Lock()
+	full := st.fullSince
+	st.mu.Unlock()
+	if full.IsZero() {
 		t.Fatal("the full window was not reported")
 	}
 	f.take(2)     // refused: its bytes leave too
@@ -105,7 +106,7 @@ func TestFlightBoundsItsBytes(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if f.waitRoom(cctx, limit, onFull) {
+	if f.waitRoom(cctx, limit, time.Now) {
 		t.Fatal("waitRoom went on past a full flight with its context ended")
 	}
 	f.upTo(^uint64(0))

@@ -63,10 +63,11 @@ func (f *flight) settled(ds ...*queue.Delivery) {
 	}
 }
 
-// waitRoom blocks while the flight holds limit bytes or more. Under it,
-// the next message goes whatever its size: a message larger than the
-// bound still goes, alone. It reports false once ctx ends.
-func (f *flight) waitRoom(ctx context.Context, limit int64, full func()) bool {
+// waitRoom blocks while the flight holds limit bytes or more, the window
+// full as of now(). Under it, the next message goes whatever its size: a
+// message larger than the bound still goes, alone. It reports false once
+// ctx ends.
+func (f *flight) waitRoom(ctx context.Context, limit int64, now func() time.Time) bool {
 	for {
 		f.mu.Lock()
 		b := f.bytes
@@ -74,7 +75,7 @@ func (f *flight) waitRoom(ctx context.Context, limit int64, full func()) bool {
 		if b < limit {
 			return true
 		}
-		full()
+		f.st.windowFull(now())
 		select {
 		case <-f.room:
 		case <-ctx.Done():
@@ -172,7 +173,7 @@ func (s *Sender) sendLoop(ctx context.Context, sess *session.Session, fl *flight
 		if len(slots) == cap(slots) {
 			s.st.windowFull(s.cfg.Now())
 		}
-		if !fl.waitRoom(ctx, s.cfg.WindowBytes, func() { s.st.windowFull(s.cfg.Now()) }) {
+		if !fl.waitRoom(ctx, s.cfg.WindowBytes, s.cfg.Now) {
 			<-slots
 			return context.Cause(ctx)
 		}
