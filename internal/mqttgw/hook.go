@@ -196,8 +196,9 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	h.g.metrics.connections.Add(1)
 	h.g.metrics.connected.Add(1)
 	ctx := h.g.ctx
-	if cl.Properties.Clean {
-		// A clean start: a new session, without the old one's state.
+	if cl.Properties.Clean || !persistent(cl) {
+		// A clean start, or a session that ends with its connection: no
+		// state of an old session stays.
 		if err := h.g.store.dropSession(ctx, cl.ID); err != nil {
 			h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
 		}
@@ -207,11 +208,6 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		if err := h.g.store.saveSession(ctx, cl); err != nil {
 			h.g.log.Warn("mqtt session not saved", slog.String("client", cl.ID), slog.Any("error", err))
 		}
-	} else if !cl.Properties.Clean {
-		if err := h.g.store.dropSession(ctx, cl.ID); err != nil {
-			h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
-		}
-		h.g.qos2Forget(cl.ID)
 	}
 	// A resumed session's filters (taken over, or loaded at start) are
 	// durable Petrel subscriptions already: join them.
