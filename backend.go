@@ -25,6 +25,7 @@ var (
 	_ publishBackend = (*publisher)(nil)
 	_ consumeBackend = (*queueConsumer)(nil)
 	_ consumeBackend = (*subscription)(nil)
+	_ batchBackend   = (*queueConsumer)(nil)
 	_ listenerHost   = (*Node)(nil)
 	_ listenerHost   = (*Client)(nil)
 	_ lease          = (*queue.Delivery)(nil)
@@ -75,6 +76,14 @@ type consumeBackend interface {
 	// host is the endpoint that stops the consumer's listeners when it
 	// closes.
 	host() listenerHost
+}
+
+// batchBackend is a consumeBackend that takes a batch of deliveries at a
+// lower cost than one at a time. Consumer.ReceiveBatch falls back on
+// receive and poll for the others.
+type batchBackend interface {
+	receiveBatch(ctx context.Context, max int) ([]*Delivery, error)
+	pollBatch(max int) ([]*Delivery, error)
 }
 
 // listenerHost is an endpoint (a Node or a Client) as a Listener sees it:

@@ -129,6 +129,30 @@ func (c *queueConsumer) receive(ctx context.Context) (*Delivery, error) {
 	}
 }
 
+func (c *queueConsumer) receiveBatch(ctx context.Context, max int) ([]*Delivery, error) {
+	for {
+		qds, err := c.q.ReceiveBatch(ctx, nil, max)
+		if err != nil {
+			return nil, err
+		}
+		if ds := newQueueDeliveries(c.n.log, qds); len(ds) > 0 {
+			return ds, nil
+		}
+	}
+}
+
+func (c *queueConsumer) pollBatch(max int) ([]*Delivery, error) {
+	for {
+		qds, err := c.q.PollBatch(nil, max)
+		if err != nil {
+			return nil, err
+		}
+		if ds := newQueueDeliveries(c.n.log, qds); len(ds) > 0 {
+			return ds, nil
+		}
+	}
+}
+
 func (c *queueConsumer) close()             {}
 func (c *queueConsumer) host() listenerHost { return c.n }
 
@@ -147,6 +171,26 @@ func newQueueDelivery(log *slog.Logger, qd *queue.Delivery) *Delivery {
 	}
 	dm.d = Delivery{Message: &dm.m, Attempt: qd.Attempt, Reason: qd.Reason, lease: qd}
 	return &dm.d
+}
+
+// newQueueDeliveries is newQueueDelivery for a batch, in one allocation:
+// the messages that did not decode are dead-lettered and left out.
+func newQueueDeliveries(log *slog.Logger, qds []*queue.Delivery) []*Delivery {
+	slab := make([]struct {
+		d Delivery
+		m message.Message
+	}, len(qds))
+	ds := make([]*Delivery, 0, len(qds))
+	for i, qd := range qds {
+		dm := &slab[i]
+		if err := qd.MessageTo(&dm.m); err != nil {
+			deadLetterUndecodable(log, qd, err)
+			continue
+		}
+		dm.d = Delivery{Message: &dm.m, Attempt: qd.Attempt, Reason: qd.Reason, lease: qd}
+		ds = append(ds, &dm.d)
+	}
+	return ds
 }
 
 // decodeOrDeadLetter returns qd's message. A message that cannot be

@@ -81,6 +81,7 @@ func TestConformance(t *testing.T) {
 		{"SendReceiveKindsAndProperties", conformSendReceive},
 		{"SendAsyncThousandsInFlight", conformSendAsync},
 		{"PollAndReceiveDeadline", conformPollReceive},
+		{"ReceiveAndPollBatches", conformBatch},
 		{"ListenAckNackPanic", conformListen},
 		{"NackIsRedelivered", conformNack},
 		{"LeaseExpiryRedelivers", conformLeaseExpiry},
@@ -93,6 +94,7 @@ func TestConformance(t *testing.T) {
 		{"TopicSharedSubscription", conformTopicShared},
 		{"TopicNonDurableCleanup", conformTopicNonDurable},
 		{"TopicRefused", conformTopicRefused},
+		{"TopicBatches", conformTopicBatch},
 	}
 	for _, k := range endpointKinds {
 		t.Run(k.name, func(t *testing.T) {

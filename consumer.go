@@ -93,3 +93,60 @@ func (c *Consumer) Poll() (*Delivery, error) { return c.b.poll() }
 
 // Receive blocks until a message is ready or ctx ends.
 func (c *Consumer) Receive(ctx context.Context) (*Delivery, error) { return c.b.receive(ctx) }
+
+// ReceiveBatch blocks until a message is ready or ctx ends, then returns
+// the messages ready at that moment, up to max (at least one), without
+// waiting for more: each is a Delivery to settle on its own, as if
+// Receive had returned it. A consumer that keeps up with a busy address
+// takes one message per call anyway; a batch saves the work each call
+// costs besides its message, which a fan-out's consumers pay once per
+// copy. A max below 1 counts as 1.
+func (c *Consumer) ReceiveBatch(ctx context.Context, max int) ([]*Delivery, error) {
+	if b, ok := c.b.(batchBackend); ok {
+		return b.receiveBatch(ctx, max)
+	}
+	return receiveEach(c.b, ctx, max)
+}
+
+// PollBatch returns the messages ready now, up to max (at least one), or
+// ErrNoMessage at once when there is none. A remote consumer's ready
+// messages are those the node pushed already.
+func (c *Consumer) PollBatch(max int) ([]*Delivery, error) {
+	if b, ok := c.b.(batchBackend); ok {
+		return b.pollBatch(max)
+	}
+	return pollEach(c.b, max)
+}
+
+// receiveEach is ReceiveBatch for a backend that takes one delivery at a
+// time: a receive, then polls.
+func receiveEach(b consumeBackend, ctx context.Context, max int) ([]*Delivery, error) {
+	d, err := b.receive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pollMore(b, []*Delivery{d}, max), nil
+}
+
+// pollEach is PollBatch for a backend that takes one delivery at a time.
+func pollEach(b consumeBackend, max int) ([]*Delivery, error) {
+	d, err := b.poll()
+	if err != nil {
+		return nil, err
+	}
+	return pollMore(b, []*Delivery{d}, max), nil
+}
+
+// pollMore appends to ds what b has ready, up to max in all. An error ends
+// the batch: the next call meets it again, and ds stays the caller's to
+// settle.
+func pollMore(b consumeBackend, ds []*Delivery, max int) []*Delivery {
+	for len(ds) < max {
+		d, err := b.poll()
+		if err != nil {
+			break
+		}
+		ds = append(ds, d)
+	}
+	return ds
+}

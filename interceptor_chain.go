@@ -255,6 +255,33 @@ func (c *interceptedConsumer) receive(ctx context.Context) (*Delivery, error) {
 	return d, err
 }
 
+// receiveBatch takes the batch from the backend when it takes batches, and
+// hands each delivery to OnDeliver; otherwise it takes one at a time,
+// through receive and poll, which do.
+func (c *interceptedConsumer) receiveBatch(ctx context.Context, max int) ([]*Delivery, error) {
+	b, ok := c.consumeBackend.(batchBackend)
+	if !ok {
+		return receiveEach(c, ctx, max)
+	}
+	ds, err := b.receiveBatch(ctx, max)
+	for _, d := range ds {
+		c.delivered(ctx, d)
+	}
+	return ds, err
+}
+
+func (c *interceptedConsumer) pollBatch(max int) ([]*Delivery, error) {
+	b, ok := c.consumeBackend.(batchBackend)
+	if !ok {
+		return pollEach(c, max)
+	}
+	ds, err := b.pollBatch(max)
+	for _, d := range ds {
+		c.delivered(context.Background(), d)
+	}
+	return ds, err
+}
+
 func (c *interceptedConsumer) close() {
 	c.consumeBackend.close()
 	c.once.Do(func() { c.ic.unsubscribe(c.sub) })

@@ -440,3 +440,50 @@ func TestInterceptTopicSubscription(t *testing.T) {
 	}
 	petreltest.Eventually(t, "the ack seen", func() bool { return h.has("ack embedded") }, func() string { return fmt.Sprint(h.seen()) })
 }
+
+// TestInterceptBatchDeliveries: every delivery of a ReceiveBatch passes
+// OnDeliver, as one from Receive does, and each ack of one OnAck.
+func TestInterceptBatchDeliveries(t *testing.T) {
+	h := &hooks{name: "n"}
+	n := nodes.Open(t, withInterceptors(h))
+	c, err := n.Consumer("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		m := n.Producer().CreateDataMessage("orders")
+		m.Body = []byte(fmt.Sprint("m", i))
+		if err := n.Producer().Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds, err := c.ReceiveBatch(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 3 {
+		t.Fatalf("a batch of %d, want the 3 stored", len(ds))
+	}
+	for _, d := range ds {
+		if got := prop(d.Message, "delivered-by"); got != "n" {
+			t.Fatalf("%s: delivery property %q, want the interceptor's", d.Body, got)
+		}
+		if err := d.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(e string) int {
+		k := 0
+		for _, s := range h.seen() {
+			if s == e {
+				k++
+			}
+		}
+		return k
+	}
+	petreltest.Eventually(t, "three acks seen", func() bool { return count("ack embedded") == 3 }, func() string { return fmt.Sprint(h.seen()) })
+	if k := count("deliver embedded"); k != 3 {
+		t.Fatalf("%d deliveries seen, want 3: %v", k, h.seen())
+	}
+}

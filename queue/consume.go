@@ -133,6 +133,32 @@ func (q *Queue) Poll() (*Delivery, error) {
 	return d, err
 }
 
+// ReceiveBatch blocks until a message is ready, ctx is done or the store
+// closes, then appends to dst the ready messages, up to limit (at least 1),
+// without waiting for more.
+func (q *Queue) ReceiveBatch(ctx context.Context, dst []*Delivery, limit int) ([]*Delivery, error) {
+	limit = max(limit, 1)
+	for {
+		ds, ch, next, err := q.pollN(true, dst, limit)
+		if err == nil {
+			return ds, nil
+		}
+		if !errors.Is(err, ErrNoMessage) {
+			return dst, err
+		}
+		if err := q.wait(ctx, ch, next); err != nil {
+			return dst, err
+		}
+	}
+}
+
+// PollBatch appends to dst the ready messages, up to limit (at least 1),
+// or returns ErrNoMessage when there is none.
+func (q *Queue) PollBatch(dst []*Delivery, limit int) ([]*Delivery, error) {
+	ds, _, _, err := q.pollN(false, dst, max(limit, 1))
+	return ds, err
+}
+
 // Receive blocks until a message is ready, ctx is done or the store closes.
 func (q *Queue) Receive(ctx context.Context) (*Delivery, error) {
 	for {
@@ -173,51 +199,87 @@ func (q *Queue) wait(ctx context.Context, ch <-chan struct{}, next int64) error 
 // set, it returns the channel that the next arrival closes, taken under the
 // same lock so no arrival slips between, and the next backoff deadline.
 func (q *Queue) poll(wait bool) (*Delivery, <-chan struct{}, int64, error) {
+	var one [1]*Delivery
+	ds, ch, next, err := q.pollN(wait, one[:0], 1)
+	if err != nil {
+		return nil, ch, next, err
+	}
+	return ds[0], nil, 0, nil
+}
+
+// pollN appends to dst up to n deliverable messages, at least one, taken
+// under one lock and one reading of the clock: a consumer that keeps up
+// with a fan-out takes a copy per publish, and the lock and the clock were
+// a fifth of its cost per copy. When there is none it returns dst as it
+// was and ErrNoMessage, with, if wait is set, the channel that the next
+// arrival closes and the next backoff deadline, as poll does.
+func (q *Queue) pollN(wait bool, dst []*Delivery, n int) ([]*Delivery, <-chan struct{}, int64, error) {
+	start := len(dst)
 	for {
 		if q.s.ctx.Err() != nil {
-			return nil, nil, 0, ErrClosed
+			return dst, nil, 0, ErrClosed
 		}
 		if q.gone.Load() {
-			return nil, nil, 0, fmt.Errorf("queue %q was dropped: %w", q.name, ErrUnknownQueue)
+			return dst, nil, 0, fmt.Errorf("queue %q was dropped: %w", q.name, ErrUnknownQueue)
 		}
 		q.mu.Lock()
 		now := q.s.now().UnixNano()
 		next := q.promoteLocked(now)
-		e, prio, ok, err := q.nextLocked(now)
-		if err != nil || !ok {
-			var ch chan struct{}
-			if wait {
-				q.waiting = true
-				ch = q.waitCh
+		var expired ref
+		hasExpired := false
+		for len(dst)-start < n {
+			e, prio, ok, err := q.nextLocked(now)
+			if err != nil || !ok {
+				if len(dst) > start {
+					// What was taken is returned; an error recurs at the
+					// next poll.
+					break
+				}
+				var ch chan struct{}
+				if wait {
+					q.waiting = true
+					ch = q.waitCh
+				}
+				q.mu.Unlock()
+				if err == nil {
+					err = ErrNoMessage
+				}
+				return dst, ch, next, err
 			}
-			q.mu.Unlock()
-			if err == nil {
-				err = ErrNoMessage
+			if e.expiresAt > 0 && e.expiresAt <= now {
+				expired, hasExpired = refOf(e, prio), true
+				break
 			}
-			return nil, ch, next, err
+			dst = append(dst, q.leaseLocked(e, prio, now))
 		}
-		if e.expiresAt > 0 && e.expiresAt <= now {
-			q.mu.Unlock()
-			q.expire(refOf(e, prio))
-			continue
-		}
-		attempt := e.deliveries + 1
-		q.tokens++
-		token := q.tokens
-		// One allocation for the delivery and its lease: a consumer of a
-		// topic's subscription takes one per copy.
-		dl := &deliveryLease{
-			d: Delivery{q: q, RowID: e.rowid, Attempt: attempt, Priority: prio, Reason: e.reason, Data: e.data, token: token, sh: e.sh},
-			l: lease{e: e, prio: prio, attempt: attempt, token: token, deadline: now + int64(q.policy.LeaseTimeout)},
-		}
-		q.inflight[e.rowid] = &dl.l
 		q.mu.Unlock()
-		d := &dl.d
-		if e.expiresAt > 0 {
-			d.ExpiresAt = time.Unix(0, e.expiresAt)
+		if hasExpired {
+			q.expire(expired)
+			if len(dst) == start {
+				continue
+			}
 		}
-		return d, nil, 0, nil
+		return dst, nil, 0, nil
 	}
+}
+
+// leaseLocked leases entry e of priority prio to a new delivery.
+func (q *Queue) leaseLocked(e entry, prio uint8, now int64) *Delivery {
+	attempt := e.deliveries + 1
+	q.tokens++
+	token := q.tokens
+	// One allocation for the delivery and its lease: a consumer of a
+	// topic's subscription takes one per copy.
+	dl := &deliveryLease{
+		d: Delivery{q: q, RowID: e.rowid, Attempt: attempt, Priority: prio, Reason: e.reason, Data: e.data, token: token, sh: e.sh},
+		l: lease{e: e, prio: prio, attempt: attempt, token: token, deadline: now + int64(q.policy.LeaseTimeout)},
+	}
+	q.inflight[e.rowid] = &dl.l
+	d := &dl.d
+	if e.expiresAt > 0 {
+		d.ExpiresAt = time.Unix(0, e.expiresAt)
+	}
+	return d
 }
 
 // deliveryLease is a delivery and the lease it holds, allocated together.
