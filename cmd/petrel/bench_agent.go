@@ -191,6 +191,7 @@ open until stdin closes or a signal comes.`,
 	f.StringVarP(&cfgPath, "config", "c", "", "the node's YAML configuration `file`")
 	f.IntVar(&o.Subscribers, "subscribers", 0, "subscriptions on this node")
 	f.IntVar(&o.Expect, "expect", 0, "messages each subscription delivers")
+	f.IntVar(&o.Batch, "batch", 64, "messages a consumer takes per ReceiveBatch")
 	f.BoolVar(&o.Durable, "durable", false, "make the subscriptions durable")
 	f.IntVar(&o.Publish, "publish", 0, "messages to publish (0: this node does not publish)")
 	f.IntVar(&o.Size, "size", 128, "body size in `bytes`")

@@ -55,6 +55,7 @@ peak_rss_mb the largest node's; per_node also holds each node's peak RSS.`,
 	f.IntVar(&o.Messages, "messages", 50000, "messages to publish")
 	f.IntVar(&o.Size, "size", 128, "body size in `bytes`")
 	f.IntVar(&o.Producers, "producers", 64, "producer goroutines")
+	f.IntVar(&o.Batch, "batch", 64, "messages a subscription's consumer takes per ReceiveBatch (1: one Receive each)")
 	f.IntVar(&o.Window, "window", 1024, "sends in flight per producer")
 	f.StringVar(&o.Sync, "sync", "full", "store sync mode: full or normal")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")

@@ -11,14 +11,14 @@ import (
 
 func TestBenchFanoutJSON(t *testing.T) {
 	r := runPetrel(t, 60*time.Second, "bench", "fanout", "--subscribers", "2", "--durable",
-		"--messages", "500", "--producers", "4", "--sync", "normal", "--json")
+		"--messages", "500", "--producers", "4", "--sync", "normal", "--batch", "7", "--json")
 	r.wantCode(t, exitOK)
 	var got bench.FanoutResult
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("stdout is not a fan-out result: %v\n%s", err, r.stdout)
 	}
-	if got.Delivered != 1000 || !got.Durable || got.Nodes != 1 || got.BaselineAnycastMsgsPerSec <= 0 {
-		t.Errorf("result %+v, want 1000 durable copies and a baseline", got)
+	if got.Delivered != 1000 || !got.Durable || got.Nodes != 1 || got.BaselineAnycastMsgsPerSec <= 0 || got.Batch != 7 {
+		t.Errorf("result %+v, want 1000 durable copies, a baseline and batches of 7", got)
 	}
 	for _, k := range []string{"publish_msgs_per_sec", "delivered_msgs_per_sec", "p50_ms", "p99_ms",
 		"peak_rss_mb", "baseline_anycast_msgs_per_sec"} {
@@ -66,6 +66,7 @@ func TestBenchFanoutUsage(t *testing.T) {
 		stderr string
 	}{
 		{[]string{"bench", "fanout", "--nodes", "2"}, `invalid argument 2 for "--nodes" flag: want 1 or 3`},
+		{[]string{"bench", "fanout", "--batch", "0"}, `invalid argument 0 for "--batch" flag: want at least 1`},
 		{[]string{"bench", "agent", "fanout", "--subscribers", "-1"}, `"--subscribers" flag: want at least 0`},
 		{[]string{"bench", "agent", "fanout", "--producers", "0"}, `"--producers" flag: want at least 1`},
 	} {

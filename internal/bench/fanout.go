@@ -28,6 +28,9 @@ const (
 // FanoutOptions are the flags of `bench fanout`.
 type FanoutOptions struct {
 	Subscribers, Nodes, Producers, Window, Messages, Size int
+	// Batch is how many messages a subscription's consumer takes per
+	// ReceiveBatch; 1 takes them one at a time.
+	Batch int
 	// Durable makes the subscriptions durable (named); otherwise they are
 	// private non-durable ones.
 	Durable bool
@@ -50,6 +53,8 @@ type FanoutResult struct {
 	Sync        string `json:"sync"`
 	Producers   int    `json:"producers"`
 	Window      int    `json:"window"`
+	// Batch is what each consumer took per ReceiveBatch, at most.
+	Batch int `json:"batch"`
 	// PublishMsgsPerSec is messages / (first publish submitted -> last
 	// publish durable, every copy committed).
 	PublishMsgsPerSec float64 `json:"publish_msgs_per_sec"`
@@ -86,7 +91,7 @@ func (o FanoutOptions) validate() (queue.SyncMode, error) {
 		v    int
 		min  int
 	}{
-		{"subscribers", o.Subscribers, 1}, {"producers", o.Producers, 1}, {"window", o.Window, 1},
+		{"subscribers", o.Subscribers, 1}, {"producers", o.Producers, 1}, {"window", o.Window, 1}, {"batch", o.Batch, 1},
 		{"messages", o.Messages, 1}, {"size", o.Size, 0},
 	} {
 		if c.v < c.min {
@@ -134,7 +139,7 @@ func RunFanout(ctx context.Context, o FanoutOptions, stdout, stderr io.Writer) (
 func measureFanout(ctx context.Context, node *petrel.Node, o FanoutOptions, progress io.Writer) (*FanoutResult, error) {
 	body := make([]byte, o.Size)
 	fmt.Fprintf(progress, "baseline: %d messages to the anycast address %q...\n", o.Messages, Addr)
-	baseline, err := measureAnycast(ctx, node, o, body)
+	baseline, err := measureAnycast(ctx, node, o.Messages, o.Producers, o.Window, o.Batch, body)
 	if err != nil {
 		return nil, fmt.Errorf("baseline: %w", err)
 	}
@@ -148,7 +153,7 @@ func measureFanout(ctx context.Context, node *petrel.Node, o FanoutOptions, prog
 			c.Close()
 		}
 	}()
-	g := startDrainers(ctx, subs, int64(o.Messages))
+	g := startDrainers(ctx, subs, int64(o.Messages), o.Batch)
 	start := time.Now()
 	sent, err := sendAllTo(ctx, node.Producer(), FanoutTopic, o.Messages, o.Producers, o.Window, body, false)
 	if err != nil {
@@ -162,24 +167,26 @@ func measureFanout(ctx context.Context, node *petrel.Node, o FanoutOptions, prog
 	return o.result(baseline, rate(int64(o.Messages), sent.last.Sub(start)), rate(delivered, end.Sub(start)), delivered, lat), nil
 }
 
-// measureAnycast sends the messages to the anycast address Addr while one
-// consumer drains it, and returns the publish rate.
-func measureAnycast(ctx context.Context, node *petrel.Node, o FanoutOptions, body []byte) (float64, error) {
+// measureAnycast sends messages messages to the anycast address Addr
+// while one consumer drains it, taking batch at a time as the fan-out's
+// do, and returns the publish rate.
+func measureAnycast(ctx context.Context, node *petrel.Node, messages, producers, window, batch int, body []byte) (float64, error) {
 	c, err := node.Consumer(Addr)
 	if err != nil {
 		return 0, err
 	}
-	cg := startConsumers(ctx, c, 1, int64(o.Messages))
+	defer c.Close()
+	g := startDrainers(ctx, []*petrel.Consumer{c}, int64(messages), batch)
 	start := time.Now()
-	sent, err := sendAllTo(ctx, node.Producer(), Addr, o.Messages, o.Producers, o.Window, body, false)
+	sent, err := sendAllTo(ctx, node.Producer(), Addr, messages, producers, window, body, false)
 	if err != nil {
-		cg.stop()
+		g.stop()
 		return 0, err
 	}
-	if _, _, err := cg.wait(); err != nil {
+	if _, _, _, err := g.wait(); err != nil {
 		return 0, fmt.Errorf("drain: %w", err)
 	}
-	return rate(int64(o.Messages), sent.last.Sub(start)), nil
+	return rate(int64(messages), sent.last.Sub(start)), nil
 }
 
 // subscribeAll makes the subscriptions, durable ones named bench-<i>.
@@ -217,7 +224,7 @@ func (o FanoutOptions) result(baseline, publish, delivered float64, n int64, lat
 	}
 	return &FanoutResult{
 		Scenario: "fanout", Nodes: o.Nodes, Subscribers: o.Subscribers, Durable: o.Durable,
-		Messages: o.Messages, Size: o.Size, Sync: o.Sync, Producers: o.Producers, Window: o.Window,
+		Messages: o.Messages, Size: o.Size, Sync: o.Sync, Producers: o.Producers, Window: o.Window, Batch: o.Batch,
 		PublishMsgsPerSec:         round(publish, 2),
 		DeliveredMsgsPerSec:       round(delivered, 2),
 		Delivered:                 n,
@@ -243,8 +250,8 @@ func (r *FanoutResult) figures() []figure {
 		where = "3 node processes in a line (publisher at n1, n2 relays to n3)"
 	}
 	figs := []figure{
-		{"scenario", fmt.Sprintf("fanout: %s, %d %s subscriptions, %d producers (window %d), %d messages of %d B, sync %s",
-			where, r.Subscribers, kind, r.Producers, r.Window, r.Messages, r.Size, r.Sync)},
+		{"scenario", fmt.Sprintf("fanout: %s, %d %s subscriptions (consumers take up to %d per ReceiveBatch), %d producers (window %d), %d messages of %d B, sync %s",
+			where, r.Subscribers, kind, r.Batch, r.Producers, r.Window, r.Messages, r.Size, r.Sync)},
 		{"publish", fmt.Sprintf("%.0f msgs/s (%.2fx the anycast baseline)", r.PublishMsgsPerSec, r.PublishRatio)},
 		{"delivered", fmt.Sprintf("%.0f msgs/s (%d copies; %.2fx the anycast baseline)", r.DeliveredMsgsPerSec, r.Delivered, r.DeliveredRatio)},
 		{"anycast baseline", fmt.Sprintf("%.0f msgs/s (same producers to one address)", r.BaselineAnycastMsgsPerSec)},

@@ -16,6 +16,8 @@ type FanoutAgentOptions struct {
 	// makes, durable ones (named bench-<node>-<i>) with Durable; each is
 	// drained by its own consumer until it delivered Expect messages.
 	Subscribers, Expect int
+	// Batch is how many messages a consumer takes per ReceiveBatch.
+	Batch int
 	Durable             bool
 	// Publish, when above 0, makes this node the publisher: it first sends
 	// Publish messages to the anycast address Addr with one consumer
@@ -57,7 +59,7 @@ func (o FanoutAgentOptions) validate() error {
 		flag   string
 		v, min int
 	}{
-		{"subscribers", o.Subscribers, 0}, {"expect", o.Expect, 0}, {"publish", o.Publish, 0}, {"size", o.Size, 0},
+		{"subscribers", o.Subscribers, 0}, {"expect", o.Expect, 0}, {"batch", o.Batch, 1}, {"publish", o.Publish, 0}, {"size", o.Size, 0},
 		{"producers", o.Producers, 1}, {"window", o.Window, 1}, {"wait-interest", o.WaitInterest, 0},
 	} {
 		if c.v < c.min {
@@ -106,7 +108,7 @@ func (a *agent) fanout(ctx context.Context, o FanoutAgentOptions) error {
 		}
 		subs = append(subs, c)
 	}
-	g := startDrainers(ctx, subs, int64(o.Expect))
+	g := startDrainers(ctx, subs, int64(o.Expect), o.Batch)
 	if o.Publish > 0 {
 		if err := a.publishFanout(ctx, o); err != nil {
 			g.stop()
@@ -126,27 +128,15 @@ func (a *agent) fanout(ctx context.Context, o FanoutAgentOptions) error {
 // interest, publishes, and prints the published event.
 func (a *agent) publishFanout(ctx context.Context, o FanoutAgentOptions) error {
 	body := make([]byte, o.Size)
-	c, err := a.node.Consumer(Addr)
+	baseline, err := measureAnycast(ctx, a.node, o.Publish, o.Producers, o.Window, o.Batch, body)
 	if err != nil {
-		return err
-	}
-	cg := startConsumers(ctx, c, 1, int64(o.Publish))
-	start := time.Now()
-	sent, err := sendAllTo(ctx, a.node.Producer(), Addr, o.Publish, o.Producers, o.Window, body, false)
-	if err != nil {
-		cg.stop()
 		return fmt.Errorf("baseline: %w", err)
 	}
-	if _, _, err := cg.wait(); err != nil {
-		return fmt.Errorf("baseline: drain: %w", err)
-	}
-	c.Close()
-	baseline := rate(int64(o.Publish), sent.last.Sub(start))
 	if err := a.waitInterest(ctx, o.WaitInterest); err != nil {
 		return err
 	}
-	start = time.Now()
-	sent, err = sendAllTo(ctx, a.node.Producer(), FanoutTopic, o.Publish, o.Producers, o.Window, body, false)
+	start := time.Now()
+	sent, err := sendAllTo(ctx, a.node.Producer(), FanoutTopic, o.Publish, o.Producers, o.Window, body, false)
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}

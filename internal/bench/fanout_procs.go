@@ -68,7 +68,7 @@ func runFanoutProcs(ctx context.Context, r *procRun, o FanoutOptions) (*FanoutRe
 			}
 			cfg, err := r.fileFor(f)
 			args := []string{"bench", "agent", "fanout", "-c", cfg, "--subscribers", strconv.Itoa(subs[name]),
-				"--expect", strconv.Itoa(o.Messages), "--durable=" + strconv.FormatBool(o.Durable)}
+				"--expect", strconv.Itoa(o.Messages), "--batch", strconv.Itoa(o.Batch), "--durable=" + strconv.FormatBool(o.Durable)}
 			if name == "n1" {
 				args = append(args, "--publish", strconv.Itoa(o.Messages), "--size", strconv.Itoa(o.Size),
 					"--producers", strconv.Itoa(o.Producers), "--window", strconv.Itoa(o.Window),

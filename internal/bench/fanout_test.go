@@ -19,7 +19,7 @@ func TestRunFanout(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	for _, durable := range []bool{false, true} {
 		var out, progress bytes.Buffer
-		o := FanoutOptions{Subscribers: 3, Nodes: 1, Producers: 2, Window: 16, Messages: 200, Size: 64,
+		o := FanoutOptions{Subscribers: 3, Nodes: 1, Producers: 2, Window: 16, Messages: 200, Size: 64, Batch: 16,
 			Durable: durable, Sync: "normal", JSON: true, Timeout: time.Minute}
 		if err := RunFanout(context.Background(), o, &out, &progress); err != nil {
 			t.Fatalf("durable %v: %v\n%s", durable, err, progress.String())
@@ -47,13 +47,14 @@ func TestRunFanout(t *testing.T) {
 }
 
 func TestRunFanoutRefusesFlags(t *testing.T) {
-	ok := FanoutOptions{Subscribers: 1, Nodes: 1, Producers: 1, Window: 1, Messages: 1, Sync: "full", Timeout: time.Minute}
+	ok := FanoutOptions{Subscribers: 1, Nodes: 1, Producers: 1, Window: 1, Messages: 1, Batch: 1, Sync: "full", Timeout: time.Minute}
 	for _, tc := range []struct {
 		mod  func(*FanoutOptions)
 		want string
 	}{
 		{func(o *FanoutOptions) { o.Nodes = 2 }, `"--nodes" flag: want 1 or 3`},
 		{func(o *FanoutOptions) { o.Subscribers = 0 }, `"--subscribers" flag: want at least 1`},
+		{func(o *FanoutOptions) { o.Batch = 0 }, `"--batch" flag: want at least 1`},
 		{func(o *FanoutOptions) { o.Sync = "fast" }, `"fast"`},
 	} {
 		o := ok
