@@ -17,8 +17,8 @@ type FanoutAgentOptions struct {
 	// drained by its own consumer until it delivered Expect messages.
 	Subscribers, Expect int
 	// Batch is how many messages a consumer takes per ReceiveBatch.
-	Batch int
-	Durable             bool
+	Batch   int
+	Durable bool
 	// Publish, when above 0, makes this node the publisher: it first sends
 	// Publish messages to the anycast address Addr with one consumer
 	// draining it (the baseline), then waits until it learned WaitInterest
