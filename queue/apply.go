@@ -662,11 +662,12 @@ func (w *writer) applyCreate(r *request, b *batch) error {
 
 // applyPrune forgets a queue's dedupe records older than the window, and,
 // past DedupeMaxEntries, the oldest until a tenth of the room is free, so
-// that the (scanning) count prune runs rarely.
+// that the (scanning) count prune runs rarely. Records go by whole runs,
+// each as old as the commit that made it.
 func (w *writer) applyPrune(r *request, b *batch) error {
 	c := w.s.cfg
 	cutoff := w.s.now().Add(-c.DedupeWindow).UnixNano()
-	byAge, err := w.conn.exec(`DELETE FROM dedupe WHERE queue = ? AND at < ?`, r.q.id, cutoff)
+	byAge, err := w.pruneDedupe(r.q, `at < ?`, cutoff)
 	if err != nil {
 		return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
 	}
@@ -675,14 +676,27 @@ func (w *writer) applyPrune(r *request, b *batch) error {
 	r.q.mu.Unlock()
 	var byCount int64
 	if max := int64(c.DedupeMaxEntries); entries > max {
+		// The newest runs that hold keep keys stay; the run that crosses
+		// keep goes, and every run as old or older.
 		keep := max - max/10
-		dest := make([]driver.Value, 1)
-		err := w.conn.queryRow(`SELECT at FROM dedupe WHERE queue = ? ORDER BY at DESC LIMIT 1 OFFSET ?`, []driver.Value{r.q.id, keep}, dest)
-		if err != nil && !errors.Is(err, errNoRows) {
+		var kept int64
+		var at int64
+		found := false
+		_, _, err := w.conn.scan(`SELECT at, n FROM dedupe_runs WHERE queue = ? ORDER BY at DESC`, []driver.Value{r.q.id}, 2, func(row []driver.Value) bool {
+			n, _ := row[1].(int64)
+			if kept+n > keep {
+				at, _ = row[0].(int64)
+				found = true
+				return false
+			}
+			kept += n
+			return true
+		})
+		if err != nil {
 			return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
 		}
-		if at, ok := dest[0].(int64); ok {
-			if byCount, err = w.conn.exec(`DELETE FROM dedupe WHERE queue = ? AND at <= ?`, r.q.id, at); err != nil {
+		if found {
+			if byCount, err = w.pruneDedupe(r.q, `at <= ?`, at); err != nil {
 				return fmt.Errorf("prune dedupe of %q: %w", r.q.name, err)
 			}
 		}
@@ -691,6 +705,23 @@ func (w *writer) applyPrune(r *request, b *batch) error {
 		b.delta(r.q).dedupeEntries -= n
 	}
 	return nil
+}
+
+// pruneDedupe deletes q's dedupe runs whose time matches cond (on at, with
+// one argument) and returns how many keys they held.
+func (w *writer) pruneDedupe(q *Queue, cond string, at int64) (int64, error) {
+	dest := make([]driver.Value, 1)
+	if err := w.conn.queryRow(`SELECT coalesce(sum(n), 0) FROM dedupe_runs WHERE queue = ? AND `+cond, []driver.Value{q.id, at}, dest); err != nil {
+		return 0, err
+	}
+	keys, _ := dest[0].(int64)
+	if keys == 0 {
+		return 0, nil
+	}
+	if _, err := w.conn.exec(`DELETE FROM dedupe_runs WHERE queue = ? AND `+cond, q.id, at); err != nil {
+		return 0, err
+	}
+	return keys, nil
 }
 
 // retryParked runs the parked puts again now that a commit may have freed

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -75,6 +76,11 @@ FROM queues q ORDER BY q.name`)
 		return fmt.Errorf("check store %s: %w", path, err)
 	}
 	problems = append(problems, runProblems...)
+	dedupeProblems, err := checkDedupeRuns(ctx, db)
+	if err != nil {
+		return fmt.Errorf("check store %s: %w", path, err)
+	}
+	problems = append(problems, dedupeProblems...)
 	if len(problems) > 0 {
 		return fmt.Errorf("check store %s: %s: %w", path, strings.Join(problems, "; "), ErrInconsistent)
 	}
@@ -164,4 +170,43 @@ func checkRuns(ctx context.Context, db *sql.DB) ([]string, error) {
 		problems = append(problems, fmt.Sprintf("%d shared bodies of no copy", unused))
 	}
 	return problems, nil
+}
+
+// checkDedupeRuns decodes every run of dedupe ids against its row, and
+// checks that the runs of one queue and origin do not share an id: the
+// writer records an id only when no run holds it.
+func checkDedupeRuns(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT queue, origin, min_id, max_id, n, ids FROM dedupe_runs ORDER BY queue, origin, max_id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var problems []string
+	// The rows come by queue and origin: one origin's ids are held at a
+	// time.
+	var lastQ int64 = -1
+	var lastOrigin []byte
+	var seen map[int64]bool
+	var ids []int64
+	for rows.Next() {
+		var q, minID, maxID, n int64
+		var origin, blob []byte
+		if err := rows.Scan(&q, &origin, &minID, &maxID, &n, &blob); err != nil {
+			return nil, err
+		}
+		if ids, err = decodeDedupeRun(ids[:0], minID, maxID, n, blob); err != nil {
+			problems = append(problems, fmt.Sprintf("dedupe run %d of queue %d: %v", maxID, q, err))
+			continue
+		}
+		if q != lastQ || !bytes.Equal(origin, lastOrigin) {
+			lastQ, lastOrigin, seen = q, origin, map[int64]bool{}
+		}
+		for _, id := range ids {
+			if seen[id] {
+				problems = append(problems, fmt.Sprintf("dedupe id %d of queue %d is in two runs", id, q))
+			}
+			seen[id] = true
+		}
+	}
+	return problems, rows.Err()
 }

@@ -55,7 +55,7 @@ func (w *writer) applyDrop(r *request, b *batch) error {
 	if err != nil {
 		return fmt.Errorf("drop queue %q: %w", q.name, err)
 	}
-	for _, stmt := range []string{`DELETE FROM messages WHERE queue = ?`, `DELETE FROM dedupe WHERE queue = ?`, `DELETE FROM queues WHERE id = ?`} {
+	for _, stmt := range []string{`DELETE FROM messages WHERE queue = ?`, `DELETE FROM dedupe_runs WHERE queue = ?`, `DELETE FROM queues WHERE id = ?`} {
 		if _, err := w.conn.exec(stmt, q.id); err != nil {
 			return fmt.Errorf("drop queue %q: %w", q.name, err)
 		}

@@ -102,6 +102,28 @@ ALTER TABLE copies ADD COLUMN items BLOB;
 ALTER TABLE copies ADD COLUMN n INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE copies ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
 `,
+	// 4: runs of dedupe keys.
+	`
+-- The dedupe window becomes runs: the ids one commit accepted into one
+-- queue from one origin, encoded in ids (see dedupe.go), in one row keyed
+-- by the largest, with the smallest, their count and the commit's time
+-- beside. One insert per commit and origin replaces one per message, and
+-- the lookup of a stream's next ids, all past its last run, is one index
+-- probe. schema 1's rows become runs of one.
+CREATE TABLE dedupe_runs (
+	queue  INTEGER NOT NULL,
+	origin BLOB    NOT NULL,
+	max_id INTEGER NOT NULL,
+	min_id INTEGER NOT NULL,
+	at     INTEGER NOT NULL,
+	n      INTEGER NOT NULL,
+	ids    BLOB    NOT NULL,
+	PRIMARY KEY (queue, origin, max_id)
+) WITHOUT ROWID;
+INSERT INTO dedupe_runs (queue, origin, max_id, min_id, at, n, ids)
+	SELECT queue, origin, msg_id, msg_id, at, 1, X'' FROM dedupe;
+DROP TABLE dedupe;
+`,
 }
 
 // migrationData runs Go code after a migration's DDL, in its transaction,

@@ -253,7 +253,7 @@ func (s *Store) load(ctx context.Context) error {
 }
 
 func (s *Store) loadDedupeCounts(ctx context.Context) error {
-	rows, err := s.wdb.QueryContext(ctx, `SELECT queue, count(*) FROM dedupe GROUP BY queue`)
+	rows, err := s.wdb.QueryContext(ctx, `SELECT queue, sum(n) FROM dedupe_runs GROUP BY queue`)
 	if err != nil {
 		return fmt.Errorf("load dedupe window: %w", err)
 	}
