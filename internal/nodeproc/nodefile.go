@@ -5,9 +5,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/gofrs/flock"
 )
 
 // NodeFile is the configuration file of one node of a multi-process bench
@@ -99,6 +103,10 @@ func (f NodeFile) Write(path string) error {
 // picks one below the kernel's ephemeral range when it can: a node whose
 // port is fixed across restarts must find it free again, and while the
 // node is down any outgoing connection may be given a port of that range.
+// It never returns a port twice to one process, nor one that another
+// process holds from FreePort (see reserve): test binaries run side by
+// side, and two of them could otherwise be given the same port in the
+// moment before either listens on it.
 func FreePort() (int, error) {
 	if low := ephemeralLow(); low > 2048 {
 		from := max(1024, low-16384)
@@ -106,7 +114,9 @@ func FreePort() (int, error) {
 			port := from + rand.IntN(low-from)
 			if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
 				ln.Close()
-				return port, nil
+				if reserve(port) {
+					return port, nil
+				}
 			}
 		}
 	}
@@ -116,6 +126,44 @@ func FreePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// reserved holds the ports this process was given, each with a lock file
+// that tells other processes the port is taken. The locks are released
+// when the process exits, so none outlives its holder.
+var reserved struct {
+	sync.Mutex
+	ports map[int]*flock.Flock
+}
+
+// reserve marks port taken by this process, and reports false when this
+// process or another one took it already. Where no lock file can be made,
+// the listen check alone decides.
+func reserve(port int) bool {
+	reserved.Lock()
+	defer reserved.Unlock()
+	if _, ok := reserved.ports[port]; ok {
+		return false
+	}
+	if reserved.ports == nil {
+		reserved.ports = map[int]*flock.Flock{}
+	}
+	dir := filepath.Join(os.TempDir(), "petrel-test-ports")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		reserved.ports[port] = nil
+		return true
+	}
+	l := flock.New(filepath.Join(dir, strconv.Itoa(port)))
+	ok, err := l.TryLock()
+	if err != nil {
+		reserved.ports[port] = nil
+		return true
+	}
+	if !ok {
+		return false
+	}
+	reserved.ports[port] = l
+	return true
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range, 0 if
