@@ -34,7 +34,7 @@ func conformBatch(t *testing.T, k endpointKind) {
 		ds, _ := c.ReceiveBatch(ctx, 8)
 		got <- ds
 	}()
-	send(t, ep, "orders", "first")
+	epPublish(t, ep, "orders", "first")
 	ds := <-got
 	if len(ds) != 1 || string(ds[0].Body) != "first" {
 		t.Fatalf("blocked receive batch got %s", bodies(ds))
@@ -45,7 +45,7 @@ func conformBatch(t *testing.T, k endpointKind) {
 
 	const n = 10
 	for i := range n {
-		send(t, ep, "orders", fmt.Sprint("m", i))
+		epPublish(t, ep, "orders", fmt.Sprint("m", i))
 	}
 	// The batches never exceed their max and keep the order; the third
 	// message of all is nacked and comes back after the others.
@@ -82,7 +82,7 @@ func conformBatch(t *testing.T, k endpointKind) {
 
 	// A max below 1 takes one; PollBatch takes what is ready.
 	for i := range 3 {
-		send(t, ep, "orders", fmt.Sprint("p", i))
+		epPublish(t, ep, "orders", fmt.Sprint("p", i))
 	}
 	ds, err := c.ReceiveBatch(ctx, 0)
 	if err != nil || len(ds) != 1 || string(ds[0].Body) != "p0" {
@@ -138,16 +138,6 @@ func conformTopicBatch(t *testing.T, k endpointKind) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("%s: got %v, want %v", c.Address(), got, want)
 		}
-	}
-}
-
-func send(t *testing.T, ep petrel.Endpoint, addr, body string) {
-	t.Helper()
-	p := ep.Producer()
-	m := p.CreateDataMessage(addr)
-	m.Body = []byte(body)
-	if err := p.Send(context.Background(), m); err != nil {
-		t.Fatalf("send %q: %v", body, err)
 	}
 }
 

@@ -161,18 +161,12 @@ func (q *Queue) PollBatch(dst []*Delivery, limit int) ([]*Delivery, error) {
 
 // Receive blocks until a message is ready, ctx is done or the store closes.
 func (q *Queue) Receive(ctx context.Context) (*Delivery, error) {
-	for {
-		d, ch, next, err := q.poll(true)
-		if err == nil {
-			return d, nil
-		}
-		if !errors.Is(err, ErrNoMessage) {
-			return nil, err
-		}
-		if err := q.wait(ctx, ch, next); err != nil {
-			return nil, err
-		}
+	var one [1]*Delivery
+	ds, err := q.ReceiveBatch(ctx, one[:0], 1)
+	if err != nil {
+		return nil, err
 	}
+	return ds[0], nil
 }
 
 // wait blocks until ch is closed, the backoff deadline next (unix nanos,
