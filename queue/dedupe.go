@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/petrelmq/petrel/message"
 )
@@ -140,83 +141,139 @@ type dedupeOwner struct {
 }
 
 // recordKeys records keys in the dedupe window and returns those that
-// were not there before: for each queue and origin, it reads the runs that
-// may hold the keys' ids and inserts the new ones as runs.
+// were not there before: it reads the runs that may hold the keys' ids,
+// for up to dedupeMaxSources queues and origins per statement, and inserts
+// the new ids as runs, up to dedupeMaxSources per statement. A commit
+// that brings a few messages for each of a thousand queues makes as few
+// statements as one that brings them all for one.
 func (w *writer) recordKeys(keys []dedupeKey) (map[dedupeKey]bool, error) {
 	fresh := make(map[dedupeKey]bool, len(keys))
-	bySource := map[dedupeSource][]int64{}
-	var sources []dedupeSource
+	index := map[dedupeSource]int{}
+	var groups []dedupeGroup
 	for _, k := range keys {
 		src := dedupeSource{k.q, k.origin}
-		ids, ok := bySource[src]
+		i, ok := index[src]
 		if !ok {
-			sources = append(sources, src)
+			i = len(groups)
+			index[src] = i
+			groups = append(groups, dedupeGroup{src: src})
 		}
-		bySource[src] = append(ids, int64(k.id))
+		groups[i].ids = append(groups[i].ids, int64(k.id))
 	}
-	now := w.batchTime()
-	for _, src := range sources {
-		ids := bySource[src]
-		slices.Sort(ids)
-		ids = slices.Compact(ids)
-		known, err := w.knownIDs(src, ids)
-		if err != nil {
+	for i := range groups {
+		g := &groups[i]
+		slices.Sort(g.ids)
+		g.ids = slices.Compact(g.ids)
+		g.known = make([]bool, len(g.ids))
+	}
+	for rest := groups; len(rest) > 0; {
+		chunk := rest[:min(len(rest), dedupeMaxSources)]
+		rest = rest[len(chunk):]
+		if err := w.markKnownIDs(chunk, index, groups); err != nil {
 			return nil, err
 		}
-		add := ids[:0]
-		for i, id := range ids {
-			if !known[i] {
-				fresh[dedupeKey{src.q, src.origin, uint64(id)}] = true
+	}
+	now := w.batchTime()
+	args := w.scratch[:0]
+	rows := 0
+	flush := func() error {
+		if rows == 0 {
+			return nil
+		}
+		_, err := w.conn.exec(insertDedupeSQL[rows], args...)
+		args, rows = args[:0], 0
+		return err
+	}
+	for _, g := range groups {
+		add := g.ids[:0]
+		for i, id := range g.ids {
+			if !g.known[i] {
+				fresh[dedupeKey{g.src.q, g.src.origin, uint64(id)}] = true
 				add = append(add, id)
 			}
 		}
 		for len(add) > 0 {
 			run := add[:min(len(add), maxDedupeRun)]
 			add = add[len(run):]
-			if w.dedupeBlob == nil {
-				w.dedupeBlob = make([]byte, 0, 64) // never nil: a run of one is an empty blob, not NULL
-			}
-			w.dedupeBlob = encodeDedupeRun(w.dedupeBlob[:0], run)
-			if _, err := w.conn.exec(`INSERT INTO dedupe_runs (queue, origin, max_id, min_id, at, n, ids) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				src.q, src.origin[:], run[len(run)-1], run[0], now, int64(len(run)), w.dedupeBlob); err != nil {
-				return nil, fmt.Errorf("record %d dedupe keys: %w", len(run), err)
+			// Never nil: a run of one is an empty blob, not NULL. Each
+			// row's blob is its own: the statement binds them all at once.
+			blob := encodeDedupeRun(make([]byte, 0, 2*len(run)), run)
+			args = append(args, g.src.q, g.src.origin[:], run[len(run)-1], run[0], now, int64(len(run)), blob)
+			if rows++; rows == dedupeMaxSources {
+				if err := flush(); err != nil {
+					return nil, fmt.Errorf("record dedupe keys: %w", err)
+				}
 			}
 		}
 	}
+	if err := flush(); err != nil {
+		return nil, fmt.Errorf("record dedupe keys: %w", err)
+	}
+	clear(args[:cap(args)])
+	w.scratch = args[:0]
 	return fresh, nil
 }
 
-// knownIDs reports which of ids, sorted and distinct, the dedupe window
-// of src holds: the runs that end at or past the smallest and begin at or
-// before the largest.
-func (w *writer) knownIDs(src dedupeSource, ids []int64) ([]bool, error) {
-	var known []bool
+// dedupeGroup is the ids of one queue and origin in a commit, sorted and
+// distinct, and which of them the window holds already.
+type dedupeGroup struct {
+	src   dedupeSource
+	ids   []int64
+	known []bool
+}
+
+// dedupeMaxSources is how many queues and origins one dedupe lookup reads,
+// and how many runs one insert writes.
+const dedupeMaxSources = 32
+
+// knownDedupeSQL[n] reads the runs that may hold the ids of n groups;
+// insertDedupeSQL[n] inserts n runs.
+var knownDedupeSQL, insertDedupeSQL = func() ([]string, []string) {
+	known := make([]string, dedupeMaxSources+1)
+	insert := make([]string, dedupeMaxSources+1)
+	for n := 1; n <= dedupeMaxSources; n++ {
+		known[n] = `SELECT queue, origin, min_id, max_id, n, ids FROM dedupe_runs WHERE ` +
+			strings.TrimSuffix(strings.Repeat(`(queue = ? AND origin = ? AND max_id >= ? AND min_id <= ?) OR `, n), ` OR `)
+		insert[n] = `INSERT INTO dedupe_runs (queue, origin, max_id, min_id, at, n, ids) VALUES ` + valuesSQL(n, 7)
+	}
+	return known, insert
+}()
+
+// markKnownIDs marks, in each group of chunk, the ids that the window
+// holds: those of the runs that end at or past the group's smallest id and
+// begin at or before its largest. index finds a row's group in groups.
+func (w *writer) markKnownIDs(chunk []dedupeGroup, index map[dedupeSource]int, groups []dedupeGroup) error {
+	args := make([]driver.Value, 0, 4*len(chunk))
+	for _, g := range chunk {
+		args = append(args, g.src.q, g.src.origin[:], g.ids[0], g.ids[len(g.ids)-1])
+	}
 	var derr error
-	_, _, err := w.conn.scan(`SELECT min_id, max_id, n, ids FROM dedupe_runs WHERE queue = ? AND origin = ? AND max_id >= ? AND min_id <= ?`,
-		[]driver.Value{src.q, src.origin[:], ids[0], ids[len(ids)-1]}, 4, func(row []driver.Value) bool {
-			minID, _ := row[0].(int64)
-			maxID, _ := row[1].(int64)
-			n, _ := row[2].(int64)
-			b, _ := row[3].([]byte)
-			if w.dedupeIDs, derr = decodeDedupeRun(w.dedupeIDs[:0], minID, maxID, n, b); derr != nil {
-				return false
-			}
-			if known == nil {
-				known = make([]bool, len(ids))
-			}
-			markKnown(known, ids, w.dedupeIDs)
-			return true
-		})
+	_, _, err := w.conn.scan(knownDedupeSQL[len(chunk)], args, 6, func(row []driver.Value) bool {
+		var src dedupeSource
+		src.q, _ = row[0].(int64)
+		origin, _ := row[1].([]byte)
+		copy(src.origin[:], origin)
+		i, ok := index[src]
+		if !ok || len(origin) != len(src.origin) {
+			return true // a row of another group's terms cannot match; keep reading
+		}
+		minID, _ := row[2].(int64)
+		maxID, _ := row[3].(int64)
+		n, _ := row[4].(int64)
+		b, _ := row[5].([]byte)
+		if w.dedupeIDs, derr = decodeDedupeRun(w.dedupeIDs[:0], minID, maxID, n, b); derr != nil {
+			return false
+		}
+		markKnown(groups[i].known, groups[i].ids, w.dedupeIDs)
+		return true
+	})
 	if err == nil {
 		err = derr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read dedupe runs: %w", err)
+		return fmt.Errorf("read dedupe runs: %w", err)
 	}
-	if known == nil {
-		known = make([]bool, len(ids))
-	}
-	return known, nil
+	return nil
 }
 
 // markKnown sets known[i] for each ids[i] that run holds; both are sorted.

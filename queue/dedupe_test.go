@@ -209,3 +209,60 @@ func TestMigrationFromSchema3(t *testing.T) {
 	}
 	closeAndCheck(t, s, path)
 }
+
+// TestDedupeManyQueuesInOneCommit: a commit with a few keys for each of
+// many queues and origins, more than one statement reads or writes, tells
+// each resend among new keys, in every queue.
+func TestDedupeManyQueuesInOneCommit(t *testing.T) {
+	s, path := openTemp(t, nil)
+	const queues = 3*dedupeMaxSources + 5
+	var puts []Put
+	var qs []*Queue
+	for i := range queues {
+		q := mustQueue(t, s, fmt.Sprint("q", i), KindReceive)
+		qs = append(qs, q)
+		for j := range 3 {
+			m := msg(4, fmt.Sprint(i, "/", j))
+			m.ID = uint64(100 + j)
+			m.Origin = message.NodeID{byte(j % 2), 7} // two origins per queue
+			puts = append(puts, Put{Queue: q, Msg: m, Dedupe: true})
+		}
+	}
+	submit := func(puts []Put) *Op {
+		t.Helper()
+		op, err := s.Submit(puts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := op.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
+	op := submit(puts)
+	for i := range puts {
+		if op.Deduped(i) {
+			t.Fatalf("put %d deduped on its first commit", i)
+		}
+	}
+	// Again, each queue's second key beside a new one.
+	var again []Put
+	for i, q := range qs {
+		again = append(again, puts[3*i+1])
+		m := msg(4, "new")
+		m.ID, m.Origin = 99, message.NodeID{1, 7}
+		again = append(again, Put{Queue: q, Msg: m, Dedupe: true})
+	}
+	op = submit(again)
+	for i := range again {
+		if op.Deduped(i) != (i%2 == 0) {
+			t.Fatalf("put %d of the resend: deduped %v", i, op.Deduped(i))
+		}
+	}
+	for _, q := range qs {
+		if st := q.Stats(); st.DedupeEntries != 4 || st.Depth != 4 {
+			t.Fatalf("%s: %+v, want 4 keys and 4 messages", q.Name(), st)
+		}
+	}
+	closeAndCheck(t, s, path)
+}

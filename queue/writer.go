@@ -55,8 +55,7 @@ type writer struct {
 	runItems      []runItem
 	ackItems      []runItem // deleteWholeRun's scratch
 	ackBlob       []byte    // deleteWholeRun's scratch
-	dedupeBlob    []byte    // recordKeys' scratch
-	dedupeIDs     []int64   // knownIDs' scratch
+	dedupeIDs     []int64   // markKnownIDs' scratch
 	copyGroups    []copyGroup
 	groupAt       map[plainKey]int // copyGroups' indexes
 	appends       []appendEffect   // a committed batch's, for the next
@@ -204,7 +203,7 @@ func (w *writer) trim() {
 	w.pending, w.pendingBodies, w.pendingCopies, w.copyArgs = nil, nil, nil, nil
 	w.runItems, w.copyGroups, w.appends, w.refLog, w.frees = nil, nil, nil, nil, nil
 	w.acks, w.scratch, w.ackItems, w.ackBlob = nil, nil, nil, nil
-	w.dedupeBlob, w.dedupeIDs = nil, nil
+	w.dedupeIDs = nil
 	w.groupAt, w.plain = map[plainKey]int{}, nil
 	for _, q := range w.s.Queues() {
 		q.trim()
