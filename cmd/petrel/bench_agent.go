@@ -39,6 +39,7 @@ func agentOpener(cfgPath string, stderr io.Writer) bench.OpenFunc {
 		cfg := file.NodeConfig()
 		cfg.Logger = file.NewLogger(stderr)
 		cfg.ConfigSource = cfgPath
+		cfg.Store.OnCommit = bench.WatchCommits(cfg.Store.OnCommit)
 		return petrel.Open(ctx, cfg)
 	}
 }

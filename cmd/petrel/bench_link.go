@@ -33,6 +33,11 @@ Figures:
                         default; 0 skips it); ratio_to_local is
                         msgs_per_sec over it
   fsync_p50_us          median of 4 KiB write + fsync in the bench directory
+  commits, slow_commits, commit_max_ms
+                        a's and b's group commits during the run: how many,
+                        how many took over 10 ms, and the longest. A disk
+                        that stalls (fsync_p50_us is only its median, before
+                        the run) shows here, and so does what a p99 meets
   mib_per_sec           msgs_per_sec x --size in MiB/s: the bodies alone,
                         not the headers or frames around them
   baseline_raw_mib_per_sec, baseline_raw_bytes

@@ -55,6 +55,19 @@ func TestBenchLinkJSON(t *testing.T) {
 					t.Errorf("rss_mb[%s] = %v, want > 0", n, rss[n])
 				}
 			}
+			// a and b, the agents, report their group commits: some, none
+			// of them slow but counted, the longest timed.
+			commits, _ := got["commits"].(map[string]any)
+			slow, _ := got["slow_commits"].(map[string]any)
+			longest, _ := got["commit_max_ms"].(map[string]any)
+			for _, n := range []string{"a", "b"} {
+				c, _ := commits[n].(float64)
+				s, ok := slow[n].(float64)
+				l, _ := longest[n].(float64)
+				if c < 1 || !ok || s > c || l <= 0 {
+					t.Errorf("node %s: commits %v, slow_commits %v, commit_max_ms %v; want commits, at most as many slow, a longest", n, commits[n], slow[n], longest[n])
+				}
+			}
 			wantGone(t, jsonPids(t, got), len(nodes))
 		})
 	}
@@ -96,7 +109,7 @@ func TestBenchLinkBacklog(t *testing.T) {
 	if v, _ := got["mib_per_sec"].(float64); v <= 0 {
 		t.Errorf("mib_per_sec = %v, want > 0", got["mib_per_sec"])
 	}
-	wantKeys(t, got, "scenario", "msgs_per_sec", "urgent_ms", "rss_mb", "peak_rss_mb", "queued_rss_mb")
+	wantKeys(t, got, "scenario", "msgs_per_sec", "urgent_ms", "rss_mb", "peak_rss_mb", "queued_rss_mb", "commits", "slow_commits", "commit_max_ms")
 	if got["scenario"] != "link-backlog" || got["messages"] != 2000.0 {
 		t.Errorf("scenario %v, messages %v; want link-backlog, 2000", got["scenario"], got["messages"])
 	}

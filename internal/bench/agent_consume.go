@@ -38,6 +38,8 @@ type consumedEvent struct {
 	UrgentNs    int64   `json:"urgent_ns"`
 	UrgentIndex int     `json:"urgent_index"`
 	PeakRSSMB   float64 `json:"peak_rss_mb"`
+	// The node's group commits until then (see commitWatch).
+	commitFigures
 }
 
 // RunAgentConsume runs `bench agent consume`: it opens the node, prints
@@ -108,7 +110,7 @@ func (a *agent) consume(ctx context.Context, o ConsumeOptions) (consumedEvent, e
 	}
 	pct := lat.percentiles(50, 99, 100)
 	ev.P50ms, ev.P99ms, ev.MaxMs = round(ms(pct[0]), 3), round(ms(pct[1]), 3), round(ms(pct[2]), 3)
-	ev.PeakRSSMB = currentPeakRSS()
+	ev.PeakRSSMB, ev.commitFigures = currentPeakRSS(), agentCommits.figures()
 	return ev, nil
 }
 
@@ -169,6 +171,6 @@ func (a *agent) consumeQueues(ctx context.Context, o ConsumeOptions) (consumedEv
 	ev.FirstNs = first
 	pct := lat.percentiles(50, 99, 100)
 	ev.P50ms, ev.P99ms, ev.MaxMs = round(ms(pct[0]), 3), round(ms(pct[1]), 3), round(ms(pct[2]), 3)
-	ev.PeakRSSMB = currentPeakRSS()
+	ev.PeakRSSMB, ev.commitFigures = currentPeakRSS(), agentCommits.figures()
 	return ev, nil
 }

@@ -64,6 +64,8 @@ type producedEvent struct {
 	// UrgentNs is when the --then-urgent message was submitted, 0 if none.
 	UrgentNs  int64   `json:"urgent_ns,omitempty"`
 	PeakRSSMB float64 `json:"peak_rss_mb"`
+	// The node's group commits until then (see commitWatch).
+	commitFigures
 }
 
 // DrainedEvent is printed once every send queue of the node is empty.
@@ -259,7 +261,7 @@ func (a *agent) produce(ctx context.Context, o ProduceOptions, prio int) (err er
 		}
 	}
 	ev.DurableNs = time.Now().UnixNano()
-	ev.PeakRSSMB = currentPeakRSS()
+	ev.PeakRSSMB, ev.commitFigures = currentPeakRSS(), agentCommits.figures()
 	if err := a.event(ev); err != nil {
 		return err
 	}

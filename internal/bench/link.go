@@ -49,6 +49,13 @@ type linkFigures struct {
 	// PeakRSSMB is the highest VmHWM of any node; RSSMB each node's.
 	PeakRSSMB float64            `json:"peak_rss_mb"`
 	RSSMB     map[string]float64 `json:"rss_mb"`
+	// CommitMaxMs and SlowCommits are, for a and b, the longest group
+	// commit of the run and how many took over 10 ms: the disk's stalls,
+	// which a tail latency meets (fsync_p50_us is its median, measured
+	// before the run). Commits counts them all.
+	CommitMaxMs map[string]float64 `json:"commit_max_ms"`
+	SlowCommits map[string]int64   `json:"slow_commits"`
+	Commits     map[string]int64   `json:"commits"`
 	// Pids are the node processes', all stopped when the bench returns.
 	Pids      map[string]int `json:"pids"`
 	CPUs      int            `json:"cpus"`
@@ -182,6 +189,28 @@ func (f linkFigures) path() string {
 	return "1 hop, a -> b"
 }
 
+// setCommits fills the commit figures from each agent node's.
+func (f *linkFigures) setCommits(nodes map[string]commitFigures) {
+	f.CommitMaxMs, f.SlowCommits, f.Commits = map[string]float64{}, map[string]int64{}, map[string]int64{}
+	for name, c := range nodes {
+		f.CommitMaxMs[name], f.SlowCommits[name], f.Commits[name] = c.CommitMaxMs, c.SlowCommits, c.Commits
+	}
+}
+
+func (f linkFigures) commitFigures() []figure {
+	names := make([]string, 0, len(f.Commits))
+	for name := range f.Commits {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var figs []figure
+	for _, name := range names {
+		figs = append(figs, figure{"commits " + name, fmt.Sprintf("%d, %d over %s, the longest %.1f ms",
+			f.Commits[name], f.SlowCommits[name], slowCommit, f.CommitMaxMs[name])})
+	}
+	return figs
+}
+
 func (f linkFigures) rssFigures() []figure {
 	names := make([]string, 0, len(f.RSSMB))
 	for name := range f.RSSMB {
@@ -216,6 +245,7 @@ func (r *linkResult) figures() []figure {
 	}
 	figs = append(figs, r.baseline.figures("end-to-end", r.MsgsPerSec)...)
 	figs = append(figs, r.rawBaseline.figures("bodies end to end", r.MiBPerSec)...)
+	figs = append(figs, r.commitFigures()...)
 	return append(figs, r.rssFigures()...)
 }
 
@@ -231,5 +261,6 @@ func (r *backlogResult) figures() []figure {
 	}
 	figs = append(figs, r.baseline.figures("drain", r.MsgsPerSec)...)
 	figs = append(figs, r.rawBaseline.figures("bodies drained", r.MiBPerSec)...)
+	figs = append(figs, r.commitFigures()...)
 	return append(figs, r.rssFigures()...)
 }

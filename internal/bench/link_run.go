@@ -104,6 +104,7 @@ func (r *linkRun) runLink(ctx context.Context) (*linkResult, error) {
 		linkFigures: r.base("link", r.rss(map[string]float64{"a": prod.PeakRSSMB, "b": cons.PeakRSSMB})),
 		P50ms:       cons.P50ms, P99ms: cons.P99ms, MaxMs: cons.MaxMs,
 	}
+	res.setCommits(map[string]commitFigures{"a": prod.commitFigures, "b": cons.commitFigures})
 	res.MsgsPerSec = round(rate(int64(r.o.Messages), elapsed), 2)
 	res.EnqueueMsgsPerSec = round(rate(int64(prod.Count), time.Duration(prod.DurableNs-prod.StartNs)), 2)
 	res.ElapsedSeconds = round(elapsed.Seconds(), 3)
@@ -176,6 +177,7 @@ func (r *linkRun) backlogResult(prod producedEvent, cons consumedEvent, queuedRS
 		UrgentIndex: cons.UrgentIndex,
 		QueuedRSSMB: queuedRSS,
 	}
+	res.setCommits(map[string]commitFigures{"a": prod.commitFigures, "b": cons.commitFigures})
 	res.MsgsPerSec = round(rate(int64(r.o.Messages+1), elapsed), 2)
 	res.EnqueueMsgsPerSec = round(rate(int64(prod.Count), time.Duration(prod.DurableNs-prod.StartNs)), 2)
 	res.ElapsedSeconds = round(elapsed.Seconds(), 3)
