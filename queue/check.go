@@ -173,8 +173,8 @@ func checkRuns(ctx context.Context, db *sql.DB) ([]string, error) {
 }
 
 // checkDedupeRuns decodes every run of dedupe ids against its row, and
-// checks that the runs of one queue and origin do not share an id: the
-// writer records an id only when no run holds it.
+// checks that the runs of one queue and origin span ids apart: the lookup
+// of an id reads only the first run that ends at or past it.
 func checkDedupeRuns(ctx context.Context, db *sql.DB) ([]string, error) {
 	rows, err := db.QueryContext(ctx, `SELECT queue, origin, min_id, max_id, n, ids FROM dedupe_runs ORDER BY queue, origin, max_id`)
 	if err != nil {
@@ -182,11 +182,8 @@ func checkDedupeRuns(ctx context.Context, db *sql.DB) ([]string, error) {
 	}
 	defer rows.Close()
 	var problems []string
-	// The rows come by queue and origin: one origin's ids are held at a
-	// time.
-	var lastQ int64 = -1
+	var lastQ, lastMax int64 = -1, 0
 	var lastOrigin []byte
-	var seen map[int64]bool
 	var ids []int64
 	for rows.Next() {
 		var q, minID, maxID, n int64
@@ -196,17 +193,11 @@ func checkDedupeRuns(ctx context.Context, db *sql.DB) ([]string, error) {
 		}
 		if ids, err = decodeDedupeRun(ids[:0], minID, maxID, n, blob); err != nil {
 			problems = append(problems, fmt.Sprintf("dedupe run %d of queue %d: %v", maxID, q, err))
-			continue
 		}
-		if q != lastQ || !bytes.Equal(origin, lastOrigin) {
-			lastQ, lastOrigin, seen = q, origin, map[int64]bool{}
+		if q == lastQ && bytes.Equal(origin, lastOrigin) && minID <= lastMax {
+			problems = append(problems, fmt.Sprintf("dedupe run %d of queue %d begins at %d, within the run before it, which ends at %d", maxID, q, minID, lastMax))
 		}
-		for _, id := range ids {
-			if seen[id] {
-				problems = append(problems, fmt.Sprintf("dedupe id %d of queue %d is in two runs", id, q))
-			}
-			seen[id] = true
-		}
+		lastQ, lastOrigin, lastMax = q, origin, maxID
 	}
 	return problems, rows.Err()
 }

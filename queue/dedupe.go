@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/binary"
 	"errors"
@@ -20,20 +21,23 @@ type dedupeKey struct {
 	id     uint64
 }
 
-// The dedupe window is kept in runs: the ids that one commit accepted into
-// one queue from one origin, at most maxDedupeRun of them, in one row of
-// dedupe_runs keyed by (queue, origin, the largest id). A row per key made
-// its insert the costliest part of storing what a remote client or a link
-// sends, about as much as storing the message. Ids are ordered as SQLite
-// orders them, as int64; ids holds the run past its smallest, which
-// min_id holds:
+// The dedupe window is kept in runs: ids that one queue accepted from one
+// origin, at most maxDedupeRun of them, in one row of dedupe_runs keyed by
+// (queue, origin, the largest id). A row per key made its insert the
+// costliest part of storing what a remote client or a link sends, about
+// as much as storing the message. Ids are ordered as SQLite orders them,
+// as int64; ids holds the run past its smallest, which min_id holds:
 //
 //	ids := (n-1) times: delta uvarint  an id minus the one before it, as
 //	                                   uint64 (modulo 2^64), > 0
 //
-// A stream of a producer's messages has ids that grow, so the lookup of a
-// commit's keys finds no run that ends at or past its smallest one: one
-// index probe. A resend finds the runs that may hold it and reads them.
+// The runs of one queue and origin never overlap: each spans ids that no
+// other one's span holds. So the only run that may hold an id is the first
+// whose largest id is at or past it, one index probe, whatever ids a peer
+// sends. A producer's ids grow: a commit's new ids are past the last run,
+// which one probe tells, and go into a new run. An id that is not (a
+// resend, or one that came late) is looked up in its run; if new, it joins
+// that run when inside its span, or a new run in the gap before it.
 
 // maxDedupeRun caps the ids of a run, so that a row stays near a page and
 // a resend's lookup decodes little.
@@ -141,11 +145,12 @@ type dedupeOwner struct {
 }
 
 // recordKeys records keys in the dedupe window and returns those that
-// were not there before: it reads the runs that may hold the keys' ids,
-// for up to dedupeMaxSources queues and origins per statement, and inserts
-// the new ids as runs, up to dedupeMaxSources per statement. A commit
-// that brings a few messages for each of a thousand queues makes as few
-// statements as one that brings them all for one.
+// were not there before. It reads each queue and origin's last run, up to
+// dedupeMaxSources of them per statement; the ids past it are new, and
+// become runs, up to dedupeMaxSources per insert. A commit that brings a
+// few messages for each of a thousand queues makes as few statements as
+// one that brings them all for one. The other ids take a probe each
+// (recordOlder).
 func (w *writer) recordKeys(keys []dedupeKey) (map[dedupeKey]bool, error) {
 	fresh := make(map[dedupeKey]bool, len(keys))
 	index := map[dedupeSource]int{}
@@ -164,139 +169,214 @@ func (w *writer) recordKeys(keys []dedupeKey) (map[dedupeKey]bool, error) {
 		g := &groups[i]
 		slices.Sort(g.ids)
 		g.ids = slices.Compact(g.ids)
-		g.known = make([]bool, len(g.ids))
 	}
 	for rest := groups; len(rest) > 0; {
 		chunk := rest[:min(len(rest), dedupeMaxSources)]
 		rest = rest[len(chunk):]
-		if err := w.markKnownIDs(chunk, index, groups); err != nil {
+		if err := w.lastDedupeIDs(chunk); err != nil {
 			return nil, err
 		}
 	}
-	now := w.batchTime()
-	args := w.scratch[:0]
-	rows := 0
-	flush := func() error {
-		if rows == 0 {
-			return nil
+	ins := dedupeInserts{w: w, at: w.batchTime(), args: w.scratch[:0]}
+	for i := range groups {
+		g := &groups[i]
+		past := 0
+		if g.hasLast {
+			past = firstAfter(g.ids, g.last)
 		}
-		_, err := w.conn.exec(insertDedupeSQL[rows], args...)
-		args, rows = args[:0], 0
-		return err
-	}
-	for _, g := range groups {
-		add := g.ids[:0]
-		for i, id := range g.ids {
-			if !g.known[i] {
-				fresh[dedupeKey{g.src.q, g.src.origin, uint64(id)}] = true
-				add = append(add, id)
+		if past > 0 {
+			if err := w.recordOlder(g.src, g.ids[:past], fresh, &ins); err != nil {
+				return nil, err
 			}
 		}
-		for len(add) > 0 {
-			run := add[:min(len(add), maxDedupeRun)]
-			add = add[len(run):]
-			// Never nil: a run of one is an empty blob, not NULL. Each
-			// row's blob is its own: the statement binds them all at once.
-			blob := encodeDedupeRun(make([]byte, 0, 2*len(run)), run)
-			args = append(args, g.src.q, g.src.origin[:], run[len(run)-1], run[0], now, int64(len(run)), blob)
-			if rows++; rows == dedupeMaxSources {
-				if err := flush(); err != nil {
-					return nil, fmt.Errorf("record dedupe keys: %w", err)
-				}
-			}
+		for _, id := range g.ids[past:] {
+			fresh[dedupeKey{g.src.q, g.src.origin, uint64(id)}] = true
+		}
+		if err := ins.add(g.src, g.ids[past:]); err != nil {
+			return nil, err
 		}
 	}
-	if err := flush(); err != nil {
-		return nil, fmt.Errorf("record dedupe keys: %w", err)
+	if err := ins.flush(); err != nil {
+		return nil, err
 	}
-	clear(args[:cap(args)])
-	w.scratch = args[:0]
+	clear(ins.args[:cap(ins.args)])
+	w.scratch = ins.args[:0]
 	return fresh, nil
 }
 
-// dedupeGroup is the ids of one queue and origin in a commit, sorted and
-// distinct, and which of them the window holds already.
-type dedupeGroup struct {
-	src   dedupeSource
-	ids   []int64
-	known []bool
+// firstAfter returns the index of the first of ids, sorted, past x.
+func firstAfter(ids []int64, x int64) int {
+	return sort.Search(len(ids), func(i int) bool { return ids[i] > x })
 }
 
-// dedupeMaxSources is how many queues and origins one dedupe lookup reads,
-// and how many runs one insert writes.
+// dedupeGroup is the ids of one queue and origin in a commit, sorted and
+// distinct, and the largest id its runs hold, if any.
+type dedupeGroup struct {
+	src     dedupeSource
+	ids     []int64
+	last    int64
+	hasLast bool
+}
+
+// dedupeMaxSources is how many queues and origins one statement reads
+// the last run of, and how many runs one insert writes.
 const dedupeMaxSources = 32
 
-// knownDedupeSQL[n] reads the runs that may hold the ids of n groups;
-// insertDedupeSQL[n] inserts n runs.
-var knownDedupeSQL, insertDedupeSQL = func() ([]string, []string) {
-	known := make([]string, dedupeMaxSources+1)
+// lastDedupeSQL[n] reads the largest id of n queues and origins, one
+// column each (NULL for none); insertDedupeSQL[n] inserts n runs.
+var lastDedupeSQL, insertDedupeSQL = func() ([]string, []string) {
+	last := make([]string, dedupeMaxSources+1)
 	insert := make([]string, dedupeMaxSources+1)
 	for n := 1; n <= dedupeMaxSources; n++ {
-		known[n] = `SELECT queue, origin, min_id, max_id, n, ids FROM dedupe_runs WHERE ` +
-			strings.TrimSuffix(strings.Repeat(`(queue = ? AND origin = ? AND max_id >= ? AND min_id <= ?) OR `, n), ` OR `)
+		last[n] = `SELECT ` + strings.TrimSuffix(strings.Repeat(
+			`(SELECT max_id FROM dedupe_runs WHERE queue = ? AND origin = ? ORDER BY max_id DESC LIMIT 1), `, n), `, `)
 		insert[n] = `INSERT INTO dedupe_runs (queue, origin, max_id, min_id, at, n, ids) VALUES ` + valuesSQL(n, 7)
 	}
-	return known, insert
+	return last, insert
 }()
 
-// markKnownIDs marks, in each group of chunk, the ids that the window
-// holds: those of the runs that end at or past the group's smallest id and
-// begin at or before its largest. index finds a row's group in groups.
-func (w *writer) markKnownIDs(chunk []dedupeGroup, index map[dedupeSource]int, groups []dedupeGroup) error {
-	args := make([]driver.Value, 0, 4*len(chunk))
+// lastDedupeIDs sets each group's last id: its last run's largest.
+func (w *writer) lastDedupeIDs(chunk []dedupeGroup) error {
+	args := make([]driver.Value, 0, 2*len(chunk))
 	for _, g := range chunk {
-		args = append(args, g.src.q, g.src.origin[:], g.ids[0], g.ids[len(g.ids)-1])
+		args = append(args, g.src.q, g.src.origin[:])
 	}
-	var derr error
-	_, _, err := w.conn.scan(knownDedupeSQL[len(chunk)], args, 6, func(row []driver.Value) bool {
-		var src dedupeSource
-		src.q, _ = row[0].(int64)
-		origin, _ := row[1].([]byte)
-		copy(src.origin[:], origin)
-		i, ok := index[src]
-		if !ok || len(origin) != len(src.origin) {
-			return true // a row of another group's terms cannot match; keep reading
-		}
-		minID, _ := row[2].(int64)
-		maxID, _ := row[3].(int64)
-		n, _ := row[4].(int64)
-		b, _ := row[5].([]byte)
-		if w.dedupeIDs, derr = decodeDedupeRun(w.dedupeIDs[:0], minID, maxID, n, b); derr != nil {
-			return false
-		}
-		markKnown(groups[i].known, groups[i].ids, w.dedupeIDs)
-		return true
-	})
-	if err == nil {
-		err = derr
-	}
-	if err != nil {
+	dest := make([]driver.Value, len(chunk))
+	if err := w.conn.queryRow(lastDedupeSQL[len(chunk)], args, dest); err != nil {
 		return fmt.Errorf("read dedupe runs: %w", err)
+	}
+	for i := range chunk {
+		chunk[i].last, chunk[i].hasLast = dest[i].(int64)
 	}
 	return nil
 }
 
-// markKnown sets known[i] for each ids[i] that run holds; both are sorted.
-func markKnown(known []bool, ids, run []int64) {
-	i := sort.Search(len(ids), func(i int) bool { return ids[i] >= run[0] })
-	j := 0
-	for i < len(ids) && j < len(run) {
-		switch {
-		case ids[i] < run[j]:
-			i++
-		case ids[i] > run[j]:
-			j++
-		default:
-			known[i] = true
-			i++
-			j++
+// dedupeInserts gathers the runs a commit inserts, dedupeMaxSources per
+// statement.
+type dedupeInserts struct {
+	w    *writer
+	at   int64
+	args []driver.Value
+	rows int
+}
+
+// add inserts ids of src, sorted and distinct, as runs of at most
+// maxDedupeRun: the caller knows that no run spans any of them.
+func (in *dedupeInserts) add(src dedupeSource, ids []int64) error {
+	for len(ids) > 0 {
+		run := ids[:min(len(ids), maxDedupeRun)]
+		ids = ids[len(run):]
+		// Never nil: a run of one is an empty blob, not NULL. Each row's
+		// blob is its own: the statement binds them all at once.
+		blob := encodeDedupeRun(make([]byte, 0, 2*len(run)), run)
+		in.args = append(in.args, src.q, src.origin[:], run[len(run)-1], run[0], in.at, int64(len(run)), blob)
+		if in.rows++; in.rows == dedupeMaxSources {
+			if err := in.flush(); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+func (in *dedupeInserts) flush() error {
+	if in.rows == 0 {
+		return nil
+	}
+	_, err := in.w.conn.exec(insertDedupeSQL[in.rows], in.args...)
+	clear(in.args)
+	in.args, in.rows = in.args[:0], 0
+	if err != nil {
+		return fmt.Errorf("record dedupe keys: %w", err)
+	}
+	return nil
+}
+
+// dedupeRun is one row of dedupe_runs, decoded.
+type dedupeRun struct {
+	minID, maxID int64
+	ids          []int64
+}
+
+// runAt returns the run of src that may hold id: the first whose largest
+// id is at or past it. ok is false when there is none.
+func runAt(query func(string, []driver.Value, []driver.Value) error, src dedupeSource, id int64) (r dedupeRun, ok bool, err error) {
+	dest := make([]driver.Value, 4)
+	err = query(`SELECT min_id, max_id, n, ids FROM dedupe_runs WHERE queue = ? AND origin = ? AND max_id >= ? ORDER BY max_id LIMIT 1`,
+		[]driver.Value{src.q, src.origin[:], id}, dest)
+	if errors.Is(err, errNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, fmt.Errorf("read dedupe runs: %w", err)
+	}
+	r.minID, _ = dest[0].(int64)
+	r.maxID, _ = dest[1].(int64)
+	n, _ := dest[2].(int64)
+	b, _ := dest[3].([]byte)
+	if r.ids, err = decodeDedupeRun(nil, r.minID, r.maxID, n, b); err != nil {
+		return r, false, fmt.Errorf("dedupe run %d: %w", r.maxID, err)
+	}
+	return r, true, nil
+}
+
+// recordOlder records ids of src, sorted, distinct and none past its last
+// run, marking the new ones in fresh. Each id's run is the first one
+// ending at or past it: an id inside the run's span is known if the run
+// holds it, and otherwise joins it; an id before the span is new, and the
+// ids in that gap make a new run there. Spans stay apart, so the next
+// lookup still finds an id's one run.
+func (w *writer) recordOlder(src dedupeSource, ids []int64, fresh map[dedupeKey]bool, ins *dedupeInserts) error {
+	for len(ids) > 0 {
+		r, ok, err := runAt(w.conn.queryRow, src, ids[0])
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("read dedupe runs: no run ends at or past id %d, below the last", ids[0])
+		}
+		// The ids this run decides: those up to its largest.
+		k := firstAfter(ids, r.maxID)
+		mine := ids[:k]
+		ids = ids[k:]
+		gap, _ := slices.BinarySearch(mine, r.minID)
+		joined := r.ids
+		grew := false
+		for _, id := range mine[gap:] {
+			if _, held := slices.BinarySearch(r.ids, id); held {
+				continue
+			}
+			fresh[dedupeKey{src.q, src.origin, uint64(id)}] = true
+			if !grew {
+				joined, grew = slices.Clone(r.ids), true
+			}
+			joined = append(joined, id)
+		}
+		for _, id := range mine[:gap] {
+			fresh[dedupeKey{src.q, src.origin, uint64(id)}] = true
+		}
+		if err := ins.add(src, mine[:gap]); err != nil {
+			return err
+		}
+		if grew {
+			// The run is written again with the ids that joined it, as one
+			// row or, past maxDedupeRun, several, all within its span and
+			// recorded now: its older ids stay a little longer.
+			slices.Sort(joined)
+			if _, err := w.conn.exec(`DELETE FROM dedupe_runs WHERE queue = ? AND origin = ? AND max_id = ?`, src.q, src.origin[:], r.maxID); err != nil {
+				return fmt.Errorf("rewrite dedupe run: %w", err)
+			}
+			if err := ins.add(src, joined); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // batchTime is the time the current batch records in the dedupe window:
-// the clock, but always after the previous batch's, so that it tells this
-// batch's rows from older ones even when the clock stands still or steps
+// the clock, but always after the previous batch's, so that the window's
+// times grow with its runs even when the clock stands still or steps
 // back.
 func (w *writer) batchTime() int64 {
 	if w.batchAt == 0 {
@@ -330,28 +410,28 @@ func (b *batch) markDup(r *request, i int) {
 // pruned. A receiver asks before it takes a file's content again, so that
 // a file it already delivered is acknowledged instead of sent twice.
 func (q *Queue) Seen(ctx context.Context, origin message.NodeID, id uint64) (bool, error) {
-	rows, err := q.s.rdb.QueryContext(ctx, `SELECT min_id, max_id, n, ids FROM dedupe_runs WHERE queue = ? AND origin = ? AND max_id >= ? AND min_id <= ?`,
-		q.id, origin[:], int64(id), int64(id))
+	query := func(query string, args, dest []driver.Value) error {
+		vals := make([]any, len(args))
+		for i, a := range args {
+			vals[i] = a
+		}
+		ptrs := make([]any, len(dest))
+		for i := range dest {
+			ptrs[i] = &dest[i]
+		}
+		err := q.s.rdb.QueryRowContext(ctx, query, vals...).Scan(ptrs...)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNoRows
+		}
+		return err
+	}
+	r, ok, err := runAt(query, dedupeSource{q.id, origin}, int64(id))
 	if err != nil {
 		return false, fmt.Errorf("dedupe lookup in %q: %w", q.name, err)
 	}
-	defer rows.Close()
-	var run []int64
-	for rows.Next() {
-		var minID, maxID, n int64
-		var b []byte
-		if err := rows.Scan(&minID, &maxID, &n, &b); err != nil {
-			return false, fmt.Errorf("dedupe lookup in %q: %w", q.name, err)
-		}
-		if run, err = decodeDedupeRun(run[:0], minID, maxID, n, b); err != nil {
-			return false, fmt.Errorf("dedupe lookup in %q: %w", q.name, err)
-		}
-		if _, ok := slices.BinarySearch(run, int64(id)); ok {
-			return true, nil
-		}
+	if !ok {
+		return false, nil
 	}
-	if err := rows.Err(); err != nil {
-		return false, fmt.Errorf("dedupe lookup in %q: %w", q.name, err)
-	}
-	return false, nil
+	_, held := slices.BinarySearch(r.ids, int64(id))
+	return held, nil
 }

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/petrelmq/petrel/message"
@@ -262,6 +264,136 @@ func TestDedupeManyQueuesInOneCommit(t *testing.T) {
 	for _, q := range qs {
 		if st := q.Stats(); st.DedupeEntries != 4 || st.Depth != 4 {
 			t.Fatalf("%s: %+v, want 4 keys and 4 messages", q.Name(), st)
+		}
+	}
+	closeAndCheck(t, s, path)
+}
+
+// idsMsgs returns messages of origin with the given ids.
+func idsMsgs(ids ...uint64) []*message.Message {
+	var ms []*message.Message
+	for _, id := range ids {
+		m := msg(4, fmt.Sprint("id", id))
+		m.ID = id
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// TestDedupeRunsStayApart: ids that come late, below a run or inside its
+// span, join that run or make one in the gap before it, so that the runs
+// of an origin never span the same ids; each is then known, once and for
+// all, and a run grown past maxDedupeRun is split.
+func TestDedupeRunsStayApart(t *testing.T) {
+	s, path := openTemp(t, nil)
+	q := mustQueue(t, s, "q", KindReceive)
+	putDeduped(t, s, q, idsMsgs(10, 20, 30))
+	dups := putDeduped(t, s, q, idsMsgs(5, 15, 20, 25, 35, 40))
+	if !slices.Equal(dups, []bool{false, false, true, false, false, false}) {
+		t.Fatalf("duplicates %v, want only 20", dups)
+	}
+	if got := dedupeRuns(t, s, q); !slices.Equal(got, []int64{1, 5, 2}) {
+		t.Fatalf("runs of %v ids, want {5}, {10..30} and {35, 40}", got)
+	}
+	for _, id := range []uint64{5, 10, 15, 20, 25, 30, 35, 40} {
+		if d := putDeduped(t, s, q, idsMsgs(id)); !d[0] {
+			t.Fatalf("resend of %d stored again", id)
+		}
+		if seen, err := q.Seen(context.Background(), origin, id); err != nil || !seen {
+			t.Fatalf("Seen(%d) = %v, %v", id, seen, err)
+		}
+	}
+	for _, id := range []uint64{1, 6, 11, 31, 41} {
+		if seen, err := q.Seen(context.Background(), origin, id); err != nil || seen {
+			t.Fatalf("Seen(%d) of an id never put = %v, %v", id, seen, err)
+		}
+	}
+
+	// A run of 512 even ids, then the odd ones between them: they all join
+	// it, and it is written again as runs of 512 and 511.
+	other := mustQueue(t, s, "other", KindReceive)
+	var even, odd []uint64
+	for i := range uint64(maxDedupeRun) {
+		even = append(even, 1000+2*i)
+		if i < maxDedupeRun-1 {
+			odd = append(odd, 1001+2*i)
+		}
+	}
+	putDeduped(t, s, other, idsMsgs(even...))
+	if d := putDeduped(t, s, other, idsMsgs(odd...)); slices.Contains(d, true) {
+		t.Fatal("an odd id inside the even run's span taken for a duplicate")
+	}
+	if got := dedupeRuns(t, s, other); !slices.Equal(got, []int64{512, 511}) {
+		t.Fatalf("runs of %v ids, want 512 and 511", got)
+	}
+	if d := putDeduped(t, s, other, idsMsgs(append(even[:3:3], odd[len(odd)-3:]...)...)); slices.Contains(d, false) {
+		t.Fatalf("resends after the split: duplicates %v, want all", d)
+	}
+	if st := other.Stats(); st.DedupeEntries != 2*maxDedupeRun-1 || st.Depth != 2*maxDedupeRun-1 {
+		t.Fatalf("stats %+v, want %d keys and messages", st, 2*maxDedupeRun-1)
+	}
+	closeAndCheck(t, s, path)
+}
+
+// TestCheckFindsOverlappingDedupeRuns: two runs of an origin whose spans
+// overlap are an inconsistency: a lookup reads only one of them.
+func TestCheckFindsOverlappingDedupeRuns(t *testing.T) {
+	s, path := openTemp(t, nil)
+	q := mustQueue(t, s, "q", KindReceive)
+	putDeduped(t, s, q, idsMsgs(10, 30))
+	drain(t, q)
+	settle(t, s)
+	s.Close()
+	db, err := sql.Open("sqlite3", dsn(path, SyncFull, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO dedupe_runs (queue, origin, max_id, min_id, at, n, ids) VALUES (?, ?, 20, 20, 1, 1, X'')`, q.id, origin[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(context.Background(), path); err == nil || !strings.Contains(err.Error(), "within the run before it") {
+		t.Fatalf("Check = %v, want the overlapping runs", err)
+	}
+}
+
+// TestDedupeRunsAgainstAModel: commits of ids in any order, new, resent,
+// late or repeated within the commit, are told apart exactly as a set of
+// every id accepted tells them, and the runs stay consistent.
+func TestDedupeRunsAgainstAModel(t *testing.T) {
+	s, path := openTemp(t, nil)
+	q := mustQueue(t, s, "q", KindReceive)
+	rng := rand.New(rand.NewPCG(7, 11))
+	seen := map[uint64]bool{}
+	for c := range 60 {
+		var ids []uint64
+		for range 1 + rng.IntN(80) {
+			switch rng.IntN(10) {
+			case 0:
+				ids = append(ids, math.MaxUint64-uint64(rng.IntN(50))) // past 2^63
+			default:
+				ids = append(ids, uint64(rng.IntN(2000+100*c)))
+			}
+		}
+		dups := putDeduped(t, s, q, idsMsgs(ids...))
+		inCommit := map[uint64]bool{}
+		for i, id := range ids {
+			want := seen[id] || inCommit[id]
+			if dups[i] != want {
+				t.Fatalf("commit %d: id %d deduped %v, want %v", c, id, dups[i], want)
+			}
+			inCommit[id] = true
+		}
+		for id := range inCommit {
+			seen[id] = true
+		}
+	}
+	if st := q.Stats(); st.DedupeEntries != int64(len(seen)) {
+		t.Fatalf("%d dedupe entries, want %d", st.DedupeEntries, len(seen))
+	}
+	for id := range seen {
+		if ok, err := q.Seen(context.Background(), origin, id); err != nil || !ok {
+			t.Fatalf("Seen(%d) = %v, %v", id, ok, err)
 		}
 	}
 	closeAndCheck(t, s, path)
