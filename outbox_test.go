@@ -41,13 +41,17 @@ func TestOutboxSendsFilesFromStartupAndMovesThem(t *testing.T) {
 	if d.File.Filename != "early.bin" || fileSum(t, d.File.ReceivedFilePath) != sum {
 		t.Fatalf("received %+v", d.File)
 	}
+	// A move links the file into sent/, then removes it from the outbox:
+	// both steps are waited for.
 	petreltest.Eventually(t, "early.bin moved to sent/", func() bool {
-		_, err := os.Stat(filepath.Join(out, "sent", "early.bin"))
-		return err == nil
-	}, func() string { return "early.bin not moved to sent/" })
-	if _, err := os.Stat(filepath.Join(out, "early.bin")); !os.IsNotExist(err) {
-		t.Fatalf("early.bin still in the outbox: %v", err)
-	}
+		_, inSent := os.Stat(filepath.Join(out, "sent", "early.bin"))
+		_, inOutbox := os.Stat(filepath.Join(out, "early.bin"))
+		return inSent == nil && os.IsNotExist(inOutbox)
+	}, func() string {
+		_, inSent := os.Stat(filepath.Join(out, "sent", "early.bin"))
+		_, inOutbox := os.Stat(filepath.Join(out, "early.bin"))
+		return fmt.Sprintf("in sent/: %v; still in the outbox: %v", inSent, inOutbox)
+	})
 }
 
 func TestOutboxWaitsForSlowWriter(t *testing.T) {
