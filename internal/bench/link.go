@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -198,13 +199,8 @@ func (f *linkFigures) setCommits(nodes map[string]commitFigures) {
 }
 
 func (f linkFigures) commitFigures() []figure {
-	names := make([]string, 0, len(f.Commits))
-	for name := range f.Commits {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	var figs []figure
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(f.Commits)) {
 		figs = append(figs, figure{"commits " + name, fmt.Sprintf("%d, %d over %s, the longest %.1f ms",
 			f.Commits[name], f.SlowCommits[name], slowCommit, f.CommitMaxMs[name])})
 	}
@@ -212,13 +208,8 @@ func (f linkFigures) commitFigures() []figure {
 }
 
 func (f linkFigures) rssFigures() []figure {
-	names := make([]string, 0, len(f.RSSMB))
-	for name := range f.RSSMB {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	var figs []figure
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(f.RSSMB)) {
 		figs = append(figs, figure{"peak RSS " + name, fmt.Sprintf("%.1f MiB", f.RSSMB[name])})
 	}
 	return append(figs, figure{"peak RSS", fmt.Sprintf("%.1f MiB (highest node)", f.PeakRSSMB)})
