@@ -25,6 +25,11 @@ type batch struct {
 	dropped  map[*Queue]bool     // queues this batch drops; see applyDrop
 	stored   []storedBody        // shared bodies the batch stored
 	freed    []int64             // shared bodies the batch freed
+	// dedupeLast is each queue and origin's last dedupe id once the batch
+	// commits, for the writer's cache (see recordKeys); dedupeForget says
+	// the batch deleted runs, and the cache must be forgotten instead.
+	dedupeLast   map[dedupeSource]int64
+	dedupeForget bool
 }
 
 type storedBody struct {
@@ -665,6 +670,7 @@ func (w *writer) applyCreate(r *request, b *batch) error {
 // that the (scanning) count prune runs rarely. Records go by whole runs,
 // each as old as the commit that made it.
 func (w *writer) applyPrune(r *request, b *batch) error {
+	b.dedupeForget = true
 	c := w.s.cfg
 	cutoff := w.s.now().Add(-c.DedupeWindow).UnixNano()
 	byAge, err := w.pruneDedupe(r.q, `at < ?`, cutoff)

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -123,7 +124,7 @@ func (w *writer) admit(batch []*request, b *batch) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	fresh, err := w.recordKeys(keys)
+	fresh, err := w.recordKeys(keys, b)
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ type dedupeOwner struct {
 // few messages for each of a thousand queues makes as few statements as
 // one that brings them all for one. The other ids take a probe each
 // (recordOlder).
-func (w *writer) recordKeys(keys []dedupeKey) (map[dedupeKey]bool, error) {
+func (w *writer) recordKeys(keys []dedupeKey, b *batch) (map[dedupeKey]bool, error) {
 	fresh := make(map[dedupeKey]bool, len(keys))
 	index := map[dedupeSource]int{}
 	var groups []dedupeGroup
@@ -170,7 +171,20 @@ func (w *writer) recordKeys(keys []dedupeKey) (map[dedupeKey]bool, error) {
 		slices.Sort(g.ids)
 		g.ids = slices.Compact(g.ids)
 	}
-	for rest := groups; len(rest) > 0; {
+	// The last ids the cache lacks are read, 32 queues and origins a
+	// statement.
+	var unknown []*dedupeGroup
+	for i := range groups {
+		g := &groups[i]
+		if last, ok := b.dedupeLast[g.src]; ok {
+			g.last, g.hasLast = last, true
+		} else if last, ok := w.dedupeLast[g.src]; ok {
+			g.last, g.hasLast = last, true
+		} else {
+			unknown = append(unknown, g)
+		}
+	}
+	for rest := unknown; len(rest) > 0; {
 		chunk := rest[:min(len(rest), dedupeMaxSources)]
 		rest = rest[len(chunk):]
 		if err := w.lastDedupeIDs(chunk); err != nil {
@@ -194,6 +208,12 @@ func (w *writer) recordKeys(keys []dedupeKey) (map[dedupeKey]bool, error) {
 		}
 		if err := ins.add(g.src, g.ids[past:]); err != nil {
 			return nil, err
+		}
+		if past < len(g.ids) {
+			if b.dedupeLast == nil {
+				b.dedupeLast = map[dedupeSource]int64{}
+			}
+			b.dedupeLast[g.src] = g.ids[len(g.ids)-1]
 		}
 	}
 	if err := ins.flush(); err != nil {
@@ -235,8 +255,28 @@ var lastDedupeSQL, insertDedupeSQL = func() ([]string, []string) {
 	return last, insert
 }()
 
+// dedupeLastMax bounds the writer's cache of last dedupe ids: a node that
+// hears from more queues and origins than that reads some of them again.
+const dedupeLastMax = 1 << 16
+
+// learnDedupeLast takes a committed batch's last dedupe ids into the
+// writer's cache, or forgets the cache if the batch deleted runs.
+func (w *writer) learnDedupeLast(b *batch) {
+	if b.dedupeForget {
+		w.dedupeLast = nil
+		return
+	}
+	if len(b.dedupeLast) == 0 {
+		return
+	}
+	if w.dedupeLast == nil || len(w.dedupeLast)+len(b.dedupeLast) > dedupeLastMax {
+		w.dedupeLast = make(map[dedupeSource]int64, len(b.dedupeLast))
+	}
+	maps.Copy(w.dedupeLast, b.dedupeLast)
+}
+
 // lastDedupeIDs sets each group's last id: its last run's largest.
-func (w *writer) lastDedupeIDs(chunk []dedupeGroup) error {
+func (w *writer) lastDedupeIDs(chunk []*dedupeGroup) error {
 	args := make([]driver.Value, 0, 2*len(chunk))
 	for _, g := range chunk {
 		args = append(args, g.src.q, g.src.origin[:])

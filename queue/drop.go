@@ -30,6 +30,7 @@ func (s *Store) Drop(ctx context.Context, q *Queue) (int, error) {
 // batch put or acked before it is written first, so that the count and
 // the writer's totals stay true.
 func (w *writer) applyDrop(r *request, b *batch) error {
+	b.dedupeForget = true
 	q := r.q
 	if q.gone.Load() || b.dropped[q] {
 		return nil

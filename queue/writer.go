@@ -55,10 +55,14 @@ type writer struct {
 	runItems      []runItem
 	ackItems      []runItem // deleteWholeRun's scratch
 	ackBlob       []byte    // deleteWholeRun's scratch
-	dedupeIDs     []int64   // markKnownIDs' scratch
-	copyGroups    []copyGroup
-	groupAt       map[plainKey]int // copyGroups' indexes
-	appends       []appendEffect   // a committed batch's, for the next
+	// dedupeLast caches each queue and origin's last dedupe id, as of the
+	// last commit: the lookup of a stream's next ids then reads nothing.
+	// At most dedupeLastMax entries; forgotten whole past that, at a
+	// prune or drop, and when the writer idles.
+	dedupeLast map[dedupeSource]int64
+	copyGroups []copyGroup
+	groupAt    map[plainKey]int // copyGroups' indexes
+	appends    []appendEffect   // a committed batch's, for the next
 	// plain holds the rows other than copies that the batch put, by
 	// queue and priority: a run must not span one (see runs.go).
 	plain map[plainKey][]int64
@@ -203,7 +207,7 @@ func (w *writer) trim() {
 	w.pending, w.pendingBodies, w.pendingCopies, w.copyArgs = nil, nil, nil, nil
 	w.runItems, w.copyGroups, w.appends, w.refLog, w.frees = nil, nil, nil, nil, nil
 	w.acks, w.scratch, w.ackItems, w.ackBlob = nil, nil, nil, nil
-	w.dedupeIDs = nil
+	w.dedupeLast = nil
 	w.groupAt, w.plain = map[plainKey]int{}, nil
 	for _, q := range w.s.Queues() {
 		q.trim()
@@ -498,6 +502,7 @@ func (w *writer) writeCounters(b *batch) error {
 // publish makes a committed batch visible: new queues, new messages,
 // counters, then completions.
 func (w *writer) publish(b *batch) {
+	w.learnDedupeLast(b)
 	for _, q := range b.created {
 		w.s.register(q)
 	}
