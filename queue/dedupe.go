@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"encoding/binary"
 	"errors"
@@ -176,11 +175,7 @@ func (w *writer) recordKeys(keys []dedupeKey, b *batch) (map[dedupeKey]bool, err
 	var unknown []*dedupeGroup
 	for i := range groups {
 		g := &groups[i]
-		if last, ok := b.dedupeLast[g.src]; ok {
-			g.last, g.hasLast = last, true
-		} else if last, ok := w.dedupeLast[g.src]; ok {
-			g.last, g.hasLast = last, true
-		} else {
+		if g.last, g.hasLast = w.dedupeLast[g.src]; !g.hasLast {
 			unknown = append(unknown, g)
 		}
 	}
@@ -340,9 +335,9 @@ type dedupeRun struct {
 
 // runAt returns the run of src that may hold id: the first whose largest
 // id is at or past it. ok is false when there is none.
-func runAt(query func(string, []driver.Value, []driver.Value) error, src dedupeSource, id int64) (r dedupeRun, ok bool, err error) {
+func runAt(rc *rawConn, src dedupeSource, id int64) (r dedupeRun, ok bool, err error) {
 	dest := make([]driver.Value, 4)
-	err = query(`SELECT min_id, max_id, n, ids FROM dedupe_runs WHERE queue = ? AND origin = ? AND max_id >= ? ORDER BY max_id LIMIT 1`,
+	err = rc.queryRow(`SELECT min_id, max_id, n, ids FROM dedupe_runs WHERE queue = ? AND origin = ? AND max_id >= ? ORDER BY max_id LIMIT 1`,
 		[]driver.Value{src.q, src.origin[:], id}, dest)
 	if errors.Is(err, errNoRows) {
 		return r, false, nil
@@ -368,7 +363,7 @@ func runAt(query func(string, []driver.Value, []driver.Value) error, src dedupeS
 // lookup still finds an id's one run.
 func (w *writer) recordOlder(src dedupeSource, ids []int64, fresh map[dedupeKey]bool, ins *dedupeInserts) error {
 	for len(ids) > 0 {
-		r, ok, err := runAt(w.conn.queryRow, src, ids[0])
+		r, ok, err := runAt(w.conn, src, ids[0])
 		if err != nil {
 			return err
 		}
@@ -450,22 +445,15 @@ func (b *batch) markDup(r *request, i int) {
 // pruned. A receiver asks before it takes a file's content again, so that
 // a file it already delivered is acknowledged instead of sent twice.
 func (q *Queue) Seen(ctx context.Context, origin message.NodeID, id uint64) (bool, error) {
-	query := func(query string, args, dest []driver.Value) error {
-		vals := make([]any, len(args))
-		for i, a := range args {
-			vals[i] = a
-		}
-		ptrs := make([]any, len(dest))
-		for i := range dest {
-			ptrs[i] = &dest[i]
-		}
-		err := q.s.rdb.QueryRowContext(ctx, query, vals...).Scan(ptrs...)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errNoRows
-		}
-		return err
+	if err := ctx.Err(); err != nil {
+		return false, err
 	}
-	r, ok, err := runAt(query, dedupeSource{q.id, origin}, int64(id))
+	rc, err := q.s.reader()
+	if err != nil {
+		return false, fmt.Errorf("dedupe lookup in %q: %w", q.name, err)
+	}
+	defer q.s.putReader(rc)
+	r, ok, err := runAt(rc, dedupeSource{q.id, origin}, int64(id))
 	if err != nil {
 		return false, fmt.Errorf("dedupe lookup in %q: %w", q.name, err)
 	}
