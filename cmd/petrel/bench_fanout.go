@@ -20,6 +20,8 @@ keeping --window sends in flight, while --subscribers subscriptions to
 ` + bench.FanoutSpace + ` (durable with --durable) are each drained by one consumer.
 First, in the same run and on the same node, the same producers send the
 same messages to one anycast address drained by one consumer: the baseline.
+Every consumer, the baseline's too, takes up to --batch messages per
+ReceiveBatch and acks each.
 
 Figures:
   publish_msgs_per_sec           messages / (first submitted -> last publish
@@ -55,7 +57,7 @@ peak_rss_mb the largest node's; per_node also holds each node's peak RSS.`,
 	f.IntVar(&o.Messages, "messages", 50000, "messages to publish")
 	f.IntVar(&o.Size, "size", 128, "body size in `bytes`")
 	f.IntVar(&o.Producers, "producers", 64, "producer goroutines")
-	f.IntVar(&o.Batch, "batch", 64, "messages a subscription's consumer takes per ReceiveBatch (1: one Receive each)")
+	f.IntVar(&o.Batch, "batch", 64, "messages each consumer, the baseline's too, takes per ReceiveBatch (1: one a call)")
 	f.IntVar(&o.Window, "window", 1024, "sends in flight per producer")
 	f.StringVar(&o.Sync, "sync", "full", "store sync mode: full or normal")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
