@@ -130,20 +130,18 @@ func (c *queueConsumer) receive(ctx context.Context) (*Delivery, error) {
 }
 
 func (c *queueConsumer) receiveBatch(ctx context.Context, max int) ([]*Delivery, error) {
-	for {
-		qds, err := c.q.ReceiveBatch(ctx, nil, max)
-		if err != nil {
-			return nil, err
-		}
-		if ds := newQueueDeliveries(c.n.log, qds); len(ds) > 0 {
-			return ds, nil
-		}
-	}
+	return c.batch(func() ([]*queue.Delivery, error) { return c.q.ReceiveBatch(ctx, nil, max) })
 }
 
 func (c *queueConsumer) pollBatch(max int) ([]*Delivery, error) {
+	return c.batch(func() ([]*queue.Delivery, error) { return c.q.PollBatch(nil, max) })
+}
+
+// batch takes batches from the queue with take until one holds a message
+// that decodes.
+func (c *queueConsumer) batch(take func() ([]*queue.Delivery, error)) ([]*Delivery, error) {
 	for {
-		qds, err := c.q.PollBatch(nil, max)
+		qds, err := take()
 		if err != nil {
 			return nil, err
 		}
