@@ -13,6 +13,7 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/petrelmq/petrel/message"
 )
@@ -302,7 +303,26 @@ func (g *Gateway) Close() error {
 	return err
 }
 
+// closeServer disconnects every client, waits for their goroutines and
+// stops the server.
+//
+// mochi's Close finds each listener's clients with Clients.GetByListener,
+// which read-locks the clients twice: a client whose disconnect write-locks
+// them in between deadlocks the broker (mochi-mqtt/server#488). So the
+// listeners are closed first, with a closer that reads the clients once;
+// each listener disconnects its clients only on its first close, so
+// mochi's Close then finds nothing left to disconnect and stops the rest.
 func (g *Gateway) closeServer() {
-	// Close disconnects every client and waits for their goroutines.
+	g.srv.Listeners.CloseAll(g.disconnectListener)
 	_ = g.srv.Close()
+}
+
+// disconnectListener disconnects the clients of one listener, as mochi's
+// closeListenerClients does, from one copy of the clients.
+func (g *Gateway) disconnectListener(listener string) {
+	for _, cl := range g.srv.Clients.GetAll() {
+		if cl.Net.Listener == listener && !cl.Closed() {
+			_ = g.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
 }

@@ -150,11 +150,17 @@ func (l *wsListener) handle(w http.ResponseWriter, r *http.Request) {
 
 // Close stops accepting, has mochi disconnect the clients of this
 // listener, closes what is left (connections that sent no CONNECT yet)
-// and waits for every connection's handler.
+// and waits for every connection's handler. Like mochi's TCP listener, it
+// calls closeClients on the first Close only (see Gateway.closeServer).
 func (l *wsListener) Close(closeClients listeners.CloseFn) {
 	l.mu.Lock()
+	first := !l.closed
 	l.closed = true
 	l.mu.Unlock()
+	if !first {
+		l.serving.Wait()
+		return
+	}
 	if l.srv != nil {
 		_ = l.srv.Close() // the listener; upgraded connections are ours
 	} else if l.ln != nil {
