@@ -224,7 +224,13 @@ func TestEditorSaves(t *testing.T) {
 			}
 			w, r := startWatch(t, path)
 
+			start := time.Now()
 			tt.save(t, path, configDoc(2))
+			if d := time.Since(start); d > testDebounce/2 {
+				// Its steps were not one burst: the watcher may
+				// rightly have reloaded between them.
+				t.Skipf("the save took %v, more than half the %v debounce: the machine is too busy for this case", d, testDebounce)
+			}
 			c := r.waitChanges(t, 1)
 			if c[0].old.Link.Window != 1 || c[0].new.Link.Window != 2 {
 				t.Errorf("OnChange window %d → %d, want 1 → 2", c[0].old.Link.Window, c[0].new.Link.Window)
