@@ -164,8 +164,10 @@ func runChild(t *testing.T, child string, env []string, onLine func(line string,
 	var once sync.Once
 	kill := func() {
 		once.Do(func() {
-			cmd.Process.Signal(syscall.SIGKILL)
+			// Marked before it is sent: the child dies at once, and
+			// Wait may return before this goroutine runs again.
 			close(killed)
+			cmd.Process.Signal(syscall.SIGKILL)
 		})
 	}
 	deadline := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
