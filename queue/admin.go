@@ -374,7 +374,7 @@ func (w *writer) moveCopy(q *Queue, f *frozenQueue, m Move) (entry, uint8, bool,
 		}
 		w.lastRow++
 		it.id, it.deliv, it.notBf = w.lastRow, 0, 0
-		if _, err := w.conn.exec(insertRunSQL[1], runArgs(nil, m.To.id, prio, []runItem{it})...); err != nil {
+		if _, err := w.conn.exec(insertRunSQL[1], runArgs(nil, m.To.id, prio, []runItem{it}, false)...); err != nil {
 			return entry{}, 0, false, fmt.Errorf("move %d from %q to %q: %w", m.RowID, q.name, m.To.name, err)
 		}
 		w.plainRow(m.To.id, prio, it.id)

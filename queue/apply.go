@@ -56,30 +56,51 @@ func (b *batch) delta(q *Queue) *counters {
 	return d
 }
 
-// addRef counts d more copies of body. It changes the writer's counts in
-// place, one map operation per copy (they are many, and the map is as
-// large as the backlog), and logs the change so that a batch that rolls
-// back undoes it (undoRefs).
-func (w *writer) addRef(body int64, d int32) {
-	w.refs[body] += d
-	w.refLog = append(w.refLog, refChange{body, d})
+// The writer counts the copies of each body in refs, which holds only
+// the bodies with more than one: a body missing from it has one copy, as
+// the body of every single put has, so that a backlog of sends costs no
+// memory per message here. The counts change in place, one map operation
+// per copy of a shared body, and each change is logged with the count
+// before it so that a batch that rolls back undoes it (undoRefs).
+
+// refsOf returns body's count of copies.
+func (w *writer) refsOf(body int64) int32 {
+	if n, ok := w.refs[body]; ok {
+		return n
+	}
+	return 1
 }
 
+// setRefs sets body's count of copies: 0 for a body freed or never made.
+func (w *writer) setRefs(body int64, n int32) {
+	if n > 1 {
+		w.refs[body] = n
+	} else {
+		delete(w.refs, body)
+	}
+}
+
+// newBody counts the n copies of a body the batch made.
+func (w *writer) newBody(body int64, n int32) {
+	w.refLog = append(w.refLog, refChange{body, 0})
+	w.setRefs(body, n)
+}
+
+// refChange is a body's count of copies before a change.
 type refChange struct {
 	body int64
-	d    int32
+	prev int32
 }
 
 // unref counts one copy of body deleted; the last one frees the body in
 // the same transaction.
 func (w *writer) unref(body int64) {
-	n := w.refs[body] - 1
-	w.refLog = append(w.refLog, refChange{body, -1})
-	if n > 0 {
-		w.refs[body] = n
+	prev := w.refsOf(body)
+	w.refLog = append(w.refLog, refChange{body, prev})
+	if prev > 1 {
+		w.setRefs(body, prev-1)
 		return
 	}
-	delete(w.refs, body)
 	w.frees = append(w.frees, body)
 }
 
@@ -87,11 +108,7 @@ func (w *writer) unref(body int64) {
 func (w *writer) undoRefs() {
 	for i := len(w.refLog) - 1; i >= 0; i-- {
 		c := w.refLog[i]
-		if n := w.refs[c.body] - c.d; n != 0 {
-			w.refs[c.body] = n
-		} else {
-			delete(w.refs, c.body)
-		}
+		w.setRefs(c.body, c.prev)
 	}
 	w.refLog = w.refLog[:0]
 }
@@ -139,9 +156,57 @@ type sharedBody struct {
 	sh   *bodyData
 }
 
-func findBody(bs []sharedBody, k dataKey) int {
-	for i := range bs {
-		if bs[i].key == k {
+// putBodies are the distinct byte slices of one put request.
+type putBodies struct {
+	list []sharedBody
+	// at indexes list once it is longer than putBodiesScan: a request of
+	// many distinct messages (a link's batch) would make find quadratic.
+	at map[dataKey]int
+}
+
+// putBodiesScan is the longest list find scans. A publish holds few
+// distinct slices (one for its subscriptions, one per next hop).
+const putBodiesScan = 8
+
+// sharedBodies counts, for each distinct byte slice of r's puts that
+// kept accepts, the puts that store it.
+func (w *writer) sharedBodies(r *request, kept func(int, Put) bool) putBodies {
+	var bs putBodies
+	for i, p := range r.puts {
+		if !kept(i, p) {
+			continue
+		}
+		k := keyOf(p.Data)
+		if k.p == nil {
+			continue // no bytes: a plain row
+		}
+		if j := bs.find(k); j >= 0 {
+			bs.list[j].n++
+			continue
+		}
+		bs.list = append(bs.list, sharedBody{key: k, n: 1})
+		switch {
+		case bs.at != nil:
+			bs.at[k] = len(bs.list) - 1
+		case len(bs.list) > putBodiesScan:
+			bs.at = make(map[dataKey]int, len(r.puts))
+			for j, b := range bs.list {
+				bs.at[b.key] = j
+			}
+		}
+	}
+	return bs
+}
+
+func (bs *putBodies) find(k dataKey) int {
+	if bs.at != nil {
+		if j, ok := bs.at[k]; ok {
+			return j
+		}
+		return -1
+	}
+	for i := range bs.list {
+		if bs.list[i].key == k {
 			return i
 		}
 	}
@@ -159,6 +224,8 @@ type copyRow struct {
 	// ai is the index of the copy's append in its batch, where
 	// flushInserts records the copy's run.
 	ai int
+	// single says the copy is its body's only one.
+	single bool
 }
 
 func (b *batch) reject(r *request, err error) {
@@ -203,24 +270,11 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 		}
 		return !p.Dedupe || deduped == nil || !deduped[i]
 	}
-	// Puts of one request that share their bytes share one stored body
-	// when more than one of them is stored. A request holds few distinct
-	// byte slices (a publish: one for its subscriptions, one per next
-	// hop), so a list beats a map.
-	var shared []sharedBody
-	if len(r.puts) > 1 {
-		for i, p := range r.puts {
-			if !kept(i, p) {
-				continue
-			}
-			k := keyOf(p.Data)
-			if j := findBody(shared, k); j >= 0 {
-				shared[j].n++
-			} else if k.p != nil {
-				shared = append(shared, sharedBody{key: k, n: 1})
-			}
-		}
-	}
+	// Every put is a copy of a stored body, and puts of one request that
+	// share their bytes share that body. A body and its share of a run
+	// cost fewer b-tree changes than a messages row and its index entry,
+	// to put and to ack (see "Storage, and why" in the README).
+	shared := w.sharedBodies(r, kept)
 	for i, p := range r.puts {
 		q := p.Queue
 		if skip, _ := w.skipPut(r, p, b); skip {
@@ -238,19 +292,25 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 			exp = now + int64(p.Msg.TTL)
 		}
 		e := entry{expiresAt: exp, data: p.Data}
-		if j := findBody(shared, keyOf(p.Data)); j >= 0 && shared[j].n > 1 {
-			sb := &shared[j]
+		if j := shared.find(keyOf(p.Data)); j >= 0 {
+			sb := &shared.list[j]
 			if sb.id == 0 {
 				w.lastRow++
 				sb.id = w.lastRow
-				sb.sh = &bodyData{id: sb.id, data: p.Data}
 				w.pendingBodies = append(w.pendingBodies, sb.id, p.Data)
-				b.stored = append(b.stored, storedBody{sb.id, sb.sh})
+				if sb.n > 1 {
+					// Shared: its copies decode it once (see
+					// Delivery.shared), and the cache keeps it for
+					// those whose queue reads it back. A single
+					// copy's entry holds the bytes alone.
+					sb.sh = &bodyData{id: sb.id, data: p.Data}
+					b.stored = append(b.stored, storedBody{sb.id, sb.sh})
+				}
 			}
 			sb.refs++
 			w.lastRow++
 			e.rowid, e.body, e.sh = w.lastRow, sb.id, sb.sh
-			w.pendingCopies = append(w.pendingCopies, copyRow{q: q.id, prio: p.Msg.Priority, id: e.rowid, exp: exp, body: sb.id, size: int64(len(p.Data)), ai: len(b.appends)})
+			w.pendingCopies = append(w.pendingCopies, copyRow{q: q.id, prio: p.Msg.Priority, id: e.rowid, exp: exp, body: sb.id, size: int64(len(p.Data)), ai: len(b.appends), single: sb.n == 1})
 		} else {
 			w.lastRow++
 			e.rowid = w.lastRow
@@ -262,9 +322,9 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 		d.bytes += int64(len(p.Data))
 		d.enqueued++
 	}
-	for _, sb := range shared {
+	for _, sb := range shared.list {
 		if sb.refs > 0 {
-			w.addRef(sb.id, sb.refs)
+			w.newBody(sb.id, sb.refs)
 		}
 	}
 	return false, nil

@@ -90,19 +90,22 @@ FROM queues q ORDER BY q.name`)
 // checkRuns decodes every run of copies and checks it against its row,
 // and the bodies against the copies that refer to them.
 func checkRuns(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT queue, priority, id, expires_at, n, size, items FROM copies ORDER BY queue, priority, id`)
+	rows, err := db.QueryContext(ctx, `SELECT queue, priority, id, expires_at, n, size, items, body FROM copies ORDER BY queue, priority, id`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var problems []string
 	refs := map[int64]int64{}
+	// inSingle lists the bodies of runs marked singleRun, each of which
+	// must have no other copy: the writer does not count them at open.
+	var inSingle []int64
 	var items []runItem
 	var lastQ, lastPrio, lastKey int64 = -1, -1, 0
 	for rows.Next() {
-		var q, prio, key, exp, n, size int64
+		var q, prio, key, exp, n, size, mark int64
 		var blob []byte
-		if err := rows.Scan(&q, &prio, &key, &exp, &n, &size, &blob); err != nil {
+		if err := rows.Scan(&q, &prio, &key, &exp, &n, &size, &blob, &mark); err != nil {
 			return nil, err
 		}
 		if items, err = decodeRun(items[:0], blob); err != nil {
@@ -116,6 +119,9 @@ func checkRuns(ctx context.Context, db *sql.DB) ([]string, error) {
 		}
 		for _, it := range items {
 			refs[it.body]++
+			if mark == singleRun {
+				inSingle = append(inSingle, it.body)
+			}
 		}
 		// Runs are contiguous (see runs.go): none overlaps the one before
 		// it, and no row of messages of the same queue and priority lies
@@ -136,6 +142,15 @@ func checkRuns(ctx context.Context, db *sql.DB) ([]string, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	var shared int
+	for _, id := range inSingle {
+		if refs[id] > 1 {
+			shared++
+		}
+	}
+	if shared > 0 {
+		problems = append(problems, fmt.Sprintf("%d bodies in runs of single copies have other copies", shared))
 	}
 	bodies := map[int64]bool{}
 	brows, err := db.QueryContext(ctx, `SELECT id FROM bodies`)
@@ -167,7 +182,7 @@ func checkRuns(ctx context.Context, db *sql.DB) ([]string, error) {
 		problems = append(problems, fmt.Sprintf("%d copies of no body", orphans))
 	}
 	if unused > 0 {
-		problems = append(problems, fmt.Sprintf("%d shared bodies of no copy", unused))
+		problems = append(problems, fmt.Sprintf("%d bodies of no copy", unused))
 	}
 	return problems, nil
 }

@@ -64,3 +64,44 @@ func TestCheckFindsCountersThatDifferFromRows(t *testing.T) {
 		t.Fatalf("a store that does not exist: %v", err)
 	}
 }
+
+// Check finds a body that a run marked as single copies shares with
+// another copy: the writer would not count it at open, and would free it
+// with the first copy acked.
+func TestCheckFindsSharedBodyInSingleRun(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "petrel.db")
+	s := openAt(t, path, nil)
+	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	mustPut(t, a, msg(4, "single"))
+	m := msg(4, "shared")
+	data, _ := m.MarshalBinary()
+	op, err := s.Submit([]Put{{Queue: a, Msg: m, Data: data}, {Queue: b, Msg: m, Data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(ctx, path); err != nil {
+		t.Fatalf("a store used normally: %v", err)
+	}
+	db, err := sql.Open("sqlite3", dsn(path, SyncFull, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var marked int64
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM copies WHERE body = ?`, singleRun).Scan(&marked); err != nil || marked != 1 {
+		t.Fatalf("%d runs marked single (%v), want 1: the single put's", marked, err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE copies SET body = ? WHERE queue = (SELECT id FROM queues WHERE name = 'b')`, singleRun); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(ctx, path); !errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), "1 bodies in runs of single copies have other copies") {
+		t.Fatalf("a shared body in a run marked single: %v", err)
+	}
+}

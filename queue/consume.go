@@ -84,11 +84,12 @@ func (d *Delivery) setTTL(m *message.Message) {
 }
 
 // shared returns the decoded message of a copy's shared body, nil for
-// other messages. A shared body is decoded once, by the first of its
-// copies to be: the others copy that message, which costs a copy of its
-// body and properties and no parsing, and the copies of a publish to
-// eight subscriptions were decoded eight times before. The message is
-// never handed out: each copy gets its own Properties and Body.
+// other messages and for the copy of a single put. A shared body is
+// decoded once, by the first of its copies to be: the others copy that
+// message, which costs a copy of its body and properties and no
+// parsing, and the copies of a publish to eight subscriptions were
+// decoded eight times before. The message is never handed out: each copy
+// gets its own Properties and Body.
 //
 // Once the body cache dropped that message, past its budget, shared
 // returns nil and the copies left decode their own: making it again would
@@ -344,14 +345,14 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 		return q.refillBytes < q.s.cfg.PrefetchBytes
 	}
 	n, cut, err := rc.scan(refillSQL, []driver.Value{q.id, int64(p), l.lastLoaded, int64(limit)}, 7, func(row []driver.Value) bool {
-		if run, _ := row[6].(int64); run == runMarker {
+		if run, _ := row[6].(int64); run == runMarker || run == singleRunMarker {
 			// A run: its copies past what is loaded, in id order.
 			var derr error
 			if items, derr = decodeRun(items[:0], row[5].([]byte)); derr != nil {
 				missing = fmt.Errorf("run %v: %w", row[0], derr)
 				return false
 			}
-			if shs, missing = q.bodiesOf(rc, items, l.lastLoaded, shs); missing != nil {
+			if shs, missing = q.bodiesOf(rc, items, l.lastLoaded, shs, run == singleRunMarker); missing != nil {
 				return false
 			}
 			key, _ := row[0].(int64)
@@ -362,6 +363,9 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 				e := entry{rowid: it.id, expiresAt: it.exp, deliveries: int(it.deliv), notBefore: it.notBf, body: it.body, run: key, runLen: len(items)}
 				e.sh = shs[i]
 				e.data = e.sh.data
+				if run == singleRunMarker {
+					e.sh = nil // its body is its own (see Delivery.shared)
+				}
 				if !add(e) {
 					return false
 				}
@@ -391,7 +395,10 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 // transaction as the run, which the refill's open statement holds: in one
 // range scan when there are several, since the bodies of a run were
 // stored in one commit, so their ids are close.
-func (q *Queue) bodiesOf(rc *rawConn, items []runItem, lastLoaded int64, dst []*bodyData) ([]*bodyData, error) {
+//
+// The bodies of a run of single copies (see singleRun) are not cached:
+// their one copy is the only reader.
+func (q *Queue) bodiesOf(rc *rawConn, items []runItem, lastLoaded int64, dst []*bodyData, single bool) ([]*bodyData, error) {
 	dst = append(dst[:0], make([]*bodyData, len(items))...)
 	n, lo, hi := q.s.bodies.getRun(items, lastLoaded, dst)
 	if n == 0 {
@@ -431,7 +438,9 @@ func (q *Queue) bodiesOf(rc *rawConn, items []runItem, lastLoaded int64, dst []*
 			sh = &bodyData{id: it.body, data: append([]byte(nil), body[0].([]byte)...)}
 			read[it.body] = sh
 		}
-		q.s.bodies.add(sh)
+		if !single {
+			q.s.bodies.add(sh)
+		}
 		dst[i] = sh
 	}
 	return dst, nil
@@ -439,18 +448,23 @@ func (q *Queue) bodiesOf(rc *rawConn, items []runItem, lastLoaded int64, dst []*
 
 // refillSQL reads the next rows of one priority of a queue, from both of
 // its tables, merged in id order: each side is read along its own key.
-// A run of copies comes as its items, marked by runMarker; the copies'
-// bodies are not joined: refillLocked takes them from the cache. Runs
-// are contiguous (see runs.go), so expanding each in place keeps id order.
+// A run of copies comes as its items, marked by runMarker, or by
+// singleRunMarker for a run of single copies; the copies' bodies are not
+// joined: refillLocked takes them from the cache. Runs are contiguous
+// (see runs.go), so expanding each in place keeps id order.
 const refillSQL = `SELECT id, expires_at, deliveries, not_before, reason, data, 0 FROM messages
 	WHERE queue = ?1 AND priority = ?2 AND id > ?3
 	UNION ALL
-	SELECT id, 0, 0, 0, '', items, -1 FROM copies
+	SELECT id, 0, 0, 0, '', items, CASE WHEN body = -1 THEN -2 ELSE -1 END FROM copies
 	WHERE queue = ?1 AND priority = ?2 AND id > ?3
 	ORDER BY 1 LIMIT ?4`
 
-// runMarker marks a run in the last column of refillSQL's rows.
-const runMarker = -1
+// runMarker marks a run in the last column of refillSQL's rows, and
+// singleRunMarker a run marked singleRun.
+const (
+	runMarker       = -1
+	singleRunMarker = -2
+)
 
 // rowEntry makes an entry of a refill row.
 func rowEntry(row []driver.Value) entry {

@@ -4,9 +4,14 @@
 //
 // # Model
 //
-// Every message lives in one row of the messages table, keyed by a rowid that
-// grows with every commit. Within a queue the order is highest priority first
-// and, within a priority, rowid order, which is commit order: FIFO.
+// Every put stores its message's bytes once, as a row of the bodies table,
+// and gives each queue it goes to a copy: an item in a run, one row of the
+// copies table that holds the copies one commit put into one queue and
+// priority (see runs.go). A move (a dead letter, an expiry address) makes a
+// row of the messages table, with its reason. Every row and copy has an id
+// from one sequence that grows with every commit. Within a queue the order
+// is highest priority first and, within a priority, id order, which is
+// commit order: FIFO.
 //
 // All writes go through one writer goroutine that gathers concurrent
 // operations into one transaction and one fsync (group commit). Readers use
@@ -21,9 +26,11 @@
 // # Invariants
 //
 //   - A put is visible to consumers only after its transaction committed.
-//   - A message row is deleted only by an ack, an expiry, a move to another
-//     queue (dead letter, expiry address, replay), a purge or the drop of
-//     its queue (Store.Drop), each in a committed transaction. Purges and replays leave rows in flight alone.
+//   - A message row or copy is deleted only by an ack, an expiry, a move to
+//     another queue (dead letter, expiry address, replay), a purge or the
+//     drop of its queue (Store.Drop), each in a committed transaction; a
+//     body with it, once its last copy is. Purges and replays leave rows
+//     in flight alone.
 //   - Leases live in memory. A crash forgets them, so every message that was
 //     in flight is delivered again after a restart (at-least-once). The
 //     delivery count is persisted on nack and lease expiry, not on delivery.

@@ -61,9 +61,10 @@ func (o *Op) Deduped(i int) bool {
 type Put struct {
 	Queue *Queue
 	Msg   *message.Message
-	// Data is Msg encoded. When nil, Submit encodes Msg. Puts of one Submit
-	// that share the same Data (one slice) are stored as one body with a
-	// copy per queue; the store and its consumers only read Data.
+	// Data is Msg encoded. When nil, Submit encodes Msg. Every put is
+	// stored as a body and a copy of it in its queue; puts of one Submit
+	// that share the same Data (one slice) share one body. The store and
+	// its consumers only read Data.
 	Data []byte
 	// Dedupe drops the put, successfully, when (Msg.Origin, Msg.ID) was
 	// already accepted into Queue within the dedupe window. Puts of locally

@@ -130,10 +130,21 @@ var insertRunSQL = multiRowSQL(`INSERT INTO copies (queue, priority, id, expires
 
 // runArgs appends the insert values of a run of queue q and priority
 // prio.
-func runArgs(args []driver.Value, q int64, prio uint8, items []runItem) []driver.Value {
+func runArgs(args []driver.Value, q int64, prio uint8, items []runItem, single bool) []driver.Value {
 	key, exp, size := runMeta(items)
-	return append(args, q, int64(prio), key, exp, encodeRun(nil, items), int64(len(items)), size, int64(0))
+	body := int64(0)
+	if single {
+		body = singleRun
+	}
+	return append(args, q, int64(prio), key, exp, encodeRun(nil, items), int64(len(items)), size, body)
 }
+
+// singleRun in the body column of a run says that each of its copies is
+// the only copy of its body: the copies of single puts, the most of a
+// store. The writer counts the copies of shared bodies at open, and skips
+// these runs (see loadTotals). A run only loses copies, so the mark stays
+// true; 0 says nothing.
+const singleRun int64 = -1
 
 // run is a run row as the writer edits it.
 type run struct {

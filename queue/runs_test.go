@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/petrelmq/petrel/message"
 )
@@ -132,12 +134,26 @@ func TestRunsOneRowPerCommitAndQueue(t *testing.T) {
 	closeAndCheck(t, s, path)
 }
 
-// A run never spans another row of its queue and priority: a plain
-// message put between two copies in one commit is delivered between
-// them, from memory and, after a restart, from disk.
+// A run never spans another row of its queue and priority: a message
+// dead-lettered between two copies in one commit, a plain row, is
+// delivered between them after a restart, from disk.
 func TestRunsSplitAroundPlainRows(t *testing.T) {
-	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 2 })
-	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	// gate, when set, holds the writer after its next commit, so that
+	// what is submitted meanwhile makes one batch.
+	var gate atomic.Pointer[chan struct{}]
+	held := make(chan struct{}, 1)
+	s, path := openTemp(t, func(c *Config) {
+		c.PrefetchMessages = 2
+		c.OnCommit = func(int, time.Duration) {
+			if g := gate.Swap(nil); g != nil {
+				held <- struct{}{}
+				<-*g
+			}
+		}
+	})
+	src := mustQueue(t, s, "src", KindReceive)
+	a := mustQueue(t, s, "src"+DeadLetterSuffix, KindReceive)
+	b, c := mustQueue(t, s, "b", KindReceive), mustQueue(t, s, "c", KindReceive)
 	enc := func(m *message.Message) []byte {
 		d, err := m.MarshalBinary()
 		if err != nil {
@@ -145,25 +161,46 @@ func TestRunsSplitAroundPlainRows(t *testing.T) {
 		}
 		return d
 	}
-	x, y, z := msg(4, "x"), msg(4, "y"), msg(4, "z")
-	dx, dy, dz := enc(x), enc(y), enc(z)
-	op, err := s.Submit([]Put{{Queue: a, Msg: x, Data: dx}, {Queue: b, Msg: x, Data: dx},
-		{Queue: a, Msg: y, Data: dy},
-		{Queue: a, Msg: z, Data: dz}, {Queue: b, Msg: z, Data: dz}})
+	mustPut(t, src, msg(4, "y"))
+	_, dy := pollBody(t, src)
+	if dy == nil {
+		t.Fatal("y not delivered")
+	}
+	x, z := msg(4, "x"), msg(4, "z")
+	dx, dz := enc(x), enc(z)
+	release := make(chan struct{})
+	gate.Store(&release)
+	trigger, err := s.Submit([]Put{{Queue: c, Msg: msg(4, "w")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := op.Wait(context.Background()); err != nil {
+	<-held
+	opX, err := s.Submit([]Put{{Queue: a, Msg: x, Data: dx}, {Queue: b, Msg: x, Data: dx}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if rows, _ := copyRows(t, s); rows != 3 {
-		t.Fatalf("%d rows of copies, want 3: a's two runs around y, and b's one", rows)
+	if err := dy.DeadLetter("between x and z"); err != nil {
+		t.Fatal(err)
+	}
+	opZ, err := s.Submit([]Put{{Queue: a, Msg: z, Data: dz}, {Queue: b, Msg: z, Data: dz}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	for _, op := range []*Op{trigger, opX, opZ} {
+		if err := op.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, s)
+	if rows, _ := copyRows(t, s); rows != 4 {
+		t.Fatalf("%d rows of copies, want 4: a's two runs around y, b's one and c's", rows)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = openAt(t, path, func(c *Config) { c.PrefetchMessages = 2 })
-	a, _ = s.Lookup("a")
+	a, _ = s.Lookup("src" + DeadLetterSuffix)
 	b, _ = s.Lookup("b")
 	if got := drain(t, a); !slices.Equal(got, []string{"x", "y", "z"}) {
 		t.Fatalf("a after a restart: %v, want x y z", got)

@@ -260,8 +260,8 @@ func TestSharedPutAllOrNone(t *testing.T) {
 		t.Fatalf("put into a dropped queue: %v", err)
 	}
 	wantTables(t, s, 0, 0, 0)
-	// Optional puts into the dropped queue are skipped; one copy left is
-	// a plain row.
+	// Optional puts into the dropped queue are skipped; the one left is a
+	// copy of a body of its own, as every put is.
 	op, err = s.Submit([]Put{{Queue: a, Msg: m, Data: data}, {Queue: b, Msg: m, Data: data, Optional: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestSharedPutAllOrNone(t *testing.T) {
 	if err := op.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	wantTables(t, s, 1, 0, 0)
+	wantTables(t, s, 0, 1, 1)
 	closeAndCheck(t, s, path)
 }
 
@@ -442,6 +442,66 @@ func TestSharedRefillPastTheCache(t *testing.T) {
 	s.bodies.mu.Unlock()
 	if cached != 0 {
 		t.Fatalf("cache holds %d bodies once all were freed", cached)
+	}
+	closeAndCheck(t, s, path)
+}
+
+// The writer counts copies only for bodies that have more than one: a
+// backlog of single puts costs it no memory per message, before a restart
+// and after, and their runs are marked so that the count at open skips
+// them. Acking every copy, in any order, still frees every body.
+func TestSingleCopiesAreNotCounted(t *testing.T) {
+	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 4 })
+	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	for _, body := range bodies("single", 100) {
+		mustPut(t, a, msg(4, body))
+	}
+	m := msg(4, "shared")
+	data, _ := m.MarshalBinary()
+	op, err := s.Submit([]Put{{Queue: a, Msg: m, Data: data}, {Queue: b, Msg: m, Data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantTables(t, s, 0, 102, 101)
+	wantRefs := func(s *Store, when string) {
+		t.Helper()
+		settle(t, s) // the writer is idle, and its last change happened before
+		if len(s.w.refs) != 1 {
+			t.Fatalf("%s: the writer counts %d bodies, want 1 (the shared one): %v", when, len(s.w.refs), s.w.refs)
+		}
+		for body, n := range s.w.refs {
+			if n != 2 {
+				t.Fatalf("%s: body %d counted %d times, want 2", when, body, n)
+			}
+		}
+	}
+	wantRefs(s, "after the puts")
+	var marked int
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM copies WHERE body = ?`, singleRun).Scan(&marked); err != nil {
+		t.Fatal(err)
+	}
+	if marked == 0 {
+		t.Fatal("no run is marked as runs of single copies")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, func(c *Config) { c.PrefetchMessages = 4 })
+	wantRefs(s, "after a restart")
+	a, _ = s.Lookup("a")
+	b, _ = s.Lookup("b")
+	if got := drain(t, b); !slices.Equal(got, []string{"shared"}) {
+		t.Fatalf("b: %v", got)
+	}
+	if got := drain(t, a); len(got) != 101 || got[100] != "shared" {
+		t.Fatalf("a: %d messages, last %q; want 101, the shared one last", len(got), got[len(got)-1])
+	}
+	wantTables(t, s, 0, 0, 0)
+	if len(s.w.refs) != 0 {
+		t.Fatalf("after every ack the writer still counts %v", s.w.refs)
 	}
 	closeAndCheck(t, s, path)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -66,8 +67,9 @@ type writer struct {
 	// plain holds the rows other than copies that the batch put, by
 	// queue and priority: a run must not span one (see runs.go).
 	plain map[plainKey][]int64
-	// refs counts the copies of each shared body, the batch's changes
-	// included; refLog lists those changes, undone if it rolls back.
+	// refs counts the copies of the bodies that have more than one (see
+	// refsOf), the batch's changes included; refLog lists those changes,
+	// undone if it rolls back.
 	refs   map[int64]int32
 	refLog []refChange
 	// frees holds bodies whose last copy the batch deleted.
@@ -111,8 +113,10 @@ func (w *writer) loadTotals() error {
 		return fmt.Errorf("load last rowid: %w", err)
 	}
 	w.lastRow = dest[0].(int64)
+	// Runs of single copies are not read: each of their bodies has one
+	// copy, which refs leaves out.
 	w.refs = map[int64]int32{}
-	err := scanRuns(w.conn.scan, `SELECT queue, priority, id, items FROM copies`, nil, func(r run) error {
+	err := scanRuns(w.conn.scan, `SELECT queue, priority, id, items FROM copies WHERE body <> ?`, []driver.Value{singleRun}, func(r run) error {
 		for _, it := range r.items {
 			w.refs[it.body]++
 		}
@@ -121,6 +125,7 @@ func (w *writer) loadTotals() error {
 	if err != nil {
 		return fmt.Errorf("count shared bodies' copies: %w", err)
 	}
+	maps.DeleteFunc(w.refs, func(_ int64, n int32) bool { return n == 1 })
 	return nil
 }
 
@@ -341,8 +346,10 @@ func (w *writer) flushInserts(b *batch) error {
 		// end makes a run of items, which are the copies from
 		// pendingCopies[i-len(items)] to pendingCopies[i-1], and tells
 		// their appends which run they are in.
+		single := true // every copy of the run is its body's only one
 		end := func(i int, c copyRow) {
-			args = runArgs(args, c.q, c.prio, items)
+			args = runArgs(args, c.q, c.prio, items, single)
+			single = true
 			key := items[len(items)-1].id
 			for _, r := range w.pendingCopies[i-len(items) : i] {
 				e := &b.appends[r.ai].e
@@ -364,6 +371,7 @@ func (w *writer) flushInserts(b *batch) error {
 				plain = plain[1:]
 			}
 			items = append(items, runItem{id: c.id, body: c.body, size: c.size, exp: c.exp})
+			single = single && c.single
 			if len(items) == maxRunLen || i+1 == len(w.pendingCopies) || w.pendingCopies[i+1].q != c.q || w.pendingCopies[i+1].prio != c.prio {
 				end(i+1, c)
 			}
