@@ -33,17 +33,7 @@ func TestCheckFindsCountersThatDifferFromRows(t *testing.T) {
 	if err := d.DeadLetter("test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := Check(ctx, path); err != nil {
-		t.Fatalf("a store used normally: %v", err)
-	}
-	db, err := sql.Open("sqlite3", dsn(path, SyncFull, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := closeCheckedAndOpen(t, s, path)
 	mustExec := func(query string) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, query); err != nil {
@@ -83,17 +73,7 @@ func TestCheckFindsSharedBodyInSingleRun(t *testing.T) {
 	if err := op.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := Check(ctx, path); err != nil {
-		t.Fatalf("a store used normally: %v", err)
-	}
-	db, err := sql.Open("sqlite3", dsn(path, SyncFull, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := closeCheckedAndOpen(t, s, path)
 	var marked int64
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM copies WHERE body = ?`, singleRun).Scan(&marked); err != nil || marked != 1 {
 		t.Fatalf("%d runs marked single (%v), want 1: the single put's", marked, err)
@@ -104,4 +84,22 @@ func TestCheckFindsSharedBodyInSingleRun(t *testing.T) {
 	if err := Check(ctx, path); !errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), "1 bodies in runs of single copies have other copies") {
 		t.Fatalf("a shared body in a run marked single: %v", err)
 	}
+}
+
+// closeCheckedAndOpen closes s, checks that the store at path is
+// consistent, and opens it as a plain database for a test to damage.
+func closeCheckedAndOpen(t *testing.T, s *Store, path string) *sql.DB {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(context.Background(), path); err != nil {
+		t.Fatalf("a store used normally: %v", err)
+	}
+	db, err := sql.Open("sqlite3", dsn(path, SyncFull, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
