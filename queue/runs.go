@@ -143,7 +143,7 @@ func runArgs(args []driver.Value, q int64, prio uint8, items []runItem, single b
 // the only copy of its body: the copies of single puts, the most of a
 // store. The writer counts the copies of shared bodies at open, and skips
 // these runs (see loadTotals). A run only loses copies, so the mark stays
-// true; 0 says nothing.
+// true; 0 says nothing. refillSQL spells the value out.
 const singleRun int64 = -1
 
 // run is a run row as the writer edits it.
