@@ -537,6 +537,12 @@ func (q *Queue) takeAcks() []ackRow {
 	defer q.mu.Unlock()
 	taken := q.acks
 	q.acks, q.spareAcks = q.spareAcks[:0], nil
+	if q.acks == nil {
+		// The writer still holds the other array (its batch is not
+		// committed yet): gather into one as large as the last take
+		// rather than grow one from nothing, copying as it doubles.
+		q.acks = make([]ackRow, 0, cap(taken))
+	}
 	q.ackQueued = false
 	return taken
 }
