@@ -77,9 +77,8 @@ func (c *bodyCache) get(id int64) (*bodyData, bool) {
 }
 
 // getRun looks up, under one lock, the bodies of the run's copies past
-// lastLoaded into dst, at their copies' index. It returns how many of
-// them it lacks, and the least and the greatest of their ids.
-func (c *bodyCache) getRun(items []runItem, lastLoaded int64, dst []*bodyData) (n int, lo, hi int64) {
+// lastLoaded into dst, at their copies' index.
+func (c *bodyCache) getRun(items []runItem, lastLoaded int64, dst []*bodyData) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, it := range items {
@@ -88,6 +87,15 @@ func (c *bodyCache) getRun(items []runItem, lastLoaded int64, dst []*bodyData) (
 		}
 		if b, ok := c.m[it.body]; ok {
 			dst[i] = b
+		}
+	}
+}
+
+// lacking returns how many of the run's copies past lastLoaded have no
+// body in dst, and the least and the greatest of those bodies' ids.
+func lacking(items []runItem, lastLoaded int64, dst []*bodyData) (n int, lo, hi int64) {
+	for i, it := range items {
+		if it.id <= lastLoaded || dst[i] != nil {
 			continue
 		}
 		if n == 0 || it.body < lo {

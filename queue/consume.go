@@ -396,11 +396,15 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 // range scan when there are several, since the bodies of a run were
 // stored in one commit, so their ids are close.
 //
-// The bodies of a run of single copies (see singleRun) are not cached:
-// their one copy is the only reader.
+// The bodies of a run of single copies (see singleRun) are never cached,
+// so they are not looked up there nor kept: their one copy is the only
+// reader.
 func (q *Queue) bodiesOf(rc *rawConn, items []runItem, lastLoaded int64, dst []*bodyData, single bool) ([]*bodyData, error) {
 	dst = append(dst[:0], make([]*bodyData, len(items))...)
-	n, lo, hi := q.s.bodies.getRun(items, lastLoaded, dst)
+	if !single {
+		q.s.bodies.getRun(items, lastLoaded, dst)
+	}
+	n, lo, hi := lacking(items, lastLoaded, dst)
 	if n == 0 {
 		return dst, nil
 	}
