@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,6 +170,11 @@ func TestRunsSplitAroundPlainRows(t *testing.T) {
 	x, z := msg(4, "x"), msg(4, "z")
 	dx, dz := enc(x), enc(z)
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	open := func() { releaseOnce.Do(func() { close(release) }) }
+	// A failure before the release must not leave the writer held, or
+	// closing the store would wait for it for ever.
+	t.Cleanup(open)
 	gate.Store(&release)
 	trigger, err := s.Submit([]Put{{Queue: c, Msg: msg(4, "w")}})
 	if err != nil {
@@ -186,7 +192,7 @@ func TestRunsSplitAroundPlainRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	open()
 	for _, op := range []*Op{trigger, opX, opZ} {
 		if err := op.Wait(context.Background()); err != nil {
 			t.Fatal(err)
