@@ -552,6 +552,7 @@ func (w *writer) deleteWholeRun(q *Queue, prio uint8, acks []ackRow) (int, error
 	if err != nil || deleted == 0 {
 		return 0, err
 	}
+	w.forgetRun(q.id, prio, key)
 	w.wholeRuns.Add(1)
 	return n, nil
 }

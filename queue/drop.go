@@ -47,6 +47,7 @@ func (w *writer) applyDrop(r *request, b *batch) error {
 	}
 	n, _ := dest[0].(int64)
 	size, _ := dest[1].(int64)
+	w.lastRuns = nil // the queue's are gone; a drop is rare
 	err := scanRuns(w.conn.scan, `DELETE FROM copies WHERE queue = ? RETURNING queue, priority, id, items`, []driver.Value{q.id}, func(r run) error {
 		for _, it := range r.items {
 			w.unref(it.body)

@@ -169,8 +169,25 @@ func (r *run) find(id int64) (int, bool) {
 
 // runFrom reads the first run of queue q and priority prio whose key is
 // id or more: the one that holds id, if any does. ok is false when there
-// is none.
+// is none. The items are the caller's to change.
+//
+// A consumer that acks one copy at a time, as an MQTT subscriber's
+// PUBACKs do, acks a few copies of the same run in each commit, and
+// reading the run back before each rewrite was a fifth of those commits'
+// cost. So the run the writer last read or saved for a queue and
+// priority is kept (lastRuns) and answers again while it holds id. That
+// is sound because the writer is the only one that changes runs, and
+// every change goes through save, deleteWholeRun or a queue's drop, which
+// keep lastRuns true: new runs only ever take ids past every run's, and
+// runs only lose copies, so none can come to hold an id between a kept
+// run's first and last copy. A batch that rolls back forgets them all.
 func (w *writer) runFrom(q int64, prio uint8, id int64) (r run, ok bool, err error) {
+	k := plainKey{q, prio}
+	if c, ok := w.lastRuns[k]; ok && c.items[0].id <= id && id <= c.key {
+		c.items = slices.Clone(c.items)
+		return c, true, nil
+	}
+	w.runReads.Add(1)
 	dest := make([]driver.Value, 2)
 	err = w.conn.queryRow(`SELECT id, items FROM copies WHERE queue = ? AND priority = ? AND id >= ? ORDER BY id LIMIT 1`,
 		[]driver.Value{q, int64(prio), id}, dest)
@@ -186,7 +203,32 @@ func (w *writer) runFrom(q int64, prio uint8, id int64) (r run, ok bool, err err
 	if r.items, err = decodeRun(nil, blob); err != nil {
 		return run{}, false, fmt.Errorf("run %d of queue %d: %w", r.key, q, err)
 	}
+	w.keepRun(r)
 	return r, true, nil
+}
+
+// lastRunsMax bounds lastRuns: past it, the map starts again empty. A
+// kept run costs at most maxRunLen items for a queue and priority where
+// a consumer acks one copy at a time.
+const lastRunsMax = 256
+
+// keepRun records r as the run of its queue and priority that the writer
+// last read or saved, with items of its own.
+func (w *writer) keepRun(r run) {
+	if w.lastRuns == nil || len(w.lastRuns) >= lastRunsMax {
+		w.lastRuns = make(map[plainKey]run)
+	}
+	r.items = slices.Clone(r.items)
+	w.lastRuns[plainKey{r.q, r.prio}] = r
+}
+
+// forgetRun drops the kept run of q and prio if its key is key: the run
+// is gone.
+func (w *writer) forgetRun(q int64, prio uint8, key int64) {
+	k := plainKey{q, prio}
+	if c, ok := w.lastRuns[k]; ok && c.key == key {
+		delete(w.lastRuns, k)
+	}
 }
 
 // runOf returns the run that holds copy id of queue q and priority prio.
@@ -213,6 +255,14 @@ func (w *writer) save(r run) error {
 	}
 	if err != nil {
 		return fmt.Errorf("rewrite run %d of queue %d: %w", r.key, r.q, err)
+	}
+	if len(r.items) == 0 {
+		w.forgetRun(r.q, r.prio, r.key)
+	} else {
+		// Under its new key: a run whose last copy went moved to the one
+		// before.
+		r.key = r.items[len(r.items)-1].id
+		w.keepRun(r)
 	}
 	return nil
 }

@@ -471,3 +471,81 @@ func TestGatheredAcksArrayReused(t *testing.T) {
 	}
 	closeAndCheck(t, s, path)
 }
+
+// A consumer that acks a run a few copies per commit, as an MQTT
+// subscriber's PUBACKs do, has the run read once: the writer keeps the
+// run it rewrote. Nacks, moves and a restart between the acks leave the
+// table as the acks, nacks and moves say.
+func TestRunsKeptAcrossPartialAcks(t *testing.T) {
+	s, path := openTemp(t, nil)
+	a, other, dlq := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "other", KindReceive), mustQueue(t, s, "dlq", KindReceive)
+	publishShared(t, 60, a, other)
+	ds := pollAll(t, a, 50)
+	ackEach := func(ds []*Delivery) {
+		t.Helper()
+		for _, d := range ds {
+			if err := d.Ack(); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, s) // one commit each
+		}
+	}
+	ackEach(ds[:10])
+	if got := s.w.runReads.Load(); got != 1 {
+		t.Fatalf("10 acks of one run, one commit each, read it %d times; want once", got)
+	}
+	// A nack rewrites the run through the kept copy; so does a move of
+	// the run's last copy, m59, which moves the run to a new key.
+	if err := ds[10].Nack("again"); err != nil {
+		t.Fatal(err)
+	}
+	all, err := a.Browse(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := all[len(all)-1].RowID
+	if n, err := a.Move(context.Background(), []Move{{RowID: last, To: dlq}}); err != nil || n != 1 {
+		t.Fatalf("move: %d, %v", n, err)
+	}
+	// (The move looks for the copy at each priority above the run's.)
+	reads := s.w.runReads.Load()
+	ackEach(ds[11:30])
+	if got := s.w.runReads.Load() - reads; got != 0 {
+		t.Fatalf("the run was read %d more times after the nack and the move; want none", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, nil)
+	a, _ = s.Lookup("a")
+	dlq, _ = s.Lookup("dlq")
+	other, _ = s.Lookup("other")
+	got, err := a.Browse(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, d := range got {
+		m, err := message.Decode(d.Data, message.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, string(m.Body))
+	}
+	want := append([]string{"m10"}, bodies("m", 59)[30:]...) // m59 moved
+	if !slices.Equal(left, want) || got[0].Attempt != 2 {
+		t.Fatalf("a holds %v (first attempt %d) after the restart; want %v, the nacked copy's attempt 2", left, got[0].Attempt, want)
+	}
+	// m10 waits out its backoff.
+	if got := drain(t, a); !slices.Equal(got, want[1:]) {
+		t.Fatalf("a: %v", got)
+	}
+	if got := drain(t, dlq); !slices.Equal(got, []string{"m59"}) {
+		t.Fatalf("dlq: %v", got)
+	}
+	if got := drain(t, other); !slices.Equal(got, bodies("m", 60)) {
+		t.Fatalf("other: %v", got)
+	}
+	wantTables(t, s, 0, 1, 1)
+	closeAndCheck(t, s, path)
+}

@@ -36,6 +36,8 @@ type writer struct {
 	commits, requests, commitNanos atomic.Int64
 	// wholeRuns counts the runs deleteWholeRun deleted unread.
 	wholeRuns atomic.Int64
+	// runReads counts the runs runFrom read from the table.
+	runReads atomic.Int64
 
 	// writer-owned
 	// lastRow is the last message rowid assigned. The writer assigns
@@ -56,6 +58,9 @@ type writer struct {
 	runItems      []runItem
 	ackItems      []runItem // deleteWholeRun's scratch
 	ackBlob       []byte    // deleteWholeRun's scratch
+	// lastRuns holds, per queue and priority, the run the writer last
+	// read or rewrote, as committed (see runFrom).
+	lastRuns map[plainKey]run
 	// dedupeLast caches each queue and origin's last dedupe id, as of the
 	// last commit: the lookup of a stream's next ids then reads nothing.
 	// At most dedupeLastMax entries; forgotten whole past that, at a
@@ -212,7 +217,7 @@ func (w *writer) trim() {
 	w.pending, w.pendingBodies, w.pendingCopies, w.copyArgs = nil, nil, nil, nil
 	w.runItems, w.copyGroups, w.appends, w.refLog, w.frees = nil, nil, nil, nil, nil
 	w.acks, w.scratch, w.ackItems, w.ackBlob = nil, nil, nil, nil
-	w.dedupeLast = nil
+	w.dedupeLast, w.lastRuns = nil, nil
 	w.groupAt, w.plain = map[plainKey]int{}, nil
 	for _, q := range w.s.Queues() {
 		q.trim()
@@ -319,6 +324,8 @@ func (w *writer) exec(batch []*request, b *batch) error {
 			w.s.log.Error("rollback failed", slog.Any(logkey.Error, rerr))
 		}
 		w.undoRefs()
+		// The runs it holds may be the batch's, which never were.
+		w.lastRuns = nil
 		b.unfreeze()
 		return err
 	}
