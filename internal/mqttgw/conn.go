@@ -23,6 +23,9 @@ type connState struct {
 	g    *Gateway
 	cl   *mqtt.Client
 	conn Conn
+	// topic maps the topics of the client's publishes; only the
+	// connection's reader, which runs OnPublish, uses it.
+	topic topicMemo
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -29,7 +29,7 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		// The PUBACK is ours, sent once the commit is done, by the
 		// connection's acker, so that this connection's next publishes
 		// are read meanwhile and share the commit.
-		c, err := h.g.submit(st.conn, pk)
+		c, err := h.g.submit(st.conn, pk, &st.topic)
 		if err != nil {
 			h.g.metrics.refused.Add(1)
 			h.refuse(cl, pk, err)
@@ -41,7 +41,7 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	if qos == 2 && persistent(cl) && !h.qos2Admit(cl) {
 		return pk, packets.ErrRejectPacket
 	}
-	if err := h.g.publish(st.conn, pk); err != nil {
+	if err := h.g.publish(st.conn, pk, &st.topic); err != nil {
 		h.g.metrics.refused.Add(1)
 		h.refuse(cl, pk, err)
 		return pk, packets.ErrRejectPacket
@@ -54,8 +54,8 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 }
 
 // publish stores pk in the node, then, for a retained publish, as its
-// topic's retained message.
-func (g *Gateway) publish(c Conn, pk packets.Packet) error {
+// topic's retained message. memo, if not nil, maps the topic.
+func (g *Gateway) publish(c Conn, pk packets.Packet, memo *topicMemo) error {
 	if pk.FixedHeader.Retain {
 		release, ok := g.reserveRetained(pk)
 		if !ok {
@@ -64,7 +64,7 @@ func (g *Gateway) publish(c Conn, pk packets.Packet) error {
 		}
 		defer release()
 	}
-	commit, err := g.submit(c, pk)
+	commit, err := g.submit(c, pk, memo)
 	if err != nil {
 		return err
 	}
@@ -82,8 +82,8 @@ func (g *Gateway) publish(c Conn, pk packets.Packet) error {
 }
 
 // submit maps pk to a Petrel message and submits it to the node.
-func (g *Gateway) submit(c Conn, pk packets.Packet) (Commit, error) {
-	topic, err := TopicToPetrel(pk.TopicName)
+func (g *Gateway) submit(c Conn, pk packets.Packet, memo *topicMemo) (Commit, error) {
+	topic, err := memo.toPetrel(pk.TopicName)
 	if err != nil {
 		return nil, &Refusal{Code: CodeTopicNameBad, Reason: err.Error()}
 	}

@@ -151,6 +151,10 @@ func (h *hook) StoredInflightMessages() ([]storage.Message, error) {
 // again).
 func (h *hook) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	switch pk.FixedHeader.Type {
+	case packets.Puback:
+		if plainPuback(pk) {
+			pk.ProtocolVersion = 4
+		}
 	case packets.Pubcomp:
 		h.qos2Released(cl, pk.PacketID)
 	case packets.Pubrec:

@@ -118,3 +118,25 @@ func FuzzTopicRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// A connection's memo maps the topic it saw last without mapping it again,
+// and a new topic, or a bad one, as TopicToPetrel does.
+func TestTopicMemo(t *testing.T) {
+	var m topicMemo
+	for _, tc := range []struct{ in, want string }{
+		{"a/b", "a.b"}, {"a/b", "a.b"}, {"a/c", "a.c"}, {"a/+", ""}, {"a/c", "a.c"}, {"", ""}, {"a/b", "a.b"},
+	} {
+		got, err := m.toPetrel(tc.in)
+		want, wantErr := TopicToPetrel(tc.in)
+		if got != want || (err == nil) != (wantErr == nil) || got != tc.want {
+			t.Fatalf("%q: %q, %v; want %q, %v", tc.in, got, err, want, wantErr)
+		}
+	}
+	if m.mqtt != "a/b" || m.petrel != "a.b" {
+		t.Fatalf("memo holds %q -> %q, want the last good topic", m.mqtt, m.petrel)
+	}
+	var none *topicMemo
+	if got, err := none.toPetrel("x/y"); got != "x.y" || err != nil {
+		t.Fatalf("nil memo: %q, %v", got, err)
+	}
+}
