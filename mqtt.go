@@ -41,6 +41,13 @@ type MQTTConfig struct {
 	// not (default 10000); a connection that would add one past it is
 	// refused at CONNACK.
 	MaxSessions int
+	// MaxSubscriptions bounds the topic filters one MQTT client holds
+	// (default 100): a SUBSCRIBE past it is answered, for each new filter,
+	// with quota exceeded (MQTT 5 0x97, 3.1.1 0x80). Each filter is a
+	// Petrel subscription with a delivery goroutine; the node-wide
+	// max_auto_queues bounds them all, and this keeps one client from
+	// taking that budget.
+	MaxSubscriptions int
 	// MaxSessionExpiry caps the time a persistent MQTT session outlives
 	// its connection (default 7 days; whole seconds): an MQTT 5 client
 	// asking more is told the cap in CONNACK, and an MQTT 3.1.1 session
@@ -70,7 +77,7 @@ func (n *Node) startMQTT() error {
 	}
 	gc := mqttgw.Config{
 		Listen: c.Listen, WebSocket: c.WebSocket, DataDir: n.cfg.DataDir,
-		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, MaxRetained: c.MaxRetained, MaxSessions: c.MaxSessions, MaxSessionExpiry: c.MaxSessionExpiry, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
+		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, MaxRetained: c.MaxRetained, MaxSessions: c.MaxSessions, MaxSubscriptions: c.MaxSubscriptions, MaxSessionExpiry: c.MaxSessionExpiry, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
 	}
 	if c.TLS {
 		tc, err := n.cfg.TLS.ServerConfig()
@@ -309,6 +316,8 @@ func (c Config) validateMQTT() error {
 		return cfgErr("mqtt.max_retained", fmt.Sprintf("%d is negative (0 for the default 10000)", m.MaxRetained), nil)
 	case m.MaxSessions < 0:
 		return cfgErr("mqtt.max_sessions", fmt.Sprintf("%d is negative (0 for the default 10000)", m.MaxSessions), nil)
+	case m.MaxSubscriptions < 0:
+		return cfgErr("mqtt.max_subscriptions", fmt.Sprintf("%d is negative (0 for the default 100)", m.MaxSubscriptions), nil)
 	case m.MaxSessionExpiry < 0 || m.MaxSessionExpiry > math.MaxUint32*time.Second:
 		return cfgErr("mqtt.max_session_expiry", fmt.Sprintf("%s is out of range (1s to 2^32-1 s, 0 for the default 7 days)", m.MaxSessionExpiry), nil)
 	}

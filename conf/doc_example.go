@@ -484,6 +484,10 @@
 //	#   # would add one more is refused at CONNACK (MQTT 5: 0x97; 3.1.1: server
 //	#   # unavailable). Default: 10000.
 //	#   max_sessions: 10000
+//	#   # Topic filters one client holds (int); each new filter of a SUBSCRIBE
+//	#   # past it is refused (MQTT 5: 0x97; 3.1.1: 0x80), the others taken. A
+//	#   # persistent session's filters are resumed whatever the bound. Default: 100.
+//	#   max_subscriptions: 100
 //	#   # How long a persistent session outlives its connection at most
 //	#   # (duration, whole seconds): an MQTT 5 client asking more is told this in
 //	#   # CONNACK; an MQTT 3.1.1 session ends this long after its client left.

@@ -26,6 +26,9 @@ type MQTTSection struct {
 	MaxRetained int `yaml:"max_retained"`
 	// MaxSessions bounds the persistent sessions kept (default 10000).
 	MaxSessions int `yaml:"max_sessions"`
+	// MaxSubscriptions bounds the topic filters one client holds
+	// (default 100).
+	MaxSubscriptions int `yaml:"max_subscriptions"`
 	// MaxSessionExpiry caps the time a persistent session outlives its
 	// connection (default 7 days).
 	MaxSessionExpiry Duration `yaml:"max_session_expiry"`
@@ -52,10 +55,13 @@ func (s *MQTTSection) check(c *checker, path string) {
 	if key := join(path, "max_sessions"); c.has(key) {
 		c.atLeast(key, int64(s.MaxSessions), 1)
 	}
+	if key := join(path, "max_subscriptions"); c.has(key) {
+		c.atLeast(key, int64(s.MaxSubscriptions), 1)
+	}
 	c.positive(join(path, "max_session_expiry"), s.MaxSessionExpiry)
 }
 
 func (s *MQTTSection) mqttConfig() petrel.MQTTConfig {
 	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients, MaxRetained: s.MaxRetained, MaxSessions: s.MaxSessions,
-		MaxSessionExpiry: time.Duration(s.MaxSessionExpiry)}
+		MaxSubscriptions: s.MaxSubscriptions, MaxSessionExpiry: time.Duration(s.MaxSessionExpiry)}
 }

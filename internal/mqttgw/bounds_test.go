@@ -244,3 +244,62 @@ func TestMaxSessionExpiry(t *testing.T) {
 		return st.Clients == 0 && st.Persistent == 0
 	})
 }
+
+// With max_subscriptions 2 a client's third topic filter is refused
+// with 0x97 (MQTT 3.1.1: 0x80) and nothing of it is made: no Petrel
+// subscription, no delivery. Subscribing again to a filter it holds is
+// taken, and an unsubscribe frees a slot. Other clients have their own.
+func TestMaxSubscriptions(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Admin.Listen = "127.0.0.1:0"
+	cfg.MQTT.MaxSubscriptions = 2
+	tn := openNode(t, cfg)
+	r := newReceived()
+	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "many", CleanStart: true},
+		paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){r.handler}})
+	sub := func(want []byte, filters ...string) {
+		t.Helper()
+		var opts []paho.SubscribeOptions
+		for _, f := range filters {
+			opts = append(opts, paho.SubscribeOptions{Topic: f, QoS: 1})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: opts})
+		if sa == nil || string(sa.Reasons) != string(want) {
+			t.Fatalf("subscribe %v: %+v %v, want reasons % x", filters, sa, err, want)
+		}
+	}
+	sub([]byte{1, 1}, "t/1", "t/2")
+	subs := tn.Status().MQTT.Subscriptions
+	sub([]byte{1, 0x97}, "t/2", "t/3")
+	if st := tn.Status().MQTT; st.Subscriptions != subs || st.RefusedSubscriptions != 1 {
+		t.Fatalf("subscriptions %d (before %d), refused %d; want unchanged and 1", st.Subscriptions, subs, st.RefusedSubscriptions)
+	}
+	if m := metricsText(t, tn); !strings.Contains(m, `petrel_mqtt_refused_total{reason="subscriptions"} 1`) {
+		t.Fatalf("metric missing:\n%s", m)
+	}
+	p, _ := pahoClient(t, tn, &paho.Connect{ClientID: "pub", CleanStart: true}, paho.ClientConfig{})
+	if _, err := publish(p, &paho.Publish{Topic: "t/3", QoS: 1, Payload: []byte("refused filter")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := publish(p, &paho.Publish{Topic: "t/1", QoS: 1, Payload: []byte("held filter")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.next(t); got.Topic != "t/1" {
+		t.Fatalf("got %s %q, want t/1 only", got.Topic, got.Payload)
+	}
+	r.none(t, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{"t/1"}}); err != nil {
+		t.Fatal(err)
+	}
+	sub([]byte{1}, "t/3")
+	// An MQTT 3.1.1 client has its own two; its third is refused with 0x80.
+	out, _ := mosquitto(t, "mosquitto_sub", "-d", "-h", "127.0.0.1", "-p", tn.port(), "-V", "mqttv311", "-i", "old",
+		"-t", "t/b1", "-t", "t/b2", "-t", "t/b3", "-W", "1")
+	if !strings.Contains(out, "Subscribed (mid: 1): 1, 1, 128") && !strings.Contains(out, "Subscribed (mid: 1): 0, 0, 128") {
+		t.Fatalf("MQTT 3.1.1 subscribe past the bound:\n%s", out)
+	}
+}

@@ -64,7 +64,7 @@ func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
 // subscribe starts the delivery of filter, or changes the options of the
 // one running (MQTT-3.8.4-3: a repeated filter replaces the subscription
 // without interrupting its flow).
-func (st *connState) subscribe(sub packets.Subscription, durable bool) error {
+func (st *connState) subscribe(sub packets.Subscription, durable, bounded bool) error {
 	pattern, err := petrelFilter(sub.Filter)
 	if err != nil {
 		return err
@@ -74,6 +74,10 @@ func (st *connState) subscribe(sub packets.Subscription, durable bool) error {
 		p.sub.Store(&sub)
 		st.mu.Unlock()
 		return nil
+	}
+	if max := st.g.cfg.MaxSubscriptions; bounded && len(st.pumps) >= max {
+		st.mu.Unlock()
+		return fmt.Errorf("%w: the client holds %d topic filters (mqtt.max_subscriptions)", errTooManySubscriptions, max)
 	}
 	stopped := st.stopped
 	st.mu.Unlock()
@@ -112,6 +116,10 @@ func (st *connState) subscribe(sub packets.Subscription, durable bool) error {
 	}()
 	return nil
 }
+
+// errTooManySubscriptions refuses a new topic filter past
+// MaxSubscriptions.
+var errTooManySubscriptions = errors.New("too many topic filters")
 
 // unsubscribe stops the delivery of filter. What it has in flight stays,
 // to be completed (MQTT-3.10.4-3).

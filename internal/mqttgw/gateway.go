@@ -46,6 +46,10 @@ type Config struct {
 	// MaxSessions bounds the persistent sessions kept (default 10000): a
 	// connection that would add one past it is refused at CONNACK.
 	MaxSessions int
+	// MaxSubscriptions bounds the topic filters one client holds (default
+	// 100): each new filter past it is answered with quota exceeded (MQTT
+	// 5 0x97, 3.1.1 0x80), and nothing of it is made.
+	MaxSubscriptions int
 	// MaxSessionExpiry caps the time a persistent session outlives its
 	// connection (default 7 days, whole seconds). mochi's own default is
 	// 2^32-1 s, which is forever for an MQTT 3.1.1 session (clean session
@@ -159,6 +163,7 @@ const (
 	defaultMaxClients            = 1024
 	defaultMaxRetained           = 10000
 	defaultMaxSessions           = 10000
+	defaultMaxSubscriptions      = 100
 	defaultMaxSessionExpiry      = 7 * 24 * time.Hour
 )
 
@@ -205,6 +210,9 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = defaultMaxSessions
+	}
+	if cfg.MaxSubscriptions <= 0 {
+		cfg.MaxSubscriptions = defaultMaxSubscriptions
 	}
 	if cfg.MaxSessionExpiry <= 0 {
 		cfg.MaxSessionExpiry = defaultMaxSessionExpiry

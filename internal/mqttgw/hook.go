@@ -212,7 +212,8 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	// A resumed session's filters (taken over, or loaded at start) are
 	// durable Petrel subscriptions already: join them.
 	for _, sub := range cl.State.Subscriptions.GetAll() {
-		if err := st.subscribe(sub, true); err != nil {
+		// Not bounded: each was taken under the bound when it was made.
+		if err := st.subscribe(sub, true, false); err != nil {
 			h.g.log.Warn("mqtt session subscription not resumed", slog.String("client", cl.ID), slog.String("filter", sub.Filter), slog.Any("error", err))
 		}
 	}
@@ -322,11 +323,17 @@ func (h *hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 		if st == nil {
 			err = ErrClosed
 		} else {
-			err = st.subscribe(sub, persistent(cl))
+			err = st.subscribe(sub, persistent(cl), true)
 		}
 		if err != nil {
 			h.g.log.Info("mqtt subscription refused", slog.String("client", cl.ID), slog.String("filter", sub.Filter), slog.Any("error", err))
 			codes[i] = CodeUnspecified
+			if errors.Is(err, errTooManySubscriptions) {
+				h.g.metrics.refusedSubs.Add(1)
+				if cl.Properties.ProtocolVersion >= 5 {
+					codes[i] = CodeQuotaExceeded
+				}
+			}
 			cl.State.Subscriptions.Delete(sub.Filter)
 			h.g.srv.Topics.Unsubscribe(sub.Filter, cl.ID)
 			continue

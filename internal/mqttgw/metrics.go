@@ -22,6 +22,7 @@ type metrics struct {
 	refusedClients  atomic.Int64
 	refusedRetained atomic.Int64
 	refusedSessions atomic.Int64
+	refusedSubs     atomic.Int64 // filters refused past MaxSubscriptions
 	// wills published (delayed or not), and delayed ones discarded by a
 	// new connection to their session
 	willsSent      atomic.Int64
@@ -54,6 +55,9 @@ type Stats struct {
 	RefusedRetained int64 `json:"refused_retained"`
 	// RefusedSessions counts connections refused past MaxSessions.
 	RefusedSessions int64 `json:"refused_sessions"`
+	// RefusedSubscriptions counts topic filters refused past
+	// MaxSubscriptions.
+	RefusedSubscriptions int64 `json:"refused_subscriptions"`
 	// WillsDelayed counts the wills waiting for their Will Delay
 	// Interval (at most one per persistent session).
 	WillsDelayed int `json:"wills_delayed"`
@@ -97,8 +101,8 @@ func (g *Gateway) Stats() Stats {
 		Clients: m.connections.Load(), Connections: m.connected.Load(), AuthFailed: m.authFailed.Load(),
 		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
 		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
-		RefusedSessions: m.refusedSessions.Load(),
-		WillsSent:       m.willsSent.Load(), WillsDiscarded: m.willsCancelled.Load(),
+		RefusedSessions: m.refusedSessions.Load(), RefusedSubscriptions: m.refusedSubs.Load(),
+		WillsSent: m.willsSent.Load(), WillsDiscarded: m.willsCancelled.Load(),
 		RefusedQoS2: m.refusedQoS2.Load(),
 	}
 	g.qos2.mu.Lock()
@@ -154,7 +158,7 @@ var (
 	descShared    = prometheus.NewDesc("petrel_mqtt_shared_groups", "MQTT shared subscriptions ($share/<group>/<filter>) with members.", nil, nil)
 	descWillsWait = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
 	descWills     = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
-	descBound     = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections and retained publishes refused past a bound, by bound.", []string{"reason"}, nil)
+	descBound     = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections, retained publishes, topic filters and QoS 2 publishes refused past a bound, by bound: clients, retained, sessions, subscriptions, qos2_pending.", []string{"reason"}, nil)
 )
 
 // Collector returns the gateway's Prometheus collector.
@@ -189,6 +193,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedClients), "clients")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedRetained), "retained")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedSessions), "sessions")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedSubscriptions), "subscriptions")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedQoS2), "qos2_pending")
 	ch <- prometheus.MustNewConstMetric(descQoS2, prometheus.GaugeValue, float64(s.QoS2Pending))
 	ch <- prometheus.MustNewConstMetric(descShared, prometheus.GaugeValue, float64(s.SharedGroups))
