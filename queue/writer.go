@@ -79,8 +79,10 @@ type writer struct {
 	refLog []refChange
 	// frees holds bodies whose last copy the batch deleted.
 	frees []int64
-	// acks holds rows to delete, flushed many per statement.
+	// acks holds rows to delete, flushed many per statement; ackSets the
+	// acks requests gathered, each request's array as it came.
 	acks    []ackRow
+	ackSets [][]ackRow
 	scratch []driver.Value
 }
 
@@ -216,7 +218,7 @@ const idleTrim = 500 * time.Millisecond
 func (w *writer) trim() {
 	w.pending, w.pendingBodies, w.pendingCopies, w.copyArgs = nil, nil, nil, nil
 	w.runItems, w.copyGroups, w.appends, w.refLog, w.frees = nil, nil, nil, nil, nil
-	w.acks, w.scratch, w.ackItems, w.ackBlob = nil, nil, nil, nil
+	w.acks, w.ackSets, w.scratch, w.ackItems, w.ackBlob = nil, nil, nil, nil, nil
 	w.dedupeLast, w.lastRuns = nil, nil
 	w.groupAt, w.plain = map[plainKey]int{}, nil
 	for _, q := range w.s.Queues() {
@@ -286,6 +288,8 @@ func (w *writer) exec(batch []*request, b *batch) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	w.pending, w.acks, w.batchAt = w.pending[:0], w.acks[:0], 0
+	clear(w.ackSets)
+	w.ackSets = w.ackSets[:0]
 	w.pendingBodies, w.pendingCopies, w.copyArgs, w.frees = w.pendingBodies[:0], w.pendingCopies[:0], w.copyArgs[:0], w.frees[:0]
 	clear(w.plain)
 	w.refLog = w.refLog[:0]
