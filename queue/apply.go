@@ -113,8 +113,47 @@ func (w *writer) undoRefs() {
 	w.refLog = w.refLog[:0]
 }
 
+// freeRange turns the bodies that acks, a whole run deleted, freed into
+// one range, when that range holds nothing else: each copy is its body's
+// only one, put just after it (a single put takes two ids in a row, its
+// body's and its copy's), and the copies came one after the other. Every
+// id between the first body and the last is then one of those bodies or
+// one of the run's copies, which are no body. One ranged delete walks the
+// bodies' leaf pages in order; a list of ids is one seek each, after
+// SQLite sorted the list into a temporary b-tree. The frees of acks are
+// those from start on.
+func (w *writer) freeRange(acks []ackRow, start int) {
+	if len(w.frees)-start != len(acks) || len(acks) < 2 {
+		return
+	}
+	for i, a := range acks {
+		if a.ref.body != a.ref.rowid-1 || i > 0 && a.ref.rowid != acks[i-1].ref.rowid+2 {
+			return
+		}
+	}
+	w.freedRanges = append(w.freedRanges, bodyRange{lo: acks[0].ref.body, hi: acks[len(acks)-1].ref.body, n: int64(len(acks))})
+	w.freedInRanges = append(w.freedInRanges, w.frees[start:]...)
+	w.frees = w.frees[:start]
+}
+
+// bodyRange is a range of body ids that holds n bodies and no other.
+type bodyRange struct{ lo, hi, n int64 }
+
 // flushFrees deletes the bodies whose last copy the batch deleted.
 func (w *writer) flushFrees(b *batch) error {
+	for _, r := range w.freedRanges {
+		n, err := w.conn.exec(`DELETE FROM bodies WHERE id BETWEEN ? AND ?`, r.lo, r.hi)
+		if err != nil {
+			return fmt.Errorf("free shared bodies %d to %d: %w", r.lo, r.hi, err)
+		}
+		if n != r.n {
+			w.s.log.Warn("freed a range of bodies that did not hold what its copies said", slog.Int64("from", r.lo), slog.Int64("to", r.hi), slog.Int64("want", r.n), slog.Int64("deleted", n))
+		}
+	}
+	w.rangeFrees.Add(int64(len(w.freedRanges)))
+	w.freedRanges = w.freedRanges[:0]
+	b.freed = append(b.freed, w.freedInRanges...)
+	w.freedInRanges = w.freedInRanges[:0]
 	b.freed = append(b.freed, w.frees...)
 	for rest := w.frees; len(rest) > 0; {
 		n := min(len(rest), deleteMaxRows)
@@ -497,11 +536,13 @@ func (w *writer) flushCopyAcks(b *batch, acks []ackRow) error {
 			return fmt.Errorf("ack in %q: %w", q.name, err)
 		}
 		if k > 0 {
+			start := len(w.frees)
 			for _, a := range acks[:k] {
 				d.depth--
 				d.bytes -= a.ref.size
 				w.unref(a.ref.body)
 			}
+			w.freeRange(acks[:k], start)
 			found += int64(k)
 			acks = acks[k:]
 			continue

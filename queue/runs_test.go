@@ -549,3 +549,55 @@ func TestRunsKeptAcrossPartialAcks(t *testing.T) {
 	wantTables(t, s, 0, 1, 1)
 	closeAndCheck(t, s, path)
 }
+
+// A run of single puts acked whole frees its bodies with one ranged
+// delete: nothing but its bodies and its copies' ids lie in the range.
+// Runs of a shared body's copies, and puts to two queues interleaved in
+// one commit, do not make such a range and free their bodies by id. Every
+// body goes either way, none of another's.
+func TestRunsOfSinglePutsFreeARange(t *testing.T) {
+	s, path := openTemp(t, nil)
+	a, b, c := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive), mustQueue(t, s, "c", KindReceive)
+	submit := func(puts []Put) {
+		t.Helper()
+		op, err := s.Submit(puts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := op.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var singles, mixed []Put
+	for i, body := range bodies("m", 20) {
+		m := msg(4, body)
+		data, _ := m.MarshalBinary()
+		singles = append(singles, Put{Queue: a, Msg: m, Data: data})
+		// b and c alternate: each queue's run has the other's ids between.
+		mixed = append(mixed, Put{Queue: []*Queue{b, c}[i%2], Msg: m, Data: data})
+	}
+	submit(singles)
+	submit(mixed)
+	publishShared(t, 10, b, c)
+	// What lies beside a's range in the table stays.
+	if err := a.AckAll(pollAll(t, a, 20)); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	if got := s.w.rangeFrees.Load(); got != 1 {
+		t.Fatalf("%d ranged frees after a's run was acked, want 1", got)
+	}
+	wantTables(t, s, 0, 40, 30)
+	if err := b.AckAll(pollAll(t, b, 20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AckAll(pollAll(t, c, 20)); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	if got := s.w.rangeFrees.Load(); got != 1 {
+		t.Fatalf("%d ranged frees, want still 1: b's and c's runs hold no range", got)
+	}
+	wantTables(t, s, 0, 0, 0)
+	closeAndCheck(t, s, path)
+}

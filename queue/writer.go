@@ -36,8 +36,9 @@ type writer struct {
 	commits, requests, commitNanos atomic.Int64
 	// wholeRuns counts the runs deleteWholeRun deleted unread.
 	wholeRuns atomic.Int64
-	// runReads counts the runs runFrom read from the table.
-	runReads atomic.Int64
+	// runReads counts the runs runFrom read from the table; rangeFrees
+	// the ranged deletes of bodies (see freeRange).
+	runReads, rangeFrees atomic.Int64
 
 	// writer-owned
 	// lastRow is the last message rowid assigned. The writer assigns
@@ -77,8 +78,11 @@ type writer struct {
 	// undone if it rolls back.
 	refs   map[int64]int32
 	refLog []refChange
-	// frees holds bodies whose last copy the batch deleted.
-	frees []int64
+	// frees holds bodies whose last copy the batch deleted, those in
+	// freedRanges apart (freedInRanges; see freeRange).
+	frees         []int64
+	freedRanges   []bodyRange
+	freedInRanges []int64
 	// acks holds rows to delete, flushed many per statement; ackSets the
 	// acks requests gathered, each request's array as it came.
 	acks    []ackRow
@@ -218,6 +222,7 @@ const idleTrim = 500 * time.Millisecond
 func (w *writer) trim() {
 	w.pending, w.pendingBodies, w.pendingCopies, w.copyArgs = nil, nil, nil, nil
 	w.runItems, w.copyGroups, w.appends, w.refLog, w.frees = nil, nil, nil, nil, nil
+	w.freedRanges, w.freedInRanges = nil, nil
 	w.acks, w.ackSets, w.scratch, w.ackItems, w.ackBlob = nil, nil, nil, nil, nil
 	w.dedupeLast, w.lastRuns = nil, nil
 	w.groupAt, w.plain = map[plainKey]int{}, nil
@@ -291,6 +296,7 @@ func (w *writer) exec(batch []*request, b *batch) error {
 	clear(w.ackSets)
 	w.ackSets = w.ackSets[:0]
 	w.pendingBodies, w.pendingCopies, w.copyArgs, w.frees = w.pendingBodies[:0], w.pendingCopies[:0], w.copyArgs[:0], w.frees[:0]
+	w.freedRanges, w.freedInRanges = w.freedRanges[:0], w.freedInRanges[:0]
 	clear(w.plain)
 	w.refLog = w.refLog[:0]
 	err := w.admit(batch, b)
