@@ -230,18 +230,7 @@ func TestDedupeManyQueuesInOneCommit(t *testing.T) {
 			puts = append(puts, Put{Queue: q, Msg: m, Dedupe: true})
 		}
 	}
-	submit := func(puts []Put) *Op {
-		t.Helper()
-		op, err := s.Submit(puts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := op.Wait(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return op
-	}
-	op := submit(puts)
+	op := submitWait(t, s, puts)
 	for i := range puts {
 		if op.Deduped(i) {
 			t.Fatalf("put %d deduped on its first commit", i)
@@ -255,7 +244,7 @@ func TestDedupeManyQueuesInOneCommit(t *testing.T) {
 		m.ID, m.Origin = 99, message.NodeID{1, 7}
 		again = append(again, Put{Queue: q, Msg: m, Dedupe: true})
 	}
-	op = submit(again)
+	op = submitWait(t, s, again)
 	for i := range again {
 		if op.Deduped(i) != (i%2 == 0) {
 			t.Fatalf("put %d of the resend: deduped %v", i, op.Deduped(i))

@@ -112,6 +112,19 @@ func drain(t testing.TB, q *Queue) []string {
 	}
 }
 
+// submitWait submits puts as one request and waits for its commit.
+func submitWait(t testing.TB, s *Store, puts []Put) *Op {
+	t.Helper()
+	op, err := s.Submit(puts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
 // settle waits until every request submitted so far has committed, by
 // committing one more behind them.
 func settle(t testing.TB, s *Store) {

@@ -558,16 +558,6 @@ func TestRunsKeptAcrossPartialAcks(t *testing.T) {
 func TestRunsOfSinglePutsFreeARange(t *testing.T) {
 	s, path := openTemp(t, nil)
 	a, b, c := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive), mustQueue(t, s, "c", KindReceive)
-	submit := func(puts []Put) {
-		t.Helper()
-		op, err := s.Submit(puts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := op.Wait(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
 	var singles, mixed []Put
 	for i, body := range bodies("m", 20) {
 		m := msg(4, body)
@@ -576,8 +566,8 @@ func TestRunsOfSinglePutsFreeARange(t *testing.T) {
 		// b and c alternate: each queue's run has the other's ids between.
 		mixed = append(mixed, Put{Queue: []*Queue{b, c}[i%2], Msg: m, Data: data})
 	}
-	submit(singles)
-	submit(mixed)
+	submitWait(t, s, singles)
+	submitWait(t, s, mixed)
 	publishShared(t, 10, b, c)
 	// What lies beside a's range in the table stays.
 	if err := a.AckAll(pollAll(t, a, 20)); err != nil {
