@@ -144,7 +144,7 @@ func (w *writer) flushFrees(b *batch) error {
 	for _, r := range w.freedRanges {
 		n, err := w.conn.exec(`DELETE FROM bodies WHERE id BETWEEN ? AND ?`, r.lo, r.hi)
 		if err != nil {
-			return fmt.Errorf("free shared bodies %d to %d: %w", r.lo, r.hi, err)
+			return fmt.Errorf("free bodies %d to %d: %w", r.lo, r.hi, err)
 		}
 		if n != r.n {
 			w.s.log.Warn("freed a range of bodies that did not hold what its copies said", slog.Int64("from", r.lo), slog.Int64("to", r.hi), slog.Int64("want", r.n), slog.Int64("deleted", n))
