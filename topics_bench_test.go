@@ -152,3 +152,51 @@ func receiveN(c *petrel.Consumer, n int) ([]*petrel.Delivery, error) {
 	}
 	return c.ReceiveBatch(context.Background(), n)
 }
+
+// BenchmarkPublishAmongSubscriptions publishes to a topic one durable
+// subscription matches, beside others subscriptions that match other
+// topics: a publish should cost the same whatever their number. Sends as
+// BenchmarkPublish does.
+func BenchmarkPublishAmongSubscriptions(b *testing.B) {
+	for _, others := range []int{0, 2000} {
+		b.Run(fmt.Sprint("others-", others), func(b *testing.B) {
+			n := nodes.Open(b, withTopics("bench.#", "other.#"))
+			if _, err := n.Subscribe(context.Background(), "bench.#", petrel.SubscribeOptions{Name: "s", Durable: true}); err != nil {
+				b.Fatal(err)
+			}
+			for i := range others {
+				c, err := n.Subscribe(context.Background(), fmt.Sprintf("other.%d.*", i), petrel.SubscribeOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+			}
+			p := n.Producer()
+			body := make([]byte, 128)
+			const inFlight = 256
+			pend := make([]*petrel.Pending, 0, inFlight)
+			wait := func() {
+				for _, pd := range pend {
+					if err := pd.Wait(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				pend = pend[:0]
+			}
+			cpu0 := cpuTime(b)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				m := p.CreateDataMessage("bench.x")
+				m.Body = body
+				pend = append(pend, p.SendAsync(m))
+				if len(pend) == inFlight {
+					wait()
+				}
+			}
+			wait()
+			b.StopTimer()
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/msg")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
