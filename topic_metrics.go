@@ -27,6 +27,10 @@ var (
 		"Publishes a topic space's keep policy holds now.", []string{"space"}, nil)
 	descTopicInterest = prometheus.NewDesc("petrel_topic_interest",
 		"Pieces of topic interest this node learned from its neighbours.", nil, nil)
+	descTopicMatchCache = prometheus.NewDesc("petrel_topic_match_cache_entries",
+		"Topic names whose matching subscriptions the node keeps for the next publish (at most 4096; emptied whenever a subscription comes or goes).", nil, nil)
+	descTopicMatchHits = prometheus.NewDesc("petrel_topic_match_cache_hits_total",
+		"Publishes whose subscriptions were found in that cache rather than by matching every pattern, since the node started.", nil, nil)
 )
 
 // topicCollector reads the topics' figures at scrape time.
@@ -45,6 +49,9 @@ func (topicCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTopicKeepTaken
 	ch <- descTopicKeepDropped
 	ch <- descTopicKeepHeld
+	ch <- descTopicInterestDenied
+	ch <- descTopicMatchCache
+	ch <- descTopicMatchHits
 }
 
 // Collect implements prometheus.Collector.
@@ -71,6 +78,9 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- gauge(descTopicInterest, learned)
 	var durable, other int64
 	c.t.mu.RLock()
+	c.t.matchMu.Lock()
+	cached := int64(len(c.t.matched))
+	c.t.matchMu.Unlock()
 	for _, e := range c.t.subs {
 		if e.durable {
 			durable++
@@ -79,6 +89,8 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.t.mu.RUnlock()
+	ch <- gauge(descTopicMatchCache, cached)
+	ch <- counter(descTopicMatchHits, c.t.matchHits.Load())
 	ch <- gauge(descTopicSubscriptions, durable, "true")
 	ch <- gauge(descTopicSubscriptions, other, "false")
 }

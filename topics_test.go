@@ -524,3 +524,30 @@ func TestSubscriptionsShareTheQueueCap(t *testing.T) {
 		t.Fatalf("%d subscriptions made, then %v; want at most 3, then ErrTooManyQueues", made, err)
 	}
 }
+
+// The cache of topic matches shows in /metrics: its names, and the
+// publishes it answered.
+func TestMatchCacheMetrics(t *testing.T) {
+	n := nodes.Open(t, withTopics("t.#"), nodes.With(withAdmin))
+	subscribe(t, n, "t.#", petrel.SubscribeOptions{Name: "s", Durable: true})
+	p := n.Producer()
+	for _, topic := range []string{"t.a", "t.a", "t.a", "t.b"} {
+		if err := p.Send(context.Background(), p.CreateDataMessage(topic)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := scrape(t, n)
+	if m["petrel_topic_match_cache_entries"] != 2 || m["petrel_topic_match_cache_hits_total"] != 2 {
+		t.Fatalf("cache entries %v, hits %v; want 2 and 2", m["petrel_topic_match_cache_entries"], m["petrel_topic_match_cache_hits_total"])
+	}
+	// A publisher to ever new topic names grows the cache to its bound,
+	// 4,096 names, not past it.
+	for i := range 5000 {
+		if err := p.Send(context.Background(), p.CreateDataMessage(fmt.Sprintf("t.x.%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := scrape(t, n)["petrel_topic_match_cache_entries"]; got < 1 || got > 4096 {
+		t.Fatalf("cache entries %v after 5,000 new topic names, want 1 to 4,096", got)
+	}
+}
