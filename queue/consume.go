@@ -328,8 +328,10 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 	defer q.s.putReader(rc)
 	var missing error
 	var items []runItem
-	// shs holds the shared bodies of the run being expanded.
+	// shs holds the shared bodies of the run being expanded; datas the
+	// bodies of a run of single copies.
 	var shs []*bodyData
+	var datas [][]byte
 	// add takes one entry into the level; it reports whether the budget
 	// allows another.
 	add := func(e entry) bool {
@@ -352,7 +354,13 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 				missing = fmt.Errorf("run %v: %w", row[0], derr)
 				return false
 			}
-			if shs, missing = q.bodiesOf(rc, items, l.lastLoaded, shs, run == singleRunMarker); missing != nil {
+			single := run == singleRunMarker
+			if single {
+				datas, missing = singleBodies(rc, items, l.lastLoaded, datas)
+			} else {
+				shs, missing = q.bodiesOf(rc, items, l.lastLoaded, shs)
+			}
+			if missing != nil {
 				return false
 			}
 			key, _ := row[0].(int64)
@@ -361,10 +369,11 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 					continue
 				}
 				e := entry{rowid: it.id, expiresAt: it.exp, deliveries: int(it.deliv), notBefore: it.notBf, body: it.body, run: key, runLen: len(items)}
-				e.sh = shs[i]
-				e.data = e.sh.data
-				if run == singleRunMarker {
-					e.sh = nil // its body is its own (see Delivery.shared)
+				if single {
+					e.data = datas[i] // its body is its own (see Delivery.shared)
+				} else {
+					e.sh = shs[i]
+					e.data = e.sh.data
 				}
 				if !add(e) {
 					return false
@@ -387,6 +396,53 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 	return nil
 }
 
+// singleBodies returns the bodies of the copies past lastLoaded of a run
+// of single copies (see singleRun), in dst at their copies' index in
+// items (nil for the others), read in one range scan in the read
+// transaction the refill's open statement holds. Such bodies are never
+// cached, their one copy being their only reader; items and bodies both
+// come in id order, so the scan's rows are matched by walking both, and
+// the bodies are copied into one array, each with its own capacity.
+func singleBodies(rc *rawConn, items []runItem, lastLoaded int64, dst [][]byte) ([][]byte, error) {
+	dst = append(dst[:0], make([][]byte, len(items))...)
+	first := 0
+	for first < len(items) && items[first].id <= lastLoaded {
+		first++
+	}
+	if first == len(items) {
+		return dst, nil
+	}
+	var size int64
+	for _, it := range items[first:] {
+		size += it.size
+	}
+	arena := make([]byte, 0, size)
+	i := first
+	_, _, err := rc.scan(`SELECT id, data FROM bodies WHERE id BETWEEN ? AND ?`, []driver.Value{items[first].body, items[len(items)-1].body}, 2, func(row []driver.Value) bool {
+		id, _ := row[0].(int64)
+		for i < len(items) && items[i].body < id {
+			i++ // gone: reported below
+		}
+		if i < len(items) && items[i].body == id {
+			data, _ := row[1].([]byte)
+			at := len(arena)
+			arena = append(arena, data...) // the driver's buffer is reused
+			dst[i] = arena[at:len(arena):len(arena)]
+			i++
+		}
+		return i < len(items)
+	})
+	if err != nil {
+		return dst, err
+	}
+	for j := first; j < len(items); j++ {
+		if dst[j] == nil {
+			return dst, fmt.Errorf("body %d of copy %d: %w", items[j].body, items[j].id, errNoRows)
+		}
+	}
+	return dst, nil
+}
+
 // bodiesOf returns the shared bodies of the run's copies past
 // lastLoaded, in dst, at their copies' index in items (nil for the
 // others). It takes them from the cache, all under one lock: a lookup of
@@ -395,15 +451,9 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 // transaction as the run, which the refill's open statement holds: in one
 // range scan when there are several, since the bodies of a run were
 // stored in one commit, so their ids are close.
-//
-// The bodies of a run of single copies (see singleRun) are never cached,
-// so they are not looked up there nor kept: their one copy is the only
-// reader.
-func (q *Queue) bodiesOf(rc *rawConn, items []runItem, lastLoaded int64, dst []*bodyData, single bool) ([]*bodyData, error) {
+func (q *Queue) bodiesOf(rc *rawConn, items []runItem, lastLoaded int64, dst []*bodyData) ([]*bodyData, error) {
 	dst = append(dst[:0], make([]*bodyData, len(items))...)
-	if !single {
-		q.s.bodies.getRun(items, lastLoaded, dst)
-	}
+	q.s.bodies.getRun(items, lastLoaded, dst)
 	n, lo, hi := lacking(items, lastLoaded, dst)
 	if n == 0 {
 		return dst, nil
@@ -442,9 +492,7 @@ func (q *Queue) bodiesOf(rc *rawConn, items []runItem, lastLoaded int64, dst []*
 			sh = &bodyData{id: it.body, data: append([]byte(nil), body[0].([]byte)...)}
 			read[it.body] = sh
 		}
-		if !single {
-			q.s.bodies.add(sh)
-		}
+		q.s.bodies.add(sh)
 		dst[i] = sh
 	}
 	return dst, nil

@@ -591,3 +591,52 @@ func TestRunsOfSinglePutsFreeARange(t *testing.T) {
 	wantTables(t, s, 0, 0, 0)
 	closeAndCheck(t, s, path)
 }
+
+// A refill of runs of single copies reads their bodies in one range scan
+// and walks past the bodies of another queue's copies that lie between
+// them; each body read is its own, though they share one array: growing
+// one leaves the next intact.
+func TestRefillOfSingleRunsSkipsOtherBodies(t *testing.T) {
+	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 4 })
+	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	var puts []Put
+	for i, body := range bodies("m", 100) {
+		m := msg(4, body)
+		data, _ := m.MarshalBinary()
+		puts = append(puts, Put{Queue: []*Queue{a, b}[i%2], Msg: m, Data: data})
+	}
+	submitWait(t, s, puts)
+	ds := pollAll(t, a, 50)
+	var got []string
+	for _, d := range ds {
+		m, err := message.Decode(d.Data, message.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(m.Body))
+	}
+	for i := range ds[:len(ds)-1] {
+		before := slices.Clone(ds[i+1].Data)
+		grown := append(ds[i].Data, "grown"...)
+		if !slices.Equal(ds[i+1].Data, before) || len(grown) != len(ds[i].Data)+5 {
+			t.Fatalf("growing delivery %d's data changed the next one's", i)
+		}
+	}
+	var want []string
+	for i, body := range bodies("m", 100) {
+		if i%2 == 0 {
+			want = append(want, body)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("a: %v, want %v", got, want)
+	}
+	if err := a.AckAll(ds); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(t, b); len(got) != 50 || got[0] != "m1" || got[49] != "m99" {
+		t.Fatalf("b: %v", got)
+	}
+	wantTables(t, s, 0, 0, 0)
+	closeAndCheck(t, s, path)
+}
