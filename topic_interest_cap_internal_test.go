@@ -13,12 +13,7 @@ import (
 // and counted.
 func TestLearnedInterestIsBounded(t *testing.T) {
 	ctx := context.Background()
-	n, err := Open(ctx, Config{Name: "hub", DataDir: t.TempDir(), Topics: []TopicConfig{{Pattern: "orders.#"}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := openHub(t)
 	n.topics.remote.max = 3
 	for i := range 5 {
 		m := n.interestMessage(opSubscribe, fmt.Sprintf("orders.p%d", i), "plant-7", true, []string{"plant-7"})
@@ -39,12 +34,7 @@ func TestLearnedInterestIsBounded(t *testing.T) {
 // non-durable interest dropped gets the new answer after.
 func TestNextHopsFollowInterest(t *testing.T) {
 	ctx := context.Background()
-	n, err := Open(ctx, Config{Name: "hub", DataDir: t.TempDir(), Topics: []TopicConfig{{Pattern: "orders.#"}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := openHub(t)
 	it := &n.topics.remote
 	want := func(when string, nbs ...string) {
 		t.Helper()
@@ -71,4 +61,17 @@ func TestNextHopsFollowInterest(t *testing.T) {
 		t.Fatal("plant-8's non-durable interest was not dropped")
 	}
 	want("after plant-8's non-durable interest was dropped")
+}
+
+// openHub opens a node named hub with the topic space orders.#, closed
+// when the test ends.
+func openHub(t *testing.T) *Node {
+	t.Helper()
+	n, err := Open(context.Background(), Config{Name: "hub", DataDir: t.TempDir(), Topics: []TopicConfig{{Pattern: "orders.#"}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
 }

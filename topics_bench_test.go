@@ -29,31 +29,36 @@ func BenchmarkPublish(b *testing.B) {
 				}
 				dest = "bench.x"
 			}
-			p := n.Producer()
-			body := make([]byte, 128)
-			const inFlight = 256
-			pend := make([]*petrel.Pending, 0, inFlight)
-			wait := func() {
-				for _, pd := range pend {
-					if err := pd.Wait(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-				}
-				pend = pend[:0]
-			}
 			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				m := p.CreateDataMessage(dest)
-				m.Body = body
-				pend = append(pend, p.SendAsync(m))
-				if len(pend) == inFlight {
-					wait()
-				}
-			}
-			wait()
+			sendWindowed(b, n.Producer(), dest)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
+}
+
+// sendWindowed sends b.N messages of 128 B to dest, 256 in flight, and
+// waits for them all.
+func sendWindowed(b *testing.B, p *petrel.Producer, dest string) {
+	body := make([]byte, 128)
+	const inFlight = 256
+	pend := make([]*petrel.Pending, 0, inFlight)
+	wait := func() {
+		for _, pd := range pend {
+			if err := pd.Wait(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		pend = pend[:0]
+	}
+	for range b.N {
+		m := p.CreateDataMessage(dest)
+		m.Body = body
+		pend = append(pend, p.SendAsync(m))
+		if len(pend) == inFlight {
+			wait()
+		}
+	}
+	wait()
 }
 
 // BenchmarkFanoutDrain measures the consumers' side of a fan-out: the
@@ -171,29 +176,9 @@ func BenchmarkPublishAmongSubscriptions(b *testing.B) {
 				}
 				defer c.Close()
 			}
-			p := n.Producer()
-			body := make([]byte, 128)
-			const inFlight = 256
-			pend := make([]*petrel.Pending, 0, inFlight)
-			wait := func() {
-				for _, pd := range pend {
-					if err := pd.Wait(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-				}
-				pend = pend[:0]
-			}
 			cpu0 := cpuTime(b)
 			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				m := p.CreateDataMessage("bench.x")
-				m.Body = body
-				pend = append(pend, p.SendAsync(m))
-				if len(pend) == inFlight {
-					wait()
-				}
-			}
-			wait()
+			sendWindowed(b, n.Producer(), "bench.x")
 			b.StopTimer()
 			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/msg")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
