@@ -114,7 +114,7 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 	} else {
 		delete(it.learned, key)
 	}
-	it.forget()
+	it.hops.forget()
 	recs := make([]*interestRecord, 0, len(it.learned))
 	for _, r := range it.learned {
 		recs = append(recs, r)

@@ -155,7 +155,7 @@ func (n *Node) dropNonDurable(ctx context.Context, nb string) bool {
 		}
 		recs = append(recs, r)
 	}
-	it.forget()
+	it.hops.forget()
 	it.mu.Unlock()
 	if len(gone) == 0 {
 		return false

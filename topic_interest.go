@@ -90,17 +90,11 @@ type interestTable struct {
 	learned   map[interestKey]*interestRecord
 	announced map[string]bool
 	max       int // bounds learned: maxLearnedInterest
-	// hops caches nextHops' answers by topic and hops crossed, as
-	// topics.matched does matching's: every publish asked, and each
-	// answer scanned up to maxLearnedInterest patterns. Emptied by every
-	// change of learned (under mu's write lock), and past matchCacheMax
-	// answers. Touched under mu; hopsMu orders the readers' stores.
-	hopsMu sync.Mutex
-	hops   map[string][]string
+	// hops caches nextHops' answers by topic and hops crossed: each
+	// scanned up to maxLearnedInterest patterns. Emptied by every change
+	// of learned.
+	hops answers[[]string]
 }
-
-// forget empties the cache of nextHops; it.mu is held for writing.
-func (it *interestTable) forget() { it.hops = nil }
 
 // limit is how many pieces of interest the table keeps at most.
 func (it *interestTable) limit() int {
@@ -117,19 +111,11 @@ func (it *interestTable) nextHops(topic string, hops []string) []string {
 	it.mu.RLock()
 	defer it.mu.RUnlock()
 	key := topic + "\x00" + strings.Join(hops, ",")
-	it.hopsMu.Lock()
-	out, ok := it.hops[key]
-	it.hopsMu.Unlock()
-	if ok {
+	if out, ok := it.hops.get(key); ok {
 		return out
 	}
-	out = it.scan(topic, hops)
-	it.hopsMu.Lock()
-	if it.hops == nil || len(it.hops) >= matchCacheMax {
-		it.hops = make(map[string][]string)
-	}
-	it.hops[key] = out
-	it.hopsMu.Unlock()
+	out := it.scan(topic, hops)
+	it.hops.put(key, out, len(out))
 	return out
 }
 
@@ -310,7 +296,7 @@ func (n *Node) loadInterest(ctx context.Context) error {
 		r.pattern = p
 		it.learned[interestKey{r.Neighbour, r.Node, r.Pattern}] = r
 	}
-	it.forget()
+	it.hops.forget()
 	if err := n.emptyPruneBin(ctx); err != nil {
 		return err
 	}

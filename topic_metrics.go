@@ -78,9 +78,6 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- gauge(descTopicInterest, learned)
 	var durable, other int64
 	c.t.mu.RLock()
-	c.t.matchMu.Lock()
-	cached := int64(len(c.t.matched))
-	c.t.matchMu.Unlock()
 	for _, e := range c.t.subs {
 		if e.durable {
 			durable++
@@ -89,8 +86,8 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.t.mu.RUnlock()
-	ch <- gauge(descTopicMatchCache, cached)
-	ch <- counter(descTopicMatchHits, c.t.matchHits.Load())
+	ch <- gauge(descTopicMatchCache, int64(c.t.matched.size()))
+	ch <- counter(descTopicMatchHits, c.t.matched.hits.Load())
 	ch <- gauge(descTopicSubscriptions, durable, "true")
 	ch <- gauge(descTopicSubscriptions, other, "false")
 }

@@ -60,7 +60,7 @@ func TestMatchCacheFollowsSubscriptions(t *testing.T) {
 	}
 	a := sub("t.#", SubscribeOptions{Name: "a", Durable: true})
 	m1, m2 := publish(), publish()
-	if h := n.topics.matchHits.Load(); h != 1 {
+	if h := n.topics.matched.hits.Load(); h != 1 {
 		t.Fatalf("%d cache hits after two publishes to one topic, want 1", h)
 	}
 	b := sub("t.x", SubscribeOptions{})
