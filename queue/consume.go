@@ -412,11 +412,14 @@ func singleBodies(rc *rawConn, items []runItem, lastLoaded int64, dst [][]byte) 
 	if first == len(items) {
 		return dst, nil
 	}
+	// Sized by the run's items, which the file holds: bounded, so that a
+	// corrupt size costs no more than a refill's worth up front; the real
+	// bytes grow the array past it if they must.
 	var size int64
 	for _, it := range items[first:] {
-		size += it.size
+		size += min(it.size, maxArenaHint)
 	}
-	arena := make([]byte, 0, size)
+	arena := make([]byte, 0, min(size, maxArenaHint))
 	i := first
 	_, _, err := rc.scan(`SELECT id, data FROM bodies WHERE id BETWEEN ? AND ?`, []driver.Value{items[first].body, items[len(items)-1].body}, 2, func(row []driver.Value) bool {
 		id, _ := row[0].(int64)
@@ -442,6 +445,9 @@ func singleBodies(rc *rawConn, items []runItem, lastLoaded int64, dst [][]byte) 
 	}
 	return dst, nil
 }
+
+// maxArenaHint caps what singleBodies allocates ahead of the bytes read.
+const maxArenaHint = 4 << 20
 
 // bodiesOf returns the shared bodies of the run's copies past
 // lastLoaded, in dst, at their copies' index in items (nil for the

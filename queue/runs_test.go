@@ -640,3 +640,42 @@ func TestRefillOfSingleRunsSkipsOtherBodies(t *testing.T) {
 	wantTables(t, s, 0, 0, 0)
 	closeAndCheck(t, s, path)
 }
+
+// A run of single copies whose items claim bodies of absurd sizes, as a
+// damaged file might, is refilled from the bodies' real bytes: the sizes
+// only hint at what to allocate, within a bound.
+func TestRefillOfSingleRunsBoundsClaimedSizes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "petrel.db")
+	s := openAt(t, path, nil)
+	a := mustQueue(t, s, "a", KindReceive)
+	var puts []Put
+	for _, body := range bodies("m", 3) {
+		m := msg(4, body)
+		data, _ := m.MarshalBinary()
+		puts = append(puts, Put{Queue: a, Msg: m, Data: data})
+	}
+	submitWait(t, s, puts)
+	db := closeCheckedAndOpen(t, s, path)
+	var key int64
+	var blob []byte
+	if err := db.QueryRowContext(ctx, `SELECT id, items FROM copies`).Scan(&key, &blob); err != nil {
+		t.Fatal(err)
+	}
+	items, err := decodeRun(nil, blob)
+	if err != nil || len(items) != 3 {
+		t.Fatalf("run: %v, %v", items, err)
+	}
+	for i := range items {
+		items[i].size = 1 << 60
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE copies SET items = ? WHERE id = ?`, encodeRun(nil, items), key); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s = openAt(t, path, nil)
+	a, _ = s.Lookup("a")
+	if got := drain(t, a); !slices.Equal(got, bodies("m", 3)) {
+		t.Fatalf("a: %v", got)
+	}
+}
