@@ -558,16 +558,9 @@ func TestRunsKeptAcrossPartialAcks(t *testing.T) {
 func TestRunsOfSinglePutsFreeARange(t *testing.T) {
 	s, path := openTemp(t, nil)
 	a, b, c := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive), mustQueue(t, s, "c", KindReceive)
-	var singles, mixed []Put
-	for i, body := range bodies("m", 20) {
-		m := msg(4, body)
-		data, _ := m.MarshalBinary()
-		singles = append(singles, Put{Queue: a, Msg: m, Data: data})
-		// b and c alternate: each queue's run has the other's ids between.
-		mixed = append(mixed, Put{Queue: []*Queue{b, c}[i%2], Msg: m, Data: data})
-	}
-	submitWait(t, s, singles)
-	submitWait(t, s, mixed)
+	submitWait(t, s, singlePuts(20, a))
+	// b and c alternate: each queue's run has the other's ids between.
+	submitWait(t, s, singlePuts(20, b, c))
 	publishShared(t, 10, b, c)
 	// What lies beside a's range in the table stays.
 	if err := a.AckAll(pollAll(t, a, 20)); err != nil {
@@ -599,13 +592,7 @@ func TestRunsOfSinglePutsFreeARange(t *testing.T) {
 func TestRefillOfSingleRunsSkipsOtherBodies(t *testing.T) {
 	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 4 })
 	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
-	var puts []Put
-	for i, body := range bodies("m", 100) {
-		m := msg(4, body)
-		data, _ := m.MarshalBinary()
-		puts = append(puts, Put{Queue: []*Queue{a, b}[i%2], Msg: m, Data: data})
-	}
-	submitWait(t, s, puts)
+	submitWait(t, s, singlePuts(100, a, b))
 	ds := pollAll(t, a, 50)
 	var got []string
 	for _, d := range ds {
@@ -649,13 +636,7 @@ func TestRefillOfSingleRunsBoundsClaimedSizes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "petrel.db")
 	s := openAt(t, path, nil)
 	a := mustQueue(t, s, "a", KindReceive)
-	var puts []Put
-	for _, body := range bodies("m", 3) {
-		m := msg(4, body)
-		data, _ := m.MarshalBinary()
-		puts = append(puts, Put{Queue: a, Msg: m, Data: data})
-	}
-	submitWait(t, s, puts)
+	submitWait(t, s, singlePuts(3, a))
 	db := closeCheckedAndOpen(t, s, path)
 	var key int64
 	var blob []byte
@@ -678,4 +659,16 @@ func TestRefillOfSingleRunsBoundsClaimedSizes(t *testing.T) {
 	if got := drain(t, a); !slices.Equal(got, bodies("m", 3)) {
 		t.Fatalf("a: %v", got)
 	}
+}
+
+// singlePuts makes the puts of n messages m0..m<n-1> at priority 4, each
+// with bytes of its own (a single put), the i-th to qs[i mod len(qs)].
+func singlePuts(n int, qs ...*Queue) []Put {
+	puts := make([]Put, 0, n)
+	for i, body := range bodies("m", n) {
+		m := msg(4, body)
+		data, _ := m.MarshalBinary()
+		puts = append(puts, Put{Queue: qs[i%len(qs)], Msg: m, Data: data})
+	}
+	return puts
 }
