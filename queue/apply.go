@@ -366,6 +366,10 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 			w.newBody(sb.id, sb.refs)
 		}
 	}
+	if r.name != "" {
+		// SubmitMarked's key, in the puts' transaction.
+		return false, w.setMeta(r.name, r.data)
+	}
 	return false, nil
 }
 

@@ -116,8 +116,8 @@ type request struct {
 	q     *Queue
 	ref   ref    // the row of reqUpdate, reqMove, reqExpire and a single reqAck
 	to    *Queue // reqMove target; reqExpire expiry address or nil
-	name  string // reqMeta key, reqCreateQueue name, reqMove reason
-	data  []byte // reqMeta value
+	name  string // reqMeta key, reqCreateQueue name, reqMove reason, reqPut's meta key (SubmitMarked)
+	data  []byte // reqMeta value, reqPut's meta value
 	qkind Kind
 	// gathered marks a reqAck that takes the acks its queue gathered;
 	// taken says it took them, into acks.

@@ -171,7 +171,20 @@ func (q *Queue) Put(ctx context.Context, m *message.Message, dedupe bool) error 
 // Submit hands puts to the group commit and returns at once. They commit
 // together, all or none; the Op says when. Messages without Data are
 // encoded here, in the caller's goroutine.
-func (s *Store) Submit(puts []Put) (*Op, error) {
+func (s *Store) Submit(puts []Put) (*Op, error) { return s.SubmitMarked(puts, "", nil) }
+
+// SubmitMarked is Submit that also stores value under the meta key, in
+// the same transaction as the puts: after a crash the key is there if and
+// only if the puts are. A put refused (a full store, a queue gone)
+// leaves no key. With no puts it stores the key alone. An empty key is
+// Submit.
+func (s *Store) SubmitMarked(puts []Put, key string, value []byte) (*Op, error) {
+	if key != "" && value == nil {
+		value = []byte{}
+	}
+	if len(puts) == 0 && key != "" {
+		return s.SubmitMeta(key, value)
+	}
 	for i := range puts {
 		p := &puts[i]
 		if p.Queue == nil || p.Msg == nil {
@@ -188,7 +201,7 @@ func (s *Store) Submit(puts []Put) (*Op, error) {
 			p.Data = data
 		}
 	}
-	r := &request{kind: reqPut, puts: puts, op: newOp()}
+	r := &request{kind: reqPut, puts: puts, op: newOp(), name: key, data: value}
 	if err := s.w.submit(r); err != nil {
 		return nil, err
 	}

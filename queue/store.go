@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	_ "github.com/mattn/go-sqlite3" // the only importer of the driver
 	"github.com/petrelmq/petrel/internal/logkey"
@@ -367,11 +368,48 @@ func (s *Store) Meta(ctx context.Context, key string) ([]byte, error) {
 
 // SetMeta durably stores value under key; a nil value deletes key.
 func (s *Store) SetMeta(ctx context.Context, key string, value []byte) error {
-	r := &request{kind: reqMeta, name: key, data: value, op: newOp()}
-	if err := s.w.submit(r); err != nil {
+	op, err := s.SubmitMeta(key, value)
+	if err != nil {
 		return err
 	}
-	return r.op.Wait(ctx)
+	return op.Wait(ctx)
+}
+
+// SubmitMeta is SetMeta that returns at once; the Op says when the change
+// is committed. Changes of one key commit in the order they were
+// submitted, with the puts of SubmitMarked.
+func (s *Store) SubmitMeta(key string, value []byte) (*Op, error) {
+	r := &request{kind: reqMeta, name: key, data: value, op: newOp()}
+	if err := s.w.submit(r); err != nil {
+		return nil, err
+	}
+	return r.op, nil
+}
+
+// MetaPrefix returns the meta keys that start with prefix, in order, with
+// their values.
+func (s *Store) MetaPrefix(ctx context.Context, prefix string) (keys []string, values [][]byte, err error) {
+	// substr, not LIKE, which would read % and _ in prefix; it counts
+	// characters.
+	rows, err := s.rdb.QueryContext(ctx, `SELECT key, value FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key`, utf8.RuneCountInString(prefix), prefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read meta %q*: %w", prefix, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			k string
+			v []byte
+		)
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, nil, fmt.Errorf("read meta %q*: %w", prefix, err)
+		}
+		keys, values = append(keys, k), append(values, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read meta %q*: %w", prefix, err)
+	}
+	return keys, values, nil
 }
 
 // Totals returns the messages and bytes stored across every queue.

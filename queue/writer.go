@@ -487,11 +487,7 @@ func (w *writer) apply(batch []*request, b *batch) error {
 		case reqMove, reqExpire:
 			err = w.applyMove(r, b)
 		case reqMeta:
-			if r.data == nil {
-				_, err = w.conn.exec(`DELETE FROM meta WHERE key = ?`, r.name)
-			} else {
-				_, err = w.conn.exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, r.name, r.data)
-			}
+			err = w.setMeta(r.name, r.data)
 		case reqCreateQueue:
 			err = w.applyCreate(r, b)
 		case reqPrune:
@@ -511,6 +507,17 @@ func (w *writer) apply(batch []*request, b *batch) error {
 		}
 	}
 	return nil
+}
+
+// setMeta stores value under key, or deletes key for a nil value.
+func (w *writer) setMeta(key string, value []byte) error {
+	var err error
+	if value == nil {
+		_, err = w.conn.exec(`DELETE FROM meta WHERE key = ?`, key)
+	} else {
+		_, err = w.conn.exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+	}
+	return err
 }
 
 func (w *writer) writeCounters(b *batch) error {
