@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/petrelmq/petrel/address"
@@ -190,7 +191,7 @@ func (b mqttBackend) NewMessage(topic string) *message.Message {
 
 // Publish: the interceptors, then the publish rule, then the store, as a
 // remote client's publish.
-func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.Conn) (mqttgw.Commit, error) {
+func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.Conn, mark string) (mqttgw.Commit, error) {
 	n := b.n
 	topic := n.localTopic(m.Destination)
 	if topic == "" {
@@ -206,11 +207,34 @@ func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.C
 	if err := m.Validate(n.cfg.Limits); err != nil {
 		return nil, &mqttgw.Refusal{Code: mqttgw.CodePacketTooLarge, Reason: err.Error()}
 	}
-	done, err := n.publish(m, topic)
+	if mark != "" {
+		mark = mqttMarkPrefix + mark
+	}
+	done, err := n.publish(m, topic, mark)
 	if err != nil {
 		return nil, storeRefusal(err)
 	}
 	return mqttCommit{done}, nil
+}
+
+// mqttMarkPrefix keeps the gateway's marks, in the store's meta table,
+// apart from the node's own keys.
+const mqttMarkPrefix = "mqtt/"
+
+func (b mqttBackend) Marks(ctx context.Context, prefix string) ([]string, error) {
+	keys, _, err := b.n.store.MetaPrefix(ctx, mqttMarkPrefix+prefix)
+	for i, k := range keys {
+		keys[i] = strings.TrimPrefix(k, mqttMarkPrefix)
+	}
+	return keys, err
+}
+
+func (b mqttBackend) Mark(ctx context.Context, key string) error {
+	return b.n.store.SetMeta(ctx, mqttMarkPrefix+key, []byte{})
+}
+
+func (b mqttBackend) Unmark(ctx context.Context, key string) error {
+	return b.n.store.SetMeta(ctx, mqttMarkPrefix+key, nil)
 }
 
 // mqttCommit is a publish's completion, with a full store told as quota

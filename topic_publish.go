@@ -28,8 +28,10 @@ const inboxBatch = 256
 
 // fanOut submits m's copies for the subscriptions its topic matches, and
 // returns the operation, or nil when none matches: then m is counted as
-// unrouted and dropped, as topic brokers do.
-func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op, error) {
+// unrouted and dropped, as topic brokers do. mark, when not empty, is a
+// meta key committed with the copies (queue.Store.SubmitMarked), or
+// alone for an unrouted m.
+func (n *Node) fanOut(m *message.Message, topic string, dedupe bool, mark string) (*queue.Op, error) {
 	qs := n.topics.matching(topic)
 	n.topics.published.Add(1)
 	// A local publish (dedupe false: its id is new) has crossed no node,
@@ -41,6 +43,9 @@ func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op,
 	keep := n.topics.keepFor(topic)
 	if len(qs) == 0 && len(fwd) == 0 && keep == nil {
 		n.topics.unrouted.Add(1)
+		if mark != "" {
+			return n.store.SubmitMeta(mark, []byte{})
+		}
 		return nil, nil
 	}
 	data, err := m.MarshalBinary()
@@ -49,7 +54,7 @@ func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op,
 	}
 	if len(qs) == 0 && len(fwd) == 0 {
 		// Held for the durable subscriptions to come (topic_keep.go).
-		op, err := n.store.Submit([]queue.Put{n.keepPut(keep, m, data, dedupe)})
+		op, err := n.store.SubmitMarked([]queue.Put{n.keepPut(keep, m, data, dedupe)}, mark, nil)
 		if err != nil {
 			return nil, fmt.Errorf("publish to %q: %w", topic, err)
 		}
@@ -66,7 +71,7 @@ func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op,
 		puts[i] = queue.Put{Queue: q, Msg: m, Data: data, Dedupe: dedupe, Optional: true}
 	}
 	// The copies for next hops commit with the local ones, all or none.
-	op, err := n.store.Submit(append(puts, fwd...))
+	op, err := n.store.SubmitMarked(append(puts, fwd...), mark, nil)
 	if err != nil {
 		return nil, fmt.Errorf("publish to %q: %w", topic, err)
 	}
@@ -74,12 +79,12 @@ func (n *Node) fanOut(m *message.Message, topic string, dedupe bool) (*queue.Op,
 }
 
 // publish is a local Producer's send to a topic; the Pending completes
-// when every copy is durable.
-func (n *Node) publish(m *message.Message, topic string) (completion, error) {
+// when every copy is durable, and mark with them (fanOut).
+func (n *Node) publish(m *message.Message, topic, mark string) (completion, error) {
 	if m.Kind == message.KindFile {
 		return nil, fmt.Errorf("send to %q: %w; send the file to an address", topic, ErrFileToTopic)
 	}
-	op, err := n.fanOut(m, topic, false)
+	op, err := n.fanOut(m, topic, false, mark)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +118,7 @@ func (p *nodePublisher) toTopic(ctx context.Context, m *message.Message) (c comp
 	if err := m.Validate(n.cfg.Limits); err != nil {
 		return nil, true, fmt.Errorf("send to %q: %w", m.Destination, err)
 	}
-	c, err = n.publish(m, topic)
+	c, err = n.publish(m, topic, "")
 	return c, true, err
 }
 
@@ -189,7 +194,7 @@ func (n *Node) fanOutInbox(batch []*queue.Delivery) {
 			errs[i] = n.applyInterest(context.Background(), m)
 			continue
 		}
-		ops[i], errs[i] = n.fanOut(m, name, true)
+		ops[i], errs[i] = n.fanOut(m, name, true, "")
 	}
 	for i, d := range batch {
 		if d == nil {

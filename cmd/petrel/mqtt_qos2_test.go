@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,6 +144,231 @@ func TestMQTTQoS2ExactlyOnceAcrossKill(t *testing.T) {
 	for _, k := range []string{"m-7", "m-8", "m-7b"} {
 		if got[k] != 1 {
 			t.Errorf("%s received %d times, want once (all: %v)", k, got[k], got)
+		}
+	}
+}
+
+// TestMQTTQoS2KilledAnywhere: a persistent session publishes QoS 2
+// messages one after another while its node process is SIGKILLed at
+// random moments, again and again. After each restart the client resumes
+// its flow as MQTT 5 has it (MQTT-4.4.0-1): a PUBLISH sent again, with
+// DUP, for a message whose PUBREC did not come; a PUBREL for one whose
+// PUBREC did. A persistent subscriber then receives every message exactly
+// once: no kill, wherever it lands (before the commit, between the
+// commit and the PUBREC, between the PUBREL and the PUBCOMP), loses one
+// or stores one twice.
+//
+// By default the node is killed 30 times; PETREL_LONG=1 kills it 200 times:
+//
+//	PETREL_LONG=1 go test -run TestMQTTQoS2KilledAnywhere -v ./cmd/petrel
+func TestMQTTQoS2KilledAnywhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the kill test runs without -short")
+	}
+	kills := 30
+	if os.Getenv("PETREL_LONG") == "1" {
+		kills = 200
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	port, err := nodeproc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	f := nodeproc.NodeFile{Name: "q", DataDir: filepath.Join(dir, "q"),
+		Extra: fmt.Sprintf("topics:\n  - pattern: \"t.#\"\nmqtt:\n  listen: %q\n", addr)}
+	cfg := filepath.Join(dir, "q.yaml")
+	if err := f.Write(cfg); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, ctx, dir, "q", "node", "-c", cfg)
+	defer func() { p.Kill() }()
+
+	sub, _ := mqttraw.Session(t, addr, "counter", true)
+	sub.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/#", QoS: 1}}})
+	if a := sub.Read(); a.Type != packets.SUBACK {
+		t.Fatalf("suback: %v", a)
+	}
+	sub.Write(&packets.Disconnect{})
+	sub.Close()
+
+	rng := seededRand(t)
+	var q qos2Flow
+	for round := 0; round <= kills; round++ {
+		last := round == kills
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.connect(conn, round == 0); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		var killed atomic.Bool
+		var timer *time.Timer
+		if !last {
+			d := time.Duration(rng.IntN(40_000)) * time.Microsecond
+			timer = time.AfterFunc(d, func() { killed.Store(true); p.Kill() })
+		}
+		err = q.run(conn, last)
+		conn.Close()
+		if last {
+			if err != nil {
+				t.Fatalf("last round: %v", err)
+			}
+			break
+		}
+		if !timer.Stop() && !killed.Load() {
+			t.Fatalf("round %d ended before its kill: %v", round, err)
+		}
+		if !killed.Load() {
+			t.Fatalf("round %d: %v, before its kill", round, err)
+		}
+		p.Kill()
+		p = startProc(t, ctx, dir, "q", "node", "-c", cfg)
+	}
+	t.Logf("%d messages published through %d kills; %d flows were cut: %d before the PUBREC, %d before the PUBCOMP",
+		q.done, kills, q.cutRec+q.cutComp, q.cutRec, q.cutComp)
+
+	got := map[string]int{}
+	r := make(chan *paho.Publish, 1024)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: conn, OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+		func(pr paho.PublishReceived) (bool, error) { r <- pr.Packet; return true, nil }}})
+	cctx, ccancel := context.WithTimeout(ctx, time.Minute)
+	defer ccancel()
+	expiry := uint32(3600)
+	if _, err := c.Connect(cctx, &paho.Connect{ClientID: "counter", KeepAlive: 30,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = c.Disconnect(&paho.Disconnect{})
+		<-c.Done()
+	}()
+	for total := 0; total < q.done; total++ {
+		select {
+		case m := <-r:
+			got[string(m.Payload)]++
+		case <-time.After(petreltest.Patience):
+			t.Fatalf("subscriber got %d distinct of %d messages", len(got), q.done)
+		}
+	}
+	for quiet := time.After(time.Second); ; {
+		select {
+		case m := <-r:
+			got[string(m.Payload)]++
+			continue
+		case <-quiet:
+		}
+		break
+	}
+	for i := range q.done {
+		if k := qos2Payload(i); got[k] != 1 {
+			t.Errorf("%s received %d times, want once", k, got[k])
+		}
+	}
+	if len(got) != q.done {
+		t.Errorf("received %d distinct messages, want %d", len(got), q.done)
+	}
+}
+
+func qos2Payload(i int) string { return "m-" + strconv.Itoa(i) }
+
+// qos2Flow is a QoS 2 publisher's session state, as a client keeps it
+// across connections: the message in flight and how far its flow went.
+type qos2Flow struct {
+	done int // messages whose PUBCOMP came
+	// released: the PUBREC of message done came and its PUBREL went;
+	// published: its PUBLISH went.
+	published, released bool
+	cutRec, cutComp     int
+}
+
+func (q *qos2Flow) id() uint16 { return uint16(q.done%60_000) + 1 }
+
+func (q *qos2Flow) publish(conn net.Conn, dup bool) error {
+	q.published = true
+	_, err := (&packets.Publish{Topic: "t/k", QoS: 2, PacketID: q.id(), Duplicate: dup, Payload: []byte(qos2Payload(q.done))}).WriteTo(conn)
+	return err
+}
+
+// connect resumes the session (or starts it clean) and the flow in
+// flight.
+func (q *qos2Flow) connect(conn net.Conn, clean bool) error {
+	expiry := uint32(3600)
+	if _, err := (&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "pub-kill", CleanStart: clean, KeepAlive: 60,
+		Properties: &packets.Properties{SessionExpiryInterval: &expiry}}).WriteTo(conn); err != nil {
+		return err
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(petreltest.Patience))
+	p, err := packets.ReadPacket(conn)
+	if err != nil {
+		return err
+	}
+	if ca, ok := p.Content.(*packets.Connack); !ok || ca.ReasonCode != 0 || (!clean && !ca.SessionPresent) {
+		return fmt.Errorf("connack: %v", p)
+	}
+	switch {
+	case q.released:
+		q.cutComp++
+		_, err = (&packets.Pubrel{PacketID: q.id()}).WriteTo(conn)
+	case q.published:
+		q.cutRec++
+		err = q.publish(conn, true)
+	}
+	return err
+}
+
+// run drives flows until the connection fails, or, with last, until the
+// flow in flight completed and one more message went through.
+func (q *qos2Flow) run(conn net.Conn, last bool) error {
+	stop := q.done + 2
+	for {
+		if !q.published {
+			if last && q.done >= stop {
+				return nil
+			}
+			if err := q.publish(conn, false); err != nil {
+				return err
+			}
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(petreltest.Patience))
+		p, err := packets.ReadPacket(conn)
+		if err != nil {
+			return err
+		}
+		if p.PacketID() != q.id() {
+			// The second PUBCOMP of a flow whose PUBREC a resumed session
+			// sent again (and so was released twice): a client ignores it.
+			if _, ok := p.Content.(*packets.Pubcomp); ok {
+				continue
+			}
+			return fmt.Errorf("unexpected %v while message %d is in flight", p, q.done)
+		}
+		switch a := p.Content.(type) {
+		case *packets.Pubrec:
+			if a.ReasonCode != 0 {
+				return fmt.Errorf("PUBREC of message %d: reason 0x%02x", q.done, a.ReasonCode)
+			}
+			q.released = true
+			if _, err := (&packets.Pubrel{PacketID: q.id()}).WriteTo(conn); err != nil {
+				return err
+			}
+		case *packets.Pubcomp:
+			// 0x92 (not found): the marker went, the PUBCOMP died with the
+			// node; the message was stored once.
+			if a.ReasonCode != 0 && a.ReasonCode != 0x92 {
+				return fmt.Errorf("PUBCOMP of message %d: reason 0x%02x", q.done, a.ReasonCode)
+			}
+			q.done++
+			q.published, q.released = false, false
+		default:
+			return fmt.Errorf("unexpected %v", p)
 		}
 	}
 }

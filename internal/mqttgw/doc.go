@@ -12,10 +12,11 @@
 //     Petrel name or refused, never used as a path or a table name.
 //   - Every goroutine started here is stopped by Gateway.Close.
 //   - What MQTT keeps beyond the node's queues is in mqtt.db (store.go):
-//     retained messages, persistent sessions and their filters, wills
-//     waiting for their delay (will.go), and the PUBRECs of QoS 2
-//     publishes awaiting PUBREL (qos2.go). A shared subscription's group
-//     is a durable Petrel subscription (share.go).
+//     retained messages, persistent sessions and their filters, and wills
+//     waiting for their delay (will.go). The PUBRECs of QoS 2 publishes
+//     awaiting PUBREL are marks in the node's store, committed with
+//     their messages (qos2.go). A shared subscription's group is a
+//     durable Petrel subscription (share.go).
 //
 // It must not import the module root: the root wires a Gateway to its
 // node through the Backend interface.

@@ -93,8 +93,17 @@ type Backend interface {
 	// Publish runs the interceptors and the publish access rule, and
 	// submits m's copies to the store. It returns once they are
 	// submitted; the Commit tells when they are committed. A refusal,
-	// from either, wraps a *Refusal.
-	Publish(ctx context.Context, m *message.Message, c Conn) (Commit, error)
+	// from either, wraps a *Refusal. mark, when not empty, is a key
+	// committed in the same transaction as the copies: after a crash it
+	// is there if and only if they are (see Marks).
+	Publish(ctx context.Context, m *message.Message, c Conn, mark string) (Commit, error)
+	// Marks returns the keys that start with prefix, which Publish or
+	// Mark stored and Unmark has not removed.
+	Marks(ctx context.Context, prefix string) ([]string, error)
+	// Mark stores key, durably, alone.
+	Mark(ctx context.Context, key string) error
+	// Unmark removes key, durably.
+	Unmark(ctx context.Context, key string) error
 	// Subscribe makes or joins the subscription name (private when empty)
 	// to the Petrel pattern.
 	Subscribe(ctx context.Context, pattern, name string, durable bool, c Conn) (Subscription, error)

@@ -29,7 +29,7 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		// The PUBACK is ours, sent once the commit is done, by the
 		// connection's acker, so that this connection's next publishes
 		// are read meanwhile and share the commit.
-		c, err := h.g.submit(st.conn, pk, &st.topic)
+		c, err := h.g.submit(st.conn, pk, &st.topic, "")
 		if err != nil {
 			h.g.metrics.refused.Add(1)
 			h.refuse(cl, pk, err)
@@ -41,21 +41,24 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	if qos == 2 && persistent(cl) && !h.qos2Admit(cl) {
 		return pk, packets.ErrRejectPacket
 	}
-	if err := h.g.publish(st.conn, pk, &st.topic); err != nil {
+	// The marker commits with the message, before mochi's PUBREC.
+	mark := qos2Mark(cl, pk)
+	if err := h.g.publish(st.conn, pk, &st.topic, mark); err != nil {
 		h.g.metrics.refused.Add(1)
 		h.refuse(cl, pk, err)
 		return pk, packets.ErrRejectPacket
 	}
-	if qos == 2 {
-		h.qos2Received(cl, pk.PacketID) // before mochi's PUBREC
+	if mark != "" {
+		h.g.qos2.add(cl.ID, pk.PacketID)
 	}
 	h.g.metrics.published[qos].Add(1)
 	return pk, packets.CodeSuccessIgnore
 }
 
-// publish stores pk in the node, then, for a retained publish, as its
-// topic's retained message. memo, if not nil, maps the topic.
-func (g *Gateway) publish(c Conn, pk packets.Packet, memo *topicMemo) error {
+// publish stores pk in the node, with mark (see Backend.Publish), then,
+// for a retained publish, as its topic's retained message. memo, if not
+// nil, maps the topic.
+func (g *Gateway) publish(c Conn, pk packets.Packet, memo *topicMemo, mark string) error {
 	if pk.FixedHeader.Retain {
 		release, ok := g.reserveRetained(pk)
 		if !ok {
@@ -64,7 +67,7 @@ func (g *Gateway) publish(c Conn, pk packets.Packet, memo *topicMemo) error {
 		}
 		defer release()
 	}
-	commit, err := g.submit(c, pk, memo)
+	commit, err := g.submit(c, pk, memo, mark)
 	if err != nil {
 		return err
 	}
@@ -81,8 +84,9 @@ func (g *Gateway) publish(c Conn, pk packets.Packet, memo *topicMemo) error {
 	return nil
 }
 
-// submit maps pk to a Petrel message and submits it to the node.
-func (g *Gateway) submit(c Conn, pk packets.Packet, memo *topicMemo) (Commit, error) {
+// submit maps pk to a Petrel message and submits it to the node, with
+// mark.
+func (g *Gateway) submit(c Conn, pk packets.Packet, memo *topicMemo, mark string) (Commit, error) {
 	topic, err := memo.toPetrel(pk.TopicName)
 	if err != nil {
 		return nil, &Refusal{Code: CodeTopicNameBad, Reason: err.Error()}
@@ -91,7 +95,7 @@ func (g *Gateway) submit(c Conn, pk packets.Packet, memo *topicMemo) (Commit, er
 	if err := toMessage(m, pk, c.ClientID, g.cfg.Limits); err != nil {
 		return nil, err
 	}
-	return g.be.Publish(g.ctx, m, c)
+	return g.be.Publish(g.ctx, m, c, mark)
 }
 
 // reserveRetained checks, before anything of pk is stored, that its

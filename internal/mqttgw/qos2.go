@@ -2,9 +2,12 @@ package mqttgw
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,17 +26,20 @@ import (
 // stored a second time, and its PUBREL answered 0x92 (identifier not
 // found).
 //
-// So, for persistent sessions, each PUBREC a publish got is kept in
-// mqtt.db (table qos2: client id, packet identifier) from its commit
-// until the PUBREL, and handed back to mochi at start as that client's
-// in-flight PUBREC (StoredInflightMessages): mochi then catches the
-// duplicate and answers the PUBREL as if the node had not stopped. A
-// clean session's state ends with its connection, so it keeps none.
+// So, for persistent sessions, each QoS 2 publish stores a marker, the
+// key qos2/<client id in hex>/<packet identifier>, in the node's store,
+// in the same transaction as the message's copies (Backend.Publish's
+// mark): after a crash, wherever it lands, the marker is there if and
+// only if the message is. The PUBREC goes after that commit. At start the
+// markers are handed back to mochi as their clients' in-flight PUBRECs
+// (StoredInflightMessages): mochi then catches the duplicate and answers
+// the PUBREL as if the node had not stopped. The PUBREL removes the
+// marker, durably, before the PUBCOMP goes. A clean session's state ends
+// with its connection, so it keeps none.
 //
-// The marker is written after the message is committed and before the
-// PUBREC goes: a crash between the two leaves a committed message without
-// a marker, and its PUBLISH sent again is stored again (the narrow window
-// of two fsyncs); the other order would lose the message instead.
+// Earlier versions kept the marker in mqtt.db, written after the commit:
+// a crash between the two stored the message again when its PUBLISH came
+// again. Such markers are moved to the node's store at start.
 //
 // Bound: a client's markers are its publishes awaiting PUBREL, at most the
 // Receive Maximum the node announces; one more is refused with DISCONNECT
@@ -43,18 +49,74 @@ import (
 // it.
 type qos2Markers struct {
 	mu      sync.Mutex
-	pending map[string]int // markers kept, by client id
+	pending map[string]map[uint16]struct{} // markers kept, by client id
 	total   int
 }
 
-func newQoS2Markers() *qos2Markers { return &qos2Markers{pending: map[string]int{}} }
+func newQoS2Markers() *qos2Markers { return &qos2Markers{pending: map[string]map[uint16]struct{}{}} }
+
+// qos2Prefix starts every marker's key.
+const qos2Prefix = "qos2/"
+
+// qos2Key is the marker of client's publish id. The client id is hex, so
+// that no client id is a prefix of another's keys.
+func qos2Key(client string, id uint16) string {
+	return qos2Prefix + hex.EncodeToString([]byte(client)) + "/" + strconv.Itoa(int(id))
+}
+
+// parseQoS2Key is qos2Key's inverse.
+func parseQoS2Key(key string) (client string, id uint16, err error) {
+	c, n, ok := strings.Cut(strings.TrimPrefix(key, qos2Prefix), "/")
+	b, herr := hex.DecodeString(c)
+	v, nerr := strconv.Atoi(n)
+	// The key it makes again, byte for byte: no "+7", "07" or upper case
+	// hex, which would name the same marker twice.
+	if !ok || !strings.HasPrefix(key, qos2Prefix) || herr != nil || nerr != nil || v < 1 || v > 65535 ||
+		qos2Key(string(b), uint16(v)) != key {
+		return "", 0, fmt.Errorf("mqtt qos 2 marker %q: not <client id in lower case hex>/<packet identifier 1-65535>", key)
+	}
+	return string(b), uint16(v), nil
+}
+
+// add counts a marker; it reports false when it was counted already.
+func (q *qos2Markers) add(client string, id uint16) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := q.pending[client]
+	if ids == nil {
+		ids = map[uint16]struct{}{}
+		q.pending[client] = ids
+	}
+	if _, ok := ids[id]; ok {
+		return false
+	}
+	ids[id] = struct{}{}
+	q.total++
+	return true
+}
+
+// remove forgets a marker; it reports whether there was one.
+func (q *qos2Markers) remove(client string, id uint16) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := q.pending[client]
+	if _, ok := ids[id]; !ok {
+		return false
+	}
+	delete(ids, id)
+	q.total--
+	if len(ids) == 0 {
+		delete(q.pending, client)
+	}
+	return true
+}
 
 // qos2Admit reports whether cl may have one more QoS 2 publish awaiting
 // its PUBREL; when not, cl is disconnected with 0x93.
 func (h *hook) qos2Admit(cl *mqtt.Client) bool {
 	q := h.g.qos2
 	q.mu.Lock()
-	n := q.pending[cl.ID]
+	n := len(q.pending[cl.ID])
 	q.mu.Unlock()
 	if n < int(h.g.receiveMaximum()) {
 		return true
@@ -65,76 +127,102 @@ func (h *hook) qos2Admit(cl *mqtt.Client) bool {
 	return false
 }
 
-// qos2Received keeps the PUBREC of cl's committed QoS 2 publish id, for a
-// persistent session.
-func (h *hook) qos2Received(cl *mqtt.Client, id uint16) {
-	if !persistent(cl) {
-		return
+// qos2Mark returns the marker a QoS 2 publish of cl stores with its
+// message: none for a clean session.
+func qos2Mark(cl *mqtt.Client, pk packets.Packet) string {
+	if pk.FixedHeader.Qos != 2 || !persistent(cl) {
+		return ""
 	}
-	if err := h.g.store.saveQoS2(h.g.ctx, cl.ID, id); err != nil {
-		h.g.log.Warn("mqtt qos 2 publish not marked: a restart before its PUBREL stores it again", slog.String("client", cl.ID), slog.Any("error", err))
-		return
-	}
-	q := h.g.qos2
-	q.mu.Lock()
-	q.pending[cl.ID]++
-	q.total++
-	q.mu.Unlock()
+	return qos2Key(cl.ID, pk.PacketID)
 }
 
-// qos2Released forgets the PUBREC of cl's publish id: its PUBREL came,
-// and its PUBCOMP is about to go (or it came with a failure code).
+// qos2Released removes the marker of cl's publish id: its PUBREL came,
+// and its PUBCOMP is about to go (or it came with a failure code). A
+// crash before the removal commits leaves the marker: mochi then sends
+// its PUBREC again to the resumed session, which answers with a PUBREL,
+// and a new message under its identifier drops it (staleQoS2).
 func (h *hook) qos2Released(cl *mqtt.Client, id uint16) {
-	q := h.g.qos2
-	q.mu.Lock()
-	n, ok := q.pending[cl.ID]
-	q.mu.Unlock()
-	if !ok || n == 0 {
+	if !h.g.qos2.remove(cl.ID, id) {
 		return // a clean session, or none kept
 	}
-	removed, err := h.g.store.dropQoS2(h.g.ctx, cl.ID, id)
-	if err != nil {
-		if !errors.Is(err, context.Canceled) {
-			h.g.log.Warn("mqtt qos 2 marker not dropped", slog.String("client", cl.ID), slog.Any("error", err))
-		}
-		return
-	}
-	if removed {
-		q.mu.Lock()
-		q.pending[cl.ID]--
-		q.total--
-		if q.pending[cl.ID] <= 0 {
-			delete(q.pending, cl.ID)
-		}
-		q.mu.Unlock()
+	h.g.unmark(cl.ID, qos2Key(cl.ID, id))
+}
+
+func (g *Gateway) unmark(client, key string) {
+	if err := g.be.Unmark(g.ctx, key); err != nil && !errors.Is(err, context.Canceled) {
+		g.log.Warn("mqtt qos 2 marker not dropped", slog.String("client", client), slog.Any("error", err))
 	}
 }
 
-// qos2Forget forgets a client's markers: its session ended, or a clean
-// start replaced it (dropSession deletes the rows).
+// qos2Forget drops a client's markers: its session ended, or a clean
+// start replaced it.
 func (g *Gateway) qos2Forget(clientID string) {
 	q := g.qos2
 	q.mu.Lock()
-	q.total -= q.pending[clientID]
+	ids := q.pending[clientID]
+	q.total -= len(ids)
 	delete(q.pending, clientID)
 	q.mu.Unlock()
+	for id := range ids {
+		g.unmark(clientID, qos2Key(clientID, id))
+	}
 }
 
 // StoredInflightMessages hands mochi, at start, the PUBRECs of the QoS 2
-// publishes awaiting their PUBREL.
+// publishes awaiting their PUBREL: the markers in the node's store, once
+// those of earlier versions moved there. A marker of a session that no
+// longer exists (a crash came between the session's end and the
+// removal of its markers) is removed.
 func (h *hook) StoredInflightMessages() ([]storage.Message, error) {
-	ms, err := h.g.store.qos2All(h.g.ctx)
+	ctx := h.g.ctx
+	if err := h.g.moveLegacyQoS2(ctx); err != nil {
+		return nil, err
+	}
+	keys, err := h.g.be.Marks(ctx, qos2Prefix)
 	if err != nil {
 		return nil, err
 	}
-	q := h.g.qos2
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, m := range ms {
-		q.pending[m.Client]++
-		q.total++
+	sessions, err := h.g.store.sessions(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return ms, nil
+	known := make(map[string]bool, len(sessions))
+	for _, s := range sessions {
+		known[s.ID] = true
+	}
+	now := time.Now().Unix()
+	var out []storage.Message
+	for _, k := range keys {
+		client, id, err := parseQoS2Key(k)
+		if err != nil {
+			return nil, err
+		}
+		if !known[client] {
+			h.g.unmark(client, k)
+			continue
+		}
+		h.g.qos2.add(client, id)
+		out = append(out, storage.Message{
+			T: storage.InflightKey, Client: client, PacketID: id, Created: now,
+			FixedHeader: packets.FixedHeader{Type: packets.Pubrec},
+		})
+	}
+	return out, nil
+}
+
+// moveLegacyQoS2 moves the markers an earlier version kept in mqtt.db to
+// the node's store: each is stored there, durably, before the rows go.
+func (g *Gateway) moveLegacyQoS2(ctx context.Context) error {
+	rows, err := g.store.legacyQoS2(ctx)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	for _, r := range rows {
+		if err := g.be.Mark(ctx, qos2Key(r.client, r.id)); err != nil {
+			return fmt.Errorf("move mqtt qos 2 marker of %q: %w", r.client, err)
+		}
+	}
+	return g.store.dropLegacyQoS2(ctx)
 }
 
 // OnPacketEncode sees the node's packets just before they are written.
@@ -169,8 +257,9 @@ func (h *hook) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 // staleQoS2 drops the marker a new QoS 2 PUBLISH (DUP 0) finds under its
 // identifier: a client reuses an identifier only once the PUBCOMP came
 // (MQTT-2.2.1-3) and sends a PUBLISH again only with DUP set
-// (MQTT-3.3.1-1), so the marker is stale, its removal undone by a power
-// loss; mochi would take the new message for the old one, and drop it.
+// (MQTT-3.3.1-1), so the marker is stale: a crash came after its PUBREL
+// and before its removal committed. mochi would take the new message for
+// the old one, and drop it.
 func (h *hook) staleQoS2(cl *mqtt.Client, pk packets.Packet) {
 	old, ok := cl.State.Inflight.Get(pk.PacketID)
 	if !ok || old.FixedHeader.Type != packets.Pubrec {
@@ -194,48 +283,36 @@ func clearOutbound(cl *mqtt.Client) {
 	}
 }
 
-func (s *sessionStore) saveQoS2(ctx context.Context, clientID string, id uint16) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO qos2 (client_id, packet_id, created) VALUES (?, ?, ?)
-		ON CONFLICT (client_id, packet_id) DO NOTHING`, clientID, id, time.Now().Unix())
-	return err
+// legacyMarker is a QoS 2 marker row of mqtt.db.
+type legacyMarker struct {
+	client string
+	id     uint16
 }
 
-// dropQoS2 deletes a marker and reports whether there was one. It does
-// not wait for an fsync: a marker a power loss brings back is stale, and
-// a stale marker is dropped when its identifier comes with a new message
-// (OnPacketRead).
-func (s *sessionStore) dropQoS2(ctx context.Context, clientID string, id uint16) (bool, error) {
-	res, err := s.lazy.ExecContext(ctx, `DELETE FROM qos2 WHERE client_id = ? AND packet_id = ?`, clientID, id)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n > 0, err
-}
-
-func (s *sessionStore) qos2All(ctx context.Context) ([]storage.Message, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT client_id, packet_id, created FROM qos2 ORDER BY client_id, packet_id`)
+func (s *sessionStore) legacyQoS2(ctx context.Context) ([]legacyMarker, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT client_id, packet_id FROM qos2 ORDER BY client_id, packet_id`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []storage.Message
+	var out []legacyMarker
 	for rows.Next() {
 		var (
-			client  string
-			id      int64
-			created int64
+			client string
+			id     int64
 		)
-		if err := rows.Scan(&client, &id, &created); err != nil {
+		if err := rows.Scan(&client, &id); err != nil {
 			return nil, err
 		}
 		if id < 1 || id > 65535 {
 			return nil, fmt.Errorf("mqtt qos 2 marker of %q: packet identifier %d out of range", client, id)
 		}
-		out = append(out, storage.Message{
-			T: storage.InflightKey, Client: client, PacketID: uint16(id), Created: created,
-			FixedHeader: packets.FixedHeader{Type: packets.Pubrec},
-		})
+		out = append(out, legacyMarker{client, uint16(id)})
 	}
 	return out, rows.Err()
+}
+
+func (s *sessionStore) dropLegacyQoS2(ctx context.Context) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM qos2`)
+	return err
 }

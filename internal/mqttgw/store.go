@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -19,8 +18,7 @@ import (
 
 // sessionStore keeps, in its own SQLite file in the node's data directory
 // (mqtt.db), what MQTT needs beyond the node's queues: the retained
-// message of each topic, the wills waiting for their delay (will.go), the
-// PUBRECs of QoS 2 publishes awaiting PUBREL (qos2.go), and the
+// message of each topic, the wills waiting for their delay (will.go), and the
 // persistent sessions with their subscriptions, so that a restarted node knows them (CONNACK's session
 // present flag, each filter's QoS and options). The messages a persistent
 // session has not taken are not here: they are in its durable Petrel
@@ -30,12 +28,6 @@ import (
 // message is acknowledged to its publisher only once it is here too.
 type sessionStore struct {
 	db *sql.DB
-	// lazy is a second connection to the same file, synchronous=NORMAL:
-	// its commits reach the file (they survive the process being killed)
-	// without waiting for an fsync (power loss may undo the last ones).
-	// It writes only what may be undone safely: the removal of a QoS 2
-	// marker (qos2.go).
-	lazy *sql.DB
 }
 
 const schema = `
@@ -54,6 +46,8 @@ CREATE TABLE IF NOT EXISTS wills (
 	remote TEXT NOT NULL,
 	packet BLOB NOT NULL
 );
+-- The QoS 2 markers of earlier versions, moved to the node's store at
+-- start (qos2.go).
 CREATE TABLE IF NOT EXISTS qos2 (
 	client_id TEXT NOT NULL,
 	packet_id INTEGER NOT NULL,
@@ -81,12 +75,7 @@ func openStore(path string) (*sessionStore, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
 	}
-	lazy, err := openDB(path, "NORMAL")
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return &sessionStore{db: db, lazy: lazy}, nil
+	return &sessionStore{db: db}, nil
 }
 
 func openDB(path, synchronous string) (*sql.DB, error) {
@@ -105,7 +94,7 @@ func openDB(path, synchronous string) (*sql.DB, error) {
 }
 
 func (s *sessionStore) close() error {
-	return errors.Join(s.lazy.Close(), s.db.Close())
+	return s.db.Close()
 }
 
 // setRetained stores pk as its topic's retained message, or deletes it
@@ -196,8 +185,8 @@ func (s *sessionStore) saveSession(ctx context.Context, cl *mqtt.Client) error {
 	return err
 }
 
-// dropSession forgets a session, its subscriptions and the PUBRECs of
-// its QoS 2 publishes awaiting PUBREL (qos2.go).
+// dropSession forgets a session and its subscriptions; qos2Forget drops
+// its QoS 2 markers.
 func (s *sessionStore) dropSession(ctx context.Context, clientID string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -208,9 +197,6 @@ func (s *sessionStore) dropSession(ctx context.Context, clientID string) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM subscriptions WHERE client_id = ?`, clientID); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM qos2 WHERE client_id = ?`, clientID); err != nil {
 		return err
 	}
 	return tx.Commit()

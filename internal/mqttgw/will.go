@@ -201,7 +201,7 @@ func (g *Gateway) willDelay(cl *mqtt.Client, will mqtt.Will) time.Duration {
 // closing.
 func (g *Gateway) sendWill(c Conn, pk packets.Packet) error {
 	pk.Created = time.Now().Unix() // its expiry counts from now (3.1.3.2.4)
-	if err := g.publish(c, pk, nil); err != nil {
+	if err := g.publish(c, pk, nil, ""); err != nil {
 		if g.ctx.Err() == nil {
 			g.log.Warn("mqtt will refused", slog.String("client", c.ClientID), slog.String("topic", clip(pk.TopicName)), slog.Any("error", err))
 		}
