@@ -39,9 +39,17 @@ and spreads the subscriptions over them (subscription i on node i mod 3):
 the publisher is at n1, n2 relays to n3 what n3's subscriptions want, and
 the baseline is the same publisher to one anycast address of n1. The
 latencies are then the worst node's (per_node has each node's), and
-peak_rss_mb the largest node's; per_node also holds each node's peak RSS.`,
+peak_rss_mb the largest node's; per_node also holds each node's peak RSS.
+
+With --runs N (one node) the bench measures N rounds on the same node and
+subscriptions, each a baseline and a fan-out, the baseline first in odd
+rounds and second in even ones, so that neither always runs on a warmer
+node. The rates and the ratios are then the medians of the rounds' (each
+ratio the median of the rounds' ratios), rounds holds each round's, and
+the latencies are over every round's copies.`,
 		Example: `  petrel bench fanout
   petrel bench fanout --subscribers 8 --durable --messages 50000 --size 128 --json
+  petrel bench fanout --subscribers 8 --durable --messages 50000 --runs 5
   petrel bench fanout --nodes 3 --subscribers 8 --durable --messages 50000 --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,6 +68,7 @@ peak_rss_mb the largest node's; per_node also holds each node's peak RSS.`,
 	f.IntVar(&o.Batch, "batch", 64, "messages each consumer, the baseline's too, takes per ReceiveBatch (1: one a call)")
 	f.IntVar(&o.Window, "window", 1024, "sends in flight per producer")
 	f.StringVar(&o.Sync, "sync", "full", "store sync mode: full or normal")
+	f.IntVar(&o.Runs, "runs", 1, "rounds on one node, each a baseline and a fan-out in turns; the figures are the medians")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")
 	return cmd

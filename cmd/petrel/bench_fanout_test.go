@@ -67,6 +67,7 @@ func TestBenchFanoutUsage(t *testing.T) {
 	}{
 		{[]string{"bench", "fanout", "--nodes", "2"}, `invalid argument 2 for "--nodes" flag: want 1 or 3`},
 		{[]string{"bench", "fanout", "--batch", "0"}, `invalid argument 0 for "--batch" flag: want at least 1`},
+		{[]string{"bench", "fanout", "--nodes", "3", "--runs", "2"}, `--runs 2: rounds are measured on one node`},
 		{[]string{"bench", "agent", "fanout", "--subscribers", "-1"}, `"--subscribers" flag: want at least 0`},
 		{[]string{"bench", "agent", "fanout", "--producers", "0"}, `"--producers" flag: want at least 1`},
 	} {

@@ -35,7 +35,10 @@ type FanoutOptions struct {
 	// private non-durable ones.
 	Durable bool
 	// Sync is the store's sync mode as the config file spells it.
-	Sync    string
+	Sync string
+	// Runs is how many rounds the bench measures on one node, each a
+	// baseline and a fan-out; the figures are the medians. 0 is 1.
+	Runs    int
 	JSON    bool
 	Timeout time.Duration
 }
@@ -80,9 +83,25 @@ type FanoutResult struct {
 	// PerNode holds each node's figures with --nodes 3: its subscriptions,
 	// the copies they delivered, their latency and its peak RSS. The
 	// top-level p50_ms, p99_ms and max_ms are then the worst node's.
-	PerNode   []FanoutNodeFigures `json:"per_node,omitempty"`
-	CPUs      int                 `json:"cpus"`
-	GoVersion string              `json:"go_version"`
+	PerNode []FanoutNodeFigures `json:"per_node,omitempty"`
+	// Runs is the rounds measured. With more than one, the rates and the
+	// ratios above are the medians of Rounds' (each ratio the median of
+	// the rounds' ratios, not a ratio of medians), the latencies are over
+	// every round's copies, and Delivered is the total.
+	Runs      int           `json:"runs"`
+	Rounds    []FanoutRound `json:"rounds,omitempty"`
+	CPUs      int           `json:"cpus"`
+	GoVersion string        `json:"go_version"`
+}
+
+// FanoutRound is one round of a bench of several: a baseline and a
+// fan-out, measured one after the other, in turns.
+type FanoutRound struct {
+	PublishMsgsPerSec         float64 `json:"publish_msgs_per_sec"`
+	DeliveredMsgsPerSec       float64 `json:"delivered_msgs_per_sec"`
+	BaselineAnycastMsgsPerSec float64 `json:"baseline_anycast_msgs_per_sec"`
+	PublishRatio              float64 `json:"publish_ratio"`
+	DeliveredRatio            float64 `json:"delivered_ratio"`
 }
 
 func (o FanoutOptions) validate() (queue.SyncMode, error) {
@@ -92,7 +111,7 @@ func (o FanoutOptions) validate() (queue.SyncMode, error) {
 		min  int
 	}{
 		{"subscribers", o.Subscribers, 1}, {"producers", o.Producers, 1}, {"window", o.Window, 1}, {"batch", o.Batch, 1},
-		{"messages", o.Messages, 1}, {"size", o.Size, 0},
+		{"messages", o.Messages, 1}, {"size", o.Size, 0}, {"runs", o.Runs, 0},
 	} {
 		if c.v < c.min {
 			return 0, usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
@@ -102,6 +121,9 @@ func (o FanoutOptions) validate() (queue.SyncMode, error) {
 	case 1, 3:
 	default:
 		return 0, usageErrorf("invalid argument %d for \"--nodes\" flag: want 1 or 3", o.Nodes)
+	}
+	if o.Nodes == 3 && o.Runs > 1 {
+		return 0, usageErrorf("--runs %d: rounds are measured on one node; with --nodes 3, run the bench again", o.Runs)
 	}
 	if err := checkTimeout(o.Timeout); err != nil {
 		return 0, err
@@ -134,16 +156,11 @@ func RunFanout(ctx context.Context, o FanoutOptions, stdout, stderr io.Writer) (
 	})
 }
 
-// measureFanout runs the anycast baseline, then the fan-out, and returns
-// the figures of both.
+// measureFanout runs o.Runs rounds of the anycast baseline and the
+// fan-out, in turns (even rounds the baseline first, odd ones the
+// fan-out), on the same subscriptions, and returns the figures.
 func measureFanout(ctx context.Context, node *petrel.Node, o FanoutOptions, progress io.Writer) (*FanoutResult, error) {
 	body := make([]byte, o.Size)
-	fmt.Fprintf(progress, "baseline: %d messages to the anycast address %q...\n", o.Messages, Addr)
-	baseline, err := measureAnycast(ctx, node, o.Messages, o.Producers, o.Window, o.Batch, body)
-	if err != nil {
-		return nil, fmt.Errorf("baseline: %w", err)
-	}
-	fmt.Fprintf(progress, "fan-out: %d messages to %q, %d subscriptions...\n", o.Messages, FanoutTopic, o.Subscribers)
 	subs, err := subscribeAll(ctx, node, o)
 	if err != nil {
 		return nil, err
@@ -153,18 +170,51 @@ func measureFanout(ctx context.Context, node *petrel.Node, o FanoutOptions, prog
 			c.Close()
 		}
 	}()
-	g := startDrainers(ctx, subs, int64(o.Messages), o.Batch)
-	start := time.Now()
-	sent, err := sendAllTo(ctx, node.Producer(), FanoutTopic, o.Messages, o.Producers, o.Window, body, false)
-	if err != nil {
-		g.stop()
-		return nil, fmt.Errorf("publish: %w", err)
+	var (
+		rounds    []FanoutRound
+		lat       latencies
+		delivered int64
+	)
+	for i := range max(o.Runs, 1) {
+		var rd FanoutRound
+		baseline := func() error {
+			fmt.Fprintf(progress, "round %d, baseline: %d messages to the anycast address %q...\n", i+1, o.Messages, Addr)
+			b, err := measureAnycast(ctx, node, o.Messages, o.Producers, o.Window, o.Batch, body)
+			if err != nil {
+				return fmt.Errorf("baseline: %w", err)
+			}
+			rd.BaselineAnycastMsgsPerSec = b
+			return nil
+		}
+		if i%2 == 0 {
+			if err := baseline(); err != nil {
+				return nil, err
+			}
+		}
+		fmt.Fprintf(progress, "round %d, fan-out: %d messages to %q, %d subscriptions...\n", i+1, o.Messages, FanoutTopic, o.Subscribers)
+		g := startDrainers(ctx, subs, int64(o.Messages), o.Batch)
+		start := time.Now()
+		sent, err := sendAllTo(ctx, node.Producer(), FanoutTopic, o.Messages, o.Producers, o.Window, body, false)
+		if err != nil {
+			g.stop()
+			return nil, fmt.Errorf("publish: %w", err)
+		}
+		n, end, l, err := g.wait()
+		if err != nil {
+			return nil, fmt.Errorf("consume: %w (delivered %d of %d)", err, n, int64(o.Messages)*int64(o.Subscribers))
+		}
+		rd.PublishMsgsPerSec = rate(int64(o.Messages), sent.last.Sub(start))
+		rd.DeliveredMsgsPerSec = rate(n, end.Sub(start))
+		if i%2 == 1 {
+			if err := baseline(); err != nil {
+				return nil, err
+			}
+		}
+		rounds = append(rounds, rd)
+		lat = append(lat, l...)
+		delivered += n
 	}
-	delivered, end, lat, err := g.wait()
-	if err != nil {
-		return nil, fmt.Errorf("consume: %w (delivered %d of %d)", err, delivered, int64(o.Messages)*int64(o.Subscribers))
-	}
-	return o.result(baseline, rate(int64(o.Messages), sent.last.Sub(start)), rate(delivered, end.Sub(start)), delivered, lat), nil
+	return o.result(rounds, delivered, lat), nil
 }
 
 // measureAnycast sends messages messages to the anycast address Addr
@@ -209,35 +259,55 @@ func subscribeAll(ctx context.Context, node *petrel.Node, o FanoutOptions) ([]*p
 	return subs, nil
 }
 
-// result assembles the figures of a finished run.
-func (o FanoutOptions) result(baseline, publish, delivered float64, n int64, lat latencies) *FanoutResult {
+// result assembles the figures of a finished run from its rounds.
+func (o FanoutOptions) result(rounds []FanoutRound, n int64, lat latencies) *FanoutResult {
 	pct := lat.percentiles(50, 99, 100)
 	rss, err := nodeproc.PeakRSSMB()
 	if err != nil {
 		rss = 0 // reported as 0 where /proc is missing; the bench still stands
 	}
-	ratio := func(x float64) float64 {
+	ratio := func(x, baseline float64) float64 {
 		if baseline <= 0 {
 			return 0
 		}
 		return round(x/baseline, 3)
 	}
-	return &FanoutResult{
+	for i := range rounds {
+		rd := &rounds[i]
+		rd.PublishRatio = ratio(rd.PublishMsgsPerSec, rd.BaselineAnycastMsgsPerSec)
+		rd.DeliveredRatio = ratio(rd.DeliveredMsgsPerSec, rd.BaselineAnycastMsgsPerSec)
+		rd.PublishMsgsPerSec = round(rd.PublishMsgsPerSec, 2)
+		rd.DeliveredMsgsPerSec = round(rd.DeliveredMsgsPerSec, 2)
+		rd.BaselineAnycastMsgsPerSec = round(rd.BaselineAnycastMsgsPerSec, 2)
+	}
+	med := func(get func(FanoutRound) float64) float64 {
+		v := make([]float64, len(rounds))
+		for i, rd := range rounds {
+			v[i] = get(rd)
+		}
+		return median(v)
+	}
+	r := &FanoutResult{
 		Scenario: "fanout", Nodes: o.Nodes, Subscribers: o.Subscribers, Durable: o.Durable,
 		Messages: o.Messages, Size: o.Size, Sync: o.Sync, Producers: o.Producers, Window: o.Window, Batch: o.Batch,
-		PublishMsgsPerSec:         round(publish, 2),
-		DeliveredMsgsPerSec:       round(delivered, 2),
+		PublishMsgsPerSec:         round(med(func(rd FanoutRound) float64 { return rd.PublishMsgsPerSec }), 2),
+		DeliveredMsgsPerSec:       round(med(func(rd FanoutRound) float64 { return rd.DeliveredMsgsPerSec }), 2),
 		Delivered:                 n,
 		P50ms:                     round(ms(pct[0]), 3),
 		P99ms:                     round(ms(pct[1]), 3),
 		MaxMs:                     round(ms(pct[2]), 3),
-		BaselineAnycastMsgsPerSec: round(baseline, 2),
-		PublishRatio:              ratio(publish),
-		DeliveredRatio:            ratio(delivered),
+		BaselineAnycastMsgsPerSec: round(med(func(rd FanoutRound) float64 { return rd.BaselineAnycastMsgsPerSec }), 2),
+		PublishRatio:              med(func(rd FanoutRound) float64 { return rd.PublishRatio }),
+		DeliveredRatio:            med(func(rd FanoutRound) float64 { return rd.DeliveredRatio }),
 		PeakRSSMB:                 round(rss, 2),
+		Runs:                      len(rounds),
 		CPUs:                      runtime.NumCPU(),
 		GoVersion:                 runtime.Version(),
 	}
+	if len(rounds) > 1 {
+		r.Rounds = rounds
+	}
+	return r
 }
 
 func (r *FanoutResult) figures() []figure {
@@ -263,6 +333,13 @@ func (r *FanoutResult) figures() []figure {
 	if len(r.PerNode) > 0 {
 		figs[4].name, figs[5].name = "delivery latency p50 (worst node)", "delivery latency p99 (worst node)"
 		figs[len(figs)-1].name = "peak RSS (largest node)"
+	}
+	if len(r.Rounds) > 1 {
+		figs[0].value += fmt.Sprintf("; the rates and ratios are the medians of %d rounds", len(r.Rounds))
+		for i, rd := range r.Rounds {
+			figs = append(figs, figure{fmt.Sprintf("round %d", i+1), fmt.Sprintf("publish %.0f msgs/s (%.2fx), delivered %.0f msgs/s (%.2fx), baseline %.0f msgs/s",
+				rd.PublishMsgsPerSec, rd.PublishRatio, rd.DeliveredMsgsPerSec, rd.DeliveredRatio, rd.BaselineAnycastMsgsPerSec)})
+		}
 	}
 	for _, n := range r.PerNode {
 		figs = append(figs, figure{"node " + n.Node, fmt.Sprintf("%d subscriptions, %d copies, p50 %.3f ms, p99 %.3f ms, peak RSS %.1f MiB",

@@ -87,7 +87,8 @@ func runFanoutProcs(ctx context.Context, r *procRun, o FanoutOptions) (*FanoutRe
 	if err := procs["n1"].WaitEvent(ctx, "fanout-published", &pub); err != nil {
 		return nil, err
 	}
-	res := o.result(pub.BaselineMsgsPerSec, rate(int64(o.Messages), time.Duration(pub.DurableNs-pub.StartNs)), 0, 0, nil)
+	res := o.result([]FanoutRound{{BaselineAnycastMsgsPerSec: pub.BaselineMsgsPerSec,
+		PublishMsgsPerSec: rate(int64(o.Messages), time.Duration(pub.DurableNs-pub.StartNs))}}, 0, nil)
 	var last int64
 	reported := map[string]float64{}
 	for _, name := range fanoutNodes {

@@ -56,12 +56,52 @@ func TestRunFanoutRefusesFlags(t *testing.T) {
 		{func(o *FanoutOptions) { o.Subscribers = 0 }, `"--subscribers" flag: want at least 1`},
 		{func(o *FanoutOptions) { o.Batch = 0 }, `"--batch" flag: want at least 1`},
 		{func(o *FanoutOptions) { o.Sync = "fast" }, `"fast"`},
+		{func(o *FanoutOptions) { o.Nodes, o.Runs = 3, 2 }, `--runs 2: rounds are measured on one node`},
+		{func(o *FanoutOptions) { o.Runs = -1 }, `"--runs" flag: want at least 0`},
 	} {
 		o := ok
 		tc.mod(&o)
 		err := RunFanout(context.Background(), o, io.Discard, io.Discard)
 		if _, isUsage := errors.AsType[*UsageError](err); !isUsage || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("RunFanout(%+v) = %v, want a usage error saying %q", o, err, tc.want)
+		}
+	}
+}
+
+// TestRunFanoutRounds: with Runs 3 the bench measures three rounds on the
+// same subscriptions, every copy of each delivered, and reports each
+// round's figures and their medians.
+func TestRunFanoutRounds(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var out, progress bytes.Buffer
+	o := FanoutOptions{Subscribers: 2, Nodes: 1, Producers: 2, Window: 16, Messages: 150, Size: 32, Batch: 8,
+		Durable: true, Sync: "normal", Runs: 3, JSON: true, Timeout: time.Minute}
+	if err := RunFanout(context.Background(), o, &out, &progress); err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var r FanoutResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("stdout is not a fan-out result: %v\n%s", err, out.String())
+	}
+	if r.Runs != 3 || len(r.Rounds) != 3 || r.Delivered != 3*2*150 {
+		t.Fatalf("runs %d, %d rounds, %d copies; want 3, 3 and 900", r.Runs, len(r.Rounds), r.Delivered)
+	}
+	var pub, ratios []float64
+	for i, rd := range r.Rounds {
+		if rd.PublishMsgsPerSec <= 0 || rd.DeliveredMsgsPerSec <= 0 || rd.BaselineAnycastMsgsPerSec <= 0 || rd.PublishRatio <= 0 {
+			t.Errorf("round %d: %+v, want every rate and ratio above 0", i+1, rd)
+		}
+		pub, ratios = append(pub, rd.PublishMsgsPerSec), append(ratios, rd.PublishRatio)
+	}
+	if m := median(pub); r.PublishMsgsPerSec != m {
+		t.Errorf("publish %v, want the rounds' median %v", r.PublishMsgsPerSec, m)
+	}
+	if m := median(ratios); r.PublishRatio != m {
+		t.Errorf("publish ratio %v, want the rounds' median %v", r.PublishRatio, m)
+	}
+	for _, want := range []string{"round 1, baseline", "round 2, fan-out", "round 3, baseline"} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, progress.String())
 		}
 	}
 }
