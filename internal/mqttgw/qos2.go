@@ -78,8 +78,8 @@ func parseQoS2Key(key string) (client string, id uint16, err error) {
 	return string(b), uint16(v), nil
 }
 
-// add counts a marker; it reports false when it was counted already.
-func (q *qos2Markers) add(client string, id uint16) bool {
+// add counts a marker, once however often it is added.
+func (q *qos2Markers) add(client string, id uint16) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ids := q.pending[client]
@@ -87,12 +87,10 @@ func (q *qos2Markers) add(client string, id uint16) bool {
 		ids = map[uint16]struct{}{}
 		q.pending[client] = ids
 	}
-	if _, ok := ids[id]; ok {
-		return false
+	if _, ok := ids[id]; !ok {
+		ids[id] = struct{}{}
+		q.total++
 	}
-	ids[id] = struct{}{}
-	q.total++
-	return true
 }
 
 // remove forgets a marker; it reports whether there was one.
@@ -172,7 +170,8 @@ func (g *Gateway) qos2Forget(clientID string) {
 // publishes awaiting their PUBREL: the markers in the node's store, once
 // those of earlier versions moved there. A marker of a session that no
 // longer exists (a crash came between the session's end and the
-// removal of its markers) is removed.
+// removal of its markers) is removed, and so is a key that is no marker
+// (a damaged store), with a warning: neither stops the node.
 func (h *hook) StoredInflightMessages() ([]storage.Message, error) {
 	ctx := h.g.ctx
 	if err := h.g.moveLegacyQoS2(ctx); err != nil {
@@ -195,7 +194,9 @@ func (h *hook) StoredInflightMessages() ([]storage.Message, error) {
 	for _, k := range keys {
 		client, id, err := parseQoS2Key(k)
 		if err != nil {
-			return nil, err
+			h.g.log.Warn("mqtt qos 2 marker unreadable, removed", slog.Any("error", err))
+			h.g.unmark(client, k)
+			continue
 		}
 		if !known[client] {
 			h.g.unmark(client, k)

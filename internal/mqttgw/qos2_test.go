@@ -135,7 +135,8 @@ func BenchmarkQoS2Publish(b *testing.B) {
 // the released one; a PUBLISH sent again (DUP 1) still is. The markers
 // are planted in mqtt.db, where earlier versions kept them: they are
 // moved to the node's store at start, but for that of a session that no
-// longer exists, which is dropped.
+// longer exists, which is dropped. A key of the store that is no marker
+// (a damaged store) is dropped too, and the node starts.
 func TestQoS2StaleMarker(t *testing.T) {
 	tn := openNode(t, baseConfig(t))
 	ctx := context.Background()
@@ -155,6 +156,13 @@ func TestQoS2StaleMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(`INSERT INTO qos2 (client_id, packet_id, created) VALUES ('stale', 5, 0), ('stale', 6, 0), ('gone', 9, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err = sql.Open("sqlite3", filepath.Join(tn.cfg.DataDir, "petrel.db")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO meta (key, value) VALUES ('mqtt/qos2/zz/7', x''), ('mqtt/qos2/73/0', x'')`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -182,9 +190,22 @@ func TestQoS2StaleMarker(t *testing.T) {
 	if n := tn.Status().MQTT.QoS2Pending; n != 0 {
 		t.Fatalf("%d pending, want 0", n)
 	}
-	// Nothing comes back: not the legacy rows, not the released markers.
+	// Nothing comes back: not the legacy rows, not the released markers,
+	// not the keys that were no markers.
 	tn.restart()
 	if n := tn.Status().MQTT.QoS2Pending; n != 0 {
 		t.Fatalf("after a restart: %d pending, want 0", n)
 	}
+	if err := tn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = sql.Open("sqlite3", filepath.Join(tn.cfg.DataDir, "petrel.db")); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var left int
+	if err := db.QueryRow(`SELECT count(*) FROM meta WHERE key LIKE 'mqtt/%'`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d marks left in the store (%v), want none", left, err)
+	}
+	tn.open()
 }
