@@ -12,6 +12,7 @@ import (
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/mqttgw"
 	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
 )
 
 // MQTTConfig is the node's MQTT listener (see the README's MQTT section):
@@ -233,8 +234,23 @@ func (b mqttBackend) Mark(ctx context.Context, key string) error {
 	return b.n.store.SetMeta(ctx, mqttMarkPrefix+key, []byte{})
 }
 
-func (b mqttBackend) Unmark(ctx context.Context, key string) error {
-	return b.n.store.SetMeta(ctx, mqttMarkPrefix+key, nil)
+// Unmark submits every removal before it waits, so that a session's
+// markers go in one commit rather than one commit each.
+func (b mqttBackend) Unmark(ctx context.Context, keys ...string) error {
+	ops := make([]*queue.Op, 0, len(keys))
+	var err error
+	for _, k := range keys {
+		op, serr := b.n.store.SubmitMeta(mqttMarkPrefix+k, nil)
+		if serr != nil {
+			err = serr
+			break
+		}
+		ops = append(ops, op)
+	}
+	for _, op := range ops {
+		err = errors.Join(err, op.Wait(ctx))
+	}
+	return err
 }
 
 // mqttCommit is a publish's completion, with a full store told as quota

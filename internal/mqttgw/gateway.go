@@ -102,8 +102,8 @@ type Backend interface {
 	Marks(ctx context.Context, prefix string) ([]string, error)
 	// Mark stores key, durably, alone.
 	Mark(ctx context.Context, key string) error
-	// Unmark removes key, durably.
-	Unmark(ctx context.Context, key string) error
+	// Unmark removes keys, durably, in one commit when it can.
+	Unmark(ctx context.Context, keys ...string) error
 	// Subscribe makes or joins the subscription name (private when empty)
 	// to the Petrel pattern.
 	Subscribe(ctx context.Context, pattern, name string, durable bool, c Conn) (Subscription, error)

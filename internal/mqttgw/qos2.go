@@ -146,9 +146,12 @@ func (h *hook) qos2Released(cl *mqtt.Client, id uint16) {
 	h.g.unmark(cl.ID, qos2Key(cl.ID, id))
 }
 
-func (g *Gateway) unmark(client, key string) {
-	if err := g.be.Unmark(g.ctx, key); err != nil && !errors.Is(err, context.Canceled) {
-		g.log.Warn("mqtt qos 2 marker not dropped", slog.String("client", client), slog.Any("error", err))
+func (g *Gateway) unmark(client string, keys ...string) {
+	if len(keys) == 0 {
+		return
+	}
+	if err := g.be.Unmark(g.ctx, keys...); err != nil && !errors.Is(err, context.Canceled) {
+		g.log.Warn("mqtt qos 2 markers not dropped", slog.String("client", client), slog.Int("markers", len(keys)), slog.Any("error", err))
 	}
 }
 
@@ -161,9 +164,11 @@ func (g *Gateway) qos2Forget(clientID string) {
 	q.total -= len(ids)
 	delete(q.pending, clientID)
 	q.mu.Unlock()
+	keys := make([]string, 0, len(ids))
 	for id := range ids {
-		g.unmark(clientID, qos2Key(clientID, id))
+		keys = append(keys, qos2Key(clientID, id))
 	}
+	g.unmark(clientID, keys...)
 }
 
 // StoredInflightMessages hands mochi, at start, the PUBRECs of the QoS 2

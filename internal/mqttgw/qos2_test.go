@@ -3,6 +3,7 @@ package mqttgw_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 )
 
@@ -208,4 +210,38 @@ func TestQoS2StaleMarker(t *testing.T) {
 		t.Fatalf("%d marks left in the store (%v), want none", left, err)
 	}
 	tn.open()
+}
+
+// A clean start discards the old session's QoS 2 markers, all of them
+// and durably: none counts or comes back after a restart, and the
+// publishes they marked are stored once.
+func TestQoS2CleanStartDropsMarkers(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	ctx := context.Background()
+	pc, err := tn.Subscribe(ctx, "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.Close()
+	rc, _ := dialSession(t, tn, "again", true)
+	for id := uint16(1); id <= 5; id++ {
+		rc.Write(&packets.Publish{Topic: "t/c", QoS: 2, PacketID: id, Payload: []byte{byte(id)}})
+		rc.Until(packets.PUBREC, id)
+	}
+	rc.Close()
+	if n := tn.Status().MQTT.QoS2Pending; n != 5 {
+		t.Fatalf("%d pending, want 5", n)
+	}
+	rc, _ = dialSession(t, tn, "again", true)
+	rc.Close()
+	// The session is replaced once the CONNACK went.
+	petreltest.Eventually(t, "no QoS 2 marker after a clean start", func() bool { return tn.Status().MQTT.QoS2Pending == 0 },
+		func() string { return fmt.Sprint(tn.Status().MQTT.QoS2Pending, " pending") })
+	tn.restart()
+	if n := tn.Status().MQTT.QoS2Pending; n != 0 {
+		t.Fatalf("after a restart: %d pending, want 0", n)
+	}
+	if d := tn.depth("all"); d != 5 {
+		t.Fatalf("stored %d, want 5", d)
+	}
 }
