@@ -10,7 +10,6 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 
-	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 )
@@ -83,11 +82,7 @@ func TestConformanceClientIDTakeover(t *testing.T) {
 func TestConformanceQoS2ExactlyOnce(t *testing.T) {
 	tn := openNode(t, baseConfig(t))
 	ctx := context.Background()
-	pc, err := tn.Subscribe(ctx, "t.#", petrel.SubscribeOptions{Name: "once", Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.Close()
+	tn.durable("t.#", "once")
 	r := newReceived()
 	sub, _ := pahoClient(t, tn, &paho.Connect{ClientID: "sub2", CleanStart: true},
 		paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){r.handler}})
@@ -148,12 +143,7 @@ func TestConformanceTopicFilters(t *testing.T) {
 // each PUBACK waits for its commit, and one commit carries many.
 func TestGroupCommitAcrossClients(t *testing.T) {
 	tn := openNode(t, baseConfig(t))
-	ctx := context.Background()
-	pc, err := tn.Subscribe(ctx, "sensors.#", petrel.SubscribeOptions{Name: "gc", Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.Close()
+	tn.durable("sensors.#", "gc")
 	const clients, each = 50, 20
 	cs := make([]*paho.Client, clients)
 	for i := range cs {

@@ -55,6 +55,17 @@ func (tn *testNode) open() {
 }
 
 // restart closes the node and opens it again on its data directory.
+// durable makes the durable subscription name to pattern with no consumer
+// attached: it keeps what is published, and depth counts it.
+func (tn *testNode) durable(pattern, name string) {
+	tn.t.Helper()
+	pc, err := tn.Subscribe(context.Background(), pattern, petrel.SubscribeOptions{Name: name, Durable: true})
+	if err != nil {
+		tn.t.Fatal(err)
+	}
+	pc.Close()
+}
+
 func (tn *testNode) restart() {
 	tn.t.Helper()
 	if err := tn.Close(); err != nil {

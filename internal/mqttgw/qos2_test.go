@@ -11,7 +11,6 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 
-	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 )
@@ -36,11 +35,7 @@ func TestQoS2PendingBound(t *testing.T) {
 	cfg.Admin.Listen = "127.0.0.1:0"
 	tn := openNode(t, cfg)
 	ctx := context.Background()
-	pc, err := tn.Subscribe(ctx, "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.Close()
+	tn.durable("t.#", "all")
 
 	rc, _ := dialSession(t, tn, "burst", true)
 	for id := uint16(1); id <= 10; id++ {
@@ -115,11 +110,7 @@ func BenchmarkQoS2Publish(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			tn := openNode(b, baseConfig(b))
 			// Stored: a publish that no subscription matches is not.
-			pc, err := tn.Subscribe(context.Background(), "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			pc.Close()
+			tn.durable("t.#", "all")
 			c, _ := pahoClient(b, tn, &paho.Connect{ClientID: "bench", CleanStart: true, KeepAlive: 30,
 				Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(tc.expiry)}}, paho.ClientConfig{})
 			b.ResetTimer()
@@ -142,11 +133,7 @@ func BenchmarkQoS2Publish(b *testing.B) {
 func TestQoS2StaleMarker(t *testing.T) {
 	tn := openNode(t, baseConfig(t))
 	ctx := context.Background()
-	pc, err := tn.Subscribe(ctx, "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.Close()
+	tn.durable("t.#", "all")
 	rc, _ := dialSession(t, tn, "stale", true)
 	rc.Close()
 	if err := tn.Close(); err != nil {
@@ -217,12 +204,7 @@ func TestQoS2StaleMarker(t *testing.T) {
 // publishes they marked are stored once.
 func TestQoS2CleanStartDropsMarkers(t *testing.T) {
 	tn := openNode(t, baseConfig(t))
-	ctx := context.Background()
-	pc, err := tn.Subscribe(ctx, "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.Close()
+	tn.durable("t.#", "all")
 	rc, _ := dialSession(t, tn, "again", true)
 	for id := uint16(1); id <= 5; id++ {
 		rc.Write(&packets.Publish{Topic: "t/c", QoS: 2, PacketID: id, Payload: []byte{byte(id)}})

@@ -164,11 +164,7 @@ func TestPahoSharedSubscriptionPersistent(t *testing.T) {
 	<-c.Done()
 	sendN(t, tn, 0, 3)
 	// A subscription named like a group's, with no member: a crash's leftover.
-	pc, err := tn.Subscribe(context.Background(), "t.#", petrel.SubscribeOptions{Name: "mqtt-share.gone.0011223344556677", Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.Close()
+	tn.durable("t.#", "mqtt-share.gone.0011223344556677")
 	tn.restart()
 	subs := shareSubs(tn)
 	if len(subs) != 1 || subs[0].Depth != 3 {

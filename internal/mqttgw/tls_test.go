@@ -24,11 +24,7 @@ func mutualTLSNode(t *testing.T, mod func(*petrel.Config)) (*petreltest.CA, *tes
 		mod(&cfg)
 	}
 	tn := openNode(t, cfg)
-	pc, err := tn.Subscribe(context.Background(), "sensors.#", petrel.SubscribeOptions{Name: "all", Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.Close()
+	tn.durable("sensors.#", "all")
 	return ca, tn
 }
 
