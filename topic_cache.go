@@ -13,21 +13,25 @@ import (
 // The table's owner empties it (forget) under its write lock whenever the
 // table changes, and gets and puts under its read lock, so that no answer
 // computed from the table before a change is stored after it; mu orders
-// the readers' puts. It holds at most answersMax keys and answersWeight
-// in all (an answer weighs its length); past either, it starts again
-// empty.
+// the readers' puts. It holds at most answersMax keys, answersWeight in
+// all (an answer weighs its length) and answersKeyBytes of keys; past
+// any, it starts again empty.
 type answers[V any] struct {
-	mu     sync.Mutex
-	m      map[string]V
-	weight int
-	hits   atomic.Int64
+	mu       sync.Mutex
+	m        map[string]V
+	weight   int
+	keyBytes int
+	hits     atomic.Int64
 }
 
-// The bounds of every answers: keys, and the weight of their answers (a
-// topic that every subscription matches holds them all).
+// The bounds of every answers: keys, the weight of their answers (a topic
+// that every subscription matches holds them all), and the bytes of the
+// keys, which a peer chooses: a topic name is at most 128 bytes, but the
+// hops of a next-hops question come in a property of up to 64 KiB.
 const (
-	answersMax    = 4096
-	answersWeight = 1 << 16
+	answersMax      = 4096
+	answersWeight   = 1 << 16
+	answersKeyBytes = 1 << 20
 )
 
 // get returns the answer kept for key, counting a hit.
@@ -45,17 +49,18 @@ func (a *answers[V]) get(key string) (V, bool) {
 func (a *answers[V]) put(key string, v V, w int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.m == nil || len(a.m) >= answersMax || a.weight+w > answersWeight {
-		a.m, a.weight = make(map[string]V), 0
+	if a.m == nil || len(a.m) >= answersMax || a.weight+w > answersWeight || a.keyBytes+len(key) > answersKeyBytes {
+		a.m, a.weight, a.keyBytes = make(map[string]V), 0, 0
 	}
 	a.m[key] = v
 	a.weight += w
+	a.keyBytes += len(key)
 }
 
 // forget empties the cache; the owner holds its table's write lock.
 func (a *answers[V]) forget() {
 	a.mu.Lock()
-	a.m, a.weight = nil, 0
+	a.m, a.weight, a.keyBytes = nil, 0, 0
 	a.mu.Unlock()
 }
 
