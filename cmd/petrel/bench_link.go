@@ -57,6 +57,15 @@ drained, and a second more, idle, and reports go_kib_per_queue and
 rss_kib_per_queue: its memory grown from before the first send to then,
 after a GC, divided by N, an upper bound of what an idle send queue costs.
 
+--runs N measures N rounds, one after the other, each with its own
+baselines (local enqueue, fsync, raw copy) measured first and then its own
+nodes in a directory of its own, removed before the next round. The rates,
+the baselines, the ratios and the latencies printed are the medians of the
+rounds (each ratio the median of the rounds' ratios), and "rounds" in the
+JSON holds each round's; the commits and the memory are those of the
+round whose ratio_to_local is the median. On a shared machine one round
+can land on a stalled disk: read the medians.
+
 --backlog: with b down, a queues --messages messages (default 1,000,000),
 then one at priority 9; b starts then. Figures: msgs_per_sec is the drain,
 (messages + 1) / (b ready -> last receive at b); urgent_ms is b ready -> the
@@ -69,6 +78,7 @@ removed at the end; every node process is stopped before the bench returns,
 also on failure or SIGINT.`,
 		Example: `  petrel bench link
   petrel bench link --hops 2 --json
+  petrel bench link --hops 1 --runs 3
   petrel bench link --rate 10000 --messages 100000 --json
   petrel bench link --backlog --json
   petrel bench link --queues 1000 --json
@@ -94,6 +104,7 @@ also on failure or SIGINT.`,
 	f.BoolVar(&o.NoRawBaseline, "no-raw-baseline", false, "skip the raw-copy baseline (disk -> loopback TCP -> disk of the same bytes)")
 	f.IntVar(&o.Queues, "queues", 1, "spread the messages over this many addresses at b: as many send queues at a, one connection")
 	f.BoolVar(&o.Backlog, "backlog", false, "queue the messages with b down, then start b")
+	f.IntVar(&o.Runs, "runs", 1, "rounds, each with its own baselines and nodes; the figures are the medians (not with --backlog)")
 	f.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "give up after this long")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")
 	return cmd

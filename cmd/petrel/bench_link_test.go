@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,6 +142,49 @@ func TestBenchLinkTimeoutStopsNodes(t *testing.T) {
 	wantGone(t, pids, 3)
 }
 
+// --runs measures rounds, each with its own baselines and nodes, and
+// prints their medians beside them.
+func TestBenchLinkRuns(t *testing.T) {
+	r := runPetrel(t, 3*time.Minute, "bench", "link", "--runs", "3", "--messages", "2000", "--json")
+	r.wantCode(t, exitOK)
+	got := decodeOneObject(t, r.stdout)
+	if got["runs"] != 3.0 {
+		t.Fatalf("runs = %v, want 3", got["runs"])
+	}
+	rounds, _ := got["rounds"].([]any)
+	if len(rounds) != 3 {
+		t.Fatalf("rounds = %v, want 3 of them", got["rounds"])
+	}
+	field := func(k string) []float64 {
+		var v []float64
+		for i, rd := range rounds {
+			f, _ := rd.(map[string]any)[k].(float64)
+			if f <= 0 {
+				t.Errorf("round %d: %s = %v, want > 0", i+1, k, rd.(map[string]any)[k])
+			}
+			v = append(v, f)
+		}
+		slices.Sort(v)
+		return v
+	}
+	// Each figure is the median of the rounds', the ratio too: not a
+	// ratio of the medians.
+	for _, k := range []string{"msgs_per_sec", "baseline_local_msgs_per_sec", "ratio_to_local", "baseline_raw_mib_per_sec", "ratio_to_raw", "p99_ms"} {
+		if v := field(k); got[k] != v[1] {
+			t.Errorf("%s = %v, want the median of the rounds' %v", k, got[k], v)
+		}
+	}
+	// Every round's nodes stopped: those of the median round are named.
+	wantGone(t, jsonPids(t, got), 2)
+	// A single run keeps its shape, with runs 1 and no rounds.
+	one := runPetrel(t, 3*time.Minute, "bench", "link", "--messages", "2000", "--json")
+	one.wantCode(t, exitOK)
+	obj := decodeOneObject(t, one.stdout)
+	if _, has := obj["rounds"]; obj["runs"] != 1.0 || has {
+		t.Errorf("without --runs: runs %v, rounds %v; want 1 and none", obj["runs"], obj["rounds"])
+	}
+}
+
 func TestBenchLinkUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args   []string
@@ -150,6 +194,8 @@ func TestBenchLinkUsage(t *testing.T) {
 		{[]string{"bench", "link", "--sync", "fast"}, `"fast" for "--sync"`},
 		{[]string{"bench", "link", "--messages", "0"}, `"--messages" flag: want at least 1`},
 		{[]string{"bench", "link", "--rate", "-1"}, `"--rate" flag`},
+		{[]string{"bench", "link", "--runs", "-1"}, `"--runs" flag: want at least 0`},
+		{[]string{"bench", "link", "--runs", "2", "--backlog"}, `--runs and --backlog do not go together`},
 		{[]string{"bench", "agent", "produce", "-c", "x.yaml"}, "produce needs --to"},
 		{[]string{"bench", "agent", "produce", "--to", "x@b", "--priorities", "10"}, `"--priorities" flag`},
 		{[]string{"bench", "agent", "consume", "--messages", "0"}, `"--messages" flag`},

@@ -123,9 +123,15 @@ func ratio(value, base float64) float64 {
 
 // baselineFigures are the lines every bench with a baseline prints.
 func (b baseline) figures(name string, value float64) []figure {
+	return b.ratioFigures(name, ratio(value, b.LocalMsgsPerSec))
+}
+
+// ratioFigures is figures with the ratio given: a median of several
+// rounds' ratios is not the ratio of their medians.
+func (b baseline) ratioFigures(name string, r float64) []figure {
 	return []figure{
 		{"baseline local", fmt.Sprintf("%.0f msgs/s (bench local enqueue, same run)", b.LocalMsgsPerSec)},
-		{"ratio", fmt.Sprintf("%.2fx local enqueue (%s)", ratio(value, b.LocalMsgsPerSec), name)},
+		{"ratio", fmt.Sprintf("%.2fx local enqueue (%s)", r, name)},
 		{"fsync p50", fmt.Sprintf("%.0f us (4 KiB write + fsync in the bench directory)", b.FsyncP50us)},
 	}
 }
@@ -176,12 +182,17 @@ func mibPerSec(n int64, d time.Duration) float64 {
 // figures are the lines of the raw baseline beside value, in MiB/s; none
 // when it was skipped.
 func (b rawBaseline) figures(name string, value float64) []figure {
+	return b.ratioFigures(name, ratio(value, b.RawMiBPerSec))
+}
+
+// ratioFigures is figures with the ratio given, as baseline's.
+func (b rawBaseline) ratioFigures(name string, r float64) []figure {
 	if b.RawMiBPerSec <= 0 {
 		return nil
 	}
 	return []figure{
 		{"baseline raw", fmt.Sprintf("%.1f MiB/s (%.1f MiB disk -> loopback TCP -> disk, faster of two copies, fsync at the end; same run)",
 			b.RawMiBPerSec, float64(b.RawBytes)/(1<<20))},
-		{"ratio raw", fmt.Sprintf("%.3fx raw copy (%s)", ratio(value, b.RawMiBPerSec), name)},
+		{"ratio raw", fmt.Sprintf("%.3fx raw copy (%s)", r, name)},
 	}
 }

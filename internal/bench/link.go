@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"time"
@@ -16,6 +19,9 @@ type LinkOptions struct {
 	// Queues spreads the messages over that many addresses at b: as many
 	// send queues at a, over one connection.
 	Queues int
+	// Runs is how many rounds the steady scenario measures, each with
+	// its own baselines and its own nodes; 0 means 1.
+	Runs int
 	// BaselineMessages bounds the local baseline's messages; 0 skips it.
 	BaselineMessages int
 	// NoRawBaseline skips the raw-copy baseline.
@@ -86,6 +92,28 @@ type linkResult struct {
 	// traffic left behind as well.
 	GoKiBPerQueue  float64 `json:"go_kib_per_queue"`
 	RSSKiBPerQueue float64 `json:"rss_kib_per_queue"`
+	// Runs is the rounds measured. With more than one, the rates, the
+	// baselines, the ratios and the latencies above are the medians of
+	// Rounds' (each ratio the median of the rounds' ratios, not a ratio
+	// of medians); the other figures (commits, memory, pids) are those of
+	// the round whose ratio_to_local is the median, the lower of the two
+	// middle ones when the rounds are even.
+	Runs   int         `json:"runs"`
+	Rounds []LinkRound `json:"rounds,omitempty"`
+}
+
+// LinkRound is one round of `bench link --runs`: its own baselines, then
+// its own nodes. The field names are those of the result's.
+type LinkRound struct {
+	MsgsPerSec        float64 `json:"msgs_per_sec"`
+	EnqueueMsgsPerSec float64 `json:"enqueue_msgs_per_sec"`
+	LocalMsgsPerSec   float64 `json:"baseline_local_msgs_per_sec"`
+	RatioToLocal      float64 `json:"ratio_to_local"`
+	RawMiBPerSec      float64 `json:"baseline_raw_mib_per_sec"`
+	RatioToRaw        float64 `json:"ratio_to_raw"`
+	FsyncP50us        float64 `json:"fsync_p50_us"`
+	P50ms             float64 `json:"p50_ms"`
+	P99ms             float64 `json:"p99_ms"`
 }
 
 // backlogResult is the JSON object of `bench link --backlog --json`.
@@ -106,7 +134,7 @@ func (o LinkOptions) validate() error {
 	for _, c := range []struct {
 		flag   string
 		v, min int
-	}{{"messages", o.Messages, 1}, {"size", o.Size, 0}, {"window", o.Window, 1}, {"queues", o.Queues, 1}} {
+	}{{"messages", o.Messages, 1}, {"size", o.Size, 0}, {"window", o.Window, 1}, {"queues", o.Queues, 1}, {"runs", o.Runs, 0}} {
 		if c.v < c.min {
 			return usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
 		}
@@ -117,6 +145,9 @@ func (o LinkOptions) validate() error {
 	if o.Queues > 1 && o.Backlog {
 		return usageErrorf("--queues and --backlog do not go together")
 	}
+	if o.Runs > 1 && o.Backlog {
+		return usageErrorf("--runs and --backlog do not go together: run the backlog again instead")
+	}
 	if err := checkTimeout(o.Timeout); err != nil {
 		return err
 	}
@@ -126,36 +157,104 @@ func (o LinkOptions) validate() error {
 
 // RunLink runs `bench link`, steady or with o.Backlog, between node
 // processes. It prints the figures, or one JSON object with o.JSON, on
-// stdout, and progress on stderr.
+// stdout, and progress on stderr. With o.Runs above 1 the steady
+// scenario runs that many rounds, each measuring its baselines first and
+// then starting its own nodes in a directory of its own.
 func RunLink(ctx context.Context, o LinkOptions, stdout, stderr io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
 	b := procBench{name: "link", timeout: o.Timeout, json: o.JSON}
 	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
-		bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.BaselineMessages, o.Size, stderr)
-		if err != nil {
-			return nil, err
+		runs := max(o.Runs, 1)
+		if runs == 1 {
+			return o.round(ctx, life, exe, dir, stderr)
 		}
-		var raw rawBaseline
-		if !o.NoRawBaseline {
-			// The bytes of the bodies the run sends, as far as the cap.
-			n := min(int64(o.Messages)*int64(o.Size), RawBaselineMaxBytes)
-			if raw, err = measureRawCopy(ctx, dir, n, stderr); err != nil {
+		rounds := make([]*linkResult, 0, runs)
+		for i := range runs {
+			fmt.Fprintf(stderr, "round %d of %d\n", i+1, runs)
+			rd := filepath.Join(dir, fmt.Sprintf("run-%d", i+1))
+			if err := os.Mkdir(rd, 0o755); err != nil {
+				return nil, err
+			}
+			res, err := o.round(ctx, life, exe, rd, stderr)
+			if err != nil {
+				return nil, fmt.Errorf("round %d: %w", i+1, err)
+			}
+			rounds = append(rounds, res.(*linkResult))
+			// The next round's baseline must not meet this one's files
+			// in the page cache or the disk's queue.
+			if err := os.RemoveAll(rd); err != nil {
 				return nil, err
 			}
 		}
-		r := &linkRun{procRun: newProcRun(life, exe, dir, o.Sync, stderr), o: o, baseline: bl, raw: raw}
-		ctx, r.died = context.WithCancelCause(ctx)
-		defer r.died(nil)
-		var res figurer
-		if o.Backlog {
-			res, err = r.runBacklog(ctx)
-		} else {
-			res, err = r.runLink(ctx)
-		}
-		return res, r.stopped(err)
+		return medianLink(rounds), nil
 	})
+}
+
+// round measures the baselines in dir, then runs the scenario with its
+// nodes in dir.
+func (o LinkOptions) round(ctx, life context.Context, exe, dir string, progress io.Writer) (figurer, error) {
+	bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.BaselineMessages, o.Size, progress)
+	if err != nil {
+		return nil, err
+	}
+	var raw rawBaseline
+	if !o.NoRawBaseline {
+		// The bytes of the bodies the run sends, as far as the cap.
+		n := min(int64(o.Messages)*int64(o.Size), RawBaselineMaxBytes)
+		if raw, err = measureRawCopy(ctx, dir, n, progress); err != nil {
+			return nil, err
+		}
+	}
+	r := &linkRun{procRun: newProcRun(life, exe, dir, o.Sync, progress), o: o, baseline: bl, raw: raw}
+	ctx, r.died = context.WithCancelCause(ctx)
+	defer r.died(nil)
+	if o.Backlog {
+		res, err := r.runBacklog(ctx)
+		return res, r.stopped(err)
+	}
+	res, err := r.runLink(ctx)
+	if res != nil {
+		res.Runs = 1
+	}
+	return res, r.stopped(err)
+}
+
+// medianLink makes the result of several rounds: see linkResult.Runs.
+func medianLink(rounds []*linkResult) *linkResult {
+	med := func(get func(*linkResult) float64) float64 {
+		v := make([]float64, len(rounds))
+		for i, rd := range rounds {
+			v[i] = get(rd)
+		}
+		return median(v)
+	}
+	byRatio := slices.Clone(rounds)
+	slices.SortStableFunc(byRatio, func(a, b *linkResult) int { return cmp.Compare(a.RatioToLocal, b.RatioToLocal) })
+	res := *byRatio[(len(byRatio)-1)/2]
+	res.MsgsPerSec = round(med(func(r *linkResult) float64 { return r.MsgsPerSec }), 2)
+	res.EnqueueMsgsPerSec = round(med(func(r *linkResult) float64 { return r.EnqueueMsgsPerSec }), 2)
+	res.LocalMsgsPerSec = round(med(func(r *linkResult) float64 { return r.LocalMsgsPerSec }), 2)
+	res.RatioToLocal = round(med(func(r *linkResult) float64 { return r.RatioToLocal }), 3)
+	res.RawMiBPerSec = round(med(func(r *linkResult) float64 { return r.RawMiBPerSec }), 2)
+	res.RatioToRaw = round(med(func(r *linkResult) float64 { return r.RatioToRaw }), 3)
+	res.MiBPerSec = round(med(func(r *linkResult) float64 { return r.MiBPerSec }), 2)
+	res.FsyncP50us = round(med(func(r *linkResult) float64 { return r.FsyncP50us }), 1)
+	res.P50ms = round(med(func(r *linkResult) float64 { return r.P50ms }), 3)
+	res.P99ms = round(med(func(r *linkResult) float64 { return r.P99ms }), 3)
+	res.MaxMs = round(med(func(r *linkResult) float64 { return r.MaxMs }), 3)
+	res.ElapsedSeconds = round(med(func(r *linkResult) float64 { return r.ElapsedSeconds }), 3)
+	res.Runs = len(rounds)
+	res.Rounds = make([]LinkRound, len(rounds))
+	for i, rd := range rounds {
+		res.Rounds[i] = LinkRound{
+			MsgsPerSec: rd.MsgsPerSec, EnqueueMsgsPerSec: rd.EnqueueMsgsPerSec, LocalMsgsPerSec: rd.LocalMsgsPerSec,
+			RatioToLocal: rd.RatioToLocal, RawMiBPerSec: rd.RawMiBPerSec, RatioToRaw: rd.RatioToRaw,
+			FsyncP50us: rd.FsyncP50us, P50ms: rd.P50ms, P99ms: rd.P99ms,
+		}
+	}
+	return &res
 }
 
 // base fills the figures common to the scenarios.
@@ -234,8 +333,15 @@ func (r *linkResult) figures() []figure {
 		figs = append(figs, figure{"idle send queue", fmt.Sprintf("%.1f KiB Go heap+stacks, %.1f KiB RSS per queue at a (growth once drained / %d)",
 			r.GoKiBPerQueue, r.RSSKiBPerQueue, r.Queues)})
 	}
-	figs = append(figs, r.baseline.figures("end-to-end", r.MsgsPerSec)...)
-	figs = append(figs, r.rawBaseline.figures("bodies end to end", r.MiBPerSec)...)
+	figs = append(figs, r.baseline.ratioFigures("end-to-end", r.RatioToLocal)...)
+	figs = append(figs, r.rawBaseline.ratioFigures("bodies end to end", r.RatioToRaw)...)
+	if r.Runs > 1 {
+		figs[0].value += fmt.Sprintf("; the rates, baselines, ratios and latencies are the medians of %d rounds, the commits and memory the median round's", r.Runs)
+		for i, rd := range r.Rounds {
+			figs = append(figs, figure{fmt.Sprintf("round %d", i+1), fmt.Sprintf("end-to-end %.0f msgs/s, local %.0f msgs/s, ratio %.2fx, p99 %.3f ms, fsync p50 %.0f us",
+				rd.MsgsPerSec, rd.LocalMsgsPerSec, rd.RatioToLocal, rd.P99ms, rd.FsyncP50us)})
+		}
+	}
 	figs = append(figs, r.commitFigures()...)
 	return append(figs, r.rssFigures()...)
 }
