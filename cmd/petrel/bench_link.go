@@ -151,6 +151,12 @@ file store fsyncs on a timer (sync_interval, 2 minutes by default), not
 per message as sync full does. Figures under "nats" in the JSON, and
 publish_ratio_to_nats, consume_ratio_to_nats: Petrel's rates over NATS's.
 
+--runs N measures N rounds, one after the other, each with its own
+baselines, its own node and, with --against-nats, its own nats-server. The
+rates, latencies, baselines and ratios printed are the medians of the
+rounds (each ratio the median of the rounds' ratios), NATS's too, and
+"rounds" in the JSON holds each round's.
+
 PETREL_CPUPROFILE=prefix writes CPU profiles: the clients of this process
 to prefix.clients.pprof (publish and consume), the node to
 prefix.node.pprof (from its ready line to its stop).
@@ -161,7 +167,8 @@ failure or SIGINT.`,
 		Example: `  petrel bench client
   petrel bench client --producers 1 --consumers 1 --messages 200000 --size 128 --json
   petrel bench client --concurrent --producers 4 --consumers 2
-  petrel bench client --against-nats`,
+  petrel bench client --against-nats
+  petrel bench client --against-nats --runs 3`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBench(cmd, func(ctx context.Context, stdout, stderr io.Writer) error {
@@ -182,6 +189,7 @@ failure or SIGINT.`,
 	f.BoolVar(&o.Concurrent, "concurrent", false, "consume while publishing, instead of after")
 	f.BoolVar(&o.AgainstNATS, "against-nats", false, "measure NATS JetStream (file storage) with the same workload too, as the baseline")
 	f.StringVar(&o.NATS, "nats", "", "nats-server `binary` (default: on PATH, else "+bench.DefaultNATS+")")
+	f.IntVar(&o.Runs, "runs", 1, "rounds, each with its own baselines, node and nats-server; the figures are the medians")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object on stdout")
 	return cmd

@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,32 +147,9 @@ func TestBenchLinkRuns(t *testing.T) {
 	r := runPetrel(t, 3*time.Minute, "bench", "link", "--runs", "3", "--messages", "2000", "--json")
 	r.wantCode(t, exitOK)
 	got := decodeOneObject(t, r.stdout)
-	if got["runs"] != 3.0 {
-		t.Fatalf("runs = %v, want 3", got["runs"])
-	}
-	rounds, _ := got["rounds"].([]any)
-	if len(rounds) != 3 {
-		t.Fatalf("rounds = %v, want 3 of them", got["rounds"])
-	}
-	field := func(k string) []float64 {
-		var v []float64
-		for i, rd := range rounds {
-			f, _ := rd.(map[string]any)[k].(float64)
-			if f <= 0 {
-				t.Errorf("round %d: %s = %v, want > 0", i+1, k, rd.(map[string]any)[k])
-			}
-			v = append(v, f)
-		}
-		slices.Sort(v)
-		return v
-	}
 	// Each figure is the median of the rounds', the ratio too: not a
 	// ratio of the medians.
-	for _, k := range []string{"msgs_per_sec", "baseline_local_msgs_per_sec", "ratio_to_local", "baseline_raw_mib_per_sec", "ratio_to_raw", "p99_ms"} {
-		if v := field(k); got[k] != v[1] {
-			t.Errorf("%s = %v, want the median of the rounds' %v", k, got[k], v)
-		}
-	}
+	wantMedians(t, got, 3, "msgs_per_sec", "baseline_local_msgs_per_sec", "ratio_to_local", "baseline_raw_mib_per_sec", "ratio_to_raw", "p99_ms")
 	// Every round's nodes stopped: those of the median round are named.
 	wantGone(t, jsonPids(t, got), 2)
 	// A single run keeps its shape, with runs 1 and no rounds.

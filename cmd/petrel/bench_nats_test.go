@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,26 @@ func TestBenchClientAgainstNATS(t *testing.T) {
 				t.Errorf("progress does not show the NATS run:\n%s", r.stderr)
 			}
 		})
+	}
+}
+
+// With --runs, NATS is measured in every round too, and its figures and
+// the ratios are the medians of the rounds'.
+func TestBenchClientAgainstNATSRuns(t *testing.T) {
+	needNATS(t)
+	r := runPetrel(t, 3*time.Minute, "bench", "client", "--against-nats", "--runs", "3", "--messages", "2000", "--baseline-messages", "0", "--json")
+	r.wantCode(t, exitOK)
+	got := decodeOneObject(t, r.stdout)
+	wantNATS(t, got, "publish_ratio_to_nats", "consume_ratio_to_nats")
+	wantMedians(t, got, 3, "publish_msgs_per_sec", "publish_ratio_to_nats", "consume_ratio_to_nats")
+	n, _ := got["nats"].(map[string]any)
+	var natsPub []float64
+	for _, rd := range got["rounds"].([]any) {
+		natsPub = append(natsPub, rd.(map[string]any)["nats_publish_msgs_per_sec"].(float64))
+	}
+	slices.Sort(natsPub)
+	if n["publish_msgs_per_sec"] != natsPub[1] {
+		t.Errorf("nats publish_msgs_per_sec = %v, want the median of the rounds' %v", n["publish_msgs_per_sec"], natsPub)
 	}
 }
 

@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
@@ -31,6 +34,9 @@ type ClientOptions struct {
 	// it up).
 	AgainstNATS bool
 	NATS        string
+	// Runs is how many rounds the bench measures, each with its own
+	// baselines, node and (with AgainstNATS) nats-server; 0 means 1.
+	Runs int
 }
 
 // clientResult is the JSON object of `bench client --json`. The field
@@ -73,6 +79,29 @@ type clientResult struct {
 	NATSVersion        string       `json:"nats_version,omitempty"`
 	PublishRatioToNATS float64      `json:"publish_ratio_to_nats,omitempty"`
 	ConsumeRatioToNATS float64      `json:"consume_ratio_to_nats,omitempty"`
+	// Runs is the rounds measured. With more than one, the rates, the
+	// latencies, the baselines and the ratios above are the medians of
+	// Rounds' (each ratio the median of the rounds' ratios, not a ratio
+	// of medians), NATS's included; the memory and the pids are those of
+	// the round whose publish_ratio_to_nats (ratio_to_local without
+	// --against-nats) is the median, the lower middle one when the rounds
+	// are even.
+	Runs   int           `json:"runs"`
+	Rounds []ClientRound `json:"rounds,omitempty"`
+}
+
+// ClientRound is one round of `bench client --runs`. The field names are
+// those of the result's.
+type ClientRound struct {
+	PublishMsgsPerSec     float64 `json:"publish_msgs_per_sec"`
+	ConsumeMsgsPerSec     float64 `json:"consume_msgs_per_sec"`
+	P99ms                 float64 `json:"p99_ms"`
+	LocalMsgsPerSec       float64 `json:"baseline_local_msgs_per_sec"`
+	RatioToLocal          float64 `json:"ratio_to_local"`
+	NATSPublishMsgsPerSec float64 `json:"nats_publish_msgs_per_sec,omitempty"`
+	NATSConsumeMsgsPerSec float64 `json:"nats_consume_msgs_per_sec,omitempty"`
+	PublishRatioToNATS    float64 `json:"publish_ratio_to_nats,omitempty"`
+	ConsumeRatioToNATS    float64 `json:"consume_ratio_to_nats,omitempty"`
 }
 
 func (o ClientOptions) validate() error {
@@ -81,7 +110,7 @@ func (o ClientOptions) validate() error {
 		v, min int
 	}{
 		{"producers", o.Producers, 1}, {"consumers", o.Consumers, 1}, {"messages", o.Messages, 1},
-		{"size", o.Size, 0}, {"window", o.Window, 0}, {"consumer-window", o.ConsumerWindow, 1},
+		{"size", o.Size, 0}, {"window", o.Window, 0}, {"consumer-window", o.ConsumerWindow, 1}, {"runs", o.Runs, 0},
 	} {
 		if c.v < c.min {
 			return usageErrorf("invalid argument %d for \"--%s\" flag: want at least %d", c.v, c.flag, c.min)
@@ -131,35 +160,122 @@ func RunClient(ctx context.Context, o ClientOptions, stdout, stderr io.Writer) e
 	}
 	b := procBench{name: "client", timeout: o.Timeout, json: o.JSON}
 	return b.run(ctx, stdout, stderr, func(ctx, life context.Context, exe, dir string) (figurer, error) {
-		bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.BaselineMessages, o.Size, stderr)
-		if err != nil {
-			return nil, err
-		}
-		r := newProcRun(life, exe, dir, o.Sync, stderr)
-		ctx, r.died = context.WithCancelCause(ctx)
-		defer r.died(nil)
-		res, err := runClients(ctx, r, o)
-		if res != nil {
-			res.baseline = bl
-			res.RatioToLocal = ratio(res.PublishMsgsPerSec, bl.LocalMsgsPerSec)
-		}
-		if err := r.stopped(err); err != nil || natsExe == "" {
+		runs := max(o.Runs, 1)
+		if runs == 1 {
+			res, err := o.round(ctx, life, exe, dir, natsExe, stderr)
+			if res != nil {
+				res.Runs = 1
+			}
 			return res, err
 		}
-		// NATS runs once the node has stopped, so that neither competes
-		// with the other, and after this process measured its own peak RSS.
-		_, _, inFlight := o.dialWindow()
-		w := natsWorkload{Producers: o.Producers, Window: inFlight, Messages: o.Messages, Size: o.Size,
-			Consumers: o.Consumers, ConsumerWindow: o.ConsumerWindow, Concurrent: o.Concurrent}
-		nf, err := runNATS(ctx, life, natsExe, filepath.Join(dir, "nats"), w, stderr)
-		if err != nil {
-			return nil, err
+		rounds := make([]*clientResult, 0, runs)
+		for i := range runs {
+			fmt.Fprintf(stderr, "round %d of %d\n", i+1, runs)
+			rd := filepath.Join(dir, fmt.Sprintf("run-%d", i+1))
+			if err := os.Mkdir(rd, 0o755); err != nil {
+				return nil, err
+			}
+			res, err := o.round(ctx, life, exe, rd, natsExe, stderr)
+			if err != nil {
+				return nil, fmt.Errorf("round %d: %w", i+1, err)
+			}
+			rounds = append(rounds, res)
+			if err := os.RemoveAll(rd); err != nil {
+				return nil, err
+			}
 		}
-		res.NATS, res.NATSVersion = nf, natsVersion(ctx, natsExe)
-		res.PublishRatioToNATS = ratio(res.PublishMsgsPerSec, nf.PublishMsgsPerSec)
-		res.ConsumeRatioToNATS = ratio(res.ConsumeMsgsPerSec, nf.ConsumeMsgsPerSec)
-		return res, nil
+		return medianClient(rounds), nil
 	})
+}
+
+// round measures the baselines in dir, then the clients against a node
+// of its own, then, with natsExe, NATS.
+func (o ClientOptions) round(ctx, life context.Context, exe, dir, natsExe string, progress io.Writer) (*clientResult, error) {
+	bl, err := measureBaseline(ctx, dir, o.Sync, o.Messages, o.BaselineMessages, o.Size, progress)
+	if err != nil {
+		return nil, err
+	}
+	r := newProcRun(life, exe, dir, o.Sync, progress)
+	ctx, r.died = context.WithCancelCause(ctx)
+	defer r.died(nil)
+	res, err := runClients(ctx, r, o)
+	if res != nil {
+		res.baseline = bl
+		res.RatioToLocal = ratio(res.PublishMsgsPerSec, bl.LocalMsgsPerSec)
+	}
+	if err := r.stopped(err); err != nil || natsExe == "" {
+		return res, err
+	}
+	_, _, inFlight := o.dialWindow()
+	w := natsWorkload{Producers: o.Producers, Window: inFlight, Messages: o.Messages, Size: o.Size,
+		Consumers: o.Consumers, ConsumerWindow: o.ConsumerWindow, Concurrent: o.Concurrent}
+	nf, err := runNATS(ctx, life, natsExe, filepath.Join(dir, "nats"), w, progress)
+	if err != nil {
+		return nil, err
+	}
+	res.NATS, res.NATSVersion = nf, natsVersion(ctx, natsExe)
+	res.PublishRatioToNATS = ratio(res.PublishMsgsPerSec, nf.PublishMsgsPerSec)
+	res.ConsumeRatioToNATS = ratio(res.ConsumeMsgsPerSec, nf.ConsumeMsgsPerSec)
+	return res, nil
+}
+
+// medianClient makes the result of several rounds: see clientResult.Runs.
+func medianClient(rounds []*clientResult) *clientResult {
+	med := func(get func(*clientResult) float64) float64 {
+		v := make([]float64, len(rounds))
+		for i, rd := range rounds {
+			v[i] = get(rd)
+		}
+		return median(v)
+	}
+	key := func(r *clientResult) float64 {
+		if r.NATS != nil {
+			return r.PublishRatioToNATS
+		}
+		return r.RatioToLocal
+	}
+	byKey := slices.Clone(rounds)
+	slices.SortStableFunc(byKey, func(a, b *clientResult) int { return cmp.Compare(key(a), key(b)) })
+	res := *byKey[(len(byKey)-1)/2]
+	flow := func(side func(*clientResult) *flowFigures) flowFigures {
+		m := func(get func(*flowFigures) float64) float64 {
+			return med(func(r *clientResult) float64 { return get(side(r)) })
+		}
+		return flowFigures{
+			PublishMsgsPerSec: round(m(func(f *flowFigures) float64 { return f.PublishMsgsPerSec }), 2),
+			ConsumeMsgsPerSec: round(m(func(f *flowFigures) float64 { return f.ConsumeMsgsPerSec }), 2),
+			PublishSeconds:    round(m(func(f *flowFigures) float64 { return f.PublishSeconds }), 3),
+			ConsumeSeconds:    round(m(func(f *flowFigures) float64 { return f.ConsumeSeconds }), 3),
+			P50ms:             round(m(func(f *flowFigures) float64 { return f.P50ms }), 3),
+			P99ms:             round(m(func(f *flowFigures) float64 { return f.P99ms }), 3),
+			MaxMs:             round(m(func(f *flowFigures) float64 { return f.MaxMs }), 3),
+		}
+	}
+	res.flowFigures = flow(func(r *clientResult) *flowFigures { return &r.flowFigures })
+	res.LocalMsgsPerSec = round(med(func(r *clientResult) float64 { return r.LocalMsgsPerSec }), 2)
+	res.FsyncP50us = round(med(func(r *clientResult) float64 { return r.FsyncP50us }), 1)
+	res.RatioToLocal = round(med(func(r *clientResult) float64 { return r.RatioToLocal }), 3)
+	if res.NATS != nil {
+		nf := *res.NATS
+		nf.flowFigures = flow(func(r *clientResult) *flowFigures { return &r.NATS.flowFigures })
+		res.NATS = &nf
+		res.PublishRatioToNATS = round(med(func(r *clientResult) float64 { return r.PublishRatioToNATS }), 3)
+		res.ConsumeRatioToNATS = round(med(func(r *clientResult) float64 { return r.ConsumeRatioToNATS }), 3)
+	}
+	res.Runs = len(rounds)
+	res.Rounds = make([]ClientRound, len(rounds))
+	for i, rd := range rounds {
+		cr := ClientRound{
+			PublishMsgsPerSec: rd.PublishMsgsPerSec, ConsumeMsgsPerSec: rd.ConsumeMsgsPerSec, P99ms: rd.P99ms,
+			LocalMsgsPerSec: rd.LocalMsgsPerSec, RatioToLocal: rd.RatioToLocal,
+		}
+		if rd.NATS != nil {
+			cr.NATSPublishMsgsPerSec, cr.NATSConsumeMsgsPerSec = rd.NATS.PublishMsgsPerSec, rd.NATS.ConsumeMsgsPerSec
+			cr.PublishRatioToNATS, cr.ConsumeRatioToNATS = rd.PublishRatioToNATS, rd.ConsumeRatioToNATS
+		}
+		res.Rounds[i] = cr
+	}
+	return &res
 }
 
 // runClients starts the node and runs the clients against it.
@@ -227,7 +343,7 @@ func (r *clientResult) figures() []figure {
 		{"peak RSS node", fmt.Sprintf("%.1f MiB", r.NodePeakRSSMB)},
 		{"peak RSS clients", fmt.Sprintf("%.1f MiB (this process)", r.ClientPeakRSSMB)},
 	}
-	figs = append(figs, r.baseline.figures("publish", r.PublishMsgsPerSec)...)
+	figs = append(figs, r.baseline.ratioFigures("publish", r.RatioToLocal)...)
 	if n := r.NATS; n != nil {
 		figs = append(figs, n.lines()...)
 		figs = append(figs,
@@ -235,6 +351,17 @@ func (r *clientResult) figures() []figure {
 			figure{"consume ratio to nats", fmt.Sprintf("%.2fx NATS JetStream pull consume (same run)", r.ConsumeRatioToNATS)})
 		if r.NATSVersion != "" {
 			figs = append(figs, figure{"nats version", r.NATSVersion + natsVersionNote})
+		}
+	}
+	if r.Runs > 1 {
+		figs[0].value += fmt.Sprintf("; the rates, latencies, baselines and ratios are the medians of %d rounds, the memory the median round's", r.Runs)
+		for i, rd := range r.Rounds {
+			v := fmt.Sprintf("publish %.0f, consume %.0f msgs/s; local %.0f msgs/s, ratio %.2fx", rd.PublishMsgsPerSec, rd.ConsumeMsgsPerSec, rd.LocalMsgsPerSec, rd.RatioToLocal)
+			if rd.NATSPublishMsgsPerSec > 0 {
+				v += fmt.Sprintf("; nats publish %.0f, consume %.0f msgs/s, ratios %.2fx, %.2fx",
+					rd.NATSPublishMsgsPerSec, rd.NATSConsumeMsgsPerSec, rd.PublishRatioToNATS, rd.ConsumeRatioToNATS)
+			}
+			figs = append(figs, figure{fmt.Sprintf("round %d", i+1), v})
 		}
 	}
 	return figs
