@@ -1,15 +1,12 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
@@ -168,23 +165,13 @@ func RunClient(ctx context.Context, o ClientOptions, stdout, stderr io.Writer) e
 			}
 			return res, err
 		}
-		rounds := make([]*clientResult, 0, runs)
-		for i := range runs {
-			fmt.Fprintf(stderr, "round %d of %d\n", i+1, runs)
-			rd := filepath.Join(dir, fmt.Sprintf("run-%d", i+1))
-			if err := os.Mkdir(rd, 0o755); err != nil {
-				return nil, err
-			}
-			res, err := o.round(ctx, life, exe, rd, natsExe, stderr)
-			if err != nil {
-				return nil, fmt.Errorf("round %d: %w", i+1, err)
-			}
-			rounds = append(rounds, res)
-			if err := os.RemoveAll(rd); err != nil {
-				return nil, err
-			}
+		rs, err := rounds(dir, runs, stderr, func(dir string) (*clientResult, error) {
+			return o.round(ctx, life, exe, dir, natsExe, stderr)
+		})
+		if err != nil {
+			return nil, err
 		}
-		return medianClient(rounds), nil
+		return medianClient(rs), nil
 	})
 }
 
@@ -221,46 +208,39 @@ func (o ClientOptions) round(ctx, life context.Context, exe, dir, natsExe string
 
 // medianClient makes the result of several rounds: see clientResult.Runs.
 func medianClient(rounds []*clientResult) *clientResult {
-	med := func(get func(*clientResult) float64) float64 {
-		v := make([]float64, len(rounds))
-		for i, rd := range rounds {
-			v[i] = get(rd)
-		}
-		return median(v)
-	}
-	key := func(r *clientResult) float64 {
+	res := *medianRound(rounds, func(r *clientResult) float64 {
 		if r.NATS != nil {
 			return r.PublishRatioToNATS
 		}
 		return r.RatioToLocal
-	}
-	byKey := slices.Clone(rounds)
-	slices.SortStableFunc(byKey, func(a, b *clientResult) int { return cmp.Compare(key(a), key(b)) })
-	res := *byKey[(len(byKey)-1)/2]
-	flow := func(side func(*clientResult) *flowFigures) flowFigures {
-		m := func(get func(*flowFigures) float64) float64 {
-			return med(func(r *clientResult) float64 { return get(side(r)) })
-		}
-		return flowFigures{
-			PublishMsgsPerSec: round(m(func(f *flowFigures) float64 { return f.PublishMsgsPerSec }), 2),
-			ConsumeMsgsPerSec: round(m(func(f *flowFigures) float64 { return f.ConsumeMsgsPerSec }), 2),
-			PublishSeconds:    round(m(func(f *flowFigures) float64 { return f.PublishSeconds }), 3),
-			ConsumeSeconds:    round(m(func(f *flowFigures) float64 { return f.ConsumeSeconds }), 3),
-			P50ms:             round(m(func(f *flowFigures) float64 { return f.P50ms }), 3),
-			P99ms:             round(m(func(f *flowFigures) float64 { return f.P99ms }), 3),
-			MaxMs:             round(m(func(f *flowFigures) float64 { return f.MaxMs }), 3),
+	})
+	type f = medianField[clientResult]
+	// flow is the figures of one side, Petrel's or NATS's.
+	flow := func(side func(*clientResult) *flowFigures) []f {
+		return []f{
+			{func(r *clientResult) *float64 { return &side(r).PublishMsgsPerSec }, 2},
+			{func(r *clientResult) *float64 { return &side(r).ConsumeMsgsPerSec }, 2},
+			{func(r *clientResult) *float64 { return &side(r).PublishSeconds }, 3},
+			{func(r *clientResult) *float64 { return &side(r).ConsumeSeconds }, 3},
+			{func(r *clientResult) *float64 { return &side(r).P50ms }, 3},
+			{func(r *clientResult) *float64 { return &side(r).P99ms }, 3},
+			{func(r *clientResult) *float64 { return &side(r).MaxMs }, 3},
 		}
 	}
-	res.flowFigures = flow(func(r *clientResult) *flowFigures { return &r.flowFigures })
-	res.LocalMsgsPerSec = round(med(func(r *clientResult) float64 { return r.LocalMsgsPerSec }), 2)
-	res.FsyncP50us = round(med(func(r *clientResult) float64 { return r.FsyncP50us }), 1)
-	res.RatioToLocal = round(med(func(r *clientResult) float64 { return r.RatioToLocal }), 3)
+	setMedians(&res, rounds, flow(func(r *clientResult) *flowFigures { return &r.flowFigures })...)
+	setMedians(&res, rounds,
+		f{func(r *clientResult) *float64 { return &r.LocalMsgsPerSec }, 2},
+		f{func(r *clientResult) *float64 { return &r.FsyncP50us }, 1},
+		f{func(r *clientResult) *float64 { return &r.RatioToLocal }, 3})
 	if res.NATS != nil {
+		// The median round's NATS figures are copied, not shared: the
+		// medians go in the copy.
 		nf := *res.NATS
-		nf.flowFigures = flow(func(r *clientResult) *flowFigures { return &r.NATS.flowFigures })
 		res.NATS = &nf
-		res.PublishRatioToNATS = round(med(func(r *clientResult) float64 { return r.PublishRatioToNATS }), 3)
-		res.ConsumeRatioToNATS = round(med(func(r *clientResult) float64 { return r.ConsumeRatioToNATS }), 3)
+		setMedians(&res, rounds, flow(func(r *clientResult) *flowFigures { return &r.NATS.flowFigures })...)
+		setMedians(&res, rounds,
+			f{func(r *clientResult) *float64 { return &r.PublishRatioToNATS }, 3},
+			f{func(r *clientResult) *float64 { return &r.ConsumeRatioToNATS }, 3})
 	}
 	res.Runs = len(rounds)
 	res.Rounds = make([]ClientRound, len(rounds))

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -91,4 +92,28 @@ func writeFigures(w io.Writer, figs []figure) error {
 func round(x float64, decimals int) float64 {
 	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', decimals, 64), 64)
 	return v
+}
+
+// medianField is a figure of a result of type T, and the decimals its
+// median keeps.
+type medianField[T any] struct {
+	at       func(*T) *float64
+	decimals int
+}
+
+// setMedians sets each field of dst to the median of the rounds' values.
+func setMedians[T any](dst *T, rounds []*T, fields ...medianField[T]) {
+	for _, f := range fields {
+		*f.at(dst) = round(medianOf(rounds, func(r *T) float64 { return *f.at(r) }), f.decimals)
+	}
+}
+
+// medianRound returns the round whose key is the median, the lower of
+// the two middle ones when the rounds are even: the round whose figures
+// stand for the others where a median of each makes no sense (memory,
+// commits, pids).
+func medianRound[T any](rounds []*T, key func(*T) float64) *T {
+	sorted := slices.Clone(rounds)
+	slices.SortStableFunc(sorted, func(a, b *T) int { return cmp.Compare(key(a), key(b)) })
+	return sorted[(len(sorted)-1)/2]
 }

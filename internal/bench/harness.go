@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/petrelmq/petrel"
@@ -103,4 +104,27 @@ func (b nodeBench) run(ctx context.Context, stdout, stderr io.Writer,
 		return writeJSON(stdout, res)
 	}
 	return writeFigures(stdout, res.figures())
+}
+
+// rounds runs round n times, each in a directory of its own under dir,
+// removed before the next round: the next round's baselines must not
+// meet this one's files in the page cache or in the disk's queue.
+func rounds[T any](dir string, n int, progress io.Writer, round func(dir string) (*T, error)) ([]*T, error) {
+	out := make([]*T, 0, n)
+	for i := range n {
+		fmt.Fprintf(progress, "round %d of %d\n", i+1, n)
+		rd := filepath.Join(dir, fmt.Sprintf("run-%d", i+1))
+		if err := os.Mkdir(rd, 0o755); err != nil {
+			return nil, err
+		}
+		res, err := round(rd)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", i+1, err)
+		}
+		out = append(out, res)
+		if err := os.RemoveAll(rd); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -1,13 +1,10 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"time"
@@ -170,25 +167,17 @@ func RunLink(ctx context.Context, o LinkOptions, stdout, stderr io.Writer) error
 		if runs == 1 {
 			return o.round(ctx, life, exe, dir, stderr)
 		}
-		rounds := make([]*linkResult, 0, runs)
-		for i := range runs {
-			fmt.Fprintf(stderr, "round %d of %d\n", i+1, runs)
-			rd := filepath.Join(dir, fmt.Sprintf("run-%d", i+1))
-			if err := os.Mkdir(rd, 0o755); err != nil {
-				return nil, err
-			}
-			res, err := o.round(ctx, life, exe, rd, stderr)
+		rs, err := rounds(dir, runs, stderr, func(dir string) (*linkResult, error) {
+			res, err := o.round(ctx, life, exe, dir, stderr)
 			if err != nil {
-				return nil, fmt.Errorf("round %d: %w", i+1, err)
-			}
-			rounds = append(rounds, res.(*linkResult))
-			// The next round's baseline must not meet this one's files
-			// in the page cache or the disk's queue.
-			if err := os.RemoveAll(rd); err != nil {
 				return nil, err
 			}
+			return res.(*linkResult), nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return medianLink(rounds), nil
+		return medianLink(rs), nil
 	})
 }
 
@@ -223,28 +212,21 @@ func (o LinkOptions) round(ctx, life context.Context, exe, dir string, progress 
 
 // medianLink makes the result of several rounds: see linkResult.Runs.
 func medianLink(rounds []*linkResult) *linkResult {
-	med := func(get func(*linkResult) float64) float64 {
-		v := make([]float64, len(rounds))
-		for i, rd := range rounds {
-			v[i] = get(rd)
-		}
-		return median(v)
-	}
-	byRatio := slices.Clone(rounds)
-	slices.SortStableFunc(byRatio, func(a, b *linkResult) int { return cmp.Compare(a.RatioToLocal, b.RatioToLocal) })
-	res := *byRatio[(len(byRatio)-1)/2]
-	res.MsgsPerSec = round(med(func(r *linkResult) float64 { return r.MsgsPerSec }), 2)
-	res.EnqueueMsgsPerSec = round(med(func(r *linkResult) float64 { return r.EnqueueMsgsPerSec }), 2)
-	res.LocalMsgsPerSec = round(med(func(r *linkResult) float64 { return r.LocalMsgsPerSec }), 2)
-	res.RatioToLocal = round(med(func(r *linkResult) float64 { return r.RatioToLocal }), 3)
-	res.RawMiBPerSec = round(med(func(r *linkResult) float64 { return r.RawMiBPerSec }), 2)
-	res.RatioToRaw = round(med(func(r *linkResult) float64 { return r.RatioToRaw }), 3)
-	res.MiBPerSec = round(med(func(r *linkResult) float64 { return r.MiBPerSec }), 2)
-	res.FsyncP50us = round(med(func(r *linkResult) float64 { return r.FsyncP50us }), 1)
-	res.P50ms = round(med(func(r *linkResult) float64 { return r.P50ms }), 3)
-	res.P99ms = round(med(func(r *linkResult) float64 { return r.P99ms }), 3)
-	res.MaxMs = round(med(func(r *linkResult) float64 { return r.MaxMs }), 3)
-	res.ElapsedSeconds = round(med(func(r *linkResult) float64 { return r.ElapsedSeconds }), 3)
+	res := *medianRound(rounds, func(r *linkResult) float64 { return r.RatioToLocal })
+	type f = medianField[linkResult]
+	setMedians(&res, rounds,
+		f{func(r *linkResult) *float64 { return &r.MsgsPerSec }, 2},
+		f{func(r *linkResult) *float64 { return &r.EnqueueMsgsPerSec }, 2},
+		f{func(r *linkResult) *float64 { return &r.LocalMsgsPerSec }, 2},
+		f{func(r *linkResult) *float64 { return &r.RatioToLocal }, 3},
+		f{func(r *linkResult) *float64 { return &r.RawMiBPerSec }, 2},
+		f{func(r *linkResult) *float64 { return &r.RatioToRaw }, 3},
+		f{func(r *linkResult) *float64 { return &r.MiBPerSec }, 2},
+		f{func(r *linkResult) *float64 { return &r.FsyncP50us }, 1},
+		f{func(r *linkResult) *float64 { return &r.P50ms }, 3},
+		f{func(r *linkResult) *float64 { return &r.P99ms }, 3},
+		f{func(r *linkResult) *float64 { return &r.MaxMs }, 3},
+		f{func(r *linkResult) *float64 { return &r.ElapsedSeconds }, 3})
 	res.Runs = len(rounds)
 	res.Rounds = make([]LinkRound, len(rounds))
 	for i, rd := range rounds {

@@ -280,7 +280,7 @@ func median(v []float64) float64 {
 }
 
 // medianOf returns the median of get over the rounds.
-func medianOf(rounds []MQTTRound, get func(MQTTRound) float64) float64 {
+func medianOf[T any](rounds []T, get func(T) float64) float64 {
 	v := make([]float64, len(rounds))
 	for i, r := range rounds {
 		v[i] = get(r)
