@@ -193,6 +193,8 @@ func (o ClientOptions) round(ctx, life context.Context, exe, dir, natsExe string
 	if err := r.stopped(err); err != nil || natsExe == "" {
 		return res, err
 	}
+	// NATS runs once the node has stopped, so that neither competes with
+	// the other, and after this process measured its own peak RSS.
 	_, _, inFlight := o.dialWindow()
 	w := natsWorkload{Producers: o.Producers, Window: inFlight, Messages: o.Messages, Size: o.Size,
 		Consumers: o.Consumers, ConsumerWindow: o.ConsumerWindow, Concurrent: o.Concurrent}
