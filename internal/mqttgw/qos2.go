@@ -146,12 +146,19 @@ func (h *hook) qos2Released(cl *mqtt.Client, id uint16) {
 	h.g.unmark(cl.ID, qos2Key(cl.ID, id))
 }
 
+// unmark removes markers, those of client when it is not "". A failure
+// leaves them to the next start, which removes markers whose session is
+// gone and hands the others back, so it is only logged.
 func (g *Gateway) unmark(client string, keys ...string) {
 	if len(keys) == 0 {
 		return
 	}
 	if err := g.be.Unmark(g.ctx, keys...); err != nil && !errors.Is(err, context.Canceled) {
-		g.log.Warn("mqtt qos 2 markers not dropped", slog.String("client", client), slog.Int("markers", len(keys)), slog.Any("error", err))
+		attrs := []any{slog.Int("markers", len(keys)), slog.Any("error", err)}
+		if client != "" {
+			attrs = append(attrs, slog.String("client", client))
+		}
+		g.log.Warn("mqtt qos 2 markers not dropped", attrs...)
 	}
 }
 
@@ -196,15 +203,17 @@ func (h *hook) StoredInflightMessages() ([]storage.Message, error) {
 	}
 	now := time.Now().Unix()
 	var out []storage.Message
+	// The markers to remove go in one request: one commit, not one each.
+	var stale []string
 	for _, k := range keys {
 		client, id, err := parseQoS2Key(k)
 		if err != nil {
 			h.g.log.Warn("mqtt qos 2 marker unreadable, removed", slog.Any("error", err))
-			h.g.unmark(client, k)
+			stale = append(stale, k)
 			continue
 		}
 		if !known[client] {
-			h.g.unmark(client, k)
+			stale = append(stale, k)
 			continue
 		}
 		h.g.qos2.add(client, id)
@@ -213,6 +222,7 @@ func (h *hook) StoredInflightMessages() ([]storage.Message, error) {
 			FixedHeader: packets.FixedHeader{Type: packets.Pubrec},
 		})
 	}
+	h.g.unmark("", stale...)
 	return out, nil
 }
 
