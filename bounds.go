@@ -91,6 +91,10 @@ var (
 		[]string{"outcome"}, nil)
 	descAutoRefused = prometheus.NewDesc("petrel_auto_create_refused_total",
 		"Undeclared addresses not created because max_auto_queues undeclared queues exist.", nil, nil)
+	descPrefetched = prometheus.NewDesc("petrel_store_prefetch_bytes",
+		"Memory the queues hold ready for consumers, all queues together, each message counted with its bookkeeping (bounded by store.prefetch_total_bytes).", nil, nil)
+	descPrefetchLimit = prometheus.NewDesc("petrel_store_prefetch_limit_bytes",
+		"The bound on petrel_store_prefetch_bytes: store.prefetch_total_bytes.", nil, nil)
 	descDiscoveryNodes = prometheus.NewDesc("petrel_discovery_nodes",
 		"Nodes discovery keeps in the directory now (at most discovery.max_nodes).", nil, nil)
 	descDiscoveryFull = prometheus.NewDesc("petrel_discovery_dropped_full_total",
@@ -100,6 +104,7 @@ var (
 var boundDescs = []*prometheus.Desc{
 	descConnsRejected, descConnsOpen, descConnBuffered, descReadPauses,
 	descSpoolUsed, descSpoolHeld, descSpoolQuota, descSpoolQuotaEvents, descAutoRefused,
+	descPrefetched, descPrefetchLimit,
 	descDiscoveryNodes, descDiscoveryFull,
 }
 
@@ -126,6 +131,9 @@ func collectBounds(ch chan<- prometheus.Metric, n *Node) {
 		ch <- counter(descSpoolQuotaEvents, qs.Refused, "refused")
 	}
 	ch <- counter(descAutoRefused, n.autoRefused.Load())
+	held, limit := n.store.Prefetched()
+	ch <- gauge(descPrefetched, held)
+	ch <- gauge(descPrefetchLimit, limit)
 	if n.dir != nil {
 		ch <- gauge(descDiscoveryNodes, int64(n.dir.Discovered()))
 		ch <- counter(descDiscoveryFull, int64(n.dir.Full()))

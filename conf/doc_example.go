@@ -173,6 +173,10 @@
 //	  # Most bytes per queue held in memory ready for consumers (size).
 //	  # Default: 4MiB.
 //	  prefetch_bytes: 4MiB
+//	  # Most bytes that all queues together hold in memory ready for
+//	  # consumers, each message counted with its bookkeeping (size); past it
+//	  # a queue reads 16 messages at a time from disk. Default: 64MiB.
+//	  prefetch_total_bytes: 64MiB
 //
 //	limits:
 //	  # Bounds on every message this node accepts, checked before anything is

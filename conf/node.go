@@ -75,6 +75,7 @@ type StoreSection struct {
 	SweepInterval    Duration         `yaml:"sweep_interval"`
 	PrefetchMessages int              `yaml:"prefetch_messages"`
 	PrefetchBytes    Size             `yaml:"prefetch_bytes"`
+	PrefetchTotal    Size             `yaml:"prefetch_total_bytes"`
 }
 
 func (s *StoreSection) check(c *checker, path string) {
@@ -84,21 +85,23 @@ func (s *StoreSection) check(c *checker, path string) {
 	c.positive(join(path, "sweep_interval"), s.SweepInterval)
 	c.count(join(path, "prefetch_messages"), int64(s.PrefetchMessages))
 	c.fitsInt(join(path, "prefetch_bytes"), s.PrefetchBytes)
+	c.fitsInt(join(path, "prefetch_total_bytes"), s.PrefetchTotal)
 }
 
 // queueConfig converts the section. Path, MaxBatch, Now and Logger are the
 // node's business.
 func (s *StoreSection) queueConfig() queue.Config {
 	return queue.Config{
-		Sync:             s.Sync,
-		MaxBytes:         int64(s.MaxBytes),
-		MaxMessages:      s.MaxMessages,
-		OnFull:           s.OnFull,
-		DedupeWindow:     time.Duration(s.DedupeWindow),
-		DedupeMaxEntries: s.DedupeMaxEntries,
-		SweepInterval:    time.Duration(s.SweepInterval),
-		PrefetchMessages: s.PrefetchMessages,
-		PrefetchBytes:    int(s.PrefetchBytes),
+		Sync:               s.Sync,
+		MaxBytes:           int64(s.MaxBytes),
+		MaxMessages:        s.MaxMessages,
+		OnFull:             s.OnFull,
+		DedupeWindow:       time.Duration(s.DedupeWindow),
+		DedupeMaxEntries:   s.DedupeMaxEntries,
+		SweepInterval:      time.Duration(s.SweepInterval),
+		PrefetchMessages:   s.PrefetchMessages,
+		PrefetchBytes:      int(s.PrefetchBytes),
+		PrefetchTotalBytes: int(s.PrefetchTotal),
 	}
 }
 

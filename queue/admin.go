@@ -472,8 +472,7 @@ func (q *Queue) dropLocked(gone func(rowid int64, prio uint8) bool) {
 		n := 0
 		for _, e := range l.ready[l.head:] {
 			if gone(e.rowid, prio) {
-				q.bufN--
-				q.bufBytes -= len(e.data)
+				q.releaseLocked(e)
 				continue
 			}
 			l.ready[n] = e

@@ -72,6 +72,11 @@ type Config struct {
 	// PrefetchBytes caps, per queue, the bytes held in memory ready for
 	// consumers (default 4 MiB).
 	PrefetchBytes int
+	// PrefetchTotalBytes caps the memory that all queues of the store
+	// together hold ready for consumers, each message counted as its
+	// encoded size plus its entry's (default 64 MiB). A queue past it
+	// still reads 16 messages at a time from disk, so none starves.
+	PrefetchTotalBytes int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// OnCommit, when set, is called by the writer goroutine after each

@@ -36,6 +36,7 @@ func TestConformance(t *testing.T) {
 		{"full", nil},
 		{"normal", func(c *Config) { c.Sync = SyncNormal }},
 		{"tiny-prefetch", func(c *Config) { c.PrefetchMessages = 4; c.PrefetchBytes = 256 }},
+		{"tiny-total-prefetch", func(c *Config) { c.PrefetchTotalBytes = 512 }},
 	}
 	for _, v := range variants {
 		for _, kind := range []Kind{KindReceive, KindSend} {

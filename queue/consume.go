@@ -307,20 +307,22 @@ func (q *Queue) nextLocked(now int64) (entry, uint8, bool, error) {
 			if l.head == len(l.ready) {
 				l.ready, l.head = l.ready[:0], 0
 			}
-			q.bufN--
-			q.bufBytes -= len(e.data)
+			q.releaseLocked(e)
 			return e, uint8(p), true, nil
 		}
 	}
 	return entry{}, 0, false, nil
 }
 
+// minRefill is the fewest rows a refill reads, whatever the budgets.
+const minRefill = 16
+
 // refillLocked reads the next rows of a spilled level from disk, through
 // a raw reader connection: this runs for every few hundred messages of a
 // backlog, and database/sql's per-row work was most of its cost.
 func (q *Queue) refillLocked(p uint8, now int64) error {
 	l := &q.lv[p]
-	limit := max(q.s.cfg.PrefetchMessages/2, 16)
+	limit := max(q.s.cfg.PrefetchMessages/2, minRefill)
 	rc, err := q.s.reader()
 	if err != nil {
 		return fmt.Errorf("refill %q: %w", q.name, err)
@@ -332,19 +334,22 @@ func (q *Queue) refillLocked(p uint8, now int64) error {
 	// bodies of a run of single copies.
 	var shs []*bodyData
 	var datas [][]byte
-	// add takes one entry into the level; it reports whether the budget
-	// allows another.
+	// add takes one entry into the level; it reports whether the budgets
+	// allow another. Past the store's, a refill still takes minRefill
+	// entries, so that a queue whose turn came is never left with none.
+	took := 0
 	add := func(e entry) bool {
 		l.lastLoaded = e.rowid
 		if e.notBefore > now {
 			heap.Push(&q.delayed, delayed{e: e, prio: p})
 		} else {
 			l.ready = append(l.ready, e)
-			q.bufN++
-			q.bufBytes += len(e.data)
+			q.holdLocked(e)
 		}
 		q.refillBytes += len(e.data)
-		return q.refillBytes < q.s.cfg.PrefetchBytes
+		took++
+		return q.refillBytes < q.s.cfg.PrefetchBytes &&
+			(took < minRefill || q.s.prefetched.Load() < int64(q.s.cfg.PrefetchTotalBytes))
 	}
 	n, cut, err := rc.scan(refillSQL, []driver.Value{q.id, int64(p), l.lastLoaded, int64(limit)}, 7, func(row []driver.Value) bool {
 		if run, _ := row[6].(int64); run == runMarker || run == singleRunMarker {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/petrelmq/petrel/message"
 )
@@ -75,9 +76,12 @@ type Queue struct {
 	delayed  delayHeap
 	bufN     int
 	bufBytes int
-	c        counters
-	waitCh   chan struct{}
-	waiting  bool
+	// bufCost is what the ready entries cost the store's prefetch
+	// budget (see holdLocked).
+	bufCost int
+	c       counters
+	waitCh  chan struct{}
+	waiting bool
 	// refillBytes counts the bytes of the refill under way.
 	refillBytes int
 	// tokens numbers the leases handed out.
@@ -216,17 +220,43 @@ func (q *Queue) appended(prio uint8, e entry) {
 	q.mu.Lock()
 	l := &q.lv[prio]
 	if e.rowid > l.lastLoaded {
-		if !l.spilled && q.bufN < q.s.cfg.PrefetchMessages && q.bufBytes+len(e.data) <= q.s.cfg.PrefetchBytes {
+		if !l.spilled && q.bufN < q.s.cfg.PrefetchMessages && q.bufBytes+len(e.data) <= q.s.cfg.PrefetchBytes &&
+			q.s.prefetched.Load()+int64(readyCost(e)) <= int64(q.s.cfg.PrefetchTotalBytes) {
 			l.ready = append(l.ready, e)
 			l.lastLoaded = e.rowid
-			q.bufN++
-			q.bufBytes += len(e.data)
+			q.holdLocked(e)
 		} else {
 			l.spilled = true
 		}
 	}
 	q.wakeLocked()
 	q.mu.Unlock()
+}
+
+// entrySize is what an entry itself takes in a ready array.
+const entrySize = int(unsafe.Sizeof(entry{}))
+
+// readyCost is what e costs the store's prefetch budget: its bytes, and
+// its entry, which is most of the cost of a small message. A body shared
+// by several queues' copies is counted once per copy, which overstates it.
+func readyCost(e entry) int { return len(e.data) + entrySize }
+
+// holdLocked counts e, which joined a ready array, against the queue's
+// and the store's prefetch budgets; releaseLocked gives it back.
+func (q *Queue) holdLocked(e entry) {
+	q.bufN++
+	q.bufBytes += len(e.data)
+	c := readyCost(e)
+	q.bufCost += c
+	q.s.prefetched.Add(int64(c))
+}
+
+func (q *Queue) releaseLocked(e entry) {
+	q.bufN--
+	q.bufBytes -= len(e.data)
+	c := readyCost(e)
+	q.bufCost -= c
+	q.s.prefetched.Add(-int64(c))
 }
 
 func (q *Queue) addCounters(d *counters) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -66,6 +67,9 @@ type Store struct {
 	wal       walState      // the checkpointer's word to the writer
 	readers   chan *rawConn // idle raw reader connections, for refills
 	bodies    *bodyCache    // recent shared bodies, for refills
+	// prefetched is what every queue's ready entries cost together (see
+	// readyCost), against cfg.PrefetchTotalBytes.
+	prefetched atomic.Int64
 
 	mu     sync.RWMutex // guards queues, byName, closed
 	queues map[int64]*Queue
@@ -91,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PrefetchBytes <= 0 {
 		c.PrefetchBytes = 4 << 20
+	}
+	if c.PrefetchTotalBytes <= 0 {
+		c.PrefetchTotalBytes = 64 << 20
 	}
 	if c.Now == nil {
 		c.Now = time.Now
