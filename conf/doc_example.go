@@ -168,8 +168,8 @@
 //	  # forgets old dedupe entries (duration). Default: 1s.
 //	  sweep_interval: 1s
 //	  # Most messages per queue held in memory ready for consumers (integer);
-//	  # the rest wait on disk. Default: 1024.
-//	  prefetch_messages: 1024
+//	  # the rest wait on disk. Default: 8192.
+//	  prefetch_messages: 8192
 //	  # Most bytes per queue held in memory ready for consumers (size).
 //	  # Default: 4MiB.
 //	  prefetch_bytes: 4MiB

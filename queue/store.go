@@ -91,7 +91,7 @@ func (c Config) withDefaults() Config {
 		c.SweepInterval = time.Second
 	}
 	if c.PrefetchMessages <= 0 {
-		c.PrefetchMessages = 1024
+		c.PrefetchMessages = 8192
 	}
 	if c.PrefetchBytes <= 0 {
 		c.PrefetchBytes = 4 << 20
