@@ -198,3 +198,52 @@ func TestConnectionBoundsMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchTotalMetrics: a node's queues hold no more ready in memory
+// than store.prefetch_total_bytes, the metrics show the bound and what is
+// held, and every message still comes out, in order, the rest read back
+// from disk.
+func TestPrefetchTotalMetrics(t *testing.T) {
+	const limit = 4096
+	n := open(t, func(c *petrel.Config) {
+		withAdmin(c)
+		c.Store.PrefetchTotalBytes = limit
+	})
+	p := n.Producer()
+	const count = 300
+	for i := range count {
+		m := p.CreateDataMessage("prefetched")
+		m.Body = fmt.Appendf(nil, "m%04d", i)
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := scrape(t, n)
+	if v := got["petrel_store_prefetch_limit_bytes"]; v != limit {
+		t.Errorf("petrel_store_prefetch_limit_bytes = %v, want %d", v, limit)
+	}
+	if v := got["petrel_store_prefetch_bytes"]; v <= 0 || v > limit {
+		t.Errorf("petrel_store_prefetch_bytes = %v with %d messages queued, want within (0, %d]", v, count, limit)
+	}
+	c, err := n.Consumer("prefetched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range count {
+		d, err := c.Receive(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if want := fmt.Sprintf("m%04d", i); string(d.Body) != want {
+			t.Fatalf("message %d is %q, want %q", i, d.Body, want)
+		}
+		if err := d.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := scrape(t, n)["petrel_store_prefetch_bytes"]; v != 0 {
+		t.Errorf("petrel_store_prefetch_bytes = %v with every message consumed, want 0", v)
+	}
+}
