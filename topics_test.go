@@ -167,6 +167,42 @@ func TestTopicCopiesIndependent(t *testing.T) {
 	}
 }
 
+// TestTopicBatchCopiesIndependent: of the copies a ReceiveBatch hands
+// out, decoded from bodies the subscriptions share, none can change
+// another's: not by writing into its body, nor by appending to it.
+func TestTopicBatchCopiesIndependent(t *testing.T) {
+	n := nodes.Open(t, withTopics("orders.#"))
+	cs := []*petrel.Consumer{
+		subscribe(t, n, "orders.#", petrel.SubscribeOptions{Name: "s0", Durable: true}),
+		subscribe(t, n, "orders.#", petrel.SubscribeOptions{Name: "s1", Durable: true}),
+	}
+	const count = 10
+	for i := range count {
+		publish(t, n, "orders.eu", fmt.Sprint("body-", i), nil)
+	}
+	for i, c := range cs {
+		var ds []*petrel.Delivery
+		for len(ds) < count {
+			got, err := c.ReceiveBatch(context.Background(), count-len(ds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, got...)
+		}
+		for j, d := range ds {
+			if want := fmt.Sprint("body-", j); string(d.Body) != want {
+				t.Fatalf("subscription %d, copy %d: %q, want %q (another copy changed it)", i, j, d.Body, want)
+			}
+			// Change this copy for the next ones to check against.
+			d.Body[0] = 'X'
+			d.Body = append(d.Body, "-appended"...)
+			if err := d.Ack(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestTopicUnrouted: a publish no subscription matches succeeds and
 // stores nothing.
 func TestTopicUnrouted(t *testing.T) {
