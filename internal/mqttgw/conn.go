@@ -264,8 +264,6 @@ func (p *pump) run(ctx context.Context) {
 // pumpBatch is the most deliveries a pump writes with one write.
 const pumpBatch = 64
 
-// deliver sends d to the client; it reports whether d holds a slot, in
-// flight until the client acknowledges it.
 // topicOf returns the MQTT topic of a copy sent to dest.
 func (p *pump) topicOf(dest string) (string, error) {
 	name, _, _ := message.ParseDestination(dest)
@@ -280,6 +278,8 @@ func (p *pump) topicOf(dest string) (string, error) {
 	return topic, nil
 }
 
+// deliver sends d to the client; it reports whether d holds a slot, in
+// flight until the client acknowledges it.
 func (p *pump) deliver(d Delivery) bool {
 	st := p.st
 	cl := st.cl
