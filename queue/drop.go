@@ -90,8 +90,8 @@ func (s *Store) dropped(q *Queue) {
 	q.inflight = map[int64]*lease{}
 	q.lv = [levels]level{}
 	q.delayed = nil
-	q.s.prefetched.Add(-int64(q.bufCost))
-	q.bufN, q.bufBytes, q.bufCost = 0, 0, 0
+	q.s.prefetched.Add(-int64(q.readyCostLocked()))
+	q.bufN, q.bufBytes = 0, 0
 	q.wakeLocked()
 	q.mu.Unlock()
 }

@@ -76,12 +76,9 @@ type Queue struct {
 	delayed  delayHeap
 	bufN     int
 	bufBytes int
-	// bufCost is what the ready entries cost the store's prefetch
-	// budget (see holdLocked).
-	bufCost int
-	c       counters
-	waitCh  chan struct{}
-	waiting bool
+	c        counters
+	waitCh   chan struct{}
+	waiting  bool
 	// refillBytes counts the bytes of the refill under way.
 	refillBytes int
 	// tokens numbers the leases handed out.
@@ -246,18 +243,18 @@ func readyCost(e entry) int { return len(e.data) + entrySize }
 func (q *Queue) holdLocked(e entry) {
 	q.bufN++
 	q.bufBytes += len(e.data)
-	c := readyCost(e)
-	q.bufCost += c
-	q.s.prefetched.Add(int64(c))
+	q.s.prefetched.Add(int64(readyCost(e)))
 }
 
 func (q *Queue) releaseLocked(e entry) {
 	q.bufN--
 	q.bufBytes -= len(e.data)
-	c := readyCost(e)
-	q.bufCost -= c
-	q.s.prefetched.Add(-int64(c))
+	q.s.prefetched.Add(-int64(readyCost(e)))
 }
+
+// readyCostLocked is what all of q's ready entries cost the store's
+// budget: the sum of their readyCost.
+func (q *Queue) readyCostLocked() int { return q.bufBytes + q.bufN*entrySize }
 
 func (q *Queue) addCounters(d *counters) {
 	q.mu.Lock()
