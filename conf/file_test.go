@@ -51,7 +51,7 @@ func TestParseValid(t *testing.T) {
 			"  dedupe_max_entries: 0x10\n  sweep_interval: 250ms\n  prefetch_messages: 10\n  prefetch_bytes: 512k\n  prefetch_total_bytes: 8MiB\n", with(func(f *File) {
 			f.Store = StoreSection{Sync: queue.SyncNormal, MaxBytes: 10e9, MaxMessages: 1e6, OnFull: queue.FullBlock,
 				DedupeWindow: Duration(time.Hour), DedupeMaxEntries: 16, SweepInterval: Duration(250 * time.Millisecond),
-				PrefetchMessages: 10, PrefetchBytes: 512 << 10, PrefetchTotal: 8 << 20}
+				PrefetchMessages: 10, PrefetchBytes: 512 << 10, PrefetchTotalBytes: 8 << 20}
 		})},
 		{"zero counts mean default", "store:\n  max_messages: 0\nlimits:\n  max_properties: 0\n", defaults},
 		{"limits", "limits:\n  max_body: 1MiB\n  max_properties: 8\n  max_property_bytes: 1024\n  max_header_string: 200\n", with(func(f *File) {

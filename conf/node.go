@@ -66,16 +66,16 @@ func defaultNodeName() string {
 // StoreSection configures the node's durable store (queue.Config). Zero
 // values mean the queue package's defaults.
 type StoreSection struct {
-	Sync             queue.SyncMode   `yaml:"sync"`
-	MaxBytes         Size             `yaml:"max_bytes"`
-	MaxMessages      int64            `yaml:"max_messages"`
-	OnFull           queue.FullPolicy `yaml:"on_full"`
-	DedupeWindow     Duration         `yaml:"dedupe_window"`
-	DedupeMaxEntries int              `yaml:"dedupe_max_entries"`
-	SweepInterval    Duration         `yaml:"sweep_interval"`
-	PrefetchMessages int              `yaml:"prefetch_messages"`
-	PrefetchBytes    Size             `yaml:"prefetch_bytes"`
-	PrefetchTotal    Size             `yaml:"prefetch_total_bytes"`
+	Sync               queue.SyncMode   `yaml:"sync"`
+	MaxBytes           Size             `yaml:"max_bytes"`
+	MaxMessages        int64            `yaml:"max_messages"`
+	OnFull             queue.FullPolicy `yaml:"on_full"`
+	DedupeWindow       Duration         `yaml:"dedupe_window"`
+	DedupeMaxEntries   int              `yaml:"dedupe_max_entries"`
+	SweepInterval      Duration         `yaml:"sweep_interval"`
+	PrefetchMessages   int              `yaml:"prefetch_messages"`
+	PrefetchBytes      Size             `yaml:"prefetch_bytes"`
+	PrefetchTotalBytes Size             `yaml:"prefetch_total_bytes"`
 }
 
 func (s *StoreSection) check(c *checker, path string) {
@@ -85,7 +85,7 @@ func (s *StoreSection) check(c *checker, path string) {
 	c.positive(join(path, "sweep_interval"), s.SweepInterval)
 	c.count(join(path, "prefetch_messages"), int64(s.PrefetchMessages))
 	c.fitsInt(join(path, "prefetch_bytes"), s.PrefetchBytes)
-	c.fitsInt(join(path, "prefetch_total_bytes"), s.PrefetchTotal)
+	c.fitsInt(join(path, "prefetch_total_bytes"), s.PrefetchTotalBytes)
 }
 
 // queueConfig converts the section. Path, MaxBatch, Now and Logger are the
@@ -101,7 +101,7 @@ func (s *StoreSection) queueConfig() queue.Config {
 		SweepInterval:      time.Duration(s.SweepInterval),
 		PrefetchMessages:   s.PrefetchMessages,
 		PrefetchBytes:      int(s.PrefetchBytes),
-		PrefetchTotalBytes: int(s.PrefetchTotal),
+		PrefetchTotalBytes: int(s.PrefetchTotalBytes),
 	}
 }
 
