@@ -39,9 +39,18 @@
 //     resumes at the durable offset; bytes written past it are cut off.
 //   - Writing never waits for hashing: the running SHA-256 is computed by
 //     one goroutine per open transfer, beside the writes, and caught up
-//     with before any checkpoint or delivery reads it. The writeback of
-//     what was written is started every MiB (sync_file_range on Linux), so
-//     a checkpoint's fsync finds little to flush.
+//     with before any checkpoint or delivery reads it. On Linux the
+//     partial file is written with O_DIRECT where its filesystem takes it,
+//     for every chunk whose offset and length are multiples of 4 KiB (a
+//     chunk in an unaligned buffer is copied into an aligned one first):
+//     the bytes go to the disk without a page cache copy, whose pages cost
+//     more CPU than the write on a virtual machine that returns freed
+//     memory to its host. The first chunk that does not fit (a file's
+//     last, or any at a chunk size that is not a multiple of 4 KiB), and a
+//     Follower, turn it off: from there the writes go through the page
+//     cache, and their writeback is started every MiB (sync_file_range),
+//     so a checkpoint's fsync finds little to flush. Either way the bytes
+//     are durable only once a checkpoint's fsync returns.
 //   - A resume never reads the partial file: the running SHA-256 is
 //     restored from the state. The cost is that damage done to the partial
 //     file at rest, after it was written, is not seen; the next hop's

@@ -32,6 +32,11 @@ func (in *Incoming) Follow() (*Follower, error) {
 	if err := in.usable(); err != nil {
 		return nil, err
 	}
+	// A follower reads what was just written: through the page cache, it
+	// finds it there rather than on the disk.
+	if err := in.bufferWrites(); err != nil {
+		return nil, fmt.Errorf("follow transfer %s: %w", in.id, err)
+	}
 	f, err := os.Open(in.partPath)
 	if err != nil {
 		return nil, fmt.Errorf("follow transfer %s: %w", in.id, err)

@@ -245,6 +245,7 @@ func (s *Spool) newIncoming(id string, info Info, f *os.File, h hash.Hash, hs []
 		id: id, info: info, dir: s.dir, log: s.log.With(slog.String(logkey.ID, id)),
 		partPath: s.partPath(id), statePath: s.statePath(id),
 		f: f, h: h, end: offset, durable: offset, durableHash: hs, kicked: offset, bg: startHash(h),
+		direct:  setDirect(f, true),
 		release: func() { s.release(id) },
 	}
 }

@@ -1,0 +1,126 @@
+//go:build linux
+
+package filetransfer
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// directFlag reads, through /proc, whether in's partial file is open with
+// O_DIRECT now.
+func directFlag(t *testing.T, in *Incoming) bool {
+	t.Helper()
+	rc, err := in.f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data []byte
+	var rerr error
+	if err := rc.Control(func(fd uintptr) {
+		data, rerr = os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", fd))
+	}); err != nil || rerr != nil {
+		t.Fatalf("read fdinfo: %v %v", err, rerr)
+	}
+	var flags int
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			fmt.Sscanf(strings.TrimSpace(v), "%o", &flags)
+		}
+	}
+	return flags&syscall.O_DIRECT != 0
+}
+
+// TestIncomingWritesDirect: a partial file is written with O_DIRECT where
+// the filesystem takes it, from aligned chunk buffers and from unaligned
+// ones (copied first), again after a resume; the last chunk, whose length
+// is not aligned, turns it off; the file delivered holds what was sent.
+func TestIncomingWritesDirect(t *testing.T) {
+	spoolDir, dest := t.TempDir(), t.TempDir()
+	const chunk = 64 << 10
+	data := randomBytes(t, 4*chunk+100)
+	info := infoOf("direct.bin", data)
+	s := mustSpool(t, spoolDir)
+	in, err := s.Begin("t1", info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !in.direct {
+		in.Close()
+		t.Skip("the filesystem of the test's temporary folder takes no O_DIRECT")
+	}
+	if !directFlag(t, in) {
+		t.Fatal("direct is set but the file is not open with O_DIRECT")
+	}
+	al := alignedBuffer(chunk)
+	copy(al, data[:chunk])
+	if err := in.Write(0, al); err != nil {
+		t.Fatal(err)
+	}
+	// A Data frame's message starts 8 bytes into its buffer.
+	un := make([]byte, chunk+8)[8:]
+	if aligned(un) {
+		t.Fatal("the test's unaligned buffer is aligned")
+	}
+	copy(un, data[chunk:2*chunk])
+	if err := in.Write(chunk, un); err != nil {
+		t.Fatal(err)
+	}
+	if !in.direct || !directFlag(t, in) {
+		t.Fatal("an unaligned buffer of an aligned length turned O_DIRECT off")
+	}
+	if err := in.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+
+	s = mustSpool(t, spoolDir) // a restart
+	in, err = s.Begin("t1", info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if in.Offset() != 2*chunk || !in.direct || !directFlag(t, in) {
+		t.Fatalf("resumed at %d, direct %v: want %d, direct", in.Offset(), in.direct, 2*chunk)
+	}
+	writeChunks(t, in, data, 2*chunk, chunk, true)
+	if in.direct || directFlag(t, in) {
+		t.Fatal("the last chunk, of an unaligned length, left O_DIRECT on")
+	}
+	final, err := in.Complete(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameContent(t, final, data)
+}
+
+// TestFollowTurnsDirectOff: a relay that follows a transfer reads what was
+// just written, so the transfer is written through the page cache.
+func TestFollowTurnsDirectOff(t *testing.T) {
+	s := mustSpool(t, t.TempDir())
+	data := randomBytes(t, 8<<10)
+	in, err := s.Begin("t1", infoOf("f.bin", data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if !in.direct {
+		t.Skip("the filesystem of the test's temporary folder takes no O_DIRECT")
+	}
+	fo, err := in.Follow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fo.Close()
+	if in.direct || directFlag(t, in) {
+		t.Fatal("a followed transfer is still written with O_DIRECT")
+	}
+	writeChunks(t, in, data, 0, 4<<10, true)
+	buf := make([]byte, len(data))
+	if n, err := fo.ReadChunk(0, buf); err != nil || n == 0 || string(buf[:n]) != string(data[:n]) {
+		t.Fatalf("follower read %d bytes, %v", n, err)
+	}
+}
