@@ -124,3 +124,29 @@ func TestFollowTurnsDirectOff(t *testing.T) {
 		t.Fatalf("follower read %d bytes, %v", n, err)
 	}
 }
+
+// TestDirectStageBounded: an unaligned chunk larger than stageMax turns
+// O_DIRECT off rather than grow the staging buffer, and is written.
+func TestDirectStageBounded(t *testing.T) {
+	s := mustSpool(t, t.TempDir())
+	data := randomBytes(t, 2*stageMax)
+	in, err := s.Begin("t1", infoOf("big.bin", data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if !in.direct {
+		t.Skip("the filesystem of the test's temporary folder takes no O_DIRECT")
+	}
+	un := make([]byte, 2*stageMax+8)[8:]
+	copy(un, data)
+	if err := in.Write(0, un); err != nil {
+		t.Fatal(err)
+	}
+	if in.direct || len(in.stage) != 0 {
+		t.Fatalf("a %d-byte unaligned chunk: direct %v, a %d-byte staging buffer", len(un), in.direct, len(in.stage))
+	}
+	if _, err := in.Complete(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+}

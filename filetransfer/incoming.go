@@ -130,12 +130,12 @@ func (in *Incoming) WriteThen(offset int64, p []byte, done func()) (err error) {
 // spent 1.7 s of CPU per GiB getting pages for that copy, three times the
 // direct write's wall time. A chunk whose buffer is not aligned (a Data
 // frame's message starts 8 bytes into it) is copied into an aligned one
-// first, which costs a tenth of that. A chunk that does not fit turns
+// first, which costs a tenth of that; past stageMax it is not. A chunk that does not fit turns
 // O_DIRECT off for the rest of the file, which is then written through
 // the page cache as before. Direct or not, the bytes are durable only
 // after Sync.
 func (in *Incoming) writeAt(p []byte) error {
-	if in.direct && !directFits(len(p), in.end) {
+	if in.direct && (!directFits(len(p), in.end) || len(p) > stageMax && !aligned(p)) {
 		if err := in.bufferWrites(); err != nil {
 			return err
 		}
@@ -149,6 +149,11 @@ func (in *Incoming) writeAt(p []byte) error {
 	_, err := in.f.WriteAt(p, in.end)
 	return err
 }
+
+// stageMax bounds the staging buffer, which a peer's chunk size sets: an
+// unaligned chunk larger than this (the default is 512 KiB) turns
+// O_DIRECT off rather than grow it.
+const stageMax = 1 << 20
 
 // bufferWrites turns O_DIRECT off: the writes that follow go through the
 // page cache, and their writeback is started every writebackBytes.
