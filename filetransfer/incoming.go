@@ -3,11 +3,13 @@ package filetransfer
 import (
 	"encoding"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"log/slog"
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/petrelmq/petrel/internal/logkey"
 )
@@ -140,13 +142,22 @@ func (in *Incoming) writeAt(p []byte) error {
 			return err
 		}
 	}
+	w := p
 	if in.direct && !aligned(p) {
 		if len(in.stage) < len(p) {
 			in.stage = alignedBuffer(len(p))
 		}
-		p = in.stage[:copy(in.stage, p)]
+		w = in.stage[:copy(in.stage, p)]
 	}
-	_, err := in.f.WriteAt(p, in.end)
+	_, err := in.f.WriteAt(w, in.end)
+	if err != nil && in.direct && errors.Is(err, syscall.EINVAL) {
+		// The filesystem took the flag but not the write (a larger
+		// sector, say): the rest of the file goes through the page cache.
+		if err := in.bufferWrites(); err != nil {
+			return err
+		}
+		_, err = in.f.WriteAt(p, in.end)
+	}
 	return err
 }
 
