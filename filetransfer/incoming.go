@@ -132,10 +132,10 @@ func (in *Incoming) WriteThen(offset int64, p []byte, done func()) (err error) {
 // spent 1.7 s of CPU per GiB getting pages for that copy, three times the
 // direct write's wall time. A chunk whose buffer is not aligned (a Data
 // frame's message starts 8 bytes into it) is copied into an aligned one
-// first, which costs a tenth of that; past stageMax it is not. A chunk that does not fit turns
-// O_DIRECT off for the rest of the file, which is then written through
-// the page cache as before. Direct or not, the bytes are durable only
-// after Sync.
+// first, which costs a tenth of that, up to stageMax. A chunk that does
+// not fit turns O_DIRECT off for the rest of the file, which is then
+// written through the page cache as before. Direct or not, the bytes are
+// durable only after Sync.
 func (in *Incoming) writeAt(p []byte) error {
 	if in.direct && (!directFits(len(p), in.end) || len(p) > stageMax && !aligned(p)) {
 		if err := in.bufferWrites(); err != nil {
