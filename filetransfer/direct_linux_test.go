@@ -34,6 +34,21 @@ func directFlag(t *testing.T, in *Incoming) bool {
 	return flags&syscall.O_DIRECT != 0
 }
 
+// beginDirect begins a transfer of data in s, and skips the test where
+// the filesystem of the test's temporary folder takes no O_DIRECT.
+func beginDirect(t *testing.T, s *Spool, name string, data []byte) *Incoming {
+	t.Helper()
+	in, err := s.Begin("t1", infoOf(name, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !in.direct {
+		in.Close()
+		t.Skip("the filesystem of the test's temporary folder takes no O_DIRECT")
+	}
+	return in
+}
+
 // TestIncomingWritesDirect: a partial file is written with O_DIRECT where
 // the filesystem takes it, from aligned chunk buffers and from unaligned
 // ones (copied first), again after a resume; the last chunk, whose length
@@ -44,14 +59,7 @@ func TestIncomingWritesDirect(t *testing.T) {
 	data := randomBytes(t, 4*chunk+100)
 	info := infoOf("direct.bin", data)
 	s := mustSpool(t, spoolDir)
-	in, err := s.Begin("t1", info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !in.direct {
-		in.Close()
-		t.Skip("the filesystem of the test's temporary folder takes no O_DIRECT")
-	}
+	in := beginDirect(t, s, "direct.bin", data)
 	if !directFlag(t, in) {
 		t.Fatal("direct is set but the file is not open with O_DIRECT")
 	}
@@ -78,7 +86,7 @@ func TestIncomingWritesDirect(t *testing.T) {
 	in.Close()
 
 	s = mustSpool(t, spoolDir) // a restart
-	in, err = s.Begin("t1", info)
+	in, err := s.Begin("t1", info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,14 +110,8 @@ func TestIncomingWritesDirect(t *testing.T) {
 func TestFollowTurnsDirectOff(t *testing.T) {
 	s := mustSpool(t, t.TempDir())
 	data := randomBytes(t, 8<<10)
-	in, err := s.Begin("t1", infoOf("f.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := beginDirect(t, s, "f.bin", data)
 	defer in.Close()
-	if !in.direct {
-		t.Skip("the filesystem of the test's temporary folder takes no O_DIRECT")
-	}
 	fo, err := in.Follow()
 	if err != nil {
 		t.Fatal(err)
@@ -130,14 +132,8 @@ func TestFollowTurnsDirectOff(t *testing.T) {
 func TestDirectStageBounded(t *testing.T) {
 	s := mustSpool(t, t.TempDir())
 	data := randomBytes(t, 2*stageMax)
-	in, err := s.Begin("t1", infoOf("big.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := beginDirect(t, s, "big.bin", data)
 	defer in.Close()
-	if !in.direct {
-		t.Skip("the filesystem of the test's temporary folder takes no O_DIRECT")
-	}
 	un := make([]byte, 2*stageMax+8)[8:]
 	copy(un, data)
 	if err := in.Write(0, un); err != nil {
