@@ -343,6 +343,12 @@ type FilesConfig struct {
 	// and its sender tries again; one that could never fit is refused
 	// for good with the reason.
 	MaxSpoolBytes, MaxSpoolBytesPerPeer int64
+	// BufferedWrites writes the files received through the page cache
+	// only. By default, on Linux, a receiver writes a file's chunks with
+	// O_DIRECT where the spool's filesystem takes it, which spares the
+	// CPU of the page cache copy; set this where direct writes are slow,
+	// as on some network filesystems.
+	BufferedWrites bool
 }
 
 // OutboxConfig is a folder whose files are sent to one address.

@@ -102,7 +102,11 @@ func (n *Node) receivedDir(name string) string {
 }
 
 func (n *Node) openSpool() error {
-	sp, err := filetransfer.OpenSpool(n.files.Spool, filetransfer.WithLogger(n.cfg.Logger))
+	opts := []filetransfer.SpoolOption{filetransfer.WithLogger(n.cfg.Logger)}
+	if n.files.BufferedWrites {
+		opts = append(opts, filetransfer.WithBufferedWrites())
+	}
+	sp, err := filetransfer.OpenSpool(n.files.Spool, opts...)
 	if err != nil {
 		return err
 	}

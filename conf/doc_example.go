@@ -298,6 +298,11 @@
 //	  # Most of it the files from one peer take (size, at most max_spool_bytes).
 //	  # Default: half of max_spool_bytes.
 //	  max_spool_bytes_per_peer: 32GiB
+//	  # Write received files through the page cache only, never with O_DIRECT,
+//	  # for a spool on a filesystem whose direct writes are slow (bool). By
+//	  # default, on Linux, chunks go to the disk with O_DIRECT where the
+//	  # filesystem takes it. Default: false.
+//	  buffered_writes: false
 //
 //	outboxes:
 //	  - # Folder watched (path, required). A file dropped in is sent once it is

@@ -37,6 +37,9 @@ type FilesSection struct {
 	// MaxSpoolBytesPerPeer bounds those handed over by one peer. Default
 	// half of max_spool_bytes.
 	MaxSpoolBytesPerPeer Size `yaml:"max_spool_bytes_per_peer"`
+	// BufferedWrites writes received files through the page cache only,
+	// never with O_DIRECT. Default false.
+	BufferedWrites bool `yaml:"buffered_writes"`
 }
 
 func (s *FilesSection) check(c *checker, path string) {
@@ -63,6 +66,7 @@ func (s *FilesSection) filesConfig() petrel.FilesConfig {
 		Window: s.Window, Concurrency: s.Concurrency, SyncBytes: int64(s.SyncBytes),
 		AbandonAfter:  time.Duration(s.AbandonAfter),
 		MaxSpoolBytes: int64(s.MaxSpoolBytes), MaxSpoolBytesPerPeer: int64(s.MaxSpoolBytesPerPeer),
+		BufferedWrites: s.BufferedWrites,
 	}
 }
 

@@ -217,3 +217,20 @@ func TestSecretHidden(t *testing.T) {
 		t.Error("an empty secret prints as something")
 	}
 }
+
+// files.buffered_writes reaches the node's configuration; left out, it
+// is false, and received files are written with O_DIRECT where possible.
+func TestFilesBufferedWrites(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want bool
+	}{{"files:\n  buffered_writes: true\n", true}, {"files:\n  window: 8\n", false}} {
+		f, err := Parse("petrel.yaml", []byte(tc.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.NodeConfig().Files.BufferedWrites; got != tc.want {
+			t.Errorf("%q: BufferedWrites %v, want %v", tc.yaml, got, tc.want)
+		}
+	}
+}

@@ -146,3 +146,27 @@ func TestDirectStageBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBufferedWritesOption: a spool opened WithBufferedWrites never
+// writes with O_DIRECT, and delivers what it received.
+func TestBufferedWritesOption(t *testing.T) {
+	s, err := OpenSpool(t.TempDir(), WithBufferedWrites())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randomBytes(t, 256<<10)
+	in, err := s.Begin("t1", infoOf("buffered.bin", data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if in.direct || directFlag(t, in) {
+		t.Fatal("a spool opened WithBufferedWrites writes with O_DIRECT")
+	}
+	writeChunks(t, in, data, 0, 64<<10, true)
+	final, err := in.Complete(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameContent(t, final, data)
+}

@@ -60,12 +60,18 @@ type SpoolOption func(*Spool)
 // aborted, delivered), never per chunk, and never an error it returns.
 func WithLogger(l *slog.Logger) SpoolOption { return func(s *Spool) { s.log = l } }
 
+// WithBufferedWrites writes the files received through the page cache
+// only, never with O_DIRECT (see Incoming.writeAt): for a filesystem
+// whose direct writes are slow, such as some network filesystems.
+func WithBufferedWrites() SpoolOption { return func(s *Spool) { s.buffered = true } }
+
 // Spool is a directory of incoming transfers. Each transfer is owned by at
 // most one Incoming at a time in the process (ErrBusy otherwise); one
 // process at a time may use a spool directory.
 type Spool struct {
-	dir string
-	log *slog.Logger
+	dir      string
+	log      *slog.Logger
+	buffered bool // see WithBufferedWrites
 
 	mu   sync.Mutex
 	open map[string]bool // ids with a live Incoming
@@ -245,7 +251,7 @@ func (s *Spool) newIncoming(id string, info Info, f *os.File, h hash.Hash, hs []
 		id: id, info: info, dir: s.dir, log: s.log.With(slog.String(logkey.ID, id)),
 		partPath: s.partPath(id), statePath: s.statePath(id),
 		f: f, h: h, end: offset, durable: offset, durableHash: hs, kicked: offset, bg: startHash(h),
-		direct:  setDirect(f, true),
+		direct:  !s.buffered && setDirect(f, true),
 		release: func() { s.release(id) },
 	}
 }
