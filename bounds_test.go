@@ -211,9 +211,11 @@ func TestPrefetchTotalMetrics(t *testing.T) {
 	})
 	p := n.Producer()
 	const count = 300
+	var sent []string
 	for i := range count {
 		m := p.CreateDataMessage("prefetched")
-		m.Body = fmt.Appendf(nil, "m%04d", i)
+		sent = append(sent, fmt.Sprintf("m%04d", i))
+		m.Body = []byte(sent[i])
 		if err := p.Send(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
@@ -229,20 +231,7 @@ func TestPrefetchTotalMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for i := range count {
-		d, err := c.Receive(ctx)
-		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
-		}
-		if want := fmt.Sprintf("m%04d", i); string(d.Body) != want {
-			t.Fatalf("message %d is %q, want %q", i, d.Body, want)
-		}
-		if err := d.Ack(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	expectBodies(t, c, "past the prefetch bound", sent...)
 	if v := scrape(t, n)["petrel_store_prefetch_bytes"]; v != 0 {
 		t.Errorf("petrel_store_prefetch_bytes = %v with every message consumed, want 0", v)
 	}
