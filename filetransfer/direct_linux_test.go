@@ -34,14 +34,21 @@ func directFlag(t *testing.T, in *Incoming) bool {
 	return flags&syscall.O_DIRECT != 0
 }
 
-// beginDirect begins a transfer of data in s, and skips the test where
-// the filesystem of the test's temporary folder takes no O_DIRECT.
-func beginDirect(t *testing.T, s *Spool, name string, data []byte) *Incoming {
+// begin begins transfer t1 of data in s.
+func begin(t *testing.T, s *Spool, name string, data []byte) *Incoming {
 	t.Helper()
 	in, err := s.Begin("t1", infoOf(name, data))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return in
+}
+
+// beginDirect is begin, and skips the test where the filesystem of the
+// test's temporary folder takes no O_DIRECT.
+func beginDirect(t *testing.T, s *Spool, name string, data []byte) *Incoming {
+	t.Helper()
+	in := begin(t, s, name, data)
 	if !in.direct {
 		in.Close()
 		t.Skip("the filesystem of the test's temporary folder takes no O_DIRECT")
@@ -155,10 +162,7 @@ func TestBufferedWritesOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := randomBytes(t, 256<<10)
-	in, err := s.Begin("t1", infoOf("buffered.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := begin(t, s, "buffered.bin", data)
 	defer in.Close()
 	if in.direct || directFlag(t, in) {
 		t.Fatal("a spool opened WithBufferedWrites writes with O_DIRECT")
