@@ -424,6 +424,13 @@ func (s *Store) Totals() (messages, bytes int64) {
 	return s.w.totals()
 }
 
+// Prefetched returns what the queues' ready entries take in memory now,
+// each message counted as its bytes and its entry's, and the bound on
+// it (Config.PrefetchTotalBytes).
+func (s *Store) Prefetched() (held, limit int64) {
+	return s.prefetched.Load(), int64(s.cfg.PrefetchTotalBytes)
+}
+
 // Sync returns once every request submitted before it has committed: puts,
 // acks, nacks and moves. Counters read after it include them.
 func (s *Store) Sync(ctx context.Context) error {

@@ -580,13 +580,6 @@ func (s *Store) WriterStats() WriterStats {
 	return WriterStats{Commits: s.w.commits.Load(), Requests: s.w.requests.Load(), CommitNanos: s.w.commitNanos.Load()}
 }
 
-// Prefetched returns what the queues' ready entries take in memory now,
-// each message counted as its bytes and its entry's, and the bound on
-// it (Config.PrefetchTotalBytes).
-func (s *Store) Prefetched() (held, limit int64) {
-	return s.prefetched.Load(), int64(s.cfg.PrefetchTotalBytes)
-}
-
 // copyGroup is the pending copies of one queue and priority.
 type copyGroup struct {
 	q    int64
