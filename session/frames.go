@@ -79,6 +79,39 @@ const FlagDenied uint8 = 1 << 1
 // and the receiver frees what it holds of the file.
 const FileAbortSeq = ^uint64(0)
 
+// FileChecksumSeq is the sequence number of the Data packet that carries
+// the SHA-256 of a file announced without one (its checksum follows): the
+// sender sends it after the file's last byte, once it has the checksum,
+// and the receiver verifies the file against it before it takes custody.
+// The payload is the checksum as 64 lowercase hex digits (see
+// ParseFileChecksum). It is one below FileAbortSeq, so that neither can be
+// the end offset of a chunk of any file a filesystem holds.
+const FileChecksumSeq = FileAbortSeq - 1
+
+// FileChecksumLen is the length of a FileChecksumSeq packet's payload.
+const FileChecksumLen = 64
+
+// AppendFileChecksum appends the payload of a FileChecksumSeq packet: sum,
+// which must be 64 lowercase hex digits (ParseFileChecksum checks it on
+// the other side).
+func AppendFileChecksum(dst []byte, sum string) []byte { return append(dst, sum...) }
+
+// ParseFileChecksum returns the checksum a FileChecksumSeq packet carries.
+// Anything but exactly 64 lowercase hex digits is an error wrapping
+// ErrMalformed: the one spelling keeps the checksum comparable as a string
+// at every hop, and the message that stores it valid.
+func ParseFileChecksum(p []byte) (string, error) {
+	if len(p) != FileChecksumLen {
+		return "", fmt.Errorf("file checksum of %d bytes, not %d hex digits: %w", len(p), FileChecksumLen, ErrMalformed)
+	}
+	for i, c := range p {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", fmt.Errorf("file checksum byte %d is %q, not a lowercase hex digit: %w", i, c, ErrMalformed)
+		}
+	}
+	return string(p), nil
+}
+
 // Limits on payload length besides Config.MaxFrame.
 const (
 	// preAuthMaxFrame bounds every frame before authentication completes,
