@@ -60,6 +60,13 @@
 //     what it hands on survives a crash of this node.
 //   - A file is delivered only when its size and SHA-256 are the announced
 //     ones. A corrupt file is removed from the spool, never delivered.
+//   - A file may be announced before its sender hashed it: its checksum
+//     follows the last byte (Info.Pending, Incoming.SetChecksum). Until it
+//     arrives the durable offset stays below the size, in memory and in
+//     the state, so that no resume can find a whole file it could not
+//     verify; the last bytes become durable in Deliver, after the match.
+//     Check stays strict; only an announcement (CheckAnnounced) and a
+//     state may lack the checksum, and only for a file with content.
 //   - A partial file is never visible under its final name: it lives in the
 //     spool under its id and reaches the destination folder in one step (a
 //     hard link, after a copy to a hidden temp name when the folder is on

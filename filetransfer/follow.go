@@ -1,6 +1,7 @@
 package filetransfer
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -45,7 +46,7 @@ func (in *Incoming) Follow() (*Follower, error) {
 }
 
 // Info returns the file the followed transfer receives.
-func (fo *Follower) Info() Info { return fo.in.info }
+func (fo *Follower) Info() Info { return fo.in.Info() }
 
 // ReadChunk reads up to len(buf) durable bytes at offset, waiting for
 // them. It returns 0, io.EOF at the file's size.
@@ -76,6 +77,35 @@ func (fo *Follower) ReadChunk(offset int64, buf []byte) (int, error) {
 		case <-moved:
 		case <-fo.stop:
 			return 0, fmt.Errorf("follow transfer %s: %w", fo.in.id, ErrClosed)
+		}
+	}
+}
+
+// Checksum returns the SHA-256 of the followed file, waiting until the
+// transfer has it and the whole file is durable: at once for a file
+// announced with its checksum, once it is delivered for one whose checksum
+// followed (the last bytes become durable only after the checksum matched,
+// see Incoming.sync). A relay forwarding such a file early sends this, the
+// checksum it verified itself, after the last byte. It fails with
+// ErrUnfinished when the transfer ends short, ErrClosed on Close, and
+// ctx's error.
+func (fo *Follower) Checksum(ctx context.Context) (string, error) {
+	for {
+		durable, ended, moved := fo.in.progress()
+		info := fo.in.Info()
+		if durable == info.Size && info.SHA256 != "" {
+			sum := info.SHA256
+			return sum, nil
+		}
+		if ended {
+			return "", fmt.Errorf("follow transfer %s: the checksum at %d (durable %d): %w", fo.in.id, fo.in.info.Size, durable, ErrUnfinished)
+		}
+		select {
+		case <-moved:
+		case <-fo.stop:
+			return "", fmt.Errorf("follow transfer %s: %w", fo.in.id, ErrClosed)
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
 		}
 	}
 }

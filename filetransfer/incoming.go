@@ -59,8 +59,13 @@ type Incoming struct {
 // ID returns the transfer id.
 func (in *Incoming) ID() string { return in.id }
 
-// Info returns the file this transfer receives.
-func (in *Incoming) Info() Info { return in.info }
+// Info returns the file this transfer receives. Its SHA256 is empty while
+// the checksum follows, until SetChecksum.
+func (in *Incoming) Info() Info {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.info
+}
 
 // Offset returns the durable offset: every byte before it is on disk and
 // recorded in the state, so it survives a crash. It is where the sender
@@ -213,6 +218,13 @@ func (in *Incoming) sync(final bool) error {
 	if in.end == in.durable && !final {
 		return nil
 	}
+	if !final && in.end == in.info.Size && in.info.Pending() {
+		// The whole file, but not yet its checksum: a durable offset of
+		// the size would make a later session ack the size, which passes
+		// custody, for a file never verified. These last bytes become
+		// durable in Deliver, once the checksum is known and matched.
+		return nil
+	}
 	if err := in.f.Sync(); err != nil {
 		// After a failed fsync the kernel may have dropped the dirty pages:
 		// what the file holds past the durable offset is unknown.
@@ -295,6 +307,10 @@ func (in *Incoming) Deliver(destDir string) (string, error) {
 		return "", fmt.Errorf("transfer %s: %d of %d bytes received; resume at %d: %w",
 			in.id, in.end, in.info.Size, in.durable, ErrIncomplete)
 	}
+	if in.info.Pending() {
+		return "", fmt.Errorf("transfer %s: all %d bytes received, but not the checksum that follows them: %w",
+			in.id, in.info.Size, ErrIncomplete)
+	}
 	in.bg.wait()
 	if sum := hex.EncodeToString(in.h.Sum(nil)); sum != in.info.SHA256 {
 		in.log.Warn("transfer corrupt; partial file removed", slog.String(logkey.File, in.info.Filename))
@@ -313,6 +329,40 @@ func (in *Incoming) Deliver(destDir string) (string, error) {
 	}
 	in.delivered = final
 	return final, nil
+}
+
+// SetChecksum gives a transfer announced without its checksum (see
+// Info.Pending) the SHA-256 its sender sent after the last byte, as 64
+// lowercase hex digits (ErrBadInfo otherwise). Deliver then verifies the
+// file against it, and the state records it with the final offset. It is
+// kept in memory only until then: a restart before Deliver resumes below
+// the size, and the sender sends the checksum again after the rest.
+//
+// A transfer that knows its checksum already (announced with it, or
+// resumed from a state that had it) keeps it: a different one means the
+// two cannot describe the same bytes, and the transfer is removed from the
+// spool with an error wrapping ErrCorrupt, as Deliver does for a file that
+// fails its checksum.
+func (in *Incoming) SetChecksum(sum string) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.usable(); err != nil {
+		return err
+	}
+	if !sha256Pattern.MatchString(sum) {
+		return fmt.Errorf("transfer %s: checksum %q is not 64 lowercase hex digits: %w", in.id, sum, ErrBadInfo)
+	}
+	switch in.info.SHA256 {
+	case sum:
+		return nil
+	case "":
+		in.info.SHA256 = sum
+		return nil
+	}
+	in.log.Warn("transfer corrupt: its checksum changed; partial file removed", slog.String(logkey.File, in.info.Filename))
+	rerr := in.finish()
+	return fmt.Errorf("transfer %s of %q: the checksum sent after the content is %s, but %s was announced; the partial file was removed, send it again: %w%s",
+		in.id, in.info.Filename, sum, in.info.SHA256, ErrCorrupt, suffixErr(rerr))
 }
 
 // Finish removes a delivered transfer from the spool and closes the

@@ -47,6 +47,30 @@ func (i Info) Check() error {
 	return nil
 }
 
+// Pending reports whether the Info's checksum follows: a file announced
+// before its sender had hashed it, whose SHA-256 comes after its last byte
+// (see Incoming.SetChecksum). Only a file with content can be pending.
+func (i Info) Pending() bool { return i.SHA256 == "" && i.Size > 0 }
+
+// CheckAnnounced is Check for an announcement, which may leave the
+// checksum to follow (Pending): it accepts an empty SHA256 when the file
+// has content. An empty file has nothing after which a checksum could
+// come, so it must carry its own. Check stays strict, for everything that
+// must know the checksum.
+func (i Info) CheckAnnounced() error {
+	if i.SHA256 != "" {
+		return i.Check()
+	}
+	if err := CheckName(i.Filename); err != nil {
+		return err
+	}
+	if i.Size <= 0 {
+		return fmt.Errorf("file %q of %d bytes announced without its checksum: only a file with content may have its checksum follow: %w",
+			i.Filename, i.Size, ErrBadInfo)
+	}
+	return nil
+}
+
 // InfoFromProps returns the Info a file message announces, for a
 // receiver's Begin. Check it before use: the props come from the network.
 func InfoFromProps(p message.FileProps) Info {
@@ -59,9 +83,13 @@ func (i Info) SetProps(p *message.FileProps) {
 }
 
 // sameFile reports whether two Infos announce the same content. ModTime is
-// left out: it does not travel to the receiver.
+// left out: it does not travel to the receiver. A checksum that follows
+// (empty) matches any: the transfer id already names the content, and one
+// file may be announced pending to one hop and with its checksum later (a
+// relay forwards it early, then again once it has verified it).
 func (i Info) sameFile(o Info) bool {
-	return i.Filename == o.Filename && i.Size == o.Size && i.SHA256 == o.SHA256
+	return i.Filename == o.Filename && i.Size == o.Size &&
+		(i.SHA256 == o.SHA256 || i.SHA256 == "" || o.SHA256 == "")
 }
 
 // Describe reads the file at path once, from start to end with a constant
@@ -112,6 +140,49 @@ func DescribeContext(ctx context.Context, path string) (Info, error) {
 	}
 	if d := differences(info, after); d != "" {
 		return Info{}, changed(path, d)
+	}
+	return info, nil
+}
+
+// DescribeLater returns the Info of the file at path without its SHA-256:
+// only the name, size and modification time, from one stat. It is for a
+// file announced before it is hashed (its checksum follows, see
+// Info.Pending); DescribeMatching computes the checksum later and checks
+// that the file is still the one described here.
+func DescribeLater(path string) (Info, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Info{}, fmt.Errorf("describe %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return Info{}, fmt.Errorf("describe %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	info := Info{Filename: filepath.Base(path), Size: fi.Size(), ModTime: fi.ModTime()}
+	if err := CheckName(info.Filename); err != nil {
+		return Info{}, fmt.Errorf("describe %s: %w", path, err)
+	}
+	return info, nil
+}
+
+// DescribeMatching is DescribeContext for a file already described
+// without its checksum: the file must still have want's size and
+// modification time (else the error wraps ErrSourceChanged), so that the
+// checksum returned is the one of the bytes announced.
+func DescribeMatching(ctx context.Context, path string, want Info) (Info, error) {
+	info, err := DescribeContext(ctx, path)
+	if err != nil {
+		return Info{}, err
+	}
+	var d []string
+	if info.Size != want.Size {
+		d = append(d, fmt.Sprintf("its size was %d bytes, now %d", want.Size, info.Size))
+	}
+	if !info.ModTime.Equal(want.ModTime) {
+		d = append(d, fmt.Sprintf("its modification time was %s, now %s",
+			want.ModTime.Format(time.RFC3339Nano), info.ModTime.Format(time.RFC3339Nano)))
+	}
+	if len(d) > 0 {
+		return Info{}, changed(path, strings.Join(d, " and "))
 	}
 	return info, nil
 }

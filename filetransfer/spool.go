@@ -43,7 +43,9 @@ const stateVersion = 1
 //	}
 //
 // offset is durable: the first offset bytes of X.part were fsynced before
-// this state was. hash is crypto/sha256's MarshalBinary after those bytes,
+// this state was. sha256 is empty while the file's checksum follows (see
+// Info.Pending); offset is then always below size, so that a resume never
+// finds a whole file it could not verify. hash is crypto/sha256's MarshalBinary after those bytes,
 // so a resume carries the checksum on without reading X.part again.
 type state struct {
 	Version int    `json:"version"`
@@ -141,7 +143,7 @@ func (s *Spool) Begin(id string, info Info) (*Incoming, error) {
 	if err := CheckID(id); err != nil {
 		return nil, err
 	}
-	if err := info.Check(); err != nil {
+	if err := info.CheckAnnounced(); err != nil {
 		return nil, err
 	}
 	info.ModTime = info.ModTime.UTC() // what a JSON round trip gives back
@@ -176,6 +178,17 @@ func (s *Spool) resume(id string, info Info) (*Incoming, string, error) {
 		return nil, fmt.Sprintf("the spool held another file under this id (%q, %d bytes)", st.Info.Filename, st.Info.Size), nil
 	case st.Offset < 0 || st.Offset > info.Size:
 		return nil, fmt.Sprintf("the state's offset %d is out of the file", st.Offset), nil
+	case st.Info.Pending() && st.Offset == info.Size:
+		// Never written (see Incoming.sync): a whole file whose checksum
+		// is unknown could only be resumed by an ack of its size, which
+		// would pass custody of an unverified file.
+		return nil, "the state holds the whole file but not its checksum", nil
+	}
+	if info.SHA256 == "" {
+		// The checksum follows in this announcement, and an earlier one
+		// (or this receiver's verification) gave it already: keep it, the
+		// trailer must match it (see SetChecksum).
+		info.SHA256 = st.Info.SHA256
 	}
 	h := sha256.New()
 	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(st.Hash); err != nil {
@@ -354,7 +367,7 @@ func decodeState(data []byte) (state, error) {
 	if st.Version != stateVersion {
 		return state{}, fmt.Errorf("the state file has version %d, not %d", st.Version, stateVersion)
 	}
-	if err := st.Info.Check(); err != nil {
+	if err := st.Info.CheckAnnounced(); err != nil {
 		return state{}, fmt.Errorf("the state file describes no usable file: %w", err)
 	}
 	if st.Offset < 0 || st.Offset > st.Info.Size {
