@@ -71,7 +71,41 @@ func (r *chunkReader) run(ctx context.Context) error {
 		}
 	}
 	// The last bytes are synced by Deliver, before the file gets its name.
+	if r.in.Info().Pending() {
+		return r.trailer(ctx, rctx)
+	}
 	return nil
+}
+
+// trailer takes the packet that must follow the last byte of a file whose
+// checksum follows: the checksum (session.FileChecksumSeq), or an abort.
+// The checksum is set on the Incoming, which Deliver verifies against.
+// Nothing is acked meanwhile: every byte is here, and an ack of the size
+// would pass custody.
+func (r *chunkReader) trailer(ctx, rctx context.Context) error {
+	d, err := r.sess.Recv(rctx)
+	if err != nil && r.s.draining() && ctx.Err() == nil {
+		// Shutting down: what is durable stays below the size (see
+		// Incoming.Sync), and the next session sends the rest again.
+		return errDrained
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Release()
+	switch d.Seq {
+	case session.FileAbortSeq:
+		return r.abort(string(d.Message))
+	case session.FileChecksumSeq:
+	default:
+		return fmt.Errorf("%w: after the last byte of a file whose checksum follows, seq %d instead of the checksum (seq %d) or an abort",
+			session.ErrProtocol, d.Seq, session.FileChecksumSeq)
+	}
+	sum, err := session.ParseFileChecksum(d.Message)
+	if err != nil {
+		return fmt.Errorf("%w: the checksum that follows the file: %w", session.ErrProtocol, err)
+	}
+	return r.in.SetChecksum(sum)
 }
 
 // wait is called when no chunk is buffered: it acks what arrived, then
@@ -104,6 +138,9 @@ func (r *chunkReader) wait(ctx, rctx context.Context) (d session.Data, ok bool, 
 func (r *chunkReader) take(d session.Data) error {
 	if d.Seq == session.FileAbortSeq {
 		return r.abort(string(d.Message))
+	}
+	if d.Seq == session.FileChecksumSeq {
+		return fmt.Errorf("%w: the checksum that follows a file came at byte %d of %d", session.ErrProtocol, r.in.Written(), r.size)
 	}
 	at := r.in.Written()
 	if len(d.Message) == 0 || d.Seq != uint64(at)+uint64(len(d.Message)) {

@@ -40,6 +40,27 @@ import (
 //	                                               source changed...): the partial
 //	                                               file is removed from the spool
 //
+// The checksum may follow the content: an announcement of a file with
+// content may leave fileChecksum empty, so that the origin starts the
+// transfer while it still hashes the file. The sender then sends, after
+// the last chunk (seq=size) and once it has the checksum:
+//
+//	Data seq=2^64-2  64 lowercase hex      ---->   the file's SHA-256: the receiver
+//	                 digits, the SHA-256           verifies against it, then acks or
+//	                                               refuses seq=size as above
+//
+// Anything else after the last chunk of such a file but an abort, or a
+// payload that is not exactly 64 lowercase hex digits, is a protocol
+// error. Until that packet has arrived and matched, the receiver never
+// records the size as durable: a session cut before it resumes below the
+// size (never with DataAck seq=size, which would pass custody of a file
+// nobody verified), and the sender sends the rest and the checksum again.
+// An empty file cannot have its checksum follow, and is refused. The file
+// message the receiver commits carries the verified checksum. A relay
+// that forwards such a file while it still receives it announces it
+// without the checksum too, and sends, after the last byte, the checksum
+// it verified itself.
+//
 // DataAck seq=size is sent only once the receiver took custody: the file
 // is whole, verified and placed, and its file message committed, so the
 // sender may settle its own copy. Any earlier DataAck is below size and
@@ -207,6 +228,13 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 			return err
 		}
 		if err := s.receiveChunks(ctx, sess, in, tr); err != nil {
+			if errors.Is(err, filetransfer.ErrCorrupt) {
+				// The checksum that followed contradicts the one known.
+				if err := s.refuseCorrupt(sess, m, tr, err); err != nil {
+					return err
+				}
+				return s.waitClose(ctx, sess)
+			}
 			if errors.Is(err, errAborted) {
 				s.transfers.endedFailed(id, m, peer.Name, in.Written(), err)
 			} else {
@@ -261,7 +289,9 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 		return m, FileTarget{}, reason, err
 	}
 	localProps(m, peer)
-	if err := filetransfer.InfoFromProps(m.File).Check(); err != nil {
+	// The checksum may follow the content (see the drawing above), but
+	// only for a file with content: an empty one is refused here.
+	if err := filetransfer.InfoFromProps(m.File).CheckAnnounced(); err != nil {
 		return m, FileTarget{}, "bad file announcement: " + err.Error(), nil
 	}
 	if m.File.Filesize == 0 && m.File.FileChecksum != emptySHA256 {
@@ -287,13 +317,14 @@ func (s *Server) takeFile(ctx context.Context, sess *session.Session, in *filetr
 	size := uint64(m.File.Filesize)
 	path, err := in.Deliver(t.Dir)
 	if errors.Is(err, filetransfer.ErrCorrupt) {
-		s.stats.FilesCorrupt.Add(1)
-		s.transfers.endedFailed(tr.st.ID, m, tr.st.From, int64(size), fmt.Errorf("%w; the sender sends it again", err))
-		return sess.RefuseSeq(size, err.Error())
+		return s.refuseCorrupt(sess, m, tr, err)
 	}
 	if err != nil {
 		return err
 	}
+	// The verified checksum, which the announcement may have left to
+	// follow: the consumers and the next hop see it.
+	m.File.FileChecksum = in.Info().SHA256
 	if t.Relay {
 		m.File.SendFilePath, m.File.ReceivedFilePath = path, ""
 	} else {
@@ -324,6 +355,15 @@ func (s *Server) takeFile(ctx context.Context, sess *session.Session, in *filetr
 		s.router.(FileRouter).FileTaken(m, t)
 	}
 	return nil
+}
+
+// refuseCorrupt refuses the whole size: the content failed its checksum
+// and was removed, and the sender sends the file again from the start.
+func (s *Server) refuseCorrupt(sess *session.Session, m *message.Message, tr *transfer, err error) error {
+	size := m.File.Filesize
+	s.stats.FilesCorrupt.Add(1)
+	s.transfers.endedFailed(tr.st.ID, m, tr.st.From, size, fmt.Errorf("%w; the sender sends it again", err))
+	return sess.RefuseSeq(uint64(size), err.Error())
 }
 
 // announcedID is the transfer id of the file m announces, "" when the
