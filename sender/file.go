@@ -48,6 +48,12 @@ type FileConfig struct {
 	// for good with that reason, before anything is announced or read.
 	// Nil means m.File.SendFilePath as it stands.
 	Source func(m *message.Message) (string, error)
+	// Checksums gives the SHA-256 of the files whose messages were stored
+	// before it was known (FileChecksum empty: the checksum follows), as
+	// the origin's Send computes it. Nil, or no entry for a message (the
+	// node restarted since its Send), means the sender hashes the file
+	// itself.
+	Checksums *Checksums
 }
 
 // DefaultChunkSize is FileConfig.ChunkSize's default.
@@ -233,10 +239,28 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 	// (cut-through) ends first: the next hop then has the file, or holds
 	// what it got, and this session goes on from there.
 	s.files.waitEarly(ctx, m)
+	if m.File.FileChecksum == "" {
+		// Send stored the message before it hashed the file, and the hash
+		// failed: the file must not be delivered anywhere.
+		if err := s.files.cfg.Checksums.failed(m); err != nil {
+			s.settleFile(d, m, errPermanent{fmt.Errorf("the file's checksum could not be computed: %w", err)})
+			return
+		}
+	}
 	open := func() (chunkSource, error) { return openSource(m, path) }
+	var known string // the checksum that follows, once had: every session sends the same
+	sum := func(ctx context.Context) (string, error) {
+		if known == "" {
+			var err error
+			if known, err = s.checksumOf(ctx, m, path); err != nil {
+				return "", err
+			}
+		}
+		return known, nil
+	}
 	attempt, corrupt := 0, 0
 	for {
-		err := s.sendFile(ctx, m, open, run)
+		err := s.sendFile(ctx, m, open, sum, run)
 		if err == nil {
 			s.settleFile(d, m, nil)
 			return
@@ -275,6 +299,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 func (s *Sender) settleFile(d *queue.Delivery, m *message.Message, err error) {
 	if m != nil {
 		s.files.cfg.Done(m, err)
+		s.files.cfg.Checksums.forget(m)
 	}
 	if err == nil {
 		s.files.done.Add(1)
@@ -290,6 +315,34 @@ func (s *Sender) settleFile(d *queue.Delivery, m *message.Message, err error) {
 	}
 }
 
+// checksumOf returns the SHA-256 of m's file, whose message was stored
+// before it was known: the one Send computed, waiting for it, or, when no
+// Send registered it (the node restarted since), the file's own, read
+// here, as long as the file is still the one described (size and
+// modification time). A failure is permanent: the file is given up.
+func (s *Sender) checksumOf(ctx context.Context, m *message.Message, path string) (string, error) {
+	sum, ok, err := s.files.cfg.Checksums.wait(ctx, m)
+	if ctx.Err() != nil {
+		return "", context.Cause(ctx)
+	}
+	if ok {
+		if err != nil {
+			return "", errPermanent{fmt.Errorf("the file's checksum could not be computed: %w", err)}
+		}
+		return sum, nil
+	}
+	want := filetransfer.InfoFromProps(m.File)
+	want.ModTime = modTimeOf(m, path)
+	info, err := filetransfer.DescribeMatching(ctx, path, want)
+	if ctx.Err() != nil {
+		return "", context.Cause(ctx)
+	}
+	if err != nil {
+		return "", errPermanent{err}
+	}
+	return info.SHA256, nil
+}
+
 // announcement is what the next hop is told about m: m without what only
 // matters on this node.
 func announcement(m *message.Message) ([]byte, error) {
@@ -303,8 +356,11 @@ func announcement(m *message.Message) ([]byte, error) {
 
 // sendFile runs one file session: announce, learn where the next hop
 // stands, send the rest (read from what open returns) and wait for the
-// final ack. nil means the next hop took custody.
-func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (chunkSource, error), run *fileRun) error {
+// final ack. nil means the next hop took custody. A file announced
+// without its checksum (it follows) gets it from sum after the last
+// chunk, and sends it then (session.FileChecksumSeq).
+func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (chunkSource, error),
+	sum func(context.Context) (string, error), run *fileRun) error {
 	hop, ok := s.hop(s.dest)
 	if !ok {
 		return fmt.Errorf("no route to node %q", s.dest)
@@ -314,12 +370,29 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (
 		return fmt.Errorf("connect to %s: %w", hop, err)
 	}
 	cfg := s.files.cfg
-	sess, err := conn.OpenFile(ctx, s.q.Name(), uint32(cfg.Window))
+	follows := m.File.FileChecksum == ""
+	window := cfg.Window
+	if follows {
+		window++ // the checksum travels in a packet of its own (see sendChunks)
+	}
+	sess, err := conn.OpenFile(ctx, s.q.Name(), uint32(window))
 	if err != nil {
 		return fmt.Errorf("open file session to %s: %w", hop, err)
 	}
 	defer sess.CloseWithin("transfer over", closeWait)
-	ann, err := announcement(m)
+	am := m
+	if follows && sess.Window() < 2 {
+		// No room for both the last chunk and the checksum: wait for the
+		// checksum and announce the file with it.
+		cs, err := sum(ctx)
+		if err != nil {
+			return err
+		}
+		c := *m
+		c.File.FileChecksum = cs
+		am, follows = &c, false
+	}
+	ann, err := announcement(am)
 	if err != nil {
 		return errPermanent{err}
 	}
@@ -337,7 +410,10 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (
 	}
 	src, err := open()
 	if err == nil {
-		err = s.sendChunks(ctx, conn, sess, src, at, run)
+		if !follows {
+			sum = nil
+		}
+		err = s.sendChunks(ctx, conn, sess, src, at, sum, run)
 		src.Close()
 	} else {
 		err = errPermanent{err}
@@ -372,11 +448,7 @@ func openSource(m *message.Message, path string) (chunkSource, error) {
 		return nil, errors.New("the file message names no file to send (sendFilePath is empty)")
 	}
 	info := filetransfer.InfoFromProps(m.File)
-	if v, ok := m.Properties.Get(PropSourceModTime); ok {
-		info.ModTime = time.Unix(0, v.Int64())
-	} else if fi, err := os.Stat(path); err == nil {
-		info.ModTime = fi.ModTime() // no record: size and checksum still hold it
-	}
+	info.ModTime = modTimeOf(m, path)
 	src, err := filetransfer.OpenSource(path, info)
 	if err != nil {
 		return nil, err // not a typed nil in the interface
@@ -384,15 +456,36 @@ func openSource(m *message.Message, path string) (chunkSource, error) {
 	return src, nil
 }
 
+// modTimeOf returns the modification time recorded for m's file when it
+// was described, or, with no record, the file's own: size and checksum
+// still hold it then.
+func modTimeOf(m *message.Message, path string) time.Time {
+	if v, ok := m.Properties.Get(PropSourceModTime); ok {
+		return time.Unix(0, v.Int64())
+	}
+	if fi, err := os.Stat(path); err == nil {
+		return fi.ModTime()
+	}
+	return time.Time{}
+}
+
 // sendChunks sends the content from offset at, keeping at most Window
-// chunks unacked, until the next hop acks the whole size.
-func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *session.Session, src chunkSource, at int64, run *fileRun) error {
+// chunks unacked, until the next hop acks the whole size. With sum (the
+// file was announced without its checksum), it sends the checksum after
+// the last chunk, keeping one packet of the window for it: the receiver
+// acks nothing past the last chunk before the checksum, so the checksum
+// must fit beside the chunks in flight.
+func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *session.Session, src chunkSource, at int64,
+	sum func(context.Context) (string, error), run *fileRun) error {
 	cfg := s.files.cfg
 	size := src.Info().Size
 	buf := make([]byte, cfg.ChunkSize)
 	var ends []int64 // end offsets of chunks in flight
 	next, acked := at, at
 	window := max(int(sess.Window()), 1)
+	if sum != nil {
+		window = max(window-1, 1) // sendFile made sure the window has 2 or more
+	}
 	for {
 		batch := next
 		for next < size && len(ends) < window {
@@ -420,6 +513,12 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 				return errPermanent{err}
 			}
 		}
+		if sum != nil && next == size {
+			if err := sendChecksum(ctx, sess, sum); err != nil {
+				return err
+			}
+			sum = nil
+		}
 		a, err := nextAck(ctx, sess, size, conn)
 		if err != nil {
 			return err
@@ -436,6 +535,21 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 			return nil
 		}
 	}
+}
+
+// sendChecksum sends the checksum that follows the file, once sum has it
+// (the origin may still be hashing the file). The acks that arrive
+// meanwhile wait in the session: the chunks in flight are fewer than the
+// window, and so are they.
+func sendChecksum(ctx context.Context, sess *session.Session, sum func(context.Context) (string, error)) error {
+	cs, err := sum(ctx)
+	if err != nil {
+		return err
+	}
+	if err := sess.SendData(ctx, session.FileChecksumSeq, session.AppendFileChecksum(nil, cs)); err != nil {
+		return fmt.Errorf("send the file's checksum: %w", err)
+	}
+	return nil
 }
 
 // nextAck waits for the next hop's next answer on a file session: an

@@ -87,7 +87,10 @@ func (s *Sender) forward(ctx context.Context, m *message.Message, src *filetrans
 	defer stop()
 	run, done := s.startRun(m)
 	defer done()
-	err := s.sendFile(ctx, m, func() (chunkSource, error) { return src, nil }, run)
+	// A file whose checksum follows is forwarded without it too; after
+	// the last byte, the forward sends the checksum this node verified,
+	// which src has once the whole file is durable here.
+	err := s.sendFile(ctx, m, func() (chunkSource, error) { return src, nil }, src.Checksum, run)
 	log := s.log.With(slog.String(logkey.File, m.File.Filename), slog.Uint64("msg_id", m.ID))
 	switch {
 	case err == nil:

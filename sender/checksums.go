@@ -1,0 +1,115 @@
+package sender
+
+import (
+	"context"
+	"sync"
+
+	"github.com/petrelmq/petrel/message"
+)
+
+// Checksums is where the origin's Send hands a file's SHA-256 to the
+// sender that already moves the file: Send stores a file message whose
+// checksum follows (FileChecksum empty), so that its transfer starts at
+// once, then hashes the file. The file worker waits here for that hash
+// after the last chunk, and sends it to the next hop; or, when Send's hash
+// failed, gives the file up without it ever being delivered.
+//
+// It lives in memory only. A worker that finds no entry (the node
+// restarted since Send) hashes the file itself. Entries are removed when
+// the worker settles the file message; one whose message never reaches a
+// worker (it expired, or its queue was dropped) stays until the node
+// stops: a few dozen bytes.
+//
+// A nil *Checksums has no entries.
+type Checksums struct {
+	mu sync.Mutex
+	m  map[earlyKey]*pendingSum
+}
+
+// pendingSum is one file's hash in progress: done is closed once sum or
+// err is set.
+type pendingSum struct {
+	done chan struct{}
+	sum  string
+	err  error
+}
+
+// NewChecksums returns an empty registry.
+func NewChecksums() *Checksums { return &Checksums{m: map[earlyKey]*pendingSum{}} }
+
+// Begin registers the hash of the file message (origin, id), before the
+// message is stored so that no worker misses it, and returns the function
+// that records its outcome: the checksum (lowercase hex), or why there is
+// none. That function must be called once; later calls do nothing.
+func (c *Checksums) Begin(origin message.NodeID, id uint64) func(sum string, err error) {
+	p := &pendingSum{done: make(chan struct{})}
+	c.mu.Lock()
+	c.m[earlyKey{origin, id}] = p
+	c.mu.Unlock()
+	var once sync.Once
+	return func(sum string, err error) {
+		once.Do(func() {
+			p.sum, p.err = sum, err
+			close(p.done)
+		})
+	}
+}
+
+// lookup returns the entry of (origin, id), nil if there is none.
+func (c *Checksums) lookup(m *message.Message) *pendingSum {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[earlyKey{m.Origin, m.ID}]
+}
+
+// failed returns why the hash of m failed, if it is known to have.
+func (c *Checksums) failed(m *message.Message) error {
+	p := c.lookup(m)
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// wait returns m's checksum once Send has it, or why it has none. ok is
+// false when no Send registered m's hash: the worker hashes it itself.
+func (c *Checksums) wait(ctx context.Context, m *message.Message) (sum string, ok bool, err error) {
+	p := c.lookup(m)
+	if p == nil {
+		return "", false, nil
+	}
+	select {
+	case <-p.done:
+		return p.sum, true, p.err
+	case <-ctx.Done():
+		return "", true, context.Cause(ctx)
+	}
+}
+
+// forget drops m's entry once its file message is settled.
+func (c *Checksums) forget(m *message.Message) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	delete(c.m, earlyKey{m.Origin, m.ID})
+	c.mu.Unlock()
+}
+
+// Len returns how many entries are held.
+func (c *Checksums) Len() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
