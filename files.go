@@ -125,14 +125,15 @@ func (n *Node) senderFiles() sender.FileConfig {
 			f.ChunkSize = mf - 8
 		}
 	}
-	return sender.FileConfig{ChunkSize: f.ChunkSize, Window: f.Window, Concurrency: f.Concurrency, Done: n.fileDone, Source: n.fileSource}
+	return sender.FileConfig{ChunkSize: f.ChunkSize, Window: f.Window, Concurrency: f.Concurrency, Done: n.fileDone, Source: n.fileSource, Checksums: n.checksums}
 }
 
 // prepareFile describes the file a file message sends, as Send is called:
 // name, size, SHA-256 and the identifiers, and records its modification
 // time so that the sender notices a change. dest is the destination in
-// full, name@node.
-func (n *Node) prepareFile(ctx context.Context, m *message.Message, dest string) error {
+// full, name@node. With later, a file with content is not read: its
+// checksum is left empty, to follow (see Node.sendFile).
+func (n *Node) prepareFile(ctx context.Context, m *message.Message, dest string, later bool) error {
 	if m.File.SendFilePath == "" {
 		return fmt.Errorf("send file to %q: set File.SendFilePath: %w", m.Destination, ErrNoFile)
 	}
@@ -145,6 +146,13 @@ func (n *Node) prepareFile(ctx context.Context, m *message.Message, dest string)
 	var info filetransfer.Info
 	if sum := m.File.FileChecksum; sum != "" {
 		info, err = filetransfer.DescribeKnown(path, sum)
+	} else if later {
+		info, err = filetransfer.DescribeLater(path)
+		if err == nil && info.Size == 0 {
+			// No content after which a checksum could follow: hashing
+			// nothing costs nothing.
+			info, err = filetransfer.DescribeContext(ctx, path)
+		}
 	} else {
 		info, err = filetransfer.DescribeContext(ctx, path)
 	}

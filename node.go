@@ -57,8 +57,14 @@ type Node struct {
 	srv         *receiver.Server
 	// files is cfg.Files with its defaults; spool holds files being
 	// received and those a relay holds.
-	files    FilesConfig
-	spool    *filetransfer.Spool
+	files FilesConfig
+	spool *filetransfer.Spool
+	// checksums hands the SHA-256 of a file that Send hashes while its
+	// transfer already runs to the sender moving it (see Producer.Send).
+	checksums *sender.Checksums
+	// hashHook, set by tests only, runs before Send hashes a file whose
+	// checksum follows, with its message already stored.
+	hashHook func(m *message.Message)
 	outboxes outboxes
 	outcomes fileOutcomes
 	// janitorStop ends the spool janitor; janitorDone closes when it did.
@@ -271,6 +277,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics,
 		listeners: map[*Listener]struct{}{},
 		icpt:      icpt,
 		ha:        ha.Hold,
+		checksums: sender.NewChecksums(),
 	}
 	for _, a := range cfg.Addresses {
 		if a.Role == 0 {

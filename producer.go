@@ -89,8 +89,17 @@ func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) er
 	if err != nil {
 		return err
 	}
-	if err := n.prepareFile(ctx, m, dest); err != nil {
+	// A file that leaves this node is stored before it is hashed, so that
+	// its transfer starts at once; the hash follows, here (see Send).
+	later := q.Kind() == queue.KindSend && m.File.FileChecksum == ""
+	if err := n.prepareFile(ctx, m, dest, later); err != nil {
 		return err
+	}
+	var hashed func(sum string, err error)
+	if m.File.FileChecksum == "" {
+		// Registered before the message is stored, so that the sender
+		// that picks it up waits for this hash rather than doing its own.
+		hashed = n.checksums.Begin(m.Origin, m.ID)
 	}
 	m.Destination = dest
 	if err := m.Validate(n.cfg.Limits); err != nil {
@@ -111,7 +120,17 @@ func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) er
 		if local != nil {
 			local.Close()
 		}
+		if hashed != nil {
+			// The message may be stored all the same (ctx ended while its
+			// commit ran): its sender must give it up, not guess.
+			hashed("", err)
+		}
 		return fmt.Errorf("send file to %q: %w", m.Destination, err)
+	}
+	if hashed != nil {
+		if err := n.hashFollowing(ctx, m, hashed); err != nil {
+			return err
+		}
 	}
 	if local != nil {
 		local.Finish()
@@ -171,3 +190,26 @@ func (p *Pending) Err() error { return p.c.Err() }
 
 // Wait blocks until the send completes or ctx ends.
 func (p *Pending) Wait(ctx context.Context) error { return p.c.Wait(ctx) }
+
+// hashFollowing computes the SHA-256 of m's file, stored with its checksum
+// to follow, while its sender may already be sending it, and hands the
+// result to that sender through hashed. The file must still have the size
+// and modification time it was described with. On success m carries the
+// checksum, as a caller of Send expects; on failure the sender gives the
+// file up (aborting its transfer, settling the message as failed), so
+// that it is delivered nowhere, and the error is Send's.
+func (n *Node) hashFollowing(ctx context.Context, m *message.Message, hashed func(string, error)) error {
+	want := filetransfer.InfoFromProps(m.File)
+	want.ModTime = modTimeOf(m)
+	if hook := n.hashHook; hook != nil {
+		hook(m)
+	}
+	info, err := filetransfer.DescribeMatching(ctx, m.File.SendFilePath, want)
+	if err != nil {
+		hashed("", err)
+		return fmt.Errorf("send file: %w", err)
+	}
+	hashed(info.SHA256, nil)
+	m.File.FileChecksum = info.SHA256
+	return nil
+}
