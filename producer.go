@@ -43,13 +43,21 @@ func (p *Producer) CreateFileMessage(addr string) *message.Message {
 // its receive queue. If ctx ends first, Send returns ctx's error and the
 // message may or may not have been stored.
 //
-// For a file message, Send first reads the file to describe it (SHA-256;
-// when File.FileChecksum is already set, it is taken as the file's SHA-256
-// in lowercase hex and the file is not read, and a wrong one makes the
-// next hop refuse the file as corrupt), then stores the file message: from then on the transfer is the node's,
-// tracked in its store, and resumes after link cuts and restarts. The file
-// must not change until it is sent; if it does, the transfer fails with
-// the reason. A file for an address of this node is copied into its
+// For a file message, Send describes the file (name, size, SHA-256) and
+// stores the file message: from then on the transfer is the node's,
+// tracked in its store, and resumes after link cuts and restarts. When
+// File.FileChecksum is already set, it is taken as the file's SHA-256 in
+// lowercase hex and the file is not read; a wrong one makes the next hop
+// refuse the file as corrupt. Otherwise Send reads the whole file for its
+// SHA-256; for a file that leaves this node, it stores the message first
+// (the checksum follows the content on the wire), so that the transfer
+// starts while Send still reads, and returns once it has the checksum.
+// Either way Send returns with File.FileChecksum set. If the file cannot
+// be hashed (it changes meanwhile, or ctx ends), Send returns the error
+// and the file is delivered nowhere: its transfer is given up, as a
+// failed one (see FilesConfig and PropNotify). The file must not change
+// until it is sent; if it does, the transfer fails with the reason. A
+// file for an address of this node is read first, then copied into its
 // received folder before Send returns.
 //
 // Through a Client (see Dial), Send returns once the node has committed

@@ -83,6 +83,7 @@ func (r *chunkReader) run(ctx context.Context) error {
 // Nothing is acked meanwhile: every byte is here, and an ack of the size
 // would pass custody.
 func (r *chunkReader) trailer(ctx, rctx context.Context) error {
+	r.tr.received(r.in.Written()) // every byte is here; custody waits for the checksum
 	d, err := r.sess.Recv(rctx)
 	if err != nil && r.s.draining() && ctx.Err() == nil {
 		// Shutting down: what is durable stays below the size (see
