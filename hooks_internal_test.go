@@ -1,6 +1,9 @@
 package petrel
 
-import "github.com/petrelmq/petrel/message"
+import (
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/message"
+)
 
 // SetHashHook makes f run in every Send of n that hashes a file whose
 // checksum follows, after the file message is stored and before the file
@@ -11,3 +14,14 @@ func SetHashHook(n *Node, f func(m *message.Message)) { n.hashHook = f }
 // PendingChecksums returns how many file checksums n's senders may still
 // wait for.
 func PendingChecksums(n *Node) int { return n.checksums.Len() }
+
+// FilesAnnounced returns how many file sessions announced a file to n's
+// receiver, resumes included.
+func FilesAnnounced(n *Node) int64 { return n.srv.StatsRef().FilesAnnounced.Load() }
+
+// FileState returns where the file message id sent from n stands, and the
+// error of a failed one.
+func FileState(n *Node, id uint64) (filetransfer.State, string) {
+	p := n.fileProgress(id)
+	return p.State, p.Error
+}

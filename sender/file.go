@@ -540,10 +540,26 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 // sendChecksum sends the checksum that follows the file, once sum has it
 // (the origin may still be hashing the file). The acks that arrive
 // meanwhile wait in the session: the chunks in flight are fewer than the
-// window, and so are they.
+// window, and so are they. A session that ends meanwhile (a cut link)
+// ends the wait, so that the transfer resumes on a new one at once rather
+// than after the hash.
 func sendChecksum(ctx context.Context, sess *session.Session, sum func(context.Context) (string, error)) error {
-	cs, err := sum(ctx)
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-sess.Done():
+			cancel(errSessionEnded)
+		case <-stop:
+		}
+	}()
+	cs, err := sum(wctx)
 	if err != nil {
+		if ctx.Err() == nil && context.Cause(wctx) == errSessionEnded {
+			return fmt.Errorf("waiting for the file's checksum: %w", errSessionEnded)
+		}
 		return err
 	}
 	if err := sess.SendData(ctx, session.FileChecksumSeq, session.AppendFileChecksum(nil, cs)); err != nil {

@@ -1,0 +1,375 @@
+package petrel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
+	"github.com/petrelmq/petrel/message"
+)
+
+// The checksum follows: a file for another node is stored before Send
+// hashes it, its transfer runs meanwhile, and its checksum follows its
+// last byte. These tests hold Send's hash back with a hook (SetHashHook)
+// until the transfer stands where they want it, so what they check does
+// not depend on which of the hash and the transfer is faster.
+
+// hashGate holds the hashes of a node's Sends: each Send, once its
+// message is stored, reports the message id on stored and waits for
+// release (closed, or one value per Send).
+type hashGate struct {
+	stored  chan uint64
+	release chan struct{}
+}
+
+func holdHashes(n *petrel.Node) *hashGate {
+	g := &hashGate{stored: make(chan uint64, 4), release: make(chan struct{}, 4)}
+	petrel.SetHashHook(n, func(m *message.Message) {
+		g.stored <- m.ID
+		<-g.release
+	})
+	return g
+}
+
+// sendHeld starts Send of the file at path to dest in its own goroutine
+// and returns the message (its id is set once stored; read it only after
+// wait) and wait, which returns Send's error; the test must call it.
+func sendHeld(t *testing.T, n *petrel.Node, g *hashGate, ctx context.Context, dest, path string) (m *message.Message, wait func() error) {
+	t.Helper()
+	m = n.Producer().CreateFileMessage(dest)
+	m.File.SendFilePath = path
+	done := make(chan error, 1)
+	go func() { done <- n.Producer().Send(ctx, m) }()
+	select {
+	case <-g.stored:
+	case err := <-done:
+		t.Fatalf("Send returned before it hashed the file: %v", err)
+	case <-time.After(petreltest.Patience):
+		t.Fatal("Send never stored the file message")
+	}
+	return m, func() error { return <-done }
+}
+
+// transferOf returns n's receiving transfer, if it has one.
+func transferOf(n *petrel.Node) (petrel.TransferStatus, bool) {
+	ts := n.Transfers()
+	if len(ts) != 1 {
+		return petrel.TransferStatus{}, false
+	}
+	return ts[0], true
+}
+
+// allBytesAt waits until n has every byte of the size-byte file but has
+// not taken it (its checksum has not come): durable below the size.
+func allBytesAt(t *testing.T, n *petrel.Node, size int64) {
+	t.Helper()
+	petreltest.Eventually(t, "every byte at "+n.Name(), func() bool {
+		tr, ok := transferOf(n)
+		return ok && tr.Received == size && tr.State == filetransfer.StateReceiving
+	}, func() string { return fmt.Sprintf("transfers %+v", n.Transfers()) })
+	tr, _ := transferOf(n)
+	if tr.Offset >= size {
+		t.Fatalf("%s holds the file durably at %d of %d before its checksum came", n.Name(), tr.Offset, size)
+	}
+	if got := n.ReceiverStats().FilesTaken; got != 0 {
+		t.Fatalf("%s took %d files before the checksum came", n.Name(), got)
+	}
+}
+
+func oneHop(t *testing.T, mod func(*petrel.Config)) (a, b *petrel.Node) {
+	t.Helper()
+	b = nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(mod))
+	a = nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		if mod != nil {
+			mod(c)
+		}
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
+	return a, b
+}
+
+// (a) The transfer runs while Send hashes: every byte is at the next hop
+// before Send has the checksum; then the file is delivered with it.
+func TestFileChecksumFollowsOneHop(t *testing.T) {
+	a, b := oneHop(t, nil)
+	const size = 3<<20 + 5
+	src, sum := writeRandom(t, t.TempDir(), "follows.bin", size)
+	g := holdHashes(a)
+	m, wait := sendHeld(t, a, g, context.Background(), "files@b", src)
+	allBytesAt(t, b, size)
+	close(g.release)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if m.File.FileChecksum != sum || m.File.Filesize != size {
+		t.Fatalf("Send returned with checksum %q and size %d; want %s, %d", m.File.FileChecksum, m.File.Filesize, sum, size)
+	}
+	d := receiveFile(t, b, "files", 30*time.Second)
+	if d.File.FileChecksum != sum {
+		t.Fatalf("delivered with checksum %q, want %s", d.File.FileChecksum, sum)
+	}
+	if got := fileSum(t, d.File.ReceivedFilePath); got != sum {
+		t.Fatalf("delivered content has SHA-256 %s, sent %s", got, sum)
+	}
+	if n := petrel.FilesAnnounced(b); n != 1 {
+		t.Fatalf("%d file sessions for one uncut transfer", n)
+	}
+	petreltest.Eventually(t, "a forgetting the checksum", func() bool { return petrel.PendingChecksums(a) == 0 })
+}
+
+// (b) A link cut in the middle of the content, while Send still hashes:
+// the transfer resumes and the file arrives whole.
+func TestFileChecksumFollowsCutMidTransfer(t *testing.T) {
+	a, b := oneHop(t, func(c *petrel.Config) {
+		c.Files = petrel.FilesConfig{ChunkSize: 64 << 10, Window: 8, SyncBytes: 1 << 20}
+	})
+	const size = 64 << 20
+	src, sum := writeRandom(t, t.TempDir(), "cut.bin", size)
+	g := holdHashes(a)
+	_, wait := sendHeld(t, a, g, context.Background(), "files@b", src)
+	var atCut petrel.TransferStatus
+	petreltest.Eventually(t, "part of the file durable at b", func() bool {
+		tr, ok := transferOf(b)
+		atCut = tr
+		return ok && tr.Offset >= 4<<20
+	}, func() string { return fmt.Sprintf("transfers %+v", b.Transfers()) })
+	a.CutLink("b")
+	if atCut.Received >= size {
+		t.Fatalf("every byte had arrived before the cut (%+v): the cut is not mid-transfer", atCut)
+	}
+	petreltest.Eventually(t, "a second file session", func() bool { return petrel.FilesAnnounced(b) >= 2 })
+	close(g.release)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	d := receiveFile(t, b, "files", 60*time.Second)
+	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
+	}
+}
+
+// (c) A link cut after the last byte and before the checksum: the next
+// session resumes below the size (custody never passes early), the link
+// waits for the checksum again, and the file then arrives.
+func TestFileChecksumFollowsCutBeforeChecksum(t *testing.T) {
+	// Syncs every 1 MiB, and the file is a whole number of MiB: its last
+	// chunk completes a sync interval, where a checkpoint would record the
+	// whole size were the checksum not pending.
+	a, b := oneHop(t, func(c *petrel.Config) {
+		c.Files = petrel.FilesConfig{ChunkSize: 64 << 10, Window: 8, SyncBytes: 1 << 20}
+	})
+	const size = 4 << 20
+	src, sum := writeRandom(t, t.TempDir(), "late.bin", size)
+	g := holdHashes(a)
+	m, wait := sendHeld(t, a, g, context.Background(), "files@b", src)
+	allBytesAt(t, b, size)
+	a.CutLink("b")
+	// The sender sees its session end even while it waits for the hash,
+	// and resumes on a new one, which gets every byte again and waits.
+	petreltest.Eventually(t, "a second file session", func() bool { return petrel.FilesAnnounced(b) >= 2 })
+	allBytesAt(t, b, size)
+	if st, _ := petrel.FileState(a, m.ID); st == filetransfer.StateHandedOver {
+		t.Fatal("a handed the file over before its checksum was sent")
+	}
+	if qs, _ := b.QueueStat("files"); qs.Depth != 0 {
+		t.Fatalf("b committed %d messages before the checksum came", qs.Depth)
+	}
+	close(g.release)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	d := receiveFile(t, b, "files", 30*time.Second)
+	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
+	}
+	petreltest.Eventually(t, "a handing the file over", func() bool {
+		st, _ := petrel.FileState(a, m.ID)
+		return st == filetransfer.StateHandedOver
+	})
+}
+
+// (d) A relay forwards a file whose checksum follows while it still
+// receives it: the destination gets bytes before the origin has the
+// checksum, and the relay sends, after the last byte, the checksum it
+// verified.
+func TestFileChecksumFollowsThroughEarlyRelay(t *testing.T) {
+	a, c, b := relayTrio(t, func(cfg *petrel.Config) {
+		cfg.Files = petrel.FilesConfig{ChunkSize: 64 << 10, Window: 8, SyncBytes: 1 << 20}
+	})
+	const size = 8<<20 + 17
+	src, sum := writeRandom(t, t.TempDir(), "relayed.bin", size)
+	g := holdHashes(a)
+	_, wait := sendHeld(t, a, g, context.Background(), "files@b", src)
+	allBytesAt(t, c, size)
+	petreltest.Eventually(t, "the relay forwarding early", func() bool {
+		tr, ok := transferOf(b)
+		return ok && tr.Received > 0
+	}, func() string { return fmt.Sprintf("b transfers %+v", b.Transfers()) })
+	if tr, _ := transferOf(b); tr.Received >= size {
+		t.Fatalf("b got every byte (%+v) before the relay could verify the file", tr)
+	}
+	if got := b.ReceiverStats().FilesTaken; got != 0 {
+		t.Fatalf("b took %d files before any checksum existed", got)
+	}
+	close(g.release)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	d := receiveFile(t, b, "files", 30*time.Second)
+	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
+	}
+	early := int64(0)
+	for _, l := range c.Links() {
+		early += l.Files.Early
+	}
+	if early == 0 {
+		t.Fatal("the relay never forwarded early")
+	}
+	if n := petrel.FilesAnnounced(b); n < 1 {
+		t.Fatalf("FilesAnnounced at b = %d", n)
+	}
+}
+
+// nothingDelivered checks that the file message id from a ended failed,
+// with why, and that b holds nothing of it: no message, no file, no
+// partial file.
+func nothingDelivered(t *testing.T, a, b *petrel.Node, id uint64, why string) {
+	t.Helper()
+	petreltest.Eventually(t, "a giving the file up", func() bool {
+		st, _ := petrel.FileState(a, id)
+		return st == filetransfer.StateFailed
+	}, func() string { st, e := petrel.FileState(a, id); return fmt.Sprintf("%s %s", st, e) })
+	if _, e := petrel.FileState(a, id); !strings.Contains(e, why) {
+		t.Fatalf("the file failed with %q; want it to say %q", e, why)
+	}
+	if qs, _ := b.QueueStat("files"); qs.Depth != 0 || qs.Enqueued != 0 {
+		t.Fatalf("b committed a file message: %+v", qs)
+	}
+	if got := b.ReceiverStats().FilesTaken; got != 0 {
+		t.Fatalf("b took %d files", got)
+	}
+	ents, _ := os.ReadDir(filepath.Join(b.DataDir(), "received", "files"))
+	if len(ents) != 0 {
+		t.Fatalf("b's received folder holds %d entries", len(ents))
+	}
+	petreltest.Eventually(t, "b dropping the partial file", func() bool { return len(spoolEntries(b)) == 0 },
+		func() string { return fmt.Sprint(spoolEntries(b)) })
+	petreltest.Eventually(t, "a forgetting the checksum", func() bool { return petrel.PendingChecksums(a) == 0 })
+}
+
+// (e) The file grows while Send hashes it: Send fails with
+// ErrSourceChanged, and the transfer that had begun is given up: nothing
+// reaches the destination.
+func TestFileChecksumFollowsHashFailsOnChange(t *testing.T) {
+	a, b := oneHop(t, nil)
+	const size = 2 << 20
+	src, _ := writeRandom(t, t.TempDir(), "growing.bin", size)
+	g := holdHashes(a)
+	m, wait := sendHeld(t, a, g, context.Background(), "files@b", src)
+	allBytesAt(t, b, size)
+	f, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("more"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	close(g.release)
+	if err := wait(); !errors.Is(err, filetransfer.ErrSourceChanged) {
+		t.Fatalf("Send of a file that changed while hashed = %v; want ErrSourceChanged", err)
+	}
+	nothingDelivered(t, a, b, m.ID, "changed")
+}
+
+// (e) Send's context ends while it hashes: the file itself is fine, but
+// Send returns the error, so the transfer already running must be given
+// up: the origin's word on the checksum never came.
+func TestFileChecksumFollowsHashFailsOnContext(t *testing.T) {
+	a, b := oneHop(t, nil)
+	const size = 2 << 20
+	src, _ := writeRandom(t, t.TempDir(), "cancelled.bin", size)
+	g := holdHashes(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	m, wait := sendHeld(t, a, g, ctx, "files@b", src)
+	allBytesAt(t, b, size)
+	cancel()
+	close(g.release)
+	if err := wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Send whose context ended while it hashed = %v; want context.Canceled", err)
+	}
+	nothingDelivered(t, a, b, m.ID, "checksum could not be computed")
+}
+
+// (e) The hash fails before the sender picks the message up (the link is
+// not up yet): once it is, the message is given up without being
+// announced.
+func TestFileChecksumFollowsHashFailsBeforeLinkUp(t *testing.T) {
+	addr := freeAddr(t) // b listens there only after Send failed
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
+	}))
+	src, _ := writeRandom(t, t.TempDir(), "early.bin", 1<<20)
+	g := holdHashes(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	m, wait := sendHeld(t, a, g, ctx, "files@b", src)
+	cancel()
+	close(g.release)
+	if err := wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Send = %v; want context.Canceled", err)
+	}
+	if st, _ := petrel.FileState(a, m.ID); st == filetransfer.StateFailed {
+		t.Fatal("the file failed before its link came up: the test checks nothing")
+	}
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(addr))
+	nothingDelivered(t, a, b, m.ID, "checksum could not be computed")
+	if n := petrel.FilesAnnounced(b); n != 0 {
+		t.Fatalf("b saw %d announcements of a file given up before its link came up", n)
+	}
+}
+
+// (g) The origin restarts between Send and the end of the transfer: the
+// restarted node has no record of Send's hash, so its sender hashes the
+// file itself and sends that checksum.
+func TestFileChecksumFollowsOriginRestart(t *testing.T) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"))
+	dir := t.TempDir()
+	cfg := func(c *petrel.Config) {
+		c.DataDir = dir
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}
+	a := nodes.Open(t, nodes.Name("a"), nodes.LeasesMayRemain(), nodes.With(cfg))
+	const size = 3 << 20
+	src, sum := writeRandom(t, t.TempDir(), "restart.bin", size)
+	g := holdHashes(a)
+	_, wait := sendHeld(t, a, g, context.Background(), "files@b", src)
+	allBytesAt(t, b, size)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	// The first node is closed: whatever Send then returns, the message
+	// was stored, and the restarted node must carry it through.
+	wait()
+	a2 := nodes.Open(t, nodes.Name("a"), nodes.With(cfg))
+	if petrel.PendingChecksums(a2) != 0 {
+		t.Fatal("a restarted node holds checksums from before")
+	}
+	d := receiveFile(t, b, "files", 30*time.Second)
+	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
+	}
+	if n := petrel.FilesAnnounced(b); n < 2 {
+		t.Fatalf("FilesAnnounced at b = %d; the restarted node must have resumed on a new session", n)
+	}
+}
