@@ -373,3 +373,78 @@ func TestFileChecksumFollowsOriginRestart(t *testing.T) {
 		t.Fatalf("FilesAnnounced at b = %d; the restarted node must have resumed on a new session", n)
 	}
 }
+
+// refusePending refuses, on links, a file message without its checksum,
+// as a next hop older than the checksum that follows does.
+type refusePending struct {
+	petrel.NopInterceptor
+	refused chan struct{}
+}
+
+func (r *refusePending) OnPublish(_ context.Context, m *message.Message, from petrel.ConnInfo) error {
+	if m.Kind == message.KindFile && from.Path == petrel.PathLink && m.File.FileChecksum == "" {
+		select {
+		case r.refused <- struct{}{}:
+		default:
+		}
+		return errors.New("bad file announcement: no checksum")
+	}
+	return nil
+}
+
+// A next hop that refuses a file announced before its checksum (an older
+// node) gets it announced again with the checksum, and takes it.
+func TestFileChecksumFollowsRefusedThenAnnouncedWithIt(t *testing.T) {
+	ic := &refusePending{refused: make(chan struct{}, 1)}
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
+		c.Interceptors = []petrel.Interceptor{ic}
+	}))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
+	const size = 1<<20 + 3
+	src, sum := writeRandom(t, t.TempDir(), "older.bin", size)
+	g := holdHashes(a)
+	_, wait := sendHeld(t, a, g, context.Background(), "files@b", src)
+	select {
+	case <-ic.refused:
+	case <-time.After(petreltest.Patience):
+		t.Fatal("b never saw the announcement without its checksum")
+	}
+	close(g.release)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	d := receiveFile(t, b, "files", 30*time.Second)
+	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
+	}
+}
+
+// With a file session window of 1 there is no room for the checksum
+// beside the last chunk: the sender waits for the checksum and announces
+// the file with it.
+func TestFileChecksumFollowsWindowOfOne(t *testing.T) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
+		c.Link.Window = 1
+	}))
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+		c.Files = petrel.FilesConfig{ChunkSize: 64 << 10}
+	}))
+	const size = 1<<20 + 9
+	src, sum := writeRandom(t, t.TempDir(), "narrow.bin", size)
+	g := holdHashes(a)
+	_, wait := sendHeld(t, a, g, context.Background(), "files@b", src)
+	close(g.release)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	d := receiveFile(t, b, "files", 30*time.Second)
+	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
+	}
+	if n := petrel.FilesAnnounced(b); n != 1 {
+		t.Fatalf("%d file sessions; want the one announced with its checksum", n)
+	}
+}

@@ -94,6 +94,14 @@ type errPermanent struct{ error }
 
 func (e errPermanent) Unwrap() error { return e.error }
 
+// errFollowRefused is the refusal, for good, of a file announced without
+// its checksum: perhaps only because the next hop does not take a
+// checksum that follows, which announcing the file with it would mend.
+type errFollowRefused struct{ perm errPermanent }
+
+func (e errFollowRefused) Error() string { return e.perm.Error() }
+func (e errFollowRefused) Unwrap() error { return e.perm }
+
 // FileStatus is one file a sender is moving.
 type FileStatus struct {
 	ID       uint64 `json:"id"` // the file message's id
@@ -259,8 +267,9 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		return known, nil
 	}
 	attempt, corrupt := 0, 0
+	announced := m // what the next hop is told: m, or m with its checksum
 	for {
-		err := s.sendFile(ctx, m, open, sum, run)
+		err := s.sendFile(ctx, announced, open, sum, run)
 		if err == nil {
 			s.settleFile(d, m, nil)
 			return
@@ -268,6 +277,27 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		if ctx.Err() != nil {
 			d.Release()
 			return
+		}
+		var fr errFollowRefused
+		if errors.As(err, &fr) && announced == m {
+			// A next hop that does not take a checksum that follows (one
+			// older than this node) refuses the announcement: announce
+			// the file again with its checksum, once it is known. A next
+			// hop that refuses the file for another reason refuses it
+			// again, and the file fails with that reason.
+			log.Info("the next hop refused the file announced before its checksum; announcing it with the checksum", slog.Any(logkey.Error, err))
+			cs, serr := sum(ctx)
+			if serr == nil {
+				c := *m
+				c.File.FileChecksum = cs
+				announced = &c
+				continue
+			}
+			if ctx.Err() != nil {
+				d.Release()
+				return
+			}
+			err = serr
 		}
 		if errors.Is(err, filetransfer.ErrCorrupt) && corrupt < maxCorruptRetries {
 			corrupt++
@@ -401,6 +431,9 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (
 	}
 	size := m.File.Filesize
 	at, err := nextAck(ctx, sess, size, conn)
+	if refused := (errPermanent{}); follows && errors.As(err, &refused) {
+		return errFollowRefused{refused}
+	}
 	if err != nil {
 		return err
 	}
