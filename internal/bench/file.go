@@ -216,5 +216,7 @@ func sendWhat(known bool) string {
 	if known {
 		return "given the SHA-256: stat the file, and store"
 	}
-	return "describe: SHA-256 of the file, and store"
+	// The file goes to another node: Send stores it first and returns
+	// once it has the SHA-256, read while the transfer already runs.
+	return "stat and store, then the SHA-256 of the file, beside the transfer"
 }
