@@ -17,6 +17,10 @@
 // them (Incoming.Write), makes them durable (Incoming.Sync) and only then
 // acknowledges them. At the end the receiver verifies and delivers the
 // file (Incoming.Complete) and only then announces it to the consumers.
+// A sender may also announce the file before it has hashed it
+// (DescribeLater, then DescribeMatching): its checksum then follows the
+// last byte (Info.Pending, Incoming.SetChecksum), and the invariants below
+// keep custody where it was.
 //
 // # Spool layout
 //

@@ -10,6 +10,12 @@
 //     ends, every message in flight goes back to the queue and is sent
 //     again, in its original order, on the next session; the next hop's
 //     dedupe drops what it already had.
+//   - A file leaves its send queue only when the next hop acked its whole
+//     size, which it does only once it verified the file. A file stored
+//     before its checksum was known is announced without it, and its
+//     checksum (Checksums, or the sender's own hash after a restart) is
+//     sent after the last chunk; if there is none (the hash failed), the
+//     transfer is aborted and the file message fails.
 //   - An expired message is never forwarded; a forwarded message carries
 //     its remaining time to live.
 //   - Reconnects back off exponentially, with jitter, between ReconnectMin
