@@ -246,3 +246,40 @@ func TestDescribeLaterAndMatching(t *testing.T) {
 		t.Fatal("DescribeLater of a missing file succeeded")
 	}
 }
+
+// TestPendingStateAtSizeStartsAgain: a state that records the whole file
+// without its checksum (which Sync never writes, but a disk or a hand
+// could) is not resumed: the transfer starts again from 0, never at the
+// size, which would be acked as custody.
+func TestPendingStateAtSizeStartsAgain(t *testing.T) {
+	data := randomBytes(t, 32<<10)
+	dir := t.TempDir()
+	sp := mustSpool(t, dir)
+	in, err := sp.Begin("p6", pendingInfo("p.bin", data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeChunks(t, in, data, 0, 8<<10, false)
+	in.mu.Lock()
+	in.bg.wait()
+	hs, err := in.h.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
+	if err == nil {
+		err = in.f.Sync()
+	}
+	if err == nil {
+		err = writeState(in.statePath, in.info, in.end, hs)
+	}
+	in.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	in, err = sp.Begin("p6", pendingInfo("p.bin", data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if in.Offset() != 0 {
+		t.Fatalf("a pending state at the size resumed at %d; want 0", in.Offset())
+	}
+}
