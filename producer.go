@@ -55,7 +55,11 @@ func (p *Producer) CreateFileMessage(addr string) *message.Message {
 // Either way Send returns with File.FileChecksum set. If the file cannot
 // be hashed (it changes meanwhile, or ctx ends), Send returns the error
 // and the file is delivered nowhere: its transfer is given up, as a
-// failed one (see FilesConfig and PropNotify). The file must not change
+// failed one (see FilesConfig and PropNotify). That it was given up is
+// kept in memory: should the node stop before its sender acts on it, the
+// restarted node hashes the file again and sends it if it still has the
+// size and modification time Send saw, as a Send whose ctx ended may have
+// stored its message. The file must not change
 // until it is sent; if it does, the transfer fails with the reason. A
 // file for an address of this node is read first, then copied into its
 // received folder before Send returns.
