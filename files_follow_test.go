@@ -85,6 +85,16 @@ func allBytesAt(t *testing.T, n *petrel.Node, size int64) {
 	}
 }
 
+// deliveredWith waits up to within for the file message at b's "files"
+// address and checks that it carries sum and its content has it.
+func deliveredWith(t *testing.T, b *petrel.Node, sum string, within time.Duration) {
+	t.Helper()
+	d := receiveFile(t, b, "files", within)
+	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
+		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
+	}
+}
+
 func oneHop(t *testing.T, mod func(*petrel.Config)) (a, b *petrel.Node) {
 	t.Helper()
 	b = nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(mod))
@@ -151,10 +161,7 @@ func TestFileChecksumFollowsCutMidTransfer(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	d := receiveFile(t, b, "files", 60*time.Second)
-	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
-		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
-	}
+	deliveredWith(t, b, sum, 60*time.Second)
 }
 
 // (c) A link cut after the last byte and before the checksum: the next
@@ -187,10 +194,7 @@ func TestFileChecksumFollowsCutBeforeChecksum(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	d := receiveFile(t, b, "files", 30*time.Second)
-	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
-		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
-	}
+	deliveredWith(t, b, sum, 30*time.Second)
 	petreltest.Eventually(t, "a handing the file over", func() bool {
 		st, _ := petrel.FileState(a, m.ID)
 		return st == filetransfer.StateHandedOver
@@ -224,10 +228,7 @@ func TestFileChecksumFollowsThroughEarlyRelay(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	d := receiveFile(t, b, "files", 30*time.Second)
-	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
-		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
-	}
+	deliveredWith(t, b, sum, 30*time.Second)
 	early := int64(0)
 	for _, l := range c.Links() {
 		early += l.Files.Early
@@ -365,10 +366,7 @@ func TestFileChecksumFollowsOriginRestart(t *testing.T) {
 	if petrel.PendingChecksums(a2) != 0 {
 		t.Fatal("a restarted node holds checksums from before")
 	}
-	d := receiveFile(t, b, "files", 30*time.Second)
-	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
-		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
-	}
+	deliveredWith(t, b, sum, 30*time.Second)
 	if n := petrel.FilesAnnounced(b); n < 2 {
 		t.Fatalf("FilesAnnounced at b = %d; the restarted node must have resumed on a new session", n)
 	}
@@ -415,10 +413,7 @@ func TestFileChecksumFollowsRefusedThenAnnouncedWithIt(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	d := receiveFile(t, b, "files", 30*time.Second)
-	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
-		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
-	}
+	deliveredWith(t, b, sum, 30*time.Second)
 }
 
 // With a file session window of 1 there is no room for the checksum
@@ -440,10 +435,7 @@ func TestFileChecksumFollowsWindowOfOne(t *testing.T) {
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	d := receiveFile(t, b, "files", 30*time.Second)
-	if d.File.FileChecksum != sum || fileSum(t, d.File.ReceivedFilePath) != sum {
-		t.Fatalf("delivered checksum %q / content differ from %s", d.File.FileChecksum, sum)
-	}
+	deliveredWith(t, b, sum, 30*time.Second)
 	if n := petrel.FilesAnnounced(b); n != 1 {
 		t.Fatalf("%d file sessions; want the one announced with its checksum", n)
 	}
