@@ -3,11 +3,13 @@
 package filetransfer
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 )
 
 // directFlag reads, through /proc, whether in's partial file is open with
@@ -173,4 +175,62 @@ func TestBufferedWritesOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameContent(t, final, data)
+}
+
+// residentPages returns how many pages of [off, off+n) of the file at path
+// are in the page cache: mincore on a fresh read-only mapping, which
+// touches none of them.
+func residentPages(t *testing.T, path string, off, n int64) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := syscall.Mmap(int(f.Fd()), off, int(n), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(m)
+	page := int64(os.Getpagesize())
+	vec := make([]byte, (n+page-1)/page)
+	if _, _, e := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatalf("mincore: %v", e)
+	}
+	resident := 0
+	for _, v := range vec {
+		resident += int(v & 1)
+	}
+	return resident
+}
+
+// TestFollowerDropsWhatItRead: what a Follower has read leaves the page
+// cache, and what it has not read yet stays there.
+func TestFollowerDropsWhatItRead(t *testing.T) {
+	dir := t.TempDir()
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Type == 0x01021994 { // TMPFS_MAGIC: its pages are the file, nothing drops them
+		t.Skip("the test's temporary folder is on tmpfs")
+	}
+	data := randomBytes(t, 1<<20)
+	in, fo := beginFollowed(t, mustSpool(t, dir), "c1", data)
+	defer in.Close()
+	writeChunks(t, in, data, 0, 64<<10, true)
+	half := int64(len(data) / 2)
+	if got := residentPages(t, in.partPath, 0, int64(len(data))); got == 0 {
+		t.Fatal("nothing of the followed file is in the page cache after it was written through it")
+	}
+	b, err := readFollowed(fo, 0, half)
+	if err != nil || !bytes.Equal(b, data[:half]) {
+		t.Fatalf("followed %d bytes, %v", len(b), err)
+	}
+	if got := residentPages(t, in.partPath, 0, half); got != 0 {
+		t.Fatalf("%d pages of the half the follower read are still cached", got)
+	}
+	if got := residentPages(t, in.partPath, half, half); got == 0 {
+		t.Fatal("the half the follower has not read left the page cache too")
+	}
 }

@@ -61,7 +61,11 @@
 //     check, or the consumer's, is what catches that.
 //   - A Follower (Incoming.Follow), which a relay forwards from while it
 //     still receives the file, reads only bytes below the durable offset:
-//     what it hands on survives a crash of this node.
+//     what it hands on survives a crash of this node. What it has read
+//     leaves the page cache at once (those bytes are durable, so their
+//     pages are clean): the file's next writes reuse those pages instead of
+//     taking fresh ones, which cost a relay about 2 s of CPU per GiB on a
+//     virtual machine that returns freed memory to its host.
 //   - A file is delivered only when its size and SHA-256 are the announced
 //     ones. A corrupt file is removed from the spool, never delivered.
 //   - A file may be announced before its sender hashed it: its checksum

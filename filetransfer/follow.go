@@ -15,6 +15,10 @@ import (
 // its own descriptor, opened when it is made, so it goes on reading after
 // the transfer is delivered and its spool name removed.
 //
+// The bytes it has read leave the page cache: the file is written through
+// the page cache while it is followed, and without that a relay would hold
+// a whole file's worth of pages, each taken fresh (see dropCached).
+//
 // ReadChunk blocks until the bytes it is asked for are durable, the
 // transfer ends short of them (ErrUnfinished), or Close is called. It is
 // meant for one goroutine; Close may be called from any.
@@ -68,6 +72,10 @@ func (fo *Follower) ReadChunk(offset int64, buf []byte) (int, error) {
 			if err != nil && !(err == io.EOF && n == len(buf)) {
 				return n, fmt.Errorf("follow transfer %s: read at %d: %w", fo.in.id, offset, err)
 			}
+			// Read once, and durable: its pages are not needed again
+			// (a resend reads the disk), and the writes still to come
+			// reuse them rather than take fresh ones (see dropCached).
+			dropCached(fo.f, offset, int64(n))
 			return n, nil
 		}
 		if ended {
