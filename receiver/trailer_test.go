@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/session"
@@ -194,19 +196,12 @@ func TestChecksumFollowsCutBeforeTrailerResumesBelowSize(t *testing.T) {
 	f.sendFrom(t, s, 0)
 	// The receiver shows every byte arrived, and none made durable past
 	// the last checkpoint below the size.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	petreltest.Eventually(t, "every byte at the receiver", func() bool {
 		ts := f.srv.Transfers()
-		if len(ts) == 1 && ts[0].Received == int64(len(f.content)) {
-			if ts[0].Offset >= int64(len(f.content)) {
-				t.Fatalf("durable offset %d with the checksum pending", ts[0].Offset)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the receiver never had every byte: %+v", ts)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return len(ts) == 1 && ts[0].Received == int64(len(f.content))
+	}, func() string { return fmt.Sprintf("transfers %+v", f.srv.Transfers()) })
+	if ts := f.srv.Transfers(); ts[0].Offset >= int64(len(f.content)) {
+		t.Fatalf("durable offset %d with the checksum pending", ts[0].Offset)
 	}
 	cut()
 	// The old session may still hold the transfer for a moment: the new
