@@ -138,7 +138,7 @@ func DescribeContext(ctx context.Context, path string) (Info, error) {
 	if n != info.Size {
 		return Info{}, changed(path, fmt.Sprintf("%d bytes were read where its size was %d", n, info.Size))
 	}
-	if d := differences(info, after); d != "" {
+	if d := differences(info, after.Size(), after.ModTime()); d != "" {
 		return Info{}, changed(path, d)
 	}
 	return info, nil
@@ -173,16 +173,8 @@ func DescribeMatching(ctx context.Context, path string, want Info) (Info, error)
 	if err != nil {
 		return Info{}, err
 	}
-	var d []string
-	if info.Size != want.Size {
-		d = append(d, fmt.Sprintf("its size was %d bytes, now %d", want.Size, info.Size))
-	}
-	if !info.ModTime.Equal(want.ModTime) {
-		d = append(d, fmt.Sprintf("its modification time was %s, now %s",
-			want.ModTime.Format(time.RFC3339Nano), info.ModTime.Format(time.RFC3339Nano)))
-	}
-	if len(d) > 0 {
-		return Info{}, changed(path, strings.Join(d, " and "))
+	if d := differences(want, info.Size, info.ModTime); d != "" {
+		return Info{}, changed(path, d)
 	}
 	return info, nil
 }
@@ -193,14 +185,11 @@ func DescribeMatching(ctx context.Context, path string, want Info) (Info, error)
 // checked for its form (ErrBadInfo); whether it is the file's is found by
 // whoever receives the file, which refuses it as corrupt if it is not.
 func DescribeKnown(path, sha256Hex string) (Info, error) {
-	fi, err := os.Stat(path)
+	info, err := DescribeLater(path)
 	if err != nil {
-		return Info{}, fmt.Errorf("describe %s: %w", path, err)
+		return Info{}, err
 	}
-	if !fi.Mode().IsRegular() {
-		return Info{}, fmt.Errorf("describe %s: not a regular file (%s)", path, fi.Mode().Type())
-	}
-	info := Info{Filename: filepath.Base(path), Size: fi.Size(), SHA256: sha256Hex, ModTime: fi.ModTime()}
+	info.SHA256 = sha256Hex
 	if err := info.Check(); err != nil {
 		return Info{}, fmt.Errorf("describe %s with the checksum given: %w", path, err)
 	}
@@ -298,7 +287,7 @@ func (s *Source) Verify() error {
 		}
 		return fmt.Errorf("verify %s: %w", s.path, err)
 	}
-	if d := differences(s.want, fi); d != "" {
+	if d := differences(s.want, fi.Size(), fi.ModTime()); d != "" {
 		return changed(s.path, d)
 	}
 	pfi, err := os.Stat(s.path)
@@ -316,16 +305,16 @@ func (s *Source) Verify() error {
 // Close closes the file.
 func (s *Source) Close() error { return s.f.Close() }
 
-// differences says how fi differs from want in size and modification
-// time, or returns "".
-func differences(want Info, fi fs.FileInfo) string {
+// differences says how a file of size and modTime differs from want, or
+// returns "".
+func differences(want Info, size int64, modTime time.Time) string {
 	var d []string
-	if fi.Size() != want.Size {
-		d = append(d, fmt.Sprintf("its size was %d bytes, now %d", want.Size, fi.Size()))
+	if size != want.Size {
+		d = append(d, fmt.Sprintf("its size was %d bytes, now %d", want.Size, size))
 	}
-	if !fi.ModTime().Equal(want.ModTime) {
+	if !modTime.Equal(want.ModTime) {
 		d = append(d, fmt.Sprintf("its modification time was %s, now %s",
-			want.ModTime.Format(time.RFC3339Nano), fi.ModTime().Format(time.RFC3339Nano)))
+			want.ModTime.Format(time.RFC3339Nano), modTime.Format(time.RFC3339Nano)))
 	}
 	return strings.Join(d, " and ")
 }
