@@ -95,6 +95,10 @@ func deliveredWith(t *testing.T, b *petrel.Node, sum string, within time.Duratio
 	}
 }
 
+// smallChunks makes a file of a few MiB many chunks and checkpoints, so
+// that a test can cut a transfer in its middle.
+var smallChunks = petrel.FilesConfig{ChunkSize: 64 << 10, Window: 8, SyncBytes: 1 << 20}
+
 func oneHop(t *testing.T, mod func(*petrel.Config)) (a, b *petrel.Node) {
 	t.Helper()
 	b = nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(mod))
@@ -140,7 +144,7 @@ func TestFileChecksumFollowsOneHop(t *testing.T) {
 // the transfer resumes and the file arrives whole.
 func TestFileChecksumFollowsCutMidTransfer(t *testing.T) {
 	a, b := oneHop(t, func(c *petrel.Config) {
-		c.Files = petrel.FilesConfig{ChunkSize: 64 << 10, Window: 8, SyncBytes: 1 << 20}
+		c.Files = smallChunks
 	})
 	const size = 64 << 20
 	src, sum := writeRandom(t, t.TempDir(), "cut.bin", size)
@@ -172,7 +176,7 @@ func TestFileChecksumFollowsCutBeforeChecksum(t *testing.T) {
 	// chunk completes a sync interval, where a checkpoint would record the
 	// whole size were the checksum not pending.
 	a, b := oneHop(t, func(c *petrel.Config) {
-		c.Files = petrel.FilesConfig{ChunkSize: 64 << 10, Window: 8, SyncBytes: 1 << 20}
+		c.Files = smallChunks
 	})
 	const size = 4 << 20
 	src, sum := writeRandom(t, t.TempDir(), "late.bin", size)
@@ -207,7 +211,7 @@ func TestFileChecksumFollowsCutBeforeChecksum(t *testing.T) {
 // verified.
 func TestFileChecksumFollowsThroughEarlyRelay(t *testing.T) {
 	a, c, b := relayTrio(t, func(cfg *petrel.Config) {
-		cfg.Files = petrel.FilesConfig{ChunkSize: 64 << 10, Window: 8, SyncBytes: 1 << 20}
+		cfg.Files = smallChunks
 	})
 	const size = 8<<20 + 17
 	src, sum := writeRandom(t, t.TempDir(), "relayed.bin", size)
