@@ -185,7 +185,14 @@ func (r *chunkReader) ack() error {
 	}
 	r.unacked = 0
 	r.tr.received(r.in.Written())
-	return r.sess.Ack(uint64(r.in.Written()))
+	if err := r.sess.Ack(uint64(r.in.Written())); err != nil && !errors.Is(err, session.ErrClosed) {
+		return err
+	}
+	// A session the sender closed takes no ack, but what it sent before
+	// closing is still to be read: an abort among it must drop the
+	// partial file rather than leave it to be resumed. Recv returns that,
+	// then the session's end.
+	return nil
 }
 
 // checkpoint makes what arrived durable: a later session resumes there.
