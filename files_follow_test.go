@@ -316,6 +316,31 @@ func TestFileChecksumFollowsHashFailsOnContext(t *testing.T) {
 	nothingDelivered(t, a, b, m.ID, "checksum could not be computed")
 }
 
+// (e) Send's context ends while the transfer is in its middle: the
+// sender stops at its next ack, not after the last chunk, so that a file
+// given up does not cross the link for nothing.
+func TestFileChecksumFollowsHashFailsMidTransfer(t *testing.T) {
+	a, b := oneHop(t, func(c *petrel.Config) { c.Files = smallChunks })
+	const size = 64 << 20 // the transfer cannot end in the few ms the failure takes to reach the sender
+	src, _ := writeRandom(t, t.TempDir(), "large.bin", size)
+	g := holdHashes(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	m, wait := sendHeld(t, a, g, ctx, "files@b", src)
+	petreltest.Eventually(t, "the transfer under way at b", func() bool {
+		tr, ok := transferOf(b)
+		return ok && tr.Received > 0
+	})
+	cancel()
+	close(g.release)
+	if err := wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Send whose context ended while it hashed = %v; want context.Canceled", err)
+	}
+	nothingDelivered(t, a, b, m.ID, "checksum could not be computed")
+	if got := b.ReceiverStats().FileBytes; got >= size {
+		t.Fatalf("b received all %d bytes of a file given up in its middle; the sender should have stopped at its next ack", got)
+	}
+}
+
 // (e) The hash fails before the sender picks the message up (the link is
 // not up yet): once it is, the message is given up without being
 // announced.

@@ -54,8 +54,8 @@ func (p *Producer) CreateFileMessage(addr string) *message.Message {
 // starts while Send still reads, and returns once it has the checksum.
 // Either way Send returns with File.FileChecksum set. If the file cannot
 // be hashed (it changes meanwhile, or ctx ends), Send returns the error
-// and the file is delivered nowhere: its transfer is given up, as a
-// failed one (see FilesConfig and PropNotify). That it was given up is
+// and the file is delivered nowhere: its transfer is given up at once,
+// as a failed one (see FilesConfig and PropNotify). That it was given up is
 // kept in memory: should the node stop before its sender acts on it, the
 // restarted node hashes the file again and sends it if it still has the
 // size and modification time Send saw, as a Send whose ctx ended may have

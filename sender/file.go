@@ -257,14 +257,22 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 	}
 	open := func() (chunkSource, error) { return openSource(m, path) }
 	var known string // the checksum that follows, once had: every session sends the same
-	sum := func(ctx context.Context) (string, error) {
-		if known == "" {
-			var err error
-			if known, err = s.checksumOf(ctx, m, path); err != nil {
-				return "", err
+	sum := &followingSum{
+		wait: func(ctx context.Context) (string, error) {
+			if known == "" {
+				var err error
+				if known, err = s.checksumOf(ctx, m, path); err != nil {
+					return "", err
+				}
 			}
-		}
-		return known, nil
+			return known, nil
+		},
+		gaveUp: func() error {
+			if err := s.files.cfg.Checksums.failed(m); err != nil {
+				return errPermanent{fmt.Errorf("the file's checksum could not be computed: %w", err)}
+			}
+			return nil
+		},
 	}
 	attempt, corrupt := 0, 0
 	announced := m // what the next hop is told: m, or m with its checksum
@@ -286,7 +294,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 			// hop that refuses the file for another reason refuses it
 			// again, and the file fails with that reason.
 			log.Info("the next hop refused the file announced before its checksum; announcing it with the checksum", slog.Any(logkey.Error, err))
-			cs, serr := sum(ctx)
+			cs, serr := sum.wait(ctx)
 			if serr == nil {
 				c := *m
 				c.File.FileChecksum = cs
@@ -390,7 +398,7 @@ func announcement(m *message.Message) ([]byte, error) {
 // without its checksum (it follows) gets it from sum after the last
 // chunk, and sends it then (session.FileChecksumSeq).
 func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (chunkSource, error),
-	sum func(context.Context) (string, error), run *fileRun) error {
+	sum *followingSum, run *fileRun) error {
 	hop, ok := s.hop(s.dest)
 	if !ok {
 		return fmt.Errorf("no route to node %q", s.dest)
@@ -414,7 +422,7 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (
 	if follows && sess.Window() < 2 {
 		// No room for both the last chunk and the checksum: wait for the
 		// checksum and announce the file with it.
-		cs, err := sum(ctx)
+		cs, err := sum.wait(ctx)
 		if err != nil {
 			return err
 		}
@@ -509,7 +517,7 @@ func modTimeOf(m *message.Message, path string) time.Time {
 // acks nothing past the last chunk before the checksum, so the checksum
 // must fit beside the chunks in flight.
 func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *session.Session, src chunkSource, at int64,
-	sum func(context.Context) (string, error), run *fileRun) error {
+	sum *followingSum, run *fileRun) error {
 	cfg := s.files.cfg
 	size := src.Info().Size
 	buf := make([]byte, cfg.ChunkSize)
@@ -520,6 +528,14 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 		window = max(window-1, 1) // sendFile made sure the window has 2 or more
 	}
 	for {
+		if sum != nil && sum.gaveUp != nil {
+			// Send's hash failed (the file changed, or Send's context
+			// ended): stop now, not after the last chunk, so that a
+			// large file given up does not cross the link for nothing.
+			if err := sum.gaveUp(); err != nil {
+				return err
+			}
+		}
 		batch := next
 		for next < size && len(ends) < window {
 			n, err := src.ReadChunk(next, buf)
@@ -547,7 +563,7 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 			}
 		}
 		if sum != nil && next == size {
-			if err := sendChecksum(ctx, sess, sum); err != nil {
+			if err := sendChecksum(ctx, sess, sum.wait); err != nil {
 				return err
 			}
 			sum = nil
@@ -568,6 +584,15 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 			return nil
 		}
 	}
+}
+
+// followingSum is the checksum that follows a file announced without it.
+// wait returns it once known. gaveUp, when set, tells without waiting
+// whether it never will be (the origin's hash failed): the transfer then
+// stops at its next ack rather than after its last chunk.
+type followingSum struct {
+	wait   func(context.Context) (string, error)
+	gaveUp func() error
 }
 
 // sendChecksum sends the checksum that follows the file, once sum has it

@@ -90,7 +90,7 @@ func (s *Sender) forward(ctx context.Context, m *message.Message, src *filetrans
 	// A file whose checksum follows is forwarded without it too; after
 	// the last byte, the forward sends the checksum this node verified,
 	// which src has once the whole file is durable here.
-	err := s.sendFile(ctx, m, func() (chunkSource, error) { return src, nil }, src.Checksum, run)
+	err := s.sendFile(ctx, m, func() (chunkSource, error) { return src, nil }, &followingSum{wait: src.Checksum}, run)
 	log := s.log.With(slog.String(logkey.File, m.File.Filename), slog.Uint64("msg_id", m.ID))
 	switch {
 	case err == nil:
