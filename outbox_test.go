@@ -172,3 +172,57 @@ func TestOutboxAddedLive(t *testing.T) {
 		t.Fatal("a removed outbox still sent its file")
 	}
 }
+
+// The node stops while its outbox hashes a file whose transfer already
+// runs (the checksum follows the content). The hash ends with the
+// outbox's context, but that is no verdict on the file: it must not be
+// given up and moved to failed/. The restarted node sends it, and the
+// outbox moves it to sent/.
+func TestOutboxNodeStopsWhileHashing(t *testing.T) {
+	out := t.TempDir()
+	const size = 3 << 20
+	_, sum := writeRandom(t, out, "big.bin", size)
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"))
+	dir := t.TempDir()
+	base := func(c *petrel.Config) {
+		c.DataDir = dir
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}
+	var cfg petrel.Config
+	a := nodes.Open(t, nodes.Name("a"), nodes.LeasesMayRemain(), nodes.With(func(c *petrel.Config) { base(c); cfg = *c }))
+	g := holdHashes(a) // before the outbox starts: Reconfigure starts it
+	cfg.Outboxes = []petrel.OutboxConfig{{Dir: out, To: "files@b", Quiet: 100 * time.Millisecond}}
+	if _, err := a.Reconfigure(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.stored:
+	case <-time.After(petreltest.Patience):
+		t.Fatal("the outbox never stored the file message")
+	}
+	allBytesAt(t, b, size) // the transfer waits for the checksum
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	close(g.release) // the outbox's hash then sees its context end
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if failed, _ := os.ReadDir(filepath.Join(out, "failed")); len(failed) != 0 {
+		t.Fatalf("a node that stopped while hashing moved the file to failed/: %v", failed)
+	}
+	if _, err := os.Stat(filepath.Join(out, "big.bin")); err != nil {
+		t.Fatalf("the file left the outbox: %v", err)
+	}
+	nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		base(c)
+		c.Outboxes = []petrel.OutboxConfig{{Dir: out, To: "files@b", Quiet: 100 * time.Millisecond}}
+	}))
+	deliveredWith(t, b, sum, 30*time.Second)
+	petreltest.Eventually(t, "big.bin moved to sent/", func() bool {
+		_, err := os.Stat(filepath.Join(out, "sent", "big.bin"))
+		return err == nil
+	}, func() string { return fmt.Sprint(os.ReadDir(out)) })
+	if failed, _ := os.ReadDir(filepath.Join(out, "failed")); len(failed) != 0 {
+		t.Fatalf("failed/ holds %v", failed)
+	}
+}
