@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
@@ -336,4 +338,65 @@ func (n *Node) authorizeNotice(m *message.Message, to string) error {
 		slog.String(logkey.Peer, by.Str()), slog.String(logkey.To, to), slog.String(logkey.File, m.File.Filename),
 		slog.Any(logkey.Error, err), slog.Int64("suppressed", held))
 	return err
+}
+
+// giveUpHash records in the store that the hash of m's file failed, with
+// err, then tells its sender. The record outlives a restart (see
+// loadGivenUp): a node that stops before its sender gave the file up
+// (its link was down, say) gives it up once restarted, rather than hashing
+// the file itself and delivering a file whose Send failed. The sender's
+// settle removes it (forgetGivenUp).
+func (n *Node) giveUpHash(m *message.Message, err error, hashed func(string, error)) {
+	reason := err.Error()
+	if len(reason) > maxGivenUpReason {
+		reason = reason[:maxGivenUpReason]
+	}
+	if serr := n.store.SetMeta(context.Background(), givenUpKey(m.Origin, m.ID), []byte(reason)); serr != nil {
+		n.log.Warn("cannot record that a file's hash failed; should the node stop before its sender gives the file up, it sends the file after its restart",
+			slog.Uint64("msg_id", m.ID), slog.Any(logkey.Error, serr))
+	}
+	hashed("", err)
+}
+
+// maxGivenUpReason bounds the reason kept with a given-up hash.
+const maxGivenUpReason = 1024
+
+// givenUpPrefix starts the store's meta keys of the files whose hash
+// failed after their message was stored: givenUpKey.
+const givenUpPrefix = "file-given-up:"
+
+func givenUpKey(origin message.NodeID, id uint64) string {
+	return givenUpPrefix + origin.String() + ":" + strconv.FormatUint(id, 10)
+}
+
+// loadGivenUp gives the senders back, at the node's start, the files whose
+// hash failed before the node stopped and whose messages were not settled
+// yet.
+func (n *Node) loadGivenUp(ctx context.Context) error {
+	keys, values, err := n.store.MetaPrefix(ctx, givenUpPrefix)
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		o, idText, _ := strings.Cut(strings.TrimPrefix(k, givenUpPrefix), ":")
+		origin, oerr := message.ParseNodeID(o)
+		id, ierr := strconv.ParseUint(idText, 10, 64)
+		if oerr != nil || ierr != nil {
+			n.log.Warn("dropping an unreadable record of a failed file hash", slog.String("key", k))
+			if err := n.store.SetMeta(ctx, k, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		n.checksums.GivenUp(origin, id, errors.New(string(values[i])))
+	}
+	return nil
+}
+
+// forgetGivenUp removes the record of a failed hash once its file message
+// was given up.
+func (n *Node) forgetGivenUp(origin message.NodeID, id uint64) {
+	if err := n.store.SetMeta(context.Background(), givenUpKey(origin, id), nil); err != nil && !errors.Is(err, queue.ErrClosed) {
+		n.log.Warn("cannot remove the record of a failed file hash", slog.Uint64("msg_id", id), slog.Any(logkey.Error, err))
+	}
 }

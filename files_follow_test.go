@@ -368,6 +368,72 @@ func TestFileChecksumFollowsHashFailsBeforeLinkUp(t *testing.T) {
 	}
 }
 
+// (e) The hash fails while the link is down, and the origin restarts
+// before its link comes up: the restarted node still gives the file up
+// (the failure was recorded in its store), rather than hashing the file
+// itself and delivering a file whose Send failed. The record goes once
+// the file is given up.
+func TestFileChecksumFollowsHashFailsThenRestart(t *testing.T) {
+	addr := freeAddr(t) // b listens there only after a restarted
+	dir := t.TempDir()
+	cfg := func(c *petrel.Config) {
+		c.DataDir = dir
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
+	}
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(cfg))
+	src, _ := writeRandom(t, t.TempDir(), "restart-failed.bin", 1<<20)
+	g := holdHashes(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	m, wait := sendHeld(t, a, g, ctx, "files@b", src)
+	cancel()
+	close(g.release)
+	if err := wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Send = %v; want context.Canceled", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a2 := nodes.Open(t, nodes.Name("a"), nodes.With(cfg))
+	if got := petrel.PendingChecksums(a2); got != 1 {
+		t.Fatalf("the restarted node holds %d failed hashes; want the one recorded", got)
+	}
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(addr))
+	nothingDelivered(t, a2, b, m.ID, "context canceled")
+	if n := petrel.FilesAnnounced(b); n != 0 {
+		t.Fatalf("b saw %d announcements of a file whose Send failed", n)
+	}
+	keys, _, err := a2.Store().MetaPrefix(context.Background(), "file-given-up:")
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("records of failed hashes left after the file was given up: %v %v", keys, err)
+	}
+}
+
+// A file message the store refuses (it is full) was never stored: Send
+// fails, and neither its pending checksum nor a record of it stays.
+func TestFileChecksumFollowsStoreFull(t *testing.T) {
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Store.MaxMessages = 1
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + freeAddr(t)}} // down: what a sends stays
+	}))
+	p := a.Producer()
+	if err := p.Send(context.Background(), p.CreateDataMessage("other@b")); err != nil {
+		t.Fatal(err) // 1 of 1
+	}
+	src, _ := writeRandom(t, t.TempDir(), "full.bin", 1<<20)
+	m := p.CreateFileMessage("files@b")
+	m.File.SendFilePath = src
+	if err := p.Send(context.Background(), m); !errors.Is(err, petrel.ErrStoreFull) {
+		t.Fatalf("Send of a file into a full store = %v; want ErrStoreFull", err)
+	}
+	if got := petrel.PendingChecksums(a); got != 0 {
+		t.Fatalf("%d pending checksums after a file Send the store refused", got)
+	}
+	keys, _, err := a.Store().MetaPrefix(context.Background(), "file-given-up:")
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("records of failed hashes after a refused Send: %v %v", keys, err)
+	}
+}
+
 // (g) The origin restarts between Send and the end of the transfer: the
 // restarted node has no record of Send's hash, so its sender hashes the
 // file itself and sends that checksum.

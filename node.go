@@ -279,6 +279,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics,
 		ha:        ha.Hold,
 		checksums: sender.NewChecksums(),
 	}
+	n.checksums.Forgotten = n.forgetGivenUp
 	for _, a := range cfg.Addresses {
 		if a.Role == 0 {
 			a.Role = address.RoleReceive
@@ -327,6 +328,9 @@ func (n *Node) start(ctx context.Context) error {
 			return err
 		}
 		q.SetPolicy(a.Queue)
+	}
+	if err := n.loadGivenUp(ctx); err != nil { // before a sender can pick such a file up
+		return err
 	}
 	if err := n.startSenders(ctx); err != nil {
 		return err

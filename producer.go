@@ -8,6 +8,7 @@ import (
 	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/sender"
 )
 
 // Producer makes messages and sends them. It is cheap, and safe for
@@ -55,14 +56,12 @@ func (p *Producer) CreateFileMessage(addr string) *message.Message {
 // Either way Send returns with File.FileChecksum set. If the file cannot
 // be hashed (it changes meanwhile, or ctx ends), Send returns the error
 // and the file is delivered nowhere: its transfer is given up at once,
-// as a failed one (see FilesConfig and PropNotify). That it was given up is
-// kept in memory: should the node stop before its sender acts on it, the
-// restarted node hashes the file again and sends it if it still has the
-// size and modification time Send saw, as a Send whose ctx ended may have
-// stored its message. The file must not change
-// until it is sent; if it does, the transfer fails with the reason. A
-// file for an address of this node is read first, then copied into its
-// received folder before Send returns.
+// as a failed one (see FilesConfig and PropNotify). That it was given up
+// is recorded in the store, so that it holds across a restart of the node
+// before its sender acted on it (its link was down, say). The file must
+// not change until it is sent; if it does, the transfer fails with the
+// reason. A file for an address of this node is read first, then copied
+// into its received folder before Send returns.
 //
 // Through a Client (see Dial), Send returns once the node has committed
 // the message, and a refusal by the node wraps ErrRefused or ErrDenied. A
@@ -88,6 +87,7 @@ func (p *Producer) SendAsync(m *message.Message) *Pending {
 // With dedupe, a send of the same (origin, id) that was stored already is
 // a no-op: an outbox sends again what a crash may have interrupted.
 func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) error {
+	resends := dedupe // the caller (an outbox) sends the file again after a restart
 	if err := n.stamper().stamp(m); err != nil {
 		return err
 	}
@@ -132,15 +132,19 @@ func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) er
 		if local != nil {
 			local.Close()
 		}
-		if hashed != nil {
+		switch {
+		case hashed == nil:
+		case op != nil && ctx.Err() != nil:
 			// The message may be stored all the same (ctx ended while its
 			// commit ran): its sender must give it up, not guess.
-			hashed("", err)
+			n.hashFailed(ctx, m, err, hashed, resends)
+		default:
+			n.checksums.Drop(m.Origin, m.ID) // never stored: no sender settles it
 		}
 		return fmt.Errorf("send file to %q: %w", m.Destination, err)
 	}
 	if hashed != nil {
-		if err := n.hashFollowing(ctx, m, hashed); err != nil {
+		if err := n.hashFollowing(ctx, m, hashed, resends); err != nil {
 			return err
 		}
 	}
@@ -210,7 +214,7 @@ func (p *Pending) Wait(ctx context.Context) error { return p.c.Wait(ctx) }
 // checksum, as a caller of Send expects; on failure the sender gives the
 // file up (aborting its transfer, settling the message as failed), so
 // that it is delivered nowhere, and the error is Send's.
-func (n *Node) hashFollowing(ctx context.Context, m *message.Message, hashed func(string, error)) error {
+func (n *Node) hashFollowing(ctx context.Context, m *message.Message, hashed func(string, error), resends bool) error {
 	want := filetransfer.InfoFromProps(m.File)
 	want.ModTime = modTimeOf(m)
 	if hook := n.hashHook; hook != nil {
@@ -218,10 +222,23 @@ func (n *Node) hashFollowing(ctx context.Context, m *message.Message, hashed fun
 	}
 	info, err := filetransfer.DescribeMatching(ctx, m.File.SendFilePath, want)
 	if err != nil {
-		hashed("", err)
+		n.hashFailed(ctx, m, err, hashed, resends)
 		return fmt.Errorf("send file: %w", err)
 	}
 	hashed(info.SHA256, nil)
 	m.File.FileChecksum = info.SHA256
 	return nil
+}
+
+// hashFailed tells m's sender that Send's hash ended with err, which
+// gives the file up (giveUpHash), unless the caller sends the file again
+// after a restart (resends: an outbox) and err is only ctx ending, as it
+// does when the node stops: that says nothing of the file, whose sender
+// then hashes it itself.
+func (n *Node) hashFailed(ctx context.Context, m *message.Message, err error, hashed func(string, error), resends bool) {
+	if resends && ctx.Err() != nil {
+		hashed("", sender.ErrNotHashed)
+		return
+	}
+	n.giveUpHash(m, err, hashed)
 }

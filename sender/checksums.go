@@ -2,6 +2,7 @@ package sender
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/petrelmq/petrel/message"
@@ -14,16 +15,23 @@ import (
 // after the last chunk, and sends it to the next hop; or, when Send's hash
 // failed, gives the file up without it ever being delivered.
 //
-// It lives in memory only. A worker that finds no entry (the node
-// restarted since Send) hashes the file itself. Entries are removed when
-// the worker settles the file message; one whose message never reaches a
-// worker (it expired, or its queue was dropped) stays until the node
-// stops: a few dozen bytes.
+// It lives in memory. A worker that finds no entry (the node restarted
+// since Send) hashes the file itself, unless the node recorded that Send's
+// hash failed and gave the entry back at its start (GivenUp). Entries are
+// removed when the worker settles the file message, and Forgotten then
+// learns of those whose hash failed, so that the node drops its record;
+// one whose message never reaches a worker (it expired, or its queue was
+// dropped) stays until the node stops: a few dozen bytes.
 //
 // A nil *Checksums has no entries.
 type Checksums struct {
 	mu sync.Mutex
 	m  map[earlyKey]*pendingSum
+
+	// Forgotten, if set, is called once the file message of an entry
+	// whose hash failed is settled (given up), after that is committed.
+	// Set it before the registry is used.
+	Forgotten func(origin message.NodeID, id uint64)
 }
 
 // pendingSum is one file's hash in progress: done is closed once sum or
@@ -33,6 +41,15 @@ type pendingSum struct {
 	sum  string
 	err  error
 }
+
+// ErrNotHashed is the outcome a Send hands Begin's function when it
+// stopped hashing with no verdict on the file (its caller's context ended,
+// and the caller sends the file again after a restart): the worker hashes
+// the file itself, as when no Send registered it.
+var ErrNotHashed = errors.New("the file was not hashed; its sender hashes it")
+
+// withdrawn reports whether the Send gave its hash back to the worker.
+func (p *pendingSum) withdrawn() bool { return errors.Is(p.err, ErrNotHashed) }
 
 // NewChecksums returns an empty registry.
 func NewChecksums() *Checksums { return &Checksums{m: map[earlyKey]*pendingSum{}} }
@@ -55,6 +72,25 @@ func (c *Checksums) Begin(origin message.NodeID, id uint64) func(sum string, err
 	}
 }
 
+// GivenUp registers the hash of the file message (origin, id) as failed
+// with err: a node that recorded Send's failure gives it back at its start,
+// so that the file stays undelivered across the restart.
+func (c *Checksums) GivenUp(origin message.NodeID, id uint64, err error) {
+	p := &pendingSum{done: make(chan struct{}), err: err}
+	close(p.done)
+	c.mu.Lock()
+	c.m[earlyKey{origin, id}] = p
+	c.mu.Unlock()
+}
+
+// Drop removes the entry of (origin, id) whose message was never stored:
+// no worker will settle it.
+func (c *Checksums) Drop(origin message.NodeID, id uint64) {
+	c.mu.Lock()
+	delete(c.m, earlyKey{origin, id})
+	c.mu.Unlock()
+}
+
 // lookup returns the entry of (origin, id), nil if there is none.
 func (c *Checksums) lookup(m *message.Message) *pendingSum {
 	if c == nil {
@@ -73,6 +109,9 @@ func (c *Checksums) failed(m *message.Message) error {
 	}
 	select {
 	case <-p.done:
+		if p.withdrawn() {
+			return nil
+		}
 		return p.err
 	default:
 		return nil
@@ -88,6 +127,9 @@ func (c *Checksums) wait(ctx context.Context, m *message.Message) (sum string, o
 	}
 	select {
 	case <-p.done:
+		if p.withdrawn() {
+			return "", false, nil
+		}
 		return p.sum, true, p.err
 	case <-ctx.Done():
 		return "", true, context.Cause(ctx)
@@ -99,9 +141,21 @@ func (c *Checksums) forget(m *message.Message) {
 	if c == nil {
 		return
 	}
+	k := earlyKey{m.Origin, m.ID}
 	c.mu.Lock()
-	delete(c.m, earlyKey{m.Origin, m.ID})
+	p := c.m[k]
+	delete(c.m, k)
 	c.mu.Unlock()
+	if p == nil || c.Forgotten == nil {
+		return
+	}
+	select {
+	case <-p.done:
+		if p.err != nil && !p.withdrawn() {
+			c.Forgotten(m.Origin, m.ID)
+		}
+	default:
+	}
 }
 
 // Len returns how many entries are held.

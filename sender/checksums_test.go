@@ -44,3 +44,41 @@ func TestChecksumsHandOverAndForget(t *testing.T) {
 		t.Fatalf("%d entries after forget", c.Len())
 	}
 }
+
+// A withdrawn hash (ErrNotHashed) leaves the worker to hash the file
+// itself: no failure, no entry to wait for, and nothing for Forgotten. A
+// failed hash, given back at a start (GivenUp) or not, reaches Forgotten
+// once settled; Drop removes an entry without it.
+func TestChecksumsWithdrawnGivenUpAndDropped(t *testing.T) {
+	c := NewChecksums()
+	var forgotten []uint64
+	c.Forgotten = func(_ message.NodeID, id uint64) { forgotten = append(forgotten, id) }
+	withdrawn := &message.Message{Origin: message.NodeID{1}, ID: 1}
+	c.Begin(withdrawn.Origin, withdrawn.ID)("", ErrNotHashed)
+	if err := c.failed(withdrawn); err != nil {
+		t.Fatalf("a withdrawn hash counts as failed: %v", err)
+	}
+	if _, ok, err := c.wait(context.Background(), withdrawn); ok || err != nil {
+		t.Fatalf("wait on a withdrawn hash = %v, %v; want the worker to hash the file itself", ok, err)
+	}
+	failed := &message.Message{Origin: message.NodeID{1}, ID: 2}
+	c.Begin(failed.Origin, failed.ID)("", errors.New("changed"))
+	given := &message.Message{Origin: message.NodeID{1}, ID: 3}
+	c.GivenUp(given.Origin, given.ID, errors.New("recorded"))
+	if err := c.failed(given); err == nil || err.Error() != "recorded" {
+		t.Fatalf("failed after GivenUp = %v", err)
+	}
+	ok := &message.Message{Origin: message.NodeID{1}, ID: 4}
+	c.Begin(ok.Origin, ok.ID)("abc", nil)
+	c.Begin(message.NodeID{1}, 5)
+	c.Drop(message.NodeID{1}, 5)
+	for _, m := range []*message.Message{withdrawn, failed, given, ok} {
+		c.forget(m)
+	}
+	if c.Len() != 0 {
+		t.Fatalf("%d entries left", c.Len())
+	}
+	if len(forgotten) != 2 || forgotten[0] != 2 || forgotten[1] != 3 {
+		t.Fatalf("Forgotten learned of %v; want the failed hashes 2 and 3", forgotten)
+	}
+}

@@ -337,19 +337,23 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 func (s *Sender) settleFile(d *queue.Delivery, m *message.Message, err error) {
 	if m != nil {
 		s.files.cfg.Done(m, err)
-		s.files.cfg.Checksums.forget(m)
 	}
 	if err == nil {
 		s.files.done.Add(1)
 		if aerr := d.Ack(); aerr != nil && !errors.Is(aerr, queue.ErrClosed) {
 			s.log.Warn("ack of a forwarded file failed", slog.Any(logkey.Error, aerr))
 		}
-		return
+	} else {
+		s.files.failed.Add(1)
+		s.st.refused.Add(1)
+		if derr := d.DeadLetter("file transfer failed: " + err.Error()); derr != nil {
+			s.log.Warn("dead-letter of a failed file failed", slog.Any(logkey.Error, derr))
+		}
 	}
-	s.files.failed.Add(1)
-	s.st.refused.Add(1)
-	if derr := d.DeadLetter("file transfer failed: " + err.Error()); derr != nil {
-		s.log.Warn("dead-letter of a failed file failed", slog.Any(logkey.Error, derr))
+	// After the settle committed: a record that Send's hash failed goes
+	// only once the message is gone.
+	if m != nil {
+		s.files.cfg.Checksums.forget(m)
 	}
 }
 
