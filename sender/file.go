@@ -247,14 +247,6 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 	// (cut-through) ends first: the next hop then has the file, or holds
 	// what it got, and this session goes on from there.
 	s.files.waitEarly(ctx, m)
-	if m.File.FileChecksum == "" {
-		// Send stored the message before it hashed the file, and the hash
-		// failed: the file must not be delivered anywhere.
-		if err := s.files.cfg.Checksums.failed(m); err != nil {
-			s.settleFile(d, m, errPermanent{fmt.Errorf("the file's checksum could not be computed: %w", err)})
-			return
-		}
-	}
 	open := func() (chunkSource, error) { return openSource(m, path) }
 	var known string // the checksum that follows, once had: every session sends the same
 	sum := &followingSum{
@@ -269,10 +261,18 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		},
 		gaveUp: func() error {
 			if err := s.files.cfg.Checksums.failed(m); err != nil {
-				return errPermanent{fmt.Errorf("the file's checksum could not be computed: %w", err)}
+				return errHashFailed(err)
 			}
 			return nil
 		},
+	}
+	if m.File.FileChecksum == "" {
+		// Send stored the message before it hashed the file, and the hash
+		// failed: the file must not be delivered anywhere.
+		if err := sum.gaveUp(); err != nil {
+			s.settleFile(d, m, err)
+			return
+		}
 	}
 	attempt, corrupt := 0, 0
 	announced := m // what the next hop is told: m, or m with its checksum
@@ -369,7 +369,7 @@ func (s *Sender) checksumOf(ctx context.Context, m *message.Message, path string
 	}
 	if ok {
 		if err != nil {
-			return "", errPermanent{fmt.Errorf("the file's checksum could not be computed: %w", err)}
+			return "", errHashFailed(err)
 		}
 		return sum, nil
 	}
@@ -588,6 +588,12 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 			return nil
 		}
 	}
+}
+
+// errHashFailed gives the file up because the origin's Send could not
+// hash it.
+func errHashFailed(err error) error {
+	return errPermanent{fmt.Errorf("the file's checksum could not be computed: %w", err)}
 }
 
 // followingSum is the checksum that follows a file announced without it.
