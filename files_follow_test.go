@@ -341,15 +341,12 @@ func TestFileChecksumFollowsHashFailsMidTransfer(t *testing.T) {
 	}
 }
 
-// (e) The hash fails before the sender picks the message up (the link is
-// not up yet): once it is, the message is given up without being
-// announced.
-func TestFileChecksumFollowsHashFailsBeforeLinkUp(t *testing.T) {
-	addr := freeAddr(t) // b listens there only after Send failed
-	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
-	}))
-	src, _ := writeRandom(t, t.TempDir(), "early.bin", 1<<20)
+// sendCancelled sends a new 1 MiB file called name to files@b from a,
+// with a context that ends while Send hashes it, and returns the message:
+// stored, and given up by Send.
+func sendCancelled(t *testing.T, a *petrel.Node, name string) *message.Message {
+	t.Helper()
+	src, _ := writeRandom(t, t.TempDir(), name, 1<<20)
 	g := holdHashes(a)
 	ctx, cancel := context.WithCancel(context.Background())
 	m, wait := sendHeld(t, a, g, ctx, "files@b", src)
@@ -358,6 +355,18 @@ func TestFileChecksumFollowsHashFailsBeforeLinkUp(t *testing.T) {
 	if err := wait(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Send = %v; want context.Canceled", err)
 	}
+	return m
+}
+
+// (e) The hash fails before the sender picks the message up (the link is
+// not up yet): once it is, the message is given up without being
+// announced.
+func TestFileChecksumFollowsHashFailsBeforeLinkUp(t *testing.T) {
+	addr := freeAddr(t) // b listens there only after Send failed
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
+	}))
+	m := sendCancelled(t, a, "early.bin")
 	if st, _ := petrel.FileState(a, m.ID); st == filetransfer.StateFailed {
 		t.Fatal("the file failed before its link came up: the test checks nothing")
 	}
@@ -381,15 +390,7 @@ func TestFileChecksumFollowsHashFailsThenRestart(t *testing.T) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
 	}
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(cfg))
-	src, _ := writeRandom(t, t.TempDir(), "restart-failed.bin", 1<<20)
-	g := holdHashes(a)
-	ctx, cancel := context.WithCancel(context.Background())
-	m, wait := sendHeld(t, a, g, ctx, "files@b", src)
-	cancel()
-	close(g.release)
-	if err := wait(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Send = %v; want context.Canceled", err)
-	}
+	m := sendCancelled(t, a, "restart-failed.bin")
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -402,9 +403,19 @@ func TestFileChecksumFollowsHashFailsThenRestart(t *testing.T) {
 	if n := petrel.FilesAnnounced(b); n != 0 {
 		t.Fatalf("b saw %d announcements of a file whose Send failed", n)
 	}
-	keys, _, err := a2.Store().MetaPrefix(context.Background(), "file-given-up:")
+	noHashRecords(t, a2, "after the file was given up")
+}
+
+// noHashRecords checks that n keeps no record of a file's hash, failed or
+// pending: none in memory, none in its store.
+func noHashRecords(t *testing.T, n *petrel.Node, when string) {
+	t.Helper()
+	if got := petrel.PendingChecksums(n); got != 0 {
+		t.Fatalf("%d pending checksums %s", got, when)
+	}
+	keys, _, err := n.Store().MetaPrefix(context.Background(), "file-given-up:")
 	if err != nil || len(keys) != 0 {
-		t.Fatalf("records of failed hashes left after the file was given up: %v %v", keys, err)
+		t.Fatalf("records of failed hashes %s: %v %v", when, keys, err)
 	}
 }
 
@@ -425,13 +436,7 @@ func TestFileChecksumFollowsStoreFull(t *testing.T) {
 	if err := p.Send(context.Background(), m); !errors.Is(err, petrel.ErrStoreFull) {
 		t.Fatalf("Send of a file into a full store = %v; want ErrStoreFull", err)
 	}
-	if got := petrel.PendingChecksums(a); got != 0 {
-		t.Fatalf("%d pending checksums after a file Send the store refused", got)
-	}
-	keys, _, err := a.Store().MetaPrefix(context.Background(), "file-given-up:")
-	if err != nil || len(keys) != 0 {
-		t.Fatalf("records of failed hashes after a refused Send: %v %v", keys, err)
-	}
+	noHashRecords(t, a, "after a file Send the store refused")
 }
 
 // (g) The origin restarts between Send and the end of the transfer: the

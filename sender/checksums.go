@@ -18,8 +18,8 @@ import (
 // It lives in memory. A worker that finds no entry (the node restarted
 // since Send) hashes the file itself, unless the node recorded that Send's
 // hash failed and gave the entry back at its start (GivenUp). Entries are
-// removed when the worker settles the file message, and Forgotten then
-// learns of those whose hash failed, so that the node drops its record;
+// removed when the worker settles the file message; Forgotten first learns
+// of those whose hash failed, so that the node drops its record;
 // one whose message never reaches a worker (it expired, or its queue was
 // dropped) stays until the node stops: a few dozen bytes.
 //
@@ -144,18 +144,23 @@ func (c *Checksums) forget(m *message.Message) {
 	k := earlyKey{m.Origin, m.ID}
 	c.mu.Lock()
 	p := c.m[k]
-	delete(c.m, k)
 	c.mu.Unlock()
-	if p == nil || c.Forgotten == nil {
+	if p == nil {
 		return
 	}
 	select {
 	case <-p.done:
-		if p.err != nil && !p.withdrawn() {
+		// Before the entry goes: once it is gone, so is the node's record.
+		if p.err != nil && !p.withdrawn() && c.Forgotten != nil {
 			c.Forgotten(m.Origin, m.ID)
 		}
 	default:
 	}
+	c.mu.Lock()
+	if c.m[k] == p {
+		delete(c.m, k)
+	}
+	c.mu.Unlock()
 }
 
 // Len returns how many entries are held.
