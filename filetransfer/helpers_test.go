@@ -98,3 +98,13 @@ func dirNames(t testing.TB, dir string) []string {
 // unmounts it at the end of the test. It skips the test where mounting is
 // not possible (not root, no tmpfs).
 func mountTmpfs(t testing.TB, size string) string { return tmpfs.Mount(t, size) }
+
+// mustBegin begins (or resumes) the transfer id of the file info in sp.
+func mustBegin(t testing.TB, sp *Spool, id string, info Info) *Incoming {
+	t.Helper()
+	in, err := sp.Begin(id, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}

@@ -41,10 +41,7 @@ func TestPendingNeverDurableAtSize(t *testing.T) {
 	data := randomBytes(t, 300<<10)
 	dir := t.TempDir()
 	sp := mustSpool(t, dir)
-	in, err := sp.Begin("p1", pendingInfo("p.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := mustBegin(t, sp, "p1", pendingInfo("p.bin", data))
 	writeChunks(t, in, data, 0, 100<<10, true)
 	if got := in.Offset(); got != 200<<10 {
 		t.Fatalf("durable offset %d after the whole file with its checksum pending; want the last checkpoint below it, %d", got, 200<<10)
@@ -54,10 +51,7 @@ func TestPendingNeverDurableAtSize(t *testing.T) {
 	}
 	// A restart here resumes below the size.
 	in.Close()
-	in, err = sp.Begin("p1", pendingInfo("p.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in = mustBegin(t, sp, "p1", pendingInfo("p.bin", data))
 	if got := in.Offset(); got != 200<<10 {
 		t.Fatalf("resumed at %d; want %d", got, 200<<10)
 	}
@@ -78,10 +72,7 @@ func TestPendingNeverDurableAtSize(t *testing.T) {
 	// restart there resumes at the size with the checksum, even when the
 	// announcement still leaves it to follow.
 	in.Close()
-	in, err = sp.Begin("p1", pendingInfo("p.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in = mustBegin(t, sp, "p1", pendingInfo("p.bin", data))
 	if in.Offset() != int64(len(data)) || in.Info().SHA256 != infoOf("p.bin", data).SHA256 {
 		t.Fatalf("after Deliver, resumed at %d with checksum %q", in.Offset(), in.Info().SHA256)
 	}
@@ -94,10 +85,7 @@ func TestPendingWrongChecksumIsCorrupt(t *testing.T) {
 	data := randomBytes(t, 64<<10)
 	dir := t.TempDir()
 	sp := mustSpool(t, dir)
-	in, err := sp.Begin("p2", pendingInfo("p.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := mustBegin(t, sp, "p2", pendingInfo("p.bin", data))
 	writeChunks(t, in, data, 0, 16<<10, false)
 	if err := in.SetChecksum(infoOf("p.bin", []byte("other")).SHA256); err != nil {
 		t.Fatal(err)
@@ -120,16 +108,10 @@ func TestPendingWrongChecksumIsCorrupt(t *testing.T) {
 func TestPendingMergesWithKnownChecksum(t *testing.T) {
 	data := randomBytes(t, 64<<10)
 	sp := mustSpool(t, t.TempDir())
-	in, err := sp.Begin("p3", pendingInfo("p.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := mustBegin(t, sp, "p3", pendingInfo("p.bin", data))
 	writeChunks(t, in, data[:32<<10], 0, 16<<10, true)
 	in.Close()
-	in, err = sp.Begin("p3", infoOf("p.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in = mustBegin(t, sp, "p3", infoOf("p.bin", data))
 	if in.Offset() != 32<<10 {
 		t.Fatalf("announced with its checksum, the pending transfer resumed at %d, not %d", in.Offset(), 32<<10)
 	}
@@ -151,10 +133,7 @@ func TestPendingMergesWithKnownChecksum(t *testing.T) {
 func TestFollowerChecksumWaitsForVerification(t *testing.T) {
 	data := randomBytes(t, 128<<10)
 	sp := mustSpool(t, t.TempDir())
-	in, err := sp.Begin("p4", pendingInfo("p.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := mustBegin(t, sp, "p4", pendingInfo("p.bin", data))
 	fo, err := in.Follow()
 	if err != nil {
 		t.Fatal(err)
@@ -203,10 +182,7 @@ func TestFollowerChecksumWaitsForVerification(t *testing.T) {
 func TestFollowerChecksumEndsWithTransfer(t *testing.T) {
 	data := randomBytes(t, 64<<10)
 	sp := mustSpool(t, t.TempDir())
-	in, err := sp.Begin("p5", pendingInfo("p.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := mustBegin(t, sp, "p5", pendingInfo("p.bin", data))
 	fo, err := in.Follow()
 	if err != nil {
 		t.Fatal(err)
@@ -255,10 +231,7 @@ func TestPendingStateAtSizeStartsAgain(t *testing.T) {
 	data := randomBytes(t, 32<<10)
 	dir := t.TempDir()
 	sp := mustSpool(t, dir)
-	in, err := sp.Begin("p6", pendingInfo("p.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := mustBegin(t, sp, "p6", pendingInfo("p.bin", data))
 	writeChunks(t, in, data, 0, 8<<10, false)
 	in.mu.Lock()
 	in.bg.wait()
@@ -274,10 +247,7 @@ func TestPendingStateAtSizeStartsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.Close()
-	in, err = sp.Begin("p6", pendingInfo("p.bin", data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in = mustBegin(t, sp, "p6", pendingInfo("p.bin", data))
 	defer in.Close()
 	if in.Offset() != 0 {
 		t.Fatalf("a pending state at the size resumed at %d; want 0", in.Offset())

@@ -34,29 +34,7 @@ func (r fileRouter) FileTaken(*message.Message, FileTarget) {}
 // "transfer already open" until the idle timeout ends the old one.
 func TestNewerFileSessionTakesOverAHeldTransfer(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := queue.Open(ctx, queue.Config{Path: filepath.Join(dir, "petrel.db"), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := st.Queue(ctx, "files", queue.KindReceive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := filetransfer.OpenSpool(filepath.Join(dir, "spool"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(Config{Listen: "127.0.0.1:0", Window: 16, Logger: quiet, Spool: sp,
-		Session: session.Config{Name: "b", ID: message.NodeID{2}, HandshakeTimeout: 5 * time.Second, IdleTimeout: time.Minute, Logger: quiet}},
-		st, fileRouter{localRouter{q}, filepath.Join(dir, "received")})
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Stop()
-		st.Close()
-	})
+	srv, q := startFileServer(t, t.TempDir(), 0)
 
 	content := bytes.Repeat([]byte("petrel "), 40000) // 280,000 bytes
 	sum := sha256.Sum256(content)
@@ -126,4 +104,36 @@ func TestNewerFileSessionTakesOverAHeldTransfer(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the superseded session did not end")
 	}
+}
+
+// startFileServer starts, over real TCP, a receiver "b" that takes files
+// into the receive queue "files" of a store in dir, its spool in
+// dir/spool and its folder in dir/received; syncBytes is its
+// FileSyncBytes (0: the default). Both stop when the test ends.
+func startFileServer(t *testing.T, dir string, syncBytes int64) (*Server, *queue.Queue) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := queue.Open(ctx, queue.Config{Path: filepath.Join(dir, "petrel.db"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := st.Queue(ctx, "files", queue.KindReceive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := filetransfer.OpenSpool(filepath.Join(dir, "spool"), filetransfer.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{Listen: "127.0.0.1:0", Window: 16, Logger: quiet, Spool: sp, FileSyncBytes: syncBytes,
+		Session: session.Config{Name: "b", ID: message.NodeID{2}, HandshakeTimeout: 5 * time.Second, IdleTimeout: time.Minute, Logger: quiet}},
+		st, fileRouter{localRouter{q}, filepath.Join(dir, "received")})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Stop()
+		st.Close()
+	})
+	return srv, q
 }

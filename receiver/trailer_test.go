@@ -11,9 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
@@ -34,33 +32,11 @@ type trailerFixture struct {
 
 func newTrailerFixture(t *testing.T) *trailerFixture {
 	t.Helper()
-	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := queue.Open(ctx, queue.Config{Path: filepath.Join(dir, "petrel.db"), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := st.Queue(ctx, "files", queue.KindReceive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &trailerFixture{q: q, received: filepath.Join(dir, "received"), spool: filepath.Join(dir, "spool")}
-	sp, err := filetransfer.OpenSpool(f.spool, filetransfer.WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := &trailerFixture{received: filepath.Join(dir, "received"), spool: filepath.Join(dir, "spool")}
 	// Syncs every 64 KiB: the file's last checkpoint below its size is
 	// then known.
-	f.srv = New(Config{Listen: "127.0.0.1:0", Window: 16, Logger: quiet, Spool: sp, FileSyncBytes: 64 << 10,
-		Session: session.Config{Name: "b", ID: message.NodeID{2}, HandshakeTimeout: 5 * time.Second, IdleTimeout: time.Minute, Logger: quiet}},
-		st, fileRouter{localRouter{q}, f.received})
-	if err := f.srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.srv.Stop()
-		st.Close()
-	})
+	f.srv, f.q = startFileServer(t, dir, 64<<10)
 	// 256 KiB: the last chunk completes a FileSyncBytes, so it is where a
 	// checkpoint would record the whole size were the checksum not pending.
 	f.content = bytes.Repeat([]byte("checksum follow "), 16384)
