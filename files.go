@@ -2,6 +2,7 @@ package petrel
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -351,7 +352,17 @@ func (n *Node) giveUpHash(m *message.Message, err error, hashed func(string, err
 	if len(reason) > maxGivenUpReason {
 		reason = reason[:maxGivenUpReason]
 	}
-	if serr := n.store.SetMeta(context.Background(), givenUpKey(m.Origin, m.ID), []byte(reason)); serr != nil {
+	// The record goes with its message, which may instead expire unsent
+	// while its link is down: it then goes at the first start after that
+	// (see loadGivenUp). Now + TTL is never before the message's expiry,
+	// which counts from when it was stored.
+	var expires int64
+	if m.TTL > 0 {
+		expires = n.now().Add(m.TTL).UnixNano()
+	}
+	rec := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(reason)), uint64(expires))
+	rec = append(rec, reason...)
+	if serr := n.store.SetMeta(context.Background(), givenUpKey(m.Origin, m.ID), rec); serr != nil {
 		n.log.Warn("cannot record that a file's hash failed; should the node stop before its sender gives the file up, it sends the file after its restart",
 			slog.Uint64("msg_id", m.ID), slog.Any(logkey.Error, serr))
 	}
@@ -377,18 +388,24 @@ func (n *Node) loadGivenUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	now := n.now().UnixNano()
 	for i, k := range keys {
 		o, idText, _ := strings.Cut(strings.TrimPrefix(k, givenUpPrefix), ":")
 		origin, oerr := message.ParseNodeID(o)
 		id, ierr := strconv.ParseUint(idText, 10, 64)
-		if oerr != nil || ierr != nil {
+		rec := values[i]
+		if oerr != nil || ierr != nil || len(rec) < 8 {
 			n.log.Warn("dropping an unreadable record of a failed file hash", slog.String("key", k))
-			if err := n.store.SetMeta(ctx, k, nil); err != nil {
-				return err
-			}
+		} else if exp := int64(binary.BigEndian.Uint64(rec)); exp == 0 || exp > now {
+			n.checksums.GivenUp(origin, id, errors.New(string(rec[8:])))
 			continue
 		}
-		n.checksums.GivenUp(origin, id, errors.New(string(values[i])))
+		// Unreadable, or past its message's expiry (unix nanos; 0 for
+		// never): that message was swept unsent, and no sender will
+		// settle it.
+		if err := n.store.SetMeta(ctx, k, nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }

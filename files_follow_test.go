@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,10 +44,13 @@ func holdHashes(n *petrel.Node) *hashGate {
 // sendHeld starts Send of the file at path to dest in its own goroutine
 // and returns the message (its id is set once stored; read it only after
 // wait) and wait, which returns Send's error; the test must call it.
-func sendHeld(t *testing.T, n *petrel.Node, g *hashGate, ctx context.Context, dest, path string) (m *message.Message, wait func() error) {
+func sendHeld(t *testing.T, n *petrel.Node, g *hashGate, ctx context.Context, dest, path string, mods ...func(*message.Message)) (m *message.Message, wait func() error) {
 	t.Helper()
 	m = n.Producer().CreateFileMessage(dest)
 	m.File.SendFilePath = path
+	for _, mod := range mods {
+		mod(m)
+	}
 	done := make(chan error, 1)
 	go func() { done <- n.Producer().Send(ctx, m) }()
 	select {
@@ -344,12 +348,12 @@ func TestFileChecksumFollowsHashFailsMidTransfer(t *testing.T) {
 // sendCancelled sends a new 1 MiB file called name to files@b from a,
 // with a context that ends while Send hashes it, and returns the message:
 // stored, and given up by Send.
-func sendCancelled(t *testing.T, a *petrel.Node, name string) *message.Message {
+func sendCancelled(t *testing.T, a *petrel.Node, name string, mods ...func(*message.Message)) *message.Message {
 	t.Helper()
 	src, _ := writeRandom(t, t.TempDir(), name, 1<<20)
 	g := holdHashes(a)
 	ctx, cancel := context.WithCancel(context.Background())
-	m, wait := sendHeld(t, a, g, ctx, "files@b", src)
+	m, wait := sendHeld(t, a, g, ctx, "files@b", src, mods...)
 	cancel()
 	close(g.release)
 	if err := wait(); !errors.Is(err, context.Canceled) {
@@ -404,6 +408,28 @@ func TestFileChecksumFollowsHashFailsThenRestart(t *testing.T) {
 		t.Fatalf("b saw %d announcements of a file whose Send failed", n)
 	}
 	noHashRecords(t, a2, "after the file was given up")
+}
+
+// (e) As above, but the file message's TTL runs out while the origin is
+// down: the record of its failed hash goes at the next start, with the
+// message, instead of staying for good.
+func TestFileChecksumFollowsGivenUpRecordExpires(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	dir := t.TempDir()
+	cfg := func(c *petrel.Config) {
+		c.DataDir = dir
+		c.Store.Now = func() time.Time { return time.Unix(0, now.Load()) }
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + freeAddr(t)}} // never up
+	}
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(cfg))
+	sendCancelled(t, a, "expiring.bin", func(m *message.Message) { m.TTL = time.Minute })
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	now.Add(int64(2 * time.Minute))
+	a2 := nodes.Open(t, nodes.Name("a"), nodes.With(cfg))
+	noHashRecords(t, a2, "after the file message expired")
 }
 
 // noHashRecords checks that n keeps no record of a file's hash, failed or
