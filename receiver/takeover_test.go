@@ -45,22 +45,7 @@ func TestNewerFileSessionTakesOverAHeldTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := func() *session.Session {
-		nc, err := net.Dial("tcp", srv.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := session.Client(ctx, nc, session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		s, err := c.OpenFile(ctx, "files@b", 16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.SendData(ctx, 0, announcement); err != nil {
-			t.Fatal(err)
-		}
+		s, _ := openFileSession(t, srv, announcement)
 		return s
 	}
 
@@ -136,4 +121,28 @@ func startFileServer(t *testing.T, dir string, syncBytes int64) (*Server, *queue
 		st.Close()
 	})
 	return srv, q
+}
+
+// openFileSession opens a file session to srv as node "a", on a
+// connection of its own (closed when the test ends), and announces ann.
+func openFileSession(t *testing.T, srv *Server, ann []byte) (*session.Session, *session.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	nc, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := session.Client(ctx, nc, session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s, err := c.OpenFile(ctx, "files@b", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendData(ctx, 0, ann); err != nil {
+		t.Fatal(err)
+	}
+	return s, c
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,23 +61,7 @@ func (f *trailerFixture) announcement(t *testing.T, sum string, size int) []byte
 // cut closes that connection, as a broken link would.
 func (f *trailerFixture) open(t *testing.T, ann []byte) (s *session.Session, cut func()) {
 	t.Helper()
-	ctx := context.Background()
-	nc, err := net.Dial("tcp", f.srv.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := session.Client(ctx, nc, session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	s, err = c.OpenFile(ctx, "files@b", 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SendData(ctx, 0, ann); err != nil {
-		t.Fatal(err)
-	}
+	s, c := openFileSession(t, f.srv, ann)
 	return s, func() { c.Close() }
 }
 
