@@ -103,6 +103,8 @@ func deliveredWith(t *testing.T, b *petrel.Node, sum string, within time.Duratio
 // that a test can cut a transfer in its middle.
 var smallChunks = petrel.FilesConfig{ChunkSize: 64 << 10, Window: 8, SyncBytes: 1 << 20}
 
+func withSmallChunks(c *petrel.Config) { c.Files = smallChunks }
+
 func oneHop(t *testing.T, mod func(*petrel.Config)) (a, b *petrel.Node) {
 	t.Helper()
 	b = nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(mod))
@@ -147,9 +149,7 @@ func TestFileChecksumFollowsOneHop(t *testing.T) {
 // (b) A link cut in the middle of the content, while Send still hashes:
 // the transfer resumes and the file arrives whole.
 func TestFileChecksumFollowsCutMidTransfer(t *testing.T) {
-	a, b := oneHop(t, func(c *petrel.Config) {
-		c.Files = smallChunks
-	})
+	a, b := oneHop(t, withSmallChunks)
 	const size = 64 << 20
 	src, sum := writeRandom(t, t.TempDir(), "cut.bin", size)
 	g := holdHashes(a)
@@ -179,9 +179,7 @@ func TestFileChecksumFollowsCutBeforeChecksum(t *testing.T) {
 	// Syncs every 1 MiB, and the file is a whole number of MiB: its last
 	// chunk completes a sync interval, where a checkpoint would record the
 	// whole size were the checksum not pending.
-	a, b := oneHop(t, func(c *petrel.Config) {
-		c.Files = smallChunks
-	})
+	a, b := oneHop(t, withSmallChunks)
 	const size = 4 << 20
 	src, sum := writeRandom(t, t.TempDir(), "late.bin", size)
 	g := holdHashes(a)
@@ -324,7 +322,7 @@ func TestFileChecksumFollowsHashFailsOnContext(t *testing.T) {
 // sender stops at its next ack, not after the last chunk, so that a file
 // given up does not cross the link for nothing.
 func TestFileChecksumFollowsHashFailsMidTransfer(t *testing.T) {
-	a, b := oneHop(t, func(c *petrel.Config) { c.Files = smallChunks })
+	a, b := oneHop(t, withSmallChunks)
 	const size = 64 << 20 // the transfer cannot end in the few ms the failure takes to reach the sender
 	src, _ := writeRandom(t, t.TempDir(), "large.bin", size)
 	g := holdHashes(a)
