@@ -305,16 +305,7 @@ func TestFileChecksumFollowsHashFailsOnChange(t *testing.T) {
 func TestFileChecksumFollowsHashFailsOnContext(t *testing.T) {
 	a, b := oneHop(t, nil)
 	const size = 2 << 20
-	src, _ := writeRandom(t, t.TempDir(), "cancelled.bin", size)
-	g := holdHashes(a)
-	ctx, cancel := context.WithCancel(context.Background())
-	m, wait := sendHeld(t, a, g, ctx, "files@b", src)
-	allBytesAt(t, b, size)
-	cancel()
-	close(g.release)
-	if err := wait(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Send whose context ended while it hashed = %v; want context.Canceled", err)
-	}
+	m := sendCancelled(t, a, "cancelled.bin", size, func() { allBytesAt(t, b, size) })
 	nothingDelivered(t, a, b, m.ID, "checksum could not be computed")
 }
 
@@ -324,38 +315,35 @@ func TestFileChecksumFollowsHashFailsOnContext(t *testing.T) {
 func TestFileChecksumFollowsHashFailsMidTransfer(t *testing.T) {
 	a, b := oneHop(t, withSmallChunks)
 	const size = 64 << 20 // the transfer cannot end in the few ms the failure takes to reach the sender
-	src, _ := writeRandom(t, t.TempDir(), "large.bin", size)
-	g := holdHashes(a)
-	ctx, cancel := context.WithCancel(context.Background())
-	m, wait := sendHeld(t, a, g, ctx, "files@b", src)
-	petreltest.Eventually(t, "the transfer under way at b", func() bool {
-		tr, ok := transferOf(b)
-		return ok && tr.Received > 0
+	m := sendCancelled(t, a, "large.bin", size, func() {
+		petreltest.Eventually(t, "the transfer under way at b", func() bool {
+			tr, ok := transferOf(b)
+			return ok && tr.Received > 0
+		})
 	})
-	cancel()
-	close(g.release)
-	if err := wait(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Send whose context ended while it hashed = %v; want context.Canceled", err)
-	}
 	nothingDelivered(t, a, b, m.ID, "checksum could not be computed")
 	if got := b.ReceiverStats().FileBytes; got >= size {
 		t.Fatalf("b received all %d bytes of a file given up in its middle; the sender should have stopped at its next ack", got)
 	}
 }
 
-// sendCancelled sends a new 1 MiB file called name to files@b from a,
-// with a context that ends while Send hashes it, and returns the message:
+// sendCancelled sends a new file of size bytes called name to files@b
+// from a, with a context that ends while Send hashes it: once the message
+// is stored and whileHeld (if set) returned. It returns the message:
 // stored, and given up by Send.
-func sendCancelled(t *testing.T, a *petrel.Node, name string, mods ...func(*message.Message)) *message.Message {
+func sendCancelled(t *testing.T, a *petrel.Node, name string, size int, whileHeld func(), mods ...func(*message.Message)) *message.Message {
 	t.Helper()
-	src, _ := writeRandom(t, t.TempDir(), name, 1<<20)
+	src, _ := writeRandom(t, t.TempDir(), name, size)
 	g := holdHashes(a)
 	ctx, cancel := context.WithCancel(context.Background())
 	m, wait := sendHeld(t, a, g, ctx, "files@b", src, mods...)
+	if whileHeld != nil {
+		whileHeld()
+	}
 	cancel()
 	close(g.release)
 	if err := wait(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Send = %v; want context.Canceled", err)
+		t.Fatalf("Send whose context ended while it hashed = %v; want context.Canceled", err)
 	}
 	return m
 }
@@ -368,7 +356,7 @@ func TestFileChecksumFollowsHashFailsBeforeLinkUp(t *testing.T) {
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
 	}))
-	m := sendCancelled(t, a, "early.bin")
+	m := sendCancelled(t, a, "early.bin", 1<<20, nil)
 	if st, _ := petrel.FileState(a, m.ID); st == filetransfer.StateFailed {
 		t.Fatal("the file failed before its link came up: the test checks nothing")
 	}
@@ -392,7 +380,7 @@ func TestFileChecksumFollowsHashFailsThenRestart(t *testing.T) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addr}}
 	}
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(cfg))
-	m := sendCancelled(t, a, "restart-failed.bin")
+	m := sendCancelled(t, a, "restart-failed.bin", 1<<20, nil)
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +409,7 @@ func TestFileChecksumFollowsGivenUpRecordExpires(t *testing.T) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + freeAddr(t)}} // never up
 	}
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(cfg))
-	sendCancelled(t, a, "expiring.bin", func(m *message.Message) { m.TTL = time.Minute })
+	sendCancelled(t, a, "expiring.bin", 1<<20, nil, func(m *message.Message) { m.TTL = time.Minute })
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
