@@ -418,6 +418,36 @@ func TestFileChecksumFollowsGivenUpRecordExpires(t *testing.T) {
 	noHashRecords(t, a2, "after the file message expired")
 }
 
+// (e) An operator purges the send queue that holds a file message whose
+// hash failed: no sender will settle it, so its record goes with it, and
+// the restarted node holds nothing.
+func TestFileChecksumFollowsGivenUpPurged(t *testing.T) {
+	dir := t.TempDir()
+	cfg := func(c *petrel.Config) {
+		c.DataDir = dir
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + freeAddr(t)}} // never up
+	}
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(cfg))
+	sendCancelled(t, a, "purged.bin", 1<<20, nil)
+	p := a.Producer()
+	if err := p.Send(context.Background(), p.CreateDataMessage("files@b")); err != nil {
+		t.Fatal(err)
+	}
+	if got := petrel.PendingChecksums(a); got != 1 {
+		t.Fatalf("%d pending checksums before the purge; want the failed one", got)
+	}
+	n, err := a.Purge(context.Background(), "files@b")
+	if err != nil || n != 2 {
+		t.Fatalf("Purge(files@b) = %d, %v; want the file message and the data message", n, err)
+	}
+	noHashRecords(t, a, "after the purge")
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a2 := nodes.Open(t, nodes.Name("a"), nodes.With(cfg))
+	noHashRecords(t, a2, "after the restart that followed the purge")
+}
+
 // noHashRecords checks that n keeps no record of a file's hash, failed or
 // pending: none in memory, none in its store.
 func noHashRecords(t *testing.T, n *petrel.Node, when string) {

@@ -98,7 +98,55 @@ func (n *Node) Purge(ctx context.Context, name string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return q.Purge(ctx)
+	if q.Kind() != queue.KindSend || n.checksums.GivenUpCount() == 0 {
+		return q.Purge(ctx)
+	}
+	// The queue may hold file messages whose Send's hash failed, each
+	// with its record in the store (giveUpHash). No sender settles a
+	// purged one, so its record goes here: those the queue held before
+	// the purge and not after. One in flight is not purged; its sender
+	// settles it and drops the record itself.
+	before, err := n.givenUpIn(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	count, err := q.Purge(ctx)
+	if err != nil || len(before) == 0 {
+		return count, err
+	}
+	after, err := n.givenUpIn(ctx, q)
+	if err != nil {
+		return count, err
+	}
+	for k := range before {
+		if !after[k] {
+			n.forgetGivenUp(k.origin, k.id)
+			n.checksums.Drop(k.origin, k.id)
+		}
+	}
+	return count, nil
+}
+
+// msgKey names a message by its origin and id.
+type msgKey struct {
+	origin message.NodeID
+	id     uint64
+}
+
+// givenUpIn returns the file messages of q whose hash failed. It reads
+// the whole queue: Purge calls it only while some hash is given up.
+func (n *Node) givenUpIn(ctx context.Context, q *queue.Queue) (map[msgKey]bool, error) {
+	msgs, err := n.browse(ctx, q, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := map[msgKey]bool{}
+	for _, s := range msgs {
+		if s.Err == nil && s.Message.Kind == message.KindFile && n.checksums.IsGivenUp(s.Message.Origin, s.Message.ID) {
+			out[msgKey{s.Message.Origin, s.Message.ID}] = true
+		}
+	}
+	return out, nil
 }
 
 // DeadLetterQueue returns the name of the dead-letter queue of addr: the

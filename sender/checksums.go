@@ -21,7 +21,8 @@ import (
 // removed when the worker settles the file message; Forgotten first learns
 // of those whose hash failed, so that the node drops its record;
 // one whose message never reaches a worker (it expired, or its queue was
-// dropped) stays until the node stops: a few dozen bytes.
+// dropped) stays until the node stops, a few dozen bytes, unless an
+// operator's purge removed it (Drop).
 //
 // A nil *Checksums has no entries.
 type Checksums struct {
@@ -83,12 +84,52 @@ func (c *Checksums) GivenUp(origin message.NodeID, id uint64, err error) {
 	c.mu.Unlock()
 }
 
-// Drop removes the entry of (origin, id) whose message was never stored:
-// no worker will settle it.
+// Drop removes the entry of (origin, id) whose message was never stored,
+// or was purged: no worker will settle it.
 func (c *Checksums) Drop(origin message.NodeID, id uint64) {
 	c.mu.Lock()
 	delete(c.m, earlyKey{origin, id})
 	c.mu.Unlock()
+}
+
+// gaveUp reports whether p holds a failed hash: done, with an error, and
+// not given back to the worker.
+func (p *pendingSum) gaveUp() bool {
+	select {
+	case <-p.done:
+		return p.err != nil && !p.withdrawn()
+	default:
+		return false
+	}
+}
+
+// GivenUpCount returns how many entries hold a failed hash. An operator's
+// purge of a send queue looks for their messages only when there are any
+// (see the node's Purge).
+func (c *Checksums) GivenUpCount() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, p := range c.m {
+		if p.gaveUp() {
+			n++
+		}
+	}
+	return n
+}
+
+// IsGivenUp reports whether the entry of (origin, id) holds a failed hash.
+func (c *Checksums) IsGivenUp(origin message.NodeID, id uint64) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	p := c.m[earlyKey{origin, id}]
+	c.mu.Unlock()
+	return p != nil && p.gaveUp()
 }
 
 // lookup returns the entry of (origin, id), nil if there is none.
@@ -148,13 +189,9 @@ func (c *Checksums) forget(m *message.Message) {
 	if p == nil {
 		return
 	}
-	select {
-	case <-p.done:
-		// Before the entry goes: once it is gone, so is the node's record.
-		if p.err != nil && !p.withdrawn() && c.Forgotten != nil {
-			c.Forgotten(m.Origin, m.ID)
-		}
-	default:
+	// Before the entry goes: once it is gone, so is the node's record.
+	if p.gaveUp() && c.Forgotten != nil {
+		c.Forgotten(m.Origin, m.ID)
 	}
 	c.mu.Lock()
 	if c.m[k] == p {

@@ -72,6 +72,16 @@ func TestChecksumsWithdrawnGivenUpAndDropped(t *testing.T) {
 	c.Begin(ok.Origin, ok.ID)("abc", nil)
 	c.Begin(message.NodeID{1}, 5)
 	c.Drop(message.NodeID{1}, 5)
+	c.Begin(message.NodeID{1}, 6) // pending: not given up yet
+	if got := c.GivenUpCount(); got != 2 {
+		t.Fatalf("GivenUpCount = %d; want the failed hashes 2 and 3", got)
+	}
+	for id, want := range map[uint64]bool{1: false, 2: true, 3: true, 4: false, 5: false, 6: false} {
+		if got := c.IsGivenUp(message.NodeID{1}, id); got != want {
+			t.Errorf("IsGivenUp(%d) = %v; want %v", id, got, want)
+		}
+	}
+	c.Drop(message.NodeID{1}, 6)
 	for _, m := range []*message.Message{withdrawn, failed, given, ok} {
 		c.forget(m)
 	}
