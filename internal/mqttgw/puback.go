@@ -5,9 +5,11 @@ import (
 )
 
 // pendingAck is a QoS 1 publish submitted to the node, whose PUBACK waits
-// for its commit.
+// for its commit. It keeps of the publish only what the PUBACK or a
+// refusal needs: a whole packets.Packet is some 600 bytes, copied into
+// the queue and out of it for every publish.
 type pendingAck struct {
-	pk     packets.Packet
+	ref    publishRef
 	commit Commit
 }
 
@@ -17,7 +19,7 @@ type pendingAck struct {
 // the node commits one connection's publishes in that order too. The
 // queue holds the Receive Maximum the node announces: a client with more
 // unacknowledged publishes waits here, its next packets unread.
-func (st *connState) ackLater(h *hook, pk packets.Packet, c Commit) {
+func (st *connState) ackLater(h *hook, ref publishRef, c Commit) {
 	st.mu.Lock()
 	if st.acks == nil {
 		st.acks = make(chan pendingAck, int(st.g.receiveMaximum()))
@@ -30,7 +32,7 @@ func (st *connState) ackLater(h *hook, pk packets.Packet, c Commit) {
 	acks := st.acks
 	st.mu.Unlock()
 	select {
-	case acks <- pendingAck{pk: pk, commit: c}:
+	case acks <- pendingAck{ref: ref, commit: c}:
 	case <-st.ctx.Done():
 		// The connection ended: no PUBACK; the client publishes it again.
 	}
@@ -43,18 +45,20 @@ func (st *connState) ackLater(h *hook, pk packets.Packet, c Commit) {
 // one write, the connection corked around them.
 func (st *connState) ackLoop(h *hook) {
 	cc := corkOf(st.cl.Net.Conn)
-	var next *pendingAck // taken from acks, its commit not done yet
+	// next was taken from acks, its commit not done yet. Values, not
+	// pointers, so that nothing here escapes to the heap per publish.
+	var next pendingAck
+	var held bool
 	for {
 		p := next
-		next = nil
-		if p == nil {
+		if !held {
 			select {
 			case <-st.ctx.Done():
 				return
-			case a := <-st.acks:
-				p = &a
+			case p = <-st.acks:
 			}
 		}
+		held = false
 		if err := waitCommit(st.ctx, p.commit); err != nil && st.ctx.Err() != nil {
 			return
 		}
@@ -68,9 +72,9 @@ func (st *connState) ackLoop(h *hook) {
 			case a := <-st.acks:
 				select {
 				case <-a.commit.Done():
-					st.answer(h, &a)
+					st.answer(h, a)
 				default:
-					next = &a
+					next, held = a, true
 					break more
 				}
 			default:
@@ -84,16 +88,16 @@ func (st *connState) ackLoop(h *hook) {
 }
 
 // answer sends the PUBACK of a committed publish, or its refusal.
-func (st *connState) answer(h *hook, p *pendingAck) {
+func (st *connState) answer(h *hook, p pendingAck) {
 	if err := p.commit.Err(); err != nil {
 		h.g.metrics.refused.Add(1)
-		h.refuse(st.cl, p.pk, err)
+		h.refuse(st.cl, p.ref, err)
 		return
 	}
 	h.g.metrics.published[1].Add(1)
 	_ = st.cl.WritePacket(packets.Packet{
 		FixedHeader: packets.FixedHeader{Type: packets.Puback},
-		PacketID:    p.pk.PacketID,
+		PacketID:    p.ref.id,
 		ReasonCode:  packets.CodeSuccess.Code,
 	})
 }

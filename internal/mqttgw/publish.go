@@ -32,10 +32,10 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		c, err := h.g.submit(st.conn, pk, &st.topic, "")
 		if err != nil {
 			h.g.metrics.refused.Add(1)
-			h.refuse(cl, pk, err)
+			h.refuse(cl, refOf(pk), err)
 			return pk, packets.ErrRejectPacket
 		}
-		st.ackLater(h, pk, c)
+		st.ackLater(h, refOf(pk), c)
 		return pk, packets.ErrRejectPacket
 	}
 	if qos == 2 && persistent(cl) && !h.qos2Admit(cl) {
@@ -45,7 +45,7 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	mark := qos2Mark(cl, pk)
 	if err := h.g.publish(st.conn, pk, &st.topic, mark); err != nil {
 		h.g.metrics.refused.Add(1)
-		h.refuse(cl, pk, err)
+		h.refuse(cl, refOf(pk), err)
 		return pk, packets.ErrRejectPacket
 	}
 	if mark != "" {
@@ -148,20 +148,31 @@ func (g *Gateway) retain(pk packets.Packet) error {
 	return nil
 }
 
+// publishRef is what a refusal of a publish, or its PUBACK, needs of it.
+type publishRef struct {
+	topic string
+	qos   byte
+	id    uint16
+}
+
+func refOf(pk packets.Packet) publishRef {
+	return publishRef{topic: pk.TopicName, qos: pk.FixedHeader.Qos, id: pk.PacketID}
+}
+
 // refuse answers a refused publish. MQTT 5 has reason codes: the PUBACK
 // or PUBREC carries one, and the reason string. MQTT 3.1.1 has none, and
 // an ack would claim custody: the connection is closed instead, so the
 // client knows the message was not taken (MQTT-3.3.5-2 allows either).
 // A refused QoS 0 publish is dropped, as MQTT has nothing to answer it
 // with.
-func (h *hook) refuse(cl *mqtt.Client, pk packets.Packet, err error) {
+func (h *hook) refuse(cl *mqtt.Client, pk publishRef, err error) {
 	var r *Refusal
 	if !errors.As(err, &r) {
 		r = &Refusal{Code: CodeUnspecified, Reason: err.Error()}
 	}
-	h.g.log.Info("mqtt publish refused", slog.String("client", cl.ID), slog.String("topic", clip(pk.TopicName)),
+	h.g.log.Info("mqtt publish refused", slog.String("client", cl.ID), slog.String("topic", clip(pk.topic)),
 		slog.String("code", fmt.Sprintf("0x%02x", r.Code)), slog.String("reason", r.Reason))
-	if pk.FixedHeader.Qos == 0 {
+	if pk.qos == 0 {
 		return
 	}
 	if cl.Properties.ProtocolVersion < 5 {
@@ -169,12 +180,12 @@ func (h *hook) refuse(cl *mqtt.Client, pk packets.Packet, err error) {
 		return
 	}
 	typ := packets.Puback
-	if pk.FixedHeader.Qos == 2 {
+	if pk.qos == 2 {
 		typ = packets.Pubrec
 	}
 	ack := packets.Packet{
 		FixedHeader: packets.FixedHeader{Type: typ},
-		PacketID:    pk.PacketID,
+		PacketID:    pk.id,
 		ReasonCode:  r.Code,
 		Properties:  packets.Properties{ReasonString: r.Reason},
 	}
