@@ -51,6 +51,7 @@ func (st *connState) ackLoop(h *hook) {
 	var held bool
 	for {
 		p := next
+		next = pendingAck{} // its commit is not kept past its answer
 		if !held {
 			select {
 			case <-st.ctx.Done():
