@@ -34,8 +34,11 @@ func TestNewSendQueuesShareCommitsAndKeepOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// One commit per queue would be at least 300; shared, they are a few.
-	if commits := a.Store().WriterStats().Commits - before; commits >= queues/2 {
+	// One commit per queue would be at least 300, before any message's.
+	// Shared, they are a few (5 to 14 in 25 runs alone), but a machine
+	// busy with other tests splits the writer's batches further: 152 in
+	// one full run of the suite. Only 300 or more says one by one.
+	if commits := a.Store().WriterStats().Commits - before; commits >= queues {
 		t.Fatalf("%d commits for %d new send queues and %d messages: the queues were made one by one", commits, queues, queues*each)
 	}
 	petrel.WantSendQueues(t, a.Store(), queues, each, func(k, i int) string { return fmt.Sprintf("%d-%d", k, i) })
