@@ -109,18 +109,8 @@ func TestHandshakesAndConnectionsBounded(t *testing.T) {
 
 func TestConnectionsBoundCountsAuthenticated(t *testing.T) {
 	srv := limitedServer(t, 10, 10, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for i := range 2 {
-		nc, err := net.Dial("tcp", srv.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := session.Client(ctx, nc, session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet})
-		if err != nil {
-			t.Fatalf("link %d: %v", i, err)
-		}
-		t.Cleanup(func() { c.Close() })
+	for range 2 {
+		connectAsA(t, srv)
 	}
 	// The server ends its handshake just after the client's.
 	deadline := time.Now().Add(5 * time.Second)

@@ -62,10 +62,11 @@ func newFixture(t *testing.T, secret ...byte) *fixture {
 	return &fixture{store: st, q: q, srv: srv}
 }
 
-// dial opens a session to the fixture as node "a".
-func (f *fixture) dial(t *testing.T) (*session.Conn, *session.Session) {
+// connectAsA dials srv as node "a", on a connection of its own that is
+// closed when the test ends.
+func connectAsA(t *testing.T, srv *Server) *session.Conn {
 	t.Helper()
-	nc, err := net.Dial("tcp", f.srv.Addr().String())
+	nc, err := net.Dial("tcp", srv.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +77,15 @@ func (f *fixture) dial(t *testing.T) (*session.Conn, *session.Session) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dial opens a session to the fixture as node "a".
+func (f *fixture) dial(t *testing.T) (*session.Conn, *session.Session) {
+	t.Helper()
+	c := connectAsA(t, f.srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	s, err := c.Open(ctx, "orders@b", 16)
 	if err != nil {
 		t.Fatal(err)

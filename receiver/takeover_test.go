@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -128,15 +127,7 @@ func startFileServer(t *testing.T, dir string, syncBytes int64) (*Server, *queue
 func openFileSession(t *testing.T, srv *Server, ann []byte) (*session.Session, *session.Conn) {
 	t.Helper()
 	ctx := context.Background()
-	nc, err := net.Dial("tcp", srv.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := session.Client(ctx, nc, session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := connectAsA(t, srv)
 	s, err := c.OpenFile(ctx, "files@b", 16)
 	if err != nil {
 		t.Fatal(err)
