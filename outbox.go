@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/petrelmq/petrel/filetransfer"
@@ -45,6 +46,22 @@ func outboxKey(path string) string { return "outbox:" + path }
 // reports the message's end, the file that leaves the folder is found
 // from this record, never from a path the message carries.
 func outboxSentKey(id uint64) string { return "outbox-sent:" + strconv.FormatUint(id, 10) }
+
+// outboxSentRecord is the value under outboxSentKey: the outbox's after
+// setting when it took the file, a NUL (no path holds one), and the
+// file's path. The file leaves the folder as that setting said even if
+// the outbox is removed, or changed, before the transfer ends.
+func outboxSentRecord(path, after string) []byte { return []byte(after + "\x00" + path) }
+
+// parseOutboxSent reads an outboxSentKey value; one written before the
+// setting was recorded is the path alone, and says nothing of after.
+func parseOutboxSent(rec []byte) (path, after string, known bool) {
+	before, rest, known := strings.Cut(string(rec), "\x00")
+	if !known {
+		return before, "", false
+	}
+	return rest, before, true
+}
 
 // startOutbox watches one folder. Files already in it are sent.
 func (n *Node) startOutbox(c OutboxConfig) error {
@@ -152,7 +169,7 @@ func (n *Node) sendOutboxFile(r *outboxRun, path string) {
 	key := outboxKey(path)
 	id, err := n.outboxID(r.ctx, key, fi)
 	if err == nil {
-		err = n.store.SetMeta(r.ctx, outboxSentKey(id), []byte(path))
+		err = n.store.SetMeta(r.ctx, outboxSentKey(id), outboxSentRecord(path, r.cfg.After))
 	}
 	if err != nil {
 		n.log.Warn("outbox file not sent", slog.String(logkey.Path, path), slog.Any(logkey.Error, err))
@@ -167,7 +184,7 @@ func (n *Node) sendOutboxFile(r *outboxRun, path string) {
 	}
 	if err != nil || m.File.ReceivedFilePath != "" {
 		// Failed, or delivered here already: no sender will report it.
-		r.finish(n, path, id, err)
+		n.finishOutboxFile(r.ob, path, id, r.cfg.After, err)
 	}
 }
 
@@ -193,10 +210,17 @@ func (n *Node) outboxID(ctx context.Context, key string, fi os.FileInfo) (uint64
 	return id, n.store.SetMeta(ctx, key, rec)
 }
 
-// finish moves the file to sent/ or failed/ and forgets its id, both
-// ways.
-func (r *outboxRun) finish(n *Node, path string, id uint64, err error) {
-	if derr := r.ob.Done(path, err, r.cfg.After); derr != nil {
+// finishOutboxFile moves the file to sent/ or failed/ (or deletes it, as
+// after says) and forgets its id, both ways. ob is the outbox watching
+// its folder, nil if none does any more.
+func (n *Node) finishOutboxFile(ob *filetransfer.Outbox, path string, id uint64, after string, err error) {
+	var derr error
+	if ob != nil {
+		derr = ob.Done(path, err, after)
+	} else {
+		derr = filetransfer.FinishOutboxFile(filetransfer.OutboxConfig{Dir: filepath.Dir(path), Logger: n.cfg.Logger}, path, err, after)
+	}
+	if derr != nil {
 		n.log.Warn("outbox: cannot move the file", slog.String(logkey.Path, path), slog.Any(logkey.Error, derr))
 	}
 	for _, key := range []string{outboxKey(path), outboxSentKey(id)} {
@@ -222,12 +246,20 @@ func (n *Node) outboxDone(m *message.Message, err error) {
 	if rec == nil {
 		return
 	}
-	path := string(rec)
+	path, after, known := parseOutboxSent(rec)
 	n.outboxes.mu.Lock()
 	r := n.outboxes.run[filepath.Dir(path)]
 	n.outboxes.mu.Unlock()
-	if r == nil {
-		return
+	var ob *filetransfer.Outbox
+	if r != nil {
+		ob = r.ob
+		if !known {
+			after = r.cfg.After
+		}
 	}
-	r.finish(n, path, m.ID, err)
+	// With no outbox on the folder any more (removed by a reload, or
+	// not configured at this start), the file still leaves it: it was
+	// sent, and left there it would be sent again once an outbox watches
+	// the folder.
+	n.finishOutboxFile(ob, path, m.ID, after, err)
 }

@@ -226,3 +226,76 @@ func TestOutboxNodeStopsWhileHashing(t *testing.T) {
 		t.Fatalf("failed/ holds %v", failed)
 	}
 }
+
+// An outbox is removed (by a reload, or at a restart without it) while
+// the transfer of a file it took still waits for b. When b takes the
+// file, the file leaves the folder as the outbox said when it took it
+// (here deleted), and the node forgets which file the message was for:
+// left in the folder, it would be sent again by the next outbox on it.
+func TestOutboxRemovedWhileItsFileIsSent(t *testing.T) {
+	for _, how := range []string{"reload", "restart"} {
+		t.Run(how, func(t *testing.T) {
+			out := t.TempDir()
+			bAddr := freeAddr(t) // b is down until the outbox is gone
+			dir := t.TempDir()
+			base := func(c *petrel.Config) {
+				c.DataDir = dir
+				c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + bAddr}}
+			}
+			var cfg petrel.Config
+			a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+				base(c)
+				c.Outboxes = []petrel.OutboxConfig{{Dir: out, To: "files@b", After: "delete", Quiet: 100 * time.Millisecond}}
+				cfg = *c
+			}))
+			_, sum := writeRandom(t, out, "pending.bin", 5000)
+			petreltest.Eventually(t, "the outbox's file queued toward b", func() bool {
+				for _, st := range a.QueueStats() {
+					if st.Name == "files@b" && st.Depth == 1 {
+						return true
+					}
+				}
+				return false
+			}, func() string { return fmt.Sprintf("%+v", a.QueueStats()) })
+			cfg.Outboxes = nil
+			switch how {
+			case "reload":
+				if _, err := a.Reconfigure(context.Background(), cfg); err != nil {
+					t.Fatal(err)
+				}
+			case "restart":
+				if err := a.Close(); err != nil {
+					t.Fatal(err)
+				}
+				a = nodes.Open(t, nodes.Name("a"), nodes.With(base))
+			}
+			if _, err := os.Stat(filepath.Join(out, "pending.bin")); err != nil {
+				t.Fatalf("the file left the folder before b took it: %v", err)
+			}
+			b := nodes.Open(t, nodes.Name("b"), nodes.Listen(bAddr), nodes.With(func(c *petrel.Config) {
+				c.Addresses = []petrel.AddressConfig{{Name: "files", Role: address.RoleReceive}}
+			}))
+			deliveredWith(t, b, sum, 30*time.Second)
+			petreltest.Eventually(t, "pending.bin deleted once b took it", func() bool {
+				_, err := os.Stat(filepath.Join(out, "pending.bin"))
+				return os.IsNotExist(err)
+			}, func() string { return fmt.Sprint(os.ReadDir(out)) })
+			if sent, _ := os.ReadDir(filepath.Join(out, "sent")); len(sent) != 0 {
+				t.Fatalf("sent/ holds %v, want nothing (after: delete)", sent)
+			}
+			// The records go just after the file.
+			var left []string
+			petreltest.Eventually(t, "no record of the file left", func() bool {
+				left = nil
+				for _, prefix := range []string{"outbox:", "outbox-sent:"} {
+					keys, _, err := a.Store().MetaPrefix(context.Background(), prefix)
+					if err != nil {
+						t.Fatal(err)
+					}
+					left = append(left, keys...)
+				}
+				return len(left) == 0
+			}, func() string { return fmt.Sprint("records left: ", left) })
+		})
+	}
+}

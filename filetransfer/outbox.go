@@ -369,6 +369,18 @@ func (o *Outbox) isOffered(name string) bool {
 	return o.offered[name]
 }
 
+// FinishOutboxFile does what Done does, for a file an Outbox in cfg.Dir
+// offered but that no Outbox watches any more: its folder was removed
+// from the configuration, or the process restarted without it, while the
+// file's transfer ran. Nothing is watched or started.
+func FinishOutboxFile(cfg OutboxConfig, path string, err error, after string) error {
+	o, oerr := newOutbox(cfg, func(string) {})
+	if oerr != nil {
+		return oerr
+	}
+	return o.Done(path, err, after)
+}
+
 // Done records the outcome of the transfer of path, a file the Outbox
 // offered. With err nil, the file moves into sent/ (after AfterSent or
 // "") or is deleted (AfterDelete). With an error, it moves into failed/,

@@ -267,3 +267,35 @@ func TestOutboxSecondLookCatchesSilentWrites(t *testing.T) {
 		t.Fatal("a created file was offered without its quiet period")
 	}
 }
+
+// FinishOutboxFile finishes files of a folder no Outbox watches, as Done
+// would: moved to sent/, deleted, or moved to failed/ with the reason; a
+// path outside the folder is refused and touches nothing.
+func TestFinishOutboxFileWithoutWatching(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"sent.txt", "gone.txt", "bad.txt"} {
+		writeFile(t, dir, n, []byte(n))
+	}
+	cfg := OutboxConfig{Dir: dir}
+	if err := FinishOutboxFile(cfg, filepath.Join(dir, "sent.txt"), nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	sameContent(t, filepath.Join(dir, SentDir, "sent.txt"), []byte("sent.txt"))
+	if err := FinishOutboxFile(cfg, filepath.Join(dir, "gone.txt"), nil, AfterDelete); err != nil {
+		t.Fatal(err)
+	}
+	why := errors.New("refused at plant-7")
+	if err := FinishOutboxFile(cfg, filepath.Join(dir, "bad.txt"), why, AfterSent); err != nil {
+		t.Fatal(err)
+	}
+	sameContent(t, filepath.Join(dir, FailedDir, "bad.txt.reason"), []byte(why.Error()+"\n"))
+	if names := dirNames(t, dir); !slices.Equal(names, []string{FailedDir, SentDir}) {
+		t.Fatalf("folder after FinishOutboxFile: %v", names)
+	}
+	other := t.TempDir()
+	writeFile(t, other, "x", []byte("x"))
+	if err := FinishOutboxFile(cfg, filepath.Join(other, "x"), nil, AfterDelete); !errors.Is(err, ErrNotInOutbox) {
+		t.Fatalf("a path outside the folder: %v", err)
+	}
+	sameContent(t, filepath.Join(other, "x"), []byte("x"))
+}
