@@ -249,14 +249,7 @@ func TestOutboxRemovedWhileItsFileIsSent(t *testing.T) {
 				cfg = *c
 			}))
 			_, sum := writeRandom(t, out, "pending.bin", 5000)
-			petreltest.Eventually(t, "the outbox's file queued toward b", func() bool {
-				for _, st := range a.QueueStats() {
-					if st.Name == "files@b" && st.Depth == 1 {
-						return true
-					}
-				}
-				return false
-			}, func() string { return fmt.Sprintf("%+v", a.QueueStats()) })
+			waitDepth(t, a, "files@b", 1) // the outbox took the file
 			cfg.Outboxes = nil
 			switch how {
 			case "reload":
