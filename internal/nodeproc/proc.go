@@ -213,17 +213,22 @@ func (p *Proc) Running() bool {
 	}
 }
 
-// Stop asks the process to stop, by closing its stdin and sending SIGTERM,
+// Stop asks the process to stop, by sending SIGTERM and closing its stdin,
 // and waits up to grace before killing it. It returns an error unless the
 // process exited 0 in time, or had already exited 0.
+//
+// The signal goes first. A bench agent stops on either; closed stdin
+// first, an agent could finish its stop and let go of its signal handler
+// before the signal came, and then die of it: "stopped badly: signal:
+// terminated", seen under a loaded CI machine.
 func (p *Proc) Stop(grace time.Duration) error { return p.StopWith(syscall.SIGTERM, grace) }
 
 // StopWith is Stop with another signal than SIGTERM, for a program that
 // exits 0 only on that one (nats-server exits 1 on SIGTERM, 0 on SIGINT).
 func (p *Proc) StopWith(sig os.Signal, grace time.Duration) error {
 	if p.Running() {
-		p.stdin.Close()
 		p.cmd.Process.Signal(sig)
+		p.stdin.Close()
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
