@@ -179,11 +179,7 @@ func (n *Node) replaySelected(ctx context.Context, addr string, refs []adminapi.
 	for _, r := range refs {
 		want[r] = true
 	}
-	rows, err := dlq.Browse(ctx, 0)
-	if err != nil {
-		return 0, err
-	}
-	return n.replayRows(ctx, addr, dlq, rows, 0, func(r queue.Browsed) bool {
+	return n.replayRows(ctx, addr, dlq, 0, func(r queue.Browsed) bool {
 		m, err := message.Peek(r.Data, message.Limits{})
 		return err == nil && want[adminapi.MessageRef{Origin: m.Origin.String(), ID: m.ID}]
 	})

@@ -134,19 +134,18 @@ type msgKey struct {
 }
 
 // givenUpIn returns the file messages of q whose hash failed. It reads
-// the whole queue: Purge calls it only while some hash is given up.
+// the whole queue, a page at a time, and keeps only their keys: Purge
+// calls it only while some hash is given up.
 func (n *Node) givenUpIn(ctx context.Context, q *queue.Queue) (map[msgKey]bool, error) {
-	msgs, err := n.browse(ctx, q, 0)
-	if err != nil {
-		return nil, err
-	}
 	out := map[msgKey]bool{}
-	for _, s := range msgs {
-		if s.Err == nil && s.Message.Kind == message.KindFile && n.checksums.IsGivenUp(s.Message.Origin, s.Message.ID) {
-			out[msgKey{s.Message.Origin, s.Message.ID}] = true
+	err := q.Each(ctx, func(r queue.Browsed) bool {
+		m, err := message.Peek(r.Data, message.Limits{})
+		if err == nil && m.Kind == message.KindFile && n.checksums.IsGivenUp(m.Origin, m.ID) {
+			out[msgKey{m.Origin, m.ID}] = true
 		}
-	}
-	return out, nil
+		return true
+	})
+	return out, err
 }
 
 // DeadLetterQueue returns the name of the dead-letter queue of addr: the
@@ -217,42 +216,46 @@ func (n *Node) PurgeDeadLetters(ctx context.Context, addr string) (int, error) {
 // duplicates a message. A replayed message starts over: its delivery
 // count and reason are cleared. Dead letters in flight, and those
 // addressed to the dead-letter queue itself, stay. If a destination
-// cannot be routed, nothing is moved.
+// cannot be routed, nothing is moved. The dead letters are read a page at
+// a time: a replay of millions holds their moves, not their messages.
 func (n *Node) Replay(ctx context.Context, addr string, limit int) (int, error) {
 	dlq, err := n.deadLetterQueue(addr)
 	if dlq == nil {
 		return 0, err
 	}
-	browse := 0
-	if limit > 0 {
-		browse = limit + int(dlq.Stats().InFlight)
-	}
-	rows, err := dlq.Browse(ctx, browse)
-	if err != nil {
-		return 0, err
-	}
-	return n.replayRows(ctx, addr, dlq, rows, limit, nil)
+	return n.replayRows(ctx, addr, dlq, limit, nil)
 }
 
 // replayRows moves the rows of dlq (the dead-letter queue of addr) that
 // pick takes, all when pick is nil, back where they were going, at most
 // limit of them (all when limit <= 0), in one transaction; see Replay.
-func (n *Node) replayRows(ctx context.Context, addr string, dlq *queue.Queue, rows []queue.Browsed, limit int, pick func(queue.Browsed) bool) (int, error) {
+// It reads dlq a page at a time and keeps only the moves, so that
+// replaying a million dead letters does not hold them all in memory.
+func (n *Node) replayRows(ctx context.Context, addr string, dlq *queue.Queue, limit int, pick func(queue.Browsed) bool) (int, error) {
 	var moves []queue.Move
-	for _, r := range rows {
+	var ferr error
+	err := dlq.Each(ctx, func(r queue.Browsed) bool {
 		if r.InFlight || (pick != nil && !pick(r)) {
-			continue
+			return true
 		}
 		if limit > 0 && len(moves) == limit {
-			break
+			return false
 		}
 		to, err := n.replayTarget(ctx, r.Data, addr)
 		if err != nil {
-			return 0, err
+			ferr = err
+			return false
 		}
 		if to != dlq {
 			moves = append(moves, queue.Move{RowID: r.RowID, To: to})
 		}
+		return true
+	})
+	if ferr != nil {
+		return 0, ferr
+	}
+	if err != nil {
+		return 0, err
 	}
 	if len(moves) == 0 {
 		return 0, nil

@@ -1,6 +1,7 @@
 package petrel
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -20,9 +21,9 @@ import (
 // one that no interest still learned from that neighbour matches.
 //
 // A send queue holds no way to delete chosen rows, so the pruned rows are
-// moved (one transaction) into pruneBin, which is then purged. A crash in
-// between leaves them in pruneBin, purged at the next prune or start;
-// nothing can consume them meanwhile.
+// moved into pruneBin, pruneBatch rows per transaction, which is purged
+// after each. A crash in between leaves them in pruneBin, purged at the
+// next prune or start; nothing can consume them meanwhile.
 
 // pruneBin names the queue pruned rows pass through: ':' keeps it clear
 // of addresses.
@@ -50,44 +51,62 @@ func (n *Node) pruneToward(ctx context.Context, nb, reason string) (int, error) 
 	if err != nil {
 		return 0, fmt.Errorf("prune toward %s: %w", nb, err)
 	}
-	rows, err := q.Browse(ctx, 0)
-	if err != nil {
-		return 0, fmt.Errorf("prune toward %s: %w", nb, err)
-	}
+	// The queue is read a page at a time and pruned a batch at a time: a
+	// neighbour away for a day may have millions of publishes waiting.
+	// Each batch is one move; a failure leaves the rest to be delivered
+	// and dropped at nb as unrouted.
 	var moves []queue.Move
-	for _, r := range rows {
+	pruned := 0
+	flush := func() error {
+		if len(moves) == 0 {
+			return nil
+		}
+		moved, err := q.Move(ctx, moves)
+		moves = moves[:0]
+		if err != nil {
+			return err
+		}
+		pruned += moved
+		t.countPruned(reason, moved)
+		_, err = bin.Purge(ctx)
+		return err
+	}
+	var ferr error
+	err = q.Each(ctx, func(r queue.Browsed) bool {
 		if r.InFlight {
-			continue
+			return true
 		}
 		var m message.Message
 		if err := m.UnmarshalBinary(r.Data); err != nil {
 			// This node wrote it; a row it cannot read is left for the
 			// sender, which dead-letters it.
-			continue
+			return true
 		}
 		name, _, _ := message.ParseDestination(m.Destination)
 		if name == interestAddr {
-			continue
+			return true
 		}
 		// The copy's hops end with this node, as forwardPuts wrote them.
 		if slices.Contains(t.remote.nextHops(name, hopsOf(&m)), nb) {
-			continue
+			return true
 		}
 		moves = append(moves, queue.Move{RowID: r.RowID, To: bin})
+		if len(moves) == pruneBatch {
+			ferr = flush()
+		}
+		return ferr == nil
+	})
+	if ferr == nil && err == nil {
+		ferr = flush()
 	}
-	if len(moves) == 0 {
-		return 0, nil
+	if err := cmp.Or(ferr, err); err != nil {
+		return pruned, fmt.Errorf("prune toward %s: %w", nb, err)
 	}
-	moved, err := q.Move(ctx, moves)
-	if err != nil {
-		return 0, fmt.Errorf("prune toward %s: %w", nb, err)
-	}
-	t.countPruned(reason, moved)
-	if _, err := bin.Purge(ctx); err != nil {
-		return moved, fmt.Errorf("prune toward %s: %w", nb, err)
-	}
-	return moved, nil
+	return pruned, nil
 }
+
+// pruneBatch is how many rows a prune moves per transaction.
+const pruneBatch = 4096
 
 // pruneLogged is pruneToward for the paths that cannot return its error:
 // what was not pruned is delivered, and dropped at nb as unrouted.

@@ -59,9 +59,12 @@ func TestInterestWithdrawPrunesSendQueue(t *testing.T) {
 	subscribe(t, b, "orders.eu.*", petrel.SubscribeOptions{Name: "audit", Durable: true}).Close()
 	subscribe(t, b, "orders.us.*", petrel.SubscribeOptions{Name: "us", Durable: true}).Close()
 	waitInterest(t, a, "b/b/orders.eu.*", "b/b/orders.us.*")
-	publishN(t, a, "orders.eu.created", 20)
+	// More than one batch of the prune's, between those B still wants.
+	const eu = 6000
+	publishN(t, a, "orders.eu.created", 10)
 	us := publishN(t, a, "orders.us.created", 5)
-	waitDepth(t, a, "_petrel.topics@b", 25)
+	publishAsync(t, a, "orders.eu.created", eu-10)
+	waitDepth(t, a, "_petrel.topics@b", eu+5)
 	if err := b.Unsubscribe(context.Background(), "audit"); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,7 @@ func TestInterestWithdrawPrunesSendQueue(t *testing.T) {
 		return len(a.TopicInterest()) == 1
 	}, func() string { return fmt.Sprintf("%+v", a.TopicInterest()) })
 	waitDepth(t, a, "_petrel.topics@b", 5)
-	waitPruned(t, a, "unsubscribed", 20)
+	waitPruned(t, a, "unsubscribed", eu)
 	if v := scrape(t, a)[`petrel_topic_pruned_total{reason="grace"}`]; v != 0 {
 		t.Fatalf("petrel_topic_pruned_total{reason=\"grace\"} = %v, want 0", v)
 	}
@@ -79,6 +82,24 @@ func TestInterestWithdrawPrunesSendQueue(t *testing.T) {
 	}
 	b = m.openB(t, dirB, true)
 	drainSub(t, subscribe(t, b, "orders.us.*", petrel.SubscribeOptions{Name: "us", Durable: true}), us, a)
+}
+
+// publishAsync publishes total messages to topic without waiting for
+// each: for a backlog of thousands.
+func publishAsync(t *testing.T, n *petrel.Node, topic string, total int) {
+	t.Helper()
+	p := n.Producer()
+	pend := make([]*petrel.Pending, total)
+	for i := range pend {
+		m := p.CreateDataMessage(topic)
+		m.Body = []byte(fmt.Sprint(i))
+		pend[i] = p.SendAsync(m)
+	}
+	for _, pd := range pend {
+		if err := pd.Wait(context.Background()); err != nil {
+			t.Fatalf("publish to %q: %v", topic, err)
+		}
+	}
 }
 
 // clock is a node's clock that a test moves ahead.

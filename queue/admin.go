@@ -40,7 +40,7 @@ type Browsed struct {
 	Reason string
 	// Data is the encoded message.
 	Data []byte
-	// bodyID is a copy's body while browseLevel reads it.
+	// bodyID is a copy's body while browseRows reads it.
 	bodyID int64
 }
 
@@ -52,18 +52,19 @@ type Browsed struct {
 // expanding each in place keeps id order, and each row is one copy or
 // more, so the limit on rows is enough.
 const browseSQL = `SELECT id, expires_at, deliveries, not_before, reason, data, 0 FROM messages
-	WHERE queue = ?1 AND priority = ?2
+	WHERE queue = ?1 AND priority = ?2 AND id > ?3
 	UNION ALL
 	SELECT id, 0, 0, 0, '', items, 1 FROM copies
-	WHERE queue = ?1 AND priority = ?2
-	ORDER BY 1 LIMIT ?3`
+	WHERE queue = ?1 AND priority = ?2 AND id > ?3
+	ORDER BY 1 LIMIT ?4`
 
 // Browse returns up to limit of q's messages (all when limit <= 0), most
 // urgent first, then oldest first. It reads the committed rows through
 // the store's read connections: it takes no lease and changes nothing.
 // Messages in flight are included, marked InFlight. Each priority is
 // read on its own, so a browse that races puts and acks is not one
-// snapshot of the queue.
+// snapshot of the queue. It holds every message it returns in memory:
+// Each reads a queue of any size a page at a time.
 func (q *Queue) Browse(ctx context.Context, limit int) ([]Browsed, error) {
 	if q.s.ctx.Err() != nil {
 		return nil, ErrClosed
@@ -77,59 +78,124 @@ func (q *Queue) Browse(ctx context.Context, limit int) ([]Browsed, error) {
 			}
 		}
 		var err error
-		if out, err = q.browseLevel(ctx, out, uint8(p), rest); err != nil {
+		if out, _, _, err = q.browseRows(ctx, out, uint8(p), 0, rest, rest, 0); err != nil {
 			return nil, fmt.Errorf("browse %q: %w", q.name, err)
 		}
 	}
+	q.markInFlight(out)
+	return out, nil
+}
+
+// eachRows and eachBytes bound a page of Each: at most eachRows rows, and
+// past its first row no more than eachBytes of messages.
+const (
+	eachRows  = 256
+	eachBytes = 4 << 20
+)
+
+// Each calls fn with each of q's messages, in Browse's order, until fn
+// returns false. It reads a page at a time (eachRows rows, eachBytes of
+// messages), and no query is open while fn runs: a scan of a queue of
+// any size holds one page in memory, and fn may Move or settle the rows
+// it was given. A message put or released after Each began may be seen
+// or not; one moved or settled before its page is read is not.
+func (q *Queue) Each(ctx context.Context, fn func(Browsed) bool) error {
+	if q.s.ctx.Err() != nil {
+		return ErrClosed
+	}
+	var page []Browsed
+	for p := levels - 1; p >= 0; p-- {
+		for after := int64(0); ; {
+			var more bool
+			var err error
+			page, after, more, err = q.browseRows(ctx, page[:0], uint8(p), after, eachRows, -1, eachBytes)
+			if err != nil {
+				return fmt.Errorf("browse %q: %w", q.name, err)
+			}
+			q.markInFlight(page)
+			for _, b := range page {
+				if !fn(b) {
+					return nil
+				}
+			}
+			clear(page) // let the page's bytes go before the next is read
+			if !more {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// markInFlight marks the rows a consumer holds under a lease now.
+func (q *Queue) markInFlight(out []Browsed) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	for i := range out {
 		if l := q.inflight[out[i].RowID]; l != nil {
 			out[i].InFlight, out[i].Attempt = true, l.attempt
 		}
 	}
-	q.mu.Unlock()
-	return out, nil
 }
 
-// browseLevel appends up to limit rows of priority p to out. A copy's
+// browseRows appends to out the messages of up to limit rows (-1 for no
+// limit) of priority p whose id is above after, at most maxMsgs of them
+// (-1 for all: a row may be a run of many copies), and, with maxBytes >
+// 0, stops reading once they hold maxBytes. It returns the id of the last
+// row read, the next page's after, and whether rows may remain. A copy's
 // body is read after its run: a copy settled meanwhile, whose body went
 // with it, is left out, as if the browse had come a moment later.
-func (q *Queue) browseLevel(ctx context.Context, out []Browsed, p uint8, limit int) ([]Browsed, error) {
-	rows, err := q.s.rdb.QueryContext(ctx, browseSQL, q.id, int64(p), limit)
+//
+// Paging by row id misses no row: runs are contiguous (see runs.go), so
+// a row not read yet has all its copies above the last row read, and a
+// run that loses copies keeps its key or takes that of a copy it still
+// holds.
+func (q *Queue) browseRows(ctx context.Context, out []Browsed, p uint8, after int64, limit, maxMsgs, maxBytes int) ([]Browsed, int64, bool, error) {
+	rows, err := q.s.rdb.QueryContext(ctx, browseSQL, q.id, int64(p), after, limit)
 	if err != nil {
-		return out, err
+		return out, after, false, err
 	}
 	var items []runItem
 	start := len(out)
+	n, bytes, last, stopped := 0, 0, after, false
 	for rows.Next() {
+		if maxBytes > 0 && n > 0 && bytes >= maxBytes {
+			stopped = true
+			break
+		}
 		b := Browsed{Priority: p}
 		var exp, notBefore, deliveries, isRun int64
 		if err := rows.Scan(&b.RowID, &exp, &deliveries, &notBefore, &b.Reason, &b.Data, &isRun); err != nil {
 			rows.Close()
-			return out, err
+			return out, last, false, err
 		}
+		n++
+		last = b.RowID
 		if isRun == 1 {
 			if items, err = decodeRun(items[:0], b.Data); err != nil {
 				rows.Close()
-				return out, fmt.Errorf("run %d: %w", b.RowID, err)
+				return out, last, false, fmt.Errorf("run %d: %w", b.RowID, err)
 			}
 			for _, it := range items {
 				rb := browsedOf(p, it.id, it.exp, it.deliv, it.notBf)
 				rb.bodyID = it.body // its Data is read below
 				out = append(out, rb)
+				bytes += int(it.size)
 			}
 			continue
 		}
 		rb := browsedOf(p, b.RowID, exp, deliveries, notBefore)
 		rb.Reason, rb.Data = b.Reason, b.Data
 		out = append(out, rb)
+		bytes += len(b.Data)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return out, err
+		return out, last, false, err
 	}
-	if limit >= 0 && len(out)-start > limit {
-		out = out[:start+limit]
+	more := stopped || (limit >= 0 && n == limit)
+	if maxMsgs >= 0 && len(out)-start > maxMsgs {
+		out = out[:start+maxMsgs]
 	}
 	kept := out[:start]
 	for _, b := range out[start:] {
@@ -145,13 +211,13 @@ func (q *Queue) browseLevel(ctx context.Context, out []Browsed, p uint8, limit i
 					continue
 				}
 				if err != nil {
-					return out, fmt.Errorf("body %d of copy %d: %w", id, b.RowID, err)
+					return out, last, false, fmt.Errorf("body %d of copy %d: %w", id, b.RowID, err)
 				}
 			}
 		}
 		kept = append(kept, b)
 	}
-	return kept, nil
+	return kept, last, more, nil
 }
 
 func browsedOf(p uint8, id, exp, deliveries, notBefore int64) Browsed {

@@ -362,3 +362,112 @@ func TestMoveConcurrentWithConsumers(t *testing.T) {
 	wantCounters(t, dlq, 0, 200, consumed.Load())
 	wantCounters(t, q, int64(moved), 200+int64(moved), 0)
 }
+
+// Each reads what Browse reads, in the same order and with the same
+// marks, a page at a time: past eachRows rows and past eachBytes of
+// messages a page ends, and rows moved out by fn between pages are
+// neither missed nor seen twice.
+func TestEach(t *testing.T) {
+	s, path := openTemp(t, func(c *Config) { c.PrefetchMessages = 16 })
+	a := mustQueue(t, s, "a", KindReceive)
+	b := mustQueue(t, s, "b", KindReceive)
+	other := mustQueue(t, s, "other", KindReceive)
+	// More rows than a page holds: a run of one per put, then runs of
+	// copies shared with b.
+	const shared = 400
+	for i := range eachRows + 50 {
+		mustPut(t, a, msg(4, fmt.Sprint("p", i)))
+	}
+	var ms []*message.Message
+	for i := range shared {
+		ms = append(ms, msg(4, fmt.Sprint("m", i)))
+	}
+	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Single puts at two more priorities, large ones past eachBytes.
+	for i := range 10 {
+		mustPut(t, a, msg(9, fmt.Sprint("u", i)))
+	}
+	big := strings.Repeat("x", 1<<20)
+	for i := range 2 * eachBytes >> 20 {
+		mustPut(t, a, msg(0, fmt.Sprint(i, big)))
+	}
+	_, leased := pollBody(t, a) // u0, in flight
+	settle(t, s)
+
+	want, err := a.Browse(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Browsed
+	if err := a.Each(context.Background(), func(r Browsed) bool {
+		got = append(got, r)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Each gave %d messages, Browse %d; they differ", len(got), len(want))
+	}
+	if !got[0].InFlight || got[1].InFlight {
+		t.Fatalf("in flight marks %v, %v; want the leased u0 alone", got[0].InFlight, got[1].InFlight)
+	}
+
+	// A page of large messages ends at eachBytes.
+	page, _, more, err := a.browseRows(context.Background(), nil, 0, 0, eachRows, -1, eachBytes)
+	if err != nil || !more || len(page) != eachBytes>>20 {
+		t.Fatalf("a page of 1 MiB messages: %d of them, more %v, %v; want %d and more", len(page), more, err, eachBytes>>20)
+	}
+
+	var calls int
+	if err := a.Each(context.Background(), func(Browsed) bool { calls++; return calls < 3 }); err != nil || calls != 3 {
+		t.Fatalf("Each stopped after %d calls, %v; want 3", calls, err)
+	}
+
+	// Moving what was read, while Each goes on, every 50 messages.
+	seen := map[int64]bool{}
+	var moves []Move
+	flush := func() {
+		if _, err := a.Move(context.Background(), moves); err != nil {
+			t.Fatal(err)
+		}
+		moves = moves[:0]
+	}
+	if err := a.Each(context.Background(), func(r Browsed) bool {
+		if seen[r.RowID] {
+			t.Fatalf("row %d seen twice", r.RowID)
+		}
+		seen[r.RowID] = true
+		if !r.InFlight {
+			moves = append(moves, Move{RowID: r.RowID, To: other})
+		}
+		if len(moves) == 50 {
+			flush()
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	flush()
+	if len(seen) != len(want) {
+		t.Fatalf("Each saw %d messages while moving them; want %d", len(seen), len(want))
+	}
+	if err := leased.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	if st := a.Stats(); st.Depth != 0 {
+		t.Fatalf("a holds %d after everything was moved", st.Depth)
+	}
+	if st := other.Stats(); st.Depth != int64(len(want)-1) {
+		t.Fatalf("other holds %d; want %d", st.Depth, len(want)-1)
+	}
+	if st := b.Stats(); st.Depth != shared {
+		t.Fatalf("b holds %d; want its copies untouched", st.Depth)
+	}
+	closeAndCheck(t, s, path)
+	if err := a.Each(context.Background(), func(Browsed) bool { return true }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Each on a closed store: %v", err)
+	}
+}
