@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"database/sql"
@@ -78,7 +79,7 @@ func (q *Queue) Browse(ctx context.Context, limit int) ([]Browsed, error) {
 			}
 		}
 		var err error
-		if out, _, _, err = q.browseRows(ctx, out, uint8(p), 0, rest, rest, 0); err != nil {
+		if out, _, _, err = q.browseRows(ctx, out, uint8(p), 0, page{rows: rest, msgs: rest}); err != nil {
 			return nil, fmt.Errorf("browse %q: %w", q.name, err)
 		}
 	}
@@ -103,28 +104,69 @@ func (q *Queue) Each(ctx context.Context, fn func(Browsed) bool) error {
 	if q.s.ctx.Err() != nil {
 		return ErrClosed
 	}
-	var page []Browsed
+	var got []Browsed
 	for p := levels - 1; p >= 0; p-- {
 		for after := int64(0); ; {
 			var more bool
 			var err error
-			page, after, more, err = q.browseRows(ctx, page[:0], uint8(p), after, eachRows, -1, eachBytes)
+			got, after, more, err = q.browseRows(ctx, got[:0], uint8(p), after, page{rows: eachRows, msgs: -1, bytes: eachBytes})
 			if err != nil {
 				return fmt.Errorf("browse %q: %w", q.name, err)
 			}
-			q.markInFlight(page)
-			for _, b := range page {
+			q.markInFlight(got)
+			for _, b := range got {
 				if !fn(b) {
 					return nil
 				}
 			}
-			clear(page) // let the page's bytes go before the next is read
+			clear(got) // let the page's bytes go before the next is read
 			if !more {
 				break
 			}
 		}
 	}
 	return nil
+}
+
+// Oldest returns the encoded message of q stored first (the lowest row
+// id over every priority), false if q is empty. Like Browse, it reads
+// committed rows and changes nothing.
+func (q *Queue) Oldest(ctx context.Context) ([]byte, bool, error) {
+	rows, err := q.oldest(ctx, 1, false)
+	if err != nil || len(rows) == 0 {
+		return nil, false, err
+	}
+	return rows[0].Data, true, nil
+}
+
+// OldestIDs returns the row ids of up to n of q's messages stored first,
+// in id order, in flight or not. It reads at most n messages of each
+// priority, not the queue, and no bodies.
+func (q *Queue) OldestIDs(ctx context.Context, n int) ([]int64, error) {
+	rows, err := q.oldest(ctx, n, true)
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.RowID
+	}
+	return ids, err
+}
+
+// oldest returns up to n of q's messages stored first (the lowest ids,
+// whatever their priority), in id order: the first n of each priority,
+// merged.
+func (q *Queue) oldest(ctx context.Context, n int, noData bool) ([]Browsed, error) {
+	if q.s.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	var rows []Browsed
+	for p := levels - 1; p >= 0; p-- {
+		var err error
+		if rows, _, _, err = q.browseRows(ctx, rows, uint8(p), 0, page{rows: n, msgs: n, noData: noData}); err != nil {
+			return nil, fmt.Errorf("oldest of %q: %w", q.name, err)
+		}
+	}
+	slices.SortFunc(rows, func(a, b Browsed) int { return cmp.Compare(a.RowID, b.RowID) })
+	return rows[:min(n, len(rows))], nil
 }
 
 // markInFlight marks the rows a consumer holds under a lease now.
@@ -138,20 +180,28 @@ func (q *Queue) markInFlight(out []Browsed) {
 	}
 }
 
-// browseRows appends to out the messages of up to limit rows (-1 for no
-// limit) of priority p whose id is above after, at most maxMsgs of them
-// (-1 for all: a row may be a run of many copies), and, with maxBytes >
-// 0, stops reading once they hold maxBytes. It returns the id of the last
-// row read, the next page's after, and whether rows may remain. A copy's
-// body is read after its run: a copy settled meanwhile, whose body went
-// with it, is left out, as if the browse had come a moment later.
+// page bounds what browseRows reads: at most rows rows (-1 for no
+// limit), of which at most msgs messages are returned (-1 for all: a row
+// may be a run of many copies), and, with bytes > 0, no more rows once
+// those read hold bytes of messages. noData leaves Data nil, and the
+// bodies of copies unread.
+type page struct {
+	rows, msgs, bytes int
+	noData            bool
+}
+
+// browseRows appends to out the messages of priority p whose row id is
+// above after, within pg. It returns the id of the last row read, the
+// next page's after, and whether rows may remain. A copy's body is read
+// after its run: a copy settled meanwhile, whose body went with it, is
+// left out, as if the browse had come a moment later.
 //
 // Paging by row id misses no row: runs are contiguous (see runs.go), so
 // a row not read yet has all its copies above the last row read, and a
 // run that loses copies keeps its key or takes that of a copy it still
 // holds.
-func (q *Queue) browseRows(ctx context.Context, out []Browsed, p uint8, after int64, limit, maxMsgs, maxBytes int) ([]Browsed, int64, bool, error) {
-	rows, err := q.s.rdb.QueryContext(ctx, browseSQL, q.id, int64(p), after, limit)
+func (q *Queue) browseRows(ctx context.Context, out []Browsed, p uint8, after int64, pg page) ([]Browsed, int64, bool, error) {
+	rows, err := q.s.rdb.QueryContext(ctx, browseSQL, q.id, int64(p), after, pg.rows)
 	if err != nil {
 		return out, after, false, err
 	}
@@ -159,7 +209,7 @@ func (q *Queue) browseRows(ctx context.Context, out []Browsed, p uint8, after in
 	start := len(out)
 	n, bytes, last, stopped := 0, 0, after, false
 	for rows.Next() {
-		if maxBytes > 0 && n > 0 && bytes >= maxBytes {
+		if pg.bytes > 0 && n > 0 && bytes >= pg.bytes {
 			stopped = true
 			break
 		}
@@ -193,12 +243,15 @@ func (q *Queue) browseRows(ctx context.Context, out []Browsed, p uint8, after in
 	if err := rows.Err(); err != nil {
 		return out, last, false, err
 	}
-	more := stopped || (limit >= 0 && n == limit)
-	if maxMsgs >= 0 && len(out)-start > maxMsgs {
-		out = out[:start+maxMsgs]
+	more := stopped || (pg.rows >= 0 && n == pg.rows)
+	if pg.msgs >= 0 && len(out)-start > pg.msgs {
+		out = out[:start+pg.msgs]
 	}
 	kept := out[:start]
 	for _, b := range out[start:] {
+		if pg.noData {
+			b.Data, b.bodyID = nil, 0
+		}
 		if id := b.bodyID; id != 0 {
 			b.bodyID = 0
 			var ok bool
@@ -567,43 +620,4 @@ func (q *Queue) dropLocked(gone func(rowid int64, prio uint8) bool) {
 	clear(q.delayed[n:])
 	q.delayed = q.delayed[:n]
 	heap.Init(&q.delayed)
-}
-
-// oldestSQL finds the first row of one priority: the messages_order
-// index answers it without a scan.
-const oldestSQL = `SELECT id FROM messages WHERE queue = ? AND priority = ? ORDER BY id LIMIT 1`
-
-// Oldest returns the encoded message of q stored first (the lowest row
-// id over every priority), false if q is empty. Like Browse, it reads
-// committed rows and changes nothing.
-func (q *Queue) Oldest(ctx context.Context) ([]byte, bool, error) {
-	if q.s.ctx.Err() != nil {
-		return nil, false, ErrClosed
-	}
-	first := int64(-1)
-	for p := 0; p < levels; p++ {
-		var id int64
-		err := q.s.rdb.QueryRowContext(ctx, oldestSQL, q.id, p).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("oldest of %q: %w", q.name, err)
-		}
-		if first < 0 || id < first {
-			first = id
-		}
-	}
-	if first < 0 {
-		return nil, false, nil
-	}
-	var data []byte
-	err := q.s.rdb.QueryRowContext(ctx, `SELECT data FROM messages WHERE id = ?`, first).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil // acked since
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("oldest of %q: %w", q.name, err)
-	}
-	return data, true, nil
 }

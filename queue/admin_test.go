@@ -415,7 +415,7 @@ func TestEach(t *testing.T) {
 	}
 
 	// A page of large messages ends at eachBytes.
-	page, _, more, err := a.browseRows(context.Background(), nil, 0, 0, eachRows, -1, eachBytes)
+	page, _, more, err := a.browseRows(context.Background(), nil, 0, 0, page{rows: eachRows, msgs: -1, bytes: eachBytes})
 	if err != nil || !more || len(page) != eachBytes>>20 {
 		t.Fatalf("a page of 1 MiB messages: %d of them, more %v, %v; want %d and more", len(page), more, err, eachBytes>>20)
 	}
@@ -469,5 +469,48 @@ func TestEach(t *testing.T) {
 	closeAndCheck(t, s, path)
 	if err := a.Each(context.Background(), func(Browsed) bool { return true }); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Each on a closed store: %v", err)
+	}
+}
+
+// Oldest and OldestIDs find the messages stored first whatever their
+// priority, among runs of copies as among rows of their own, reading
+// the head of each priority only.
+func TestOldest(t *testing.T) {
+	s, _ := openTemp(t, nil)
+	a := mustQueue(t, s, "a", KindReceive)
+	b := mustQueue(t, s, "b", KindReceive)
+	if _, ok, err := a.Oldest(context.Background()); ok || err != nil {
+		t.Fatalf("Oldest of an empty queue: %v, %v", ok, err)
+	}
+	putShared(t, msg(4, "first"), a, b)
+	mustPut(t, a, msg(9, "second"))
+	if err := submitShared(t, []*message.Message{msg(0, "third"), msg(4, "fourth"), msg(9, "fifth")}, a, b).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	all, err := a.Browse(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idOf := map[string]int64{}
+	for _, r := range all {
+		m, err := message.Decode(r.Data, message.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		idOf[string(m.Body)] = r.RowID
+	}
+	data, ok, err := a.Oldest(context.Background())
+	if err != nil || !ok {
+		t.Fatalf("Oldest: %v, %v", ok, err)
+	}
+	if m, err := message.Decode(data, message.Limits{}); err != nil || string(m.Body) != "first" {
+		t.Fatalf("Oldest is %v (%v); want first", m, err)
+	}
+	ids, err := a.OldestIDs(context.Background(), 3)
+	if want := []int64{idOf["first"], idOf["second"], idOf["third"]}; err != nil || !reflect.DeepEqual(ids, want) {
+		t.Fatalf("OldestIDs(3) = %v, %v; want %v", ids, err, want)
+	}
+	if ids, err := a.OldestIDs(context.Background(), 10); err != nil || len(ids) != 5 {
+		t.Fatalf("OldestIDs(10) = %v, %v; want all 5", ids, err)
 	}
 }

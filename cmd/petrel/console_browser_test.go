@@ -433,6 +433,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	waitText(t, ctx, "the send's result", "#result", func(s string) bool { return strings.Contains(s, "Sent message") })
 	waitText(t, ctx, "work's depth at 1", ".stats .depth", func(s string) bool { return atoi(s) == 1 })
 	waitText(t, ctx, "the message listed", ".msg .body", func(s string) bool { return s == "sent from the page" })
+	// The age of the queue's oldest message shows, once it is a second old.
+	waitText(t, ctx, "the oldest message's age", ".stats .oldest", func(s string) bool { return strings.HasSuffix(s, " old") })
 	if err := do(ctx, chromedp.Click(chromedp.CSS("details.purge summary")), chromedp.WaitVisible(chromedp.CSS("#purge")),
 		chromedp.Click(chromedp.CSS("#purge"))); err != nil {
 		t.Fatal(err)
