@@ -247,7 +247,7 @@ func (n *Node) replayRows(ctx context.Context, addr string, dlq *queue.Queue, li
 			return false
 		}
 		if to != dlq {
-			moves = append(moves, queue.Move{RowID: r.RowID, To: to})
+			moves = append(moves, queue.Move{RowID: r.RowID, To: to, Priority: r.Priority})
 		}
 		return true
 	})

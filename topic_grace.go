@@ -65,6 +65,14 @@ func (n *Node) topicJanitor(ctx context.Context) {
 			return
 		case <-n.topics.keepKick:
 			n.trimKeeps(ctx)
+			// The kicks of the next keepTrimGap wait and make one: a
+			// trim is two commits whatever it drops, and a full keep
+			// queue is kicked by every publish.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(keepTrimGap):
+			}
 			continue
 		case <-tick.C:
 		}

@@ -1,6 +1,7 @@
 package petrel_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
+	"github.com/petrelmq/petrel/message"
 )
 
 // keepNode opens a node on dir whose space orders.# keeps what matches
@@ -86,5 +88,32 @@ func TestTopicKeepAge(t *testing.T) {
 	audit := subscribe(t, n, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true})
 	if got := takeAll(t, audit); !slices.Equal(got, []string{"young"}) {
 		t.Fatalf("got %v, want [young]", got)
+	}
+}
+
+// Past keep.messages the publishes stored first go, whatever their
+// priority; the bound reads only the head of each priority, and a burst
+// of several thousand ends at the bound too.
+func TestTopicKeepDropsOldestOfAnyPriority(t *testing.T) {
+	n := keepNode(t, filepath.Join(t.TempDir(), "n"), petrel.TopicKeep{Messages: 3})
+	for _, p := range []struct {
+		body string
+		prio uint8
+	}{{"a", 9}, {"b", 0}, {"c", 4}, {"d", 9}, {"e", 0}} {
+		publish(t, n, "orders.eu.created", p.body, func(m *message.Message) { m.Priority = p.prio })
+	}
+	waitMetric(t, n, `petrel_topic_keep_held{space="orders.#"}`, 3)
+	audit := subscribe(t, n, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true})
+	if got := takeAll(t, audit); !slices.Equal(got, []string{"d", "c", "e"}) {
+		t.Fatalf("got %v, want the three stored last, in priority order: [d c e]", got)
+	}
+	audit.Close()
+	if err := n.Unsubscribe(context.Background(), "audit"); err != nil {
+		t.Fatal(err)
+	}
+	publishAsync(t, n, "orders.eu.created", 5000)
+	waitMetric(t, n, `petrel_topic_keep_held{space="orders.#"}`, 3)
+	if got := scrape(t, n)[`petrel_topic_keep_dropped_total{reason="messages"}`]; got != 2+5000-3 {
+		t.Fatalf("petrel_topic_keep_dropped_total{reason=\"messages\"} = %v, want 4999", got)
 	}
 }

@@ -90,7 +90,7 @@ func (n *Node) pruneToward(ctx context.Context, nb, reason string) (int, error) 
 		if slices.Contains(t.remote.nextHops(name, hopsOf(&m)), nb) {
 			return true
 		}
-		moves = append(moves, queue.Move{RowID: r.RowID, To: bin})
+		moves = append(moves, queue.Move{RowID: r.RowID, To: bin, Priority: r.Priority})
 		if len(moves) == pruneBatch {
 			ferr = flush()
 		}

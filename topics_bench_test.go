@@ -6,6 +6,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
@@ -38,7 +39,10 @@ func BenchmarkPublish(b *testing.B) {
 
 // sendWindowed sends b.N messages of 128 B to dest, 256 in flight, and
 // waits for them all.
-func sendWindowed(b *testing.B, p *petrel.Producer, dest string) {
+func sendWindowed(b *testing.B, p *petrel.Producer, dest string) { sendN(b, p, dest, b.N) }
+
+// sendN sends n messages as sendWindowed does.
+func sendN(b *testing.B, p *petrel.Producer, dest string, n int) {
 	body := make([]byte, 128)
 	const inFlight = 256
 	pend := make([]*petrel.Pending, 0, inFlight)
@@ -50,7 +54,7 @@ func sendWindowed(b *testing.B, p *petrel.Producer, dest string) {
 		}
 		pend = pend[:0]
 	}
-	for range b.N {
+	for range n {
 		m := p.CreateDataMessage(dest)
 		m.Body = body
 		pend = append(pend, p.SendAsync(m))
@@ -182,6 +186,45 @@ func BenchmarkPublishAmongSubscriptions(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/msg")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
+// BenchmarkPublishToKeep publishes to a topic space whose keep queue
+// holds 50,000 publishes (no subscription): each publish is held. With
+// keep.messages 50,000 (full) the janitor drops the oldest past the bound
+// as publishes come; with room (keep.messages 10,000,000) it has nothing
+// to drop, the baseline. cpu-ns/publish is the process's CPU per
+// publish, the janitor's trims included, until the queue is back at its
+// bound.
+func BenchmarkPublishToKeep(b *testing.B) {
+	const held = 50_000
+	for _, tc := range []struct {
+		name string
+		keep int
+	}{{"full", held}, {"room", 10_000_000}} {
+		b.Run(tc.name, func(b *testing.B) {
+			n := nodes.Open(b, nodes.With(func(c *petrel.Config) {
+				c.Topics = []petrel.TopicConfig{{Pattern: "bench.#", Keep: petrel.TopicKeep{Messages: tc.keep}}}
+			}))
+			keepQ := "topic:keep:bench.#"
+			p := n.Producer()
+			sendN(b, p, "bench.x", held)
+			b.ResetTimer()
+			cpu0 := cpuTime(b)
+			sendWindowed(b, p, "bench.x")
+			for {
+				st, ok := n.QueueStat(keepQ)
+				if !ok {
+					b.Fatalf("no queue %q", keepQ)
+				}
+				if st.Depth <= int64(tc.keep) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/publish")
 		})
 	}
 }

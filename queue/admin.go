@@ -139,16 +139,12 @@ func (q *Queue) Oldest(ctx context.Context) ([]byte, bool, error) {
 	return rows[0].Data, true, nil
 }
 
-// OldestIDs returns the row ids of up to n of q's messages stored first,
-// in id order, in flight or not. It reads at most n messages of each
-// priority, not the queue, and no bodies.
-func (q *Queue) OldestIDs(ctx context.Context, n int) ([]int64, error) {
-	rows, err := q.oldest(ctx, n, true)
-	ids := make([]int64, len(rows))
-	for i, r := range rows {
-		ids[i] = r.RowID
-	}
-	return ids, err
+// OldestRows returns up to n of q's messages stored first, in id order,
+// in flight or not, without their Data: their RowID and Priority, for a
+// Move. It reads at most n messages of each priority, not the queue, and
+// no bodies.
+func (q *Queue) OldestRows(ctx context.Context, n int) ([]Browsed, error) {
+	return q.oldest(ctx, n, true)
 }
 
 // oldest returns up to n of q's messages stored first (the lowest ids,
@@ -209,7 +205,7 @@ func (q *Queue) browseRows(ctx context.Context, out []Browsed, p uint8, after in
 	start := len(out)
 	n, bytes, last, stopped := 0, 0, after, false
 	for rows.Next() {
-		if pg.bytes > 0 && n > 0 && bytes >= pg.bytes {
+		if pg.bytes > 0 && n > 0 && bytes >= pg.bytes || pg.msgs >= 0 && len(out)-start >= pg.msgs {
 			stopped = true
 			break
 		}
@@ -306,6 +302,9 @@ func (q *Queue) Purge(ctx context.Context) (int, error) {
 type Move struct {
 	RowID int64  // as Browse returns it
 	To    *Queue // another queue of the same store
+	// Priority is the row's, as Browse returns it: the move looks for the
+	// row there first. A wrong one costs a look at each other priority.
+	Priority uint8
 }
 
 // Move moves messages of q to other queues in one transaction, so that a
@@ -474,8 +473,15 @@ func moveCounts(b *batch, src, dst *Queue, size int64) {
 // its run into a run of one in m.To under a new rowid: the copy keeps its
 // body. It returns the copy as m.To holds it.
 func (w *writer) moveCopy(q *Queue, f *frozenQueue, m Move) (entry, uint8, bool, error) {
-	for p := levels - 1; p >= 0; p-- {
+	for p := levels; p >= 0; p-- {
+		// m.Priority first (as levels), then the others from the top.
 		prio := uint8(p)
+		switch {
+		case p == levels:
+			prio = m.Priority
+		case prio == m.Priority:
+			continue
+		}
 		rn, i, ok, err := w.runOf(q.id, prio, m.RowID)
 		if err != nil {
 			return entry{}, 0, false, fmt.Errorf("move %d from %q: %w", m.RowID, q.name, err)

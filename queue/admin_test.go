@@ -472,7 +472,7 @@ func TestEach(t *testing.T) {
 	}
 }
 
-// Oldest and OldestIDs find the messages stored first whatever their
+// Oldest and OldestRows find the messages stored first whatever their
 // priority, among runs of copies as among rows of their own, reading
 // the head of each priority only.
 func TestOldest(t *testing.T) {
@@ -506,11 +506,16 @@ func TestOldest(t *testing.T) {
 	if m, err := message.Decode(data, message.Limits{}); err != nil || string(m.Body) != "first" {
 		t.Fatalf("Oldest is %v (%v); want first", m, err)
 	}
-	ids, err := a.OldestIDs(context.Background(), 3)
-	if want := []int64{idOf["first"], idOf["second"], idOf["third"]}; err != nil || !reflect.DeepEqual(ids, want) {
-		t.Fatalf("OldestIDs(3) = %v, %v; want %v", ids, err, want)
+	rows, err := a.OldestRows(context.Background(), 3)
+	var ids []int64
+	var prios []uint8
+	for _, r := range rows {
+		ids, prios = append(ids, r.RowID), append(prios, r.Priority)
 	}
-	if ids, err := a.OldestIDs(context.Background(), 10); err != nil || len(ids) != 5 {
-		t.Fatalf("OldestIDs(10) = %v, %v; want all 5", ids, err)
+	if want := []int64{idOf["first"], idOf["second"], idOf["third"]}; err != nil || !reflect.DeepEqual(ids, want) || !reflect.DeepEqual(prios, []uint8{4, 9, 0}) {
+		t.Fatalf("OldestRows(3) = ids %v, priorities %v, %v; want %v, [4 9 0]", ids, prios, err, want)
+	}
+	if rows, err := a.OldestRows(context.Background(), 10); err != nil || len(rows) != 5 || rows[0].Data != nil {
+		t.Fatalf("OldestRows(10) = %d rows, %v; want all 5, without their data", len(rows), err)
 	}
 }
