@@ -39,7 +39,9 @@ type adminNode interface {
 	Sync(ctx context.Context) error
 	Purge(ctx context.Context, name string) (int, error)
 	DeadLetterQueue(addr string) (string, error)
-	DeadLetters(ctx context.Context, addr string, limit int) ([]StoredMessage, error)
+	// eachDeadLetter reads the dead letters of addr a page at a time,
+	// for GET /api/dlq/{addr}.
+	eachDeadLetter(ctx context.Context, addr string, limit int, fn func(StoredMessage) error) error
 	PurgeDeadLetters(ctx context.Context, addr string) (int, error)
 	Replay(ctx context.Context, addr string, count int) (int, error)
 	// lookupQueue returns the queue called name, for POST /api/recv.

@@ -1,6 +1,7 @@
 package petrel
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -137,16 +138,55 @@ func (s *adminServer) handleDeadLetters(w http.ResponseWriter, r *http.Request) 
 		writeAPIError(w, err)
 		return
 	}
-	stored, err := s.node.DeadLetters(r.Context(), addr, limit)
+	// The response is written as the dead letters are read, a page at a
+	// time: listing a million of them holds one page, not the million. It
+	// is adminapi.DeadLettersResponse, as writeJSON would write it.
+	out := &startedWriter{w: w}
+	bw := bufio.NewWriterSize(out, 64<<10)
+	head, _ := json.Marshal(name)
+	bw.WriteString(`{"queue":`)
+	bw.Write(head)
+	bw.WriteString(`,"messages":[`)
+	first := true
+	err = s.node.eachDeadLetter(r.Context(), addr, limit, func(st StoredMessage) error {
+		m, err := json.Marshal(storedAPIMessage(st))
+		if err != nil {
+			return err
+		}
+		if !first {
+			bw.WriteByte(',')
+		}
+		first = false
+		_, err = bw.Write(m)
+		return err
+	})
 	if err != nil {
-		writeAPIError(w, err)
-		return
+		if !out.started {
+			writeAPIError(w, err)
+			return
+		}
+		// Part of the list is out: ending it would make it look whole.
+		panic(http.ErrAbortHandler)
 	}
-	resp := adminapi.DeadLettersResponse{Queue: name, Messages: make([]adminapi.Message, len(stored))}
-	for i, st := range stored {
-		resp.Messages[i] = storedAPIMessage(st)
+	bw.WriteString("]}\n")
+	if err := bw.Flush(); err != nil {
+		panic(http.ErrAbortHandler)
 	}
-	writeJSON(w, resp)
+}
+
+// startedWriter is a response whose header goes, as JSON, with its first
+// bytes: until then an error can still be answered as one.
+type startedWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (s *startedWriter) Write(p []byte) (int, error) {
+	if !s.started {
+		s.started = true
+		s.w.Header().Set("Content-Type", "application/json")
+	}
+	return s.w.Write(p)
 }
 
 func (s *adminServer) handleReplay(w http.ResponseWriter, r *http.Request) {

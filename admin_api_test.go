@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -205,5 +206,62 @@ func TestAdminAPIErrors(t *testing.T) {
 				t.Fatalf("got %d %s, want %d and an error with %q", code, raw, tc.code, tc.err)
 			}
 		})
+	}
+}
+
+// GET /api/dlq/{addr} writes the dead letters as it reads them, a page
+// at a time: more than a page's worth come whole and in order, and a
+// limit cuts the list where it says.
+func TestAdminAPIDeadLettersPaged(t *testing.T) {
+	n := nodes.Open(t, nodes.With(func(c *petrel.Config) {
+		withAdmin(c)
+		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive, Queue: queue.Policy{MaxDeliveries: 1}}}
+	}))
+	const total = 700
+	p := n.Producer()
+	for i := range total {
+		m := p.CreateDataMessage("jobs")
+		m.Body = []byte(fmt.Sprint(i))
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := n.Consumer("jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for taken := 0; taken < total; {
+		ds, err := c.ReceiveBatch(context.Background(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if err := d.Nack("no handler"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		taken += len(ds)
+	}
+	if err := n.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want int
+	}{{"/api/dlq/jobs", total}, {"/api/dlq/jobs?limit=333", 333}} {
+		var dl adminapi.DeadLettersResponse
+		mustAPI(t, n, "GET", tc.path, nil, &dl)
+		if dl.Queue != "jobs.dlq" || len(dl.Messages) != tc.want {
+			t.Fatalf("GET %s: queue %q, %d messages; want jobs.dlq, %d", tc.path, dl.Queue, len(dl.Messages), tc.want)
+		}
+		for i, m := range dl.Messages {
+			if m.Text == nil || *m.Text != fmt.Sprint(i) || m.Reason == "" {
+				t.Fatalf("GET %s: message %d is %+v; want body %d with its reason", tc.path, i, m, i)
+			}
+		}
+	}
+	if code, raw := apiCall(t, n, "GET", "/api/dlq/nosuch", nil, nil); code != http.StatusNotFound {
+		t.Fatalf("GET /api/dlq/nosuch: %d %s; want 404", code, raw)
 	}
 }

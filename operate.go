@@ -81,14 +81,19 @@ func (n *Node) browse(ctx context.Context, q *queue.Queue, limit int) ([]StoredM
 	}
 	out := make([]StoredMessage, len(rows))
 	for i, r := range rows {
-		s := StoredMessage{Attempt: r.Attempt, InFlight: r.InFlight, Reason: r.Reason, NotBefore: r.NotBefore}
-		s.Message, s.Err = message.Decode(r.Data, message.Limits{})
-		if s.Err == nil && !r.ExpiresAt.IsZero() {
-			s.Message.TTL = max(r.ExpiresAt.Sub(n.now()), time.Nanosecond)
-		}
-		out[i] = s
+		out[i] = n.storedOf(r)
 	}
 	return out, nil
+}
+
+// storedOf decodes a browsed row.
+func (n *Node) storedOf(r queue.Browsed) StoredMessage {
+	s := StoredMessage{Attempt: r.Attempt, InFlight: r.InFlight, Reason: r.Reason, NotBefore: r.NotBefore}
+	s.Message, s.Err = message.Decode(r.Data, message.Limits{})
+	if s.Err == nil && !r.ExpiresAt.IsZero() {
+		s.Message.TTL = max(r.ExpiresAt.Sub(n.now()), time.Nanosecond)
+	}
+	return s
 }
 
 // Purge deletes every message of the queue called name that is not in
@@ -197,6 +202,28 @@ func (n *Node) DeadLetters(ctx context.Context, addr string, limit int) ([]Store
 		return nil, err
 	}
 	return n.browse(ctx, dlq, limit)
+}
+
+// eachDeadLetter calls fn with up to limit (all when limit <= 0) dead
+// letters of addr, in delivery order, reading them a page at a time, and
+// stops at fn's first error, which it returns. An address with no
+// dead-letter queue yet has none.
+func (n *Node) eachDeadLetter(ctx context.Context, addr string, limit int, fn func(StoredMessage) error) error {
+	dlq, err := n.deadLetterQueue(addr)
+	if dlq == nil {
+		return err
+	}
+	var ferr error
+	count := 0
+	err = dlq.Each(ctx, func(r queue.Browsed) bool {
+		ferr = fn(n.storedOf(r))
+		count++
+		return ferr == nil && (limit <= 0 || count < limit)
+	})
+	if ferr != nil {
+		return ferr
+	}
+	return err
 }
 
 // PurgeDeadLetters deletes the dead letters of addr that are not in
