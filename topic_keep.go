@@ -28,7 +28,7 @@ import (
 // that goes to a keep queue wakes it, and it drops the oldest (by store
 // order) past Messages; each tick it drops those older than Age, once the
 // oldest held may be. So a burst may pass Messages until the janitor
-// runs, within milliseconds. Dropped publishes pass through pruneBin.
+// runs, within milliseconds. Dropped publishes are deleted (queue.Delete).
 
 // keepQueuePrefix names keep queues: ':' keeps them clear of addresses.
 const keepQueuePrefix = "topic:keep:"
@@ -187,29 +187,13 @@ func (n *Node) trimKeep(ctx context.Context, k *keepSpace, byAge bool) error {
 	return nil
 }
 
-// dropRows deletes rows of q (their RowID and Priority), through
-// pruneBin, and returns how many.
+// dropRows deletes rows of q (their RowID and Priority), and returns how
+// many.
 func (n *Node) dropRows(ctx context.Context, q *queue.Queue, rows []queue.Browsed) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	t := n.topics
-	t.pruneMu.Lock()
-	defer t.pruneMu.Unlock()
-	bin, err := n.store.Queue(ctx, pruneBin, queue.KindReceive)
-	if err != nil {
-		return 0, err
-	}
-	moves := make([]queue.Move, len(rows))
-	for i, r := range rows {
-		moves[i] = queue.Move{RowID: r.RowID, To: bin, Priority: r.Priority}
-	}
-	moved, err := q.Move(ctx, moves)
-	if err != nil {
-		return 0, err
-	}
-	_, err = bin.Purge(ctx)
-	return moved, err
+	return q.Delete(ctx, rows)
 }
 
 // takeKept moves into the new durable subscription e the held publishes

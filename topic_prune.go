@@ -20,13 +20,12 @@ import (
 // would hold the store meanwhile. So they are dropped here, counted: each
 // one that no interest still learned from that neighbour matches.
 //
-// A send queue holds no way to delete chosen rows, so the pruned rows are
-// moved into pruneBin, pruneBatch rows per transaction, which is purged
-// after each. A crash in between leaves them in pruneBin, purged at the
-// next prune or start; nothing can consume them meanwhile.
+// The pruned rows are deleted (queue.Delete), pruneBatch rows per
+// transaction.
 
-// pruneBin names the queue pruned rows pass through: ':' keeps it clear
-// of addresses.
+// pruneBin names the queue pruned rows passed through before they could
+// be deleted where they were (moved there, then purged): a node that
+// stopped in between left them there, and its next start purges them.
 const pruneBin = "topic:pruned"
 
 // The reasons of petrel_topic_pruned_total.
@@ -47,32 +46,24 @@ func (n *Node) pruneToward(ctx context.Context, nb, reason string) (int, error) 
 	t := n.topics
 	t.pruneMu.Lock()
 	defer t.pruneMu.Unlock()
-	bin, err := n.store.Queue(ctx, pruneBin, queue.KindReceive)
-	if err != nil {
-		return 0, fmt.Errorf("prune toward %s: %w", nb, err)
-	}
 	// The queue is read a page at a time and pruned a batch at a time: a
 	// neighbour away for a day may have millions of publishes waiting.
-	// Each batch is one move; a failure leaves the rest to be delivered
-	// and dropped at nb as unrouted.
-	var moves []queue.Move
+	// Each batch is one transaction; a failure leaves the rest to be
+	// delivered and dropped at nb as unrouted.
+	var rows []queue.Browsed
 	pruned := 0
 	flush := func() error {
-		if len(moves) == 0 {
+		if len(rows) == 0 {
 			return nil
 		}
-		moved, err := q.Move(ctx, moves)
-		moves = moves[:0]
-		if err != nil {
-			return err
-		}
-		pruned += moved
-		t.countPruned(reason, moved)
-		_, err = bin.Purge(ctx)
+		deleted, err := q.Delete(ctx, rows)
+		rows = rows[:0]
+		pruned += deleted
+		t.countPruned(reason, deleted)
 		return err
 	}
 	var ferr error
-	err = q.Each(ctx, func(r queue.Browsed) bool {
+	err := q.Each(ctx, func(r queue.Browsed) bool {
 		if r.InFlight {
 			return true
 		}
@@ -90,8 +81,8 @@ func (n *Node) pruneToward(ctx context.Context, nb, reason string) (int, error) 
 		if slices.Contains(t.remote.nextHops(name, hopsOf(&m)), nb) {
 			return true
 		}
-		moves = append(moves, queue.Move{RowID: r.RowID, To: bin, Priority: r.Priority})
-		if len(moves) == pruneBatch {
+		rows = append(rows, queue.Browsed{RowID: r.RowID, Priority: r.Priority})
+		if len(rows) == pruneBatch {
 			ferr = flush()
 		}
 		return ferr == nil
@@ -105,7 +96,7 @@ func (n *Node) pruneToward(ctx context.Context, nb, reason string) (int, error) 
 	return pruned, nil
 }
 
-// pruneBatch is how many rows a prune moves per transaction.
+// pruneBatch is how many rows a prune deletes per transaction.
 const pruneBatch = 4096
 
 // pruneLogged is pruneToward for the paths that cannot return its error:

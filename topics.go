@@ -138,8 +138,9 @@ type topics struct {
 	interestDenied atomic.Int64
 	deniedLog      ratelog.Limiter
 
-	// pruneMu serialises the prunes of send queues (topic_prune.go), which
-	// share pruneBin; prunedUnsub and prunedGrace count what they dropped.
+	// pruneMu serialises the prunes of send queues (topic_prune.go), so
+	// that two never read the same rows; prunedUnsub and prunedGrace count
+	// what they dropped.
 	pruneMu                  sync.Mutex
 	prunedUnsub, prunedGrace atomic.Int64
 

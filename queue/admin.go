@@ -329,6 +329,25 @@ func (q *Queue) Move(ctx context.Context, moves []Move) (int, error) {
 	return r.n, nil
 }
 
+// Delete deletes rows of q (their RowID and Priority, as Browse returns
+// them) in one transaction, and returns how many it deleted. Rows in
+// flight (or being settled), gone already or not of q are skipped. Depth
+// and bytes go down; no other counter moves, as with Purge.
+func (q *Queue) Delete(ctx context.Context, rows []Browsed) (int, error) {
+	moves := make([]Move, len(rows))
+	for i, r := range rows {
+		moves[i] = Move{RowID: r.RowID, Priority: r.Priority} // no To: deleted
+	}
+	r := &request{kind: reqMoveRows, q: q, moves: moves, op: newOp()}
+	if err := q.s.w.submit(r); err != nil {
+		return 0, fmt.Errorf("delete messages of %q: %w", q.name, err)
+	}
+	if err := r.op.Wait(ctx); err != nil {
+		return 0, fmt.Errorf("delete messages of %q: %w", q.name, err)
+	}
+	return r.n, nil
+}
+
 // applyPurge deletes r.q's rows that the freeze leaves free.
 func (w *writer) applyPurge(r *request, b *batch) error {
 	// Puts submitted before the purge are written first, so that it
@@ -415,17 +434,25 @@ func (w *writer) applyMoveRows(r *request, b *batch) error {
 		err := w.conn.queryRow(`SELECT queue, priority, expires_at, data FROM messages WHERE id = ?`, []driver.Value{m.RowID}, row)
 		if errors.Is(err, errNoRows) {
 			// Perhaps a copy, in a run of one of the queue's priorities.
-			var e entry
-			var prio uint8
-			var ok bool
-			if e, prio, ok, err = w.moveCopy(r.q, f, m); err != nil {
+			it, prio, ok, err := w.takeCopy(r.q, f, m)
+			if err != nil || !ok {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			moved[m.RowID] = struct{}{}
+			if m.To == nil {
+				w.unref(it.body)
+				moveCounts(b, r.q, nil, it.size)
+				continue
+			}
+			e, err := w.putCopy(r.q, m.To, prio, it)
+			if err != nil {
 				return err
 			}
-			if ok {
-				moved[m.RowID] = struct{}{}
-				b.appends = append(b.appends, appendEffect{q: m.To, prio: prio, e: e})
-				moveCounts(b, r.q, m.To, int64(len(e.data)))
-			}
+			b.appends = append(b.appends, appendEffect{q: m.To, prio: prio, e: e})
+			moveCounts(b, r.q, m.To, it.size)
 			continue
 		}
 		if err != nil {
@@ -438,6 +465,14 @@ func (w *writer) applyMoveRows(r *request, b *batch) error {
 		}
 		exp, _ := row[2].(int64)
 		data, _ := row[3].([]byte)
+		if m.To == nil {
+			if _, err := w.conn.exec(`DELETE FROM messages WHERE id = ?`, m.RowID); err != nil {
+				return fmt.Errorf("delete %d from %q: %w", m.RowID, r.q.name, err)
+			}
+			moved[m.RowID] = struct{}{}
+			moveCounts(b, r.q, nil, int64(len(data)))
+			continue
+		}
 		data = append([]byte(nil), data...) // the driver's buffer is reused
 		w.lastRow++
 		id := w.lastRow
@@ -459,20 +494,25 @@ func (w *writer) applyMoveRows(r *request, b *batch) error {
 	return nil
 }
 
-// moveCounts counts a message of size bytes moved from src to dst.
+// moveCounts counts a message of size bytes moved from src to dst, or
+// deleted from src when dst is nil.
 func moveCounts(b *batch, src, dst *Queue, size int64) {
-	s, d := b.delta(src), b.delta(dst)
+	s := b.delta(src)
 	s.depth--
 	s.bytes -= size
+	if dst == nil {
+		return
+	}
+	d := b.delta(dst)
 	d.depth++
 	d.bytes += size
 	d.enqueued++
 }
 
-// moveCopy moves copy m.RowID of q, if the freeze leaves it free, out of
-// its run into a run of one in m.To under a new rowid: the copy keeps its
-// body. It returns the copy as m.To holds it.
-func (w *writer) moveCopy(q *Queue, f *frozenQueue, m Move) (entry, uint8, bool, error) {
+// takeCopy takes copy m.RowID of q, if the freeze leaves it free, out of
+// its run, and returns it with its priority: the copy still holds its
+// body, for putCopy to move or for its caller to unref.
+func (w *writer) takeCopy(q *Queue, f *frozenQueue, m Move) (runItem, uint8, bool, error) {
 	for p := levels; p >= 0; p-- {
 		// m.Priority first (as levels), then the others from the top.
 		prio := uint8(p)
@@ -484,35 +524,42 @@ func (w *writer) moveCopy(q *Queue, f *frozenQueue, m Move) (entry, uint8, bool,
 		}
 		rn, i, ok, err := w.runOf(q.id, prio, m.RowID)
 		if err != nil {
-			return entry{}, 0, false, fmt.Errorf("move %d from %q: %w", m.RowID, q.name, err)
+			return runItem{}, 0, false, fmt.Errorf("take %d from %q: %w", m.RowID, q.name, err)
 		}
 		if !ok {
 			continue
 		}
 		if !f.free(m.RowID, prio) {
-			return entry{}, 0, false, nil
+			return runItem{}, 0, false, nil
 		}
 		it := rn.items[i]
 		rn.items = slices.Delete(rn.items, i, i+1)
 		if err := w.save(rn); err != nil {
-			return entry{}, 0, false, fmt.Errorf("move %d from %q: %w", m.RowID, q.name, err)
+			return runItem{}, 0, false, fmt.Errorf("take %d from %q: %w", m.RowID, q.name, err)
 		}
-		w.lastRow++
-		it.id, it.deliv, it.notBf = w.lastRow, 0, 0
-		if _, err := w.conn.exec(insertRunSQL[1], runArgs(nil, m.To.id, prio, []runItem{it}, false)...); err != nil {
-			return entry{}, 0, false, fmt.Errorf("move %d from %q to %q: %w", m.RowID, q.name, m.To.name, err)
-		}
-		w.plainRow(m.To.id, prio, it.id)
-		dest := make([]driver.Value, 1)
-		if err := w.conn.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{it.body}, dest); err != nil {
-			return entry{}, 0, false, fmt.Errorf("move %d from %q: body %d: %w", m.RowID, q.name, it.body, err)
-		}
-		data, _ := dest[0].([]byte)
-		e := entry{rowid: it.id, expiresAt: it.exp, body: it.body, data: append([]byte(nil), data...), run: it.id, runLen: 1}
-		e.sh = &bodyData{id: e.body, data: e.data}
-		return e, prio, true, nil
+		return it, prio, true, nil
 	}
-	return entry{}, 0, false, nil
+	return runItem{}, 0, false, nil
+}
+
+// putCopy puts copy it, taken from q, into a run of one in to under a new
+// rowid, with its body, and returns it as to holds it.
+func (w *writer) putCopy(q, to *Queue, prio uint8, it runItem) (entry, error) {
+	from := it.id
+	w.lastRow++
+	it.id, it.deliv, it.notBf = w.lastRow, 0, 0
+	if _, err := w.conn.exec(insertRunSQL[1], runArgs(nil, to.id, prio, []runItem{it}, false)...); err != nil {
+		return entry{}, fmt.Errorf("move %d from %q to %q: %w", from, q.name, to.name, err)
+	}
+	w.plainRow(to.id, prio, it.id)
+	dest := make([]driver.Value, 1)
+	if err := w.conn.queryRow(`SELECT data FROM bodies WHERE id = ?`, []driver.Value{it.body}, dest); err != nil {
+		return entry{}, fmt.Errorf("move %d from %q: body %d: %w", from, q.name, it.body, err)
+	}
+	data, _ := dest[0].([]byte)
+	e := entry{rowid: it.id, expiresAt: it.exp, body: it.body, data: append([]byte(nil), data...), run: it.id, runLen: 1}
+	e.sh = &bodyData{id: e.body, data: e.data}
+	return e, nil
 }
 
 // frozenQueue is a queue frozen by a batch: what it held when it froze, and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -518,4 +519,89 @@ func TestOldest(t *testing.T) {
 	if rows, err := a.OldestRows(context.Background(), 10); err != nil || len(rows) != 5 || rows[0].Data != nil {
 		t.Fatalf("OldestRows(10) = %d rows, %v; want all 5, without their data", len(rows), err)
 	}
+}
+
+// Delete deletes chosen rows, copies and rows of their own alike: their
+// queue's depth and bytes go down, a shared body goes with its last copy
+// only, a row in flight stays, and the store checks whole after.
+func TestDelete(t *testing.T) {
+	s, path := openTemp(t, nil)
+	a := mustQueue(t, s, "a", KindReceive)
+	b := mustQueue(t, s, "b", KindReceive)
+	putShared(t, msg(4, "shared-1"), a, b)
+	putShared(t, msg(4, "shared-2"), a, b)
+	mustPut(t, a, msg(9, "single"))
+	mustPut(t, a, msg(0, "leased"))
+	mustPut(t, a, msg(4, "kept"))
+	// A row of its own: a dead letter.
+	dead := mustQueue(t, s, "dead", KindReceive)
+	mustPut(t, dead, msg(4, "to the dlq"))
+	_, d := pollBody(t, dead)
+	if err := d.DeadLetter("bad"); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	dlq, ok := s.Lookup("dead" + DeadLetterSuffix)
+	if !ok {
+		t.Fatal("no dead-letter queue")
+	}
+	rows, err := dlq.Browse(context.Background(), 0)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("dead letters: %v, %v", rows, err)
+	}
+	if n, err := dlq.Delete(context.Background(), rows); err != nil || n != 1 {
+		t.Fatalf("Delete the dead letter: %d, %v", n, err)
+	}
+
+	all, err := a.Browse(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byBody := map[string]Browsed{}
+	for _, r := range all {
+		m, err := message.Decode(r.Data, message.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byBody[string(m.Body)] = r
+	}
+	// Lease all five, then give back all but "leased".
+	var leased *Delivery
+	var others []*Delivery
+	for range 5 {
+		body, d := pollBody(t, a)
+		if body == "leased" {
+			leased = d
+		} else {
+			others = append(others, d)
+		}
+	}
+	for _, d := range others {
+		if err := d.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, s)
+	del := []Browsed{byBody["shared-1"], byBody["single"], byBody["leased"], {RowID: 1 << 40}}
+	del[1].Priority = 4 // a wrong priority costs a look at the others
+	n, err := a.Delete(context.Background(), del)
+	if err != nil || n != 2 {
+		t.Fatalf("Delete: %d, %v; want the shared copy and the single one, not the leased one nor one that never was", n, err)
+	}
+	if err := leased.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(t, a); !slices.Equal(got, []string{"shared-2", "kept"}) {
+		t.Fatalf("a holds %v after the delete; want [shared-2 kept]", got)
+	}
+	if got := drain(t, b); !slices.Equal(got, []string{"shared-1", "shared-2"}) {
+		t.Fatalf("b holds %v; want its copies untouched", got)
+	}
+	wantTables(t, s, 0, 0, 0)
+	for _, q := range []*Queue{a, b, dlq} {
+		if st := q.Stats(); st.Depth != 0 || st.Bytes != 0 {
+			t.Fatalf("%s: depth %d, bytes %d after everything went", q.Name(), st.Depth, st.Bytes)
+		}
+	}
+	closeAndCheck(t, s, path)
 }
