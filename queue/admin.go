@@ -319,12 +319,18 @@ func (q *Queue) Move(ctx context.Context, moves []Move) (int, error) {
 			return 0, fmt.Errorf("move message %d of %q: the target must be another queue of the store", m.RowID, q.name)
 		}
 	}
+	return q.moveRows(ctx, moves, "move")
+}
+
+// moveRows moves rows of q, or deletes those whose To is nil, in one
+// request, and returns how many it took out of q.
+func (q *Queue) moveRows(ctx context.Context, moves []Move, what string) (int, error) {
 	r := &request{kind: reqMoveRows, q: q, moves: moves, op: newOp()}
 	if err := q.s.w.submit(r); err != nil {
-		return 0, fmt.Errorf("move messages of %q: %w", q.name, err)
+		return 0, fmt.Errorf("%s messages of %q: %w", what, q.name, err)
 	}
 	if err := r.op.Wait(ctx); err != nil {
-		return 0, fmt.Errorf("move messages of %q: %w", q.name, err)
+		return 0, fmt.Errorf("%s messages of %q: %w", what, q.name, err)
 	}
 	return r.n, nil
 }
@@ -338,14 +344,7 @@ func (q *Queue) Delete(ctx context.Context, rows []Browsed) (int, error) {
 	for i, r := range rows {
 		moves[i] = Move{RowID: r.RowID, Priority: r.Priority} // no To: deleted
 	}
-	r := &request{kind: reqMoveRows, q: q, moves: moves, op: newOp()}
-	if err := q.s.w.submit(r); err != nil {
-		return 0, fmt.Errorf("delete messages of %q: %w", q.name, err)
-	}
-	if err := r.op.Wait(ctx); err != nil {
-		return 0, fmt.Errorf("delete messages of %q: %w", q.name, err)
-	}
-	return r.n, nil
+	return q.moveRows(ctx, moves, "delete")
 }
 
 // applyPurge deletes r.q's rows that the freeze leaves free.

@@ -33,6 +33,17 @@ func browseBodies(t *testing.T, q *Queue, limit int) ([]string, []Browsed) {
 	return out, bs
 }
 
+// browseByBody browses q and maps each message's body to its row.
+func browseByBody(t *testing.T, q *Queue) map[string]Browsed {
+	t.Helper()
+	bodies, rows := browseBodies(t, q, 0)
+	out := make(map[string]Browsed, len(rows))
+	for i, b := range bodies {
+		out[b] = rows[i]
+	}
+	return out
+}
+
 // wantCounters checks q's depth and bytes against its rows, and its
 // enqueued and acked counters.
 func wantCounters(t *testing.T, q *Queue, depth, enqueued, acked int64) {
@@ -488,17 +499,9 @@ func TestOldest(t *testing.T) {
 	if err := submitShared(t, []*message.Message{msg(0, "third"), msg(4, "fourth"), msg(9, "fifth")}, a, b).Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	all, err := a.Browse(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	idOf := map[string]int64{}
-	for _, r := range all {
-		m, err := message.Decode(r.Data, message.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		idOf[string(m.Body)] = r.RowID
+	for body, r := range browseByBody(t, a) {
+		idOf[body] = r.RowID
 	}
 	data, ok, err := a.Oldest(context.Background())
 	if err != nil || !ok {
@@ -553,18 +556,7 @@ func TestDelete(t *testing.T) {
 		t.Fatalf("Delete the dead letter: %d, %v", n, err)
 	}
 
-	all, err := a.Browse(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	byBody := map[string]Browsed{}
-	for _, r := range all {
-		m, err := message.Decode(r.Data, message.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		byBody[string(m.Body)] = r
-	}
+	byBody := browseByBody(t, a)
 	// Lease all five, then give back all but "leased".
 	var leased *Delivery
 	var others []*Delivery
