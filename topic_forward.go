@@ -134,8 +134,9 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 		return err
 	}
 	if im.op == opUnsub {
-		// What waits toward the neighbour for the interest withdrawn goes.
-		n.pruneLogged(ctx, key.Neighbour, pruneUnsubscribed)
+		// What waits toward the neighbour for the interest withdrawn goes,
+		// at the janitor's next prune of it (see wantPrune).
+		n.wantPrune(key.Neighbour)
 	}
 	return nil
 }

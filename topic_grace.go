@@ -59,10 +59,31 @@ func (n *Node) topicJanitor(ctx context.Context) {
 	dropped := map[string]bool{}
 	tick := time.NewTicker(n.janitorTick())
 	defer tick.Stop()
+	// The prunes withdrawals ask for run at most once per gap (runPrunes):
+	// a kick before the gap ends sets pruneTimer for its end.
+	var pruneAt time.Time
+	pruneTimer := time.NewTimer(time.Hour)
+	pruneTimer.Stop()
+	defer pruneTimer.Stop()
+	pruneSet := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-n.topics.pruneKick:
+			if wait := time.Until(pruneAt); wait > 0 {
+				if !pruneSet {
+					pruneTimer.Reset(wait)
+					pruneSet = true
+				}
+				continue
+			}
+			pruneAt = n.runPrunes(ctx)
+			continue
+		case <-pruneTimer.C:
+			pruneSet = false
+			pruneAt = n.runPrunes(ctx)
+			continue
 		case <-n.topics.keepKick:
 			n.trimKeeps(ctx)
 			// The kicks of the next keepTrimGap wait and make one: a

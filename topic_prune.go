@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"time"
 
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
@@ -46,6 +48,7 @@ func (n *Node) pruneToward(ctx context.Context, nb, reason string) (int, error) 
 	t := n.topics
 	t.pruneMu.Lock()
 	defer t.pruneMu.Unlock()
+	t.pruneRuns.Add(1)
 	// The queue is read a page at a time and pruned a batch at a time: a
 	// neighbour away for a day may have millions of publishes waiting.
 	// Each batch is one transaction; a failure leaves the rest to be
@@ -98,6 +101,48 @@ func (n *Node) pruneToward(ctx context.Context, nb, reason string) (int, error) 
 
 // pruneBatch is how many rows a prune deletes per transaction.
 const pruneBatch = 4096
+
+// wantPrune asks the janitor to prune the send queue toward nb for
+// withdrawn interest. A prune reads the whole queue, and a neighbour
+// decides when it withdraws: one that subscribes and unsubscribes over
+// and over (a client behind it that connects and goes) would have this
+// node read its backlog toward it once per withdrawal. So withdrawals wait
+// for the janitor, which prunes each neighbour that asked once per run,
+// and runs no more than a tenth of the time (pruneGap).
+func (n *Node) wantPrune(nb string) {
+	t := n.topics
+	t.pruneWantMu.Lock()
+	if t.pruneWant == nil {
+		t.pruneWant = map[string]bool{}
+	}
+	t.pruneWant[nb] = true
+	t.pruneWantMu.Unlock()
+	select {
+	case t.pruneKick <- struct{}{}:
+	default:
+	}
+}
+
+// pruneGapMin is the least time between two runs of the prunes that
+// withdrawals asked for.
+const pruneGapMin = 500 * time.Millisecond
+
+// runPrunes prunes the send queue toward each neighbour that asked since
+// the last run, and returns when the next run may start: pruneGapMin
+// after this one, or nine times as long as it took, whichever is later.
+func (n *Node) runPrunes(ctx context.Context) time.Time {
+	t := n.topics
+	t.pruneWantMu.Lock()
+	want := t.pruneWant
+	t.pruneWant = nil
+	t.pruneWantMu.Unlock()
+	start := time.Now()
+	for _, nb := range slices.Sorted(maps.Keys(want)) {
+		n.pruneLogged(ctx, nb, pruneUnsubscribed)
+	}
+	end := time.Now()
+	return end.Add(max(pruneGapMin, 9*end.Sub(start)))
+}
 
 // pruneLogged is pruneToward for the paths that cannot return its error:
 // what was not pruned is delivered, and dropped at nb as unrouted.

@@ -143,6 +143,13 @@ type topics struct {
 	// what they dropped.
 	pruneMu                  sync.Mutex
 	prunedUnsub, prunedGrace atomic.Int64
+	// pruneWant holds the neighbours whose withdrawals wait for the
+	// janitor's next prune (under pruneWantMu); pruneKick wakes it, and
+	// pruneRuns counts the reads of a send queue to prune it.
+	pruneWantMu sync.Mutex
+	pruneWant   map[string]bool
+	pruneKick   chan struct{}
+	pruneRuns   atomic.Int64
 
 	// keeps are the spaces' keep policies (topic_keep.go), in the order
 	// of the spaces; keepKick wakes the janitor to enforce their bounds.
@@ -168,7 +175,7 @@ type durableRecord struct {
 }
 
 func newTopics(cfg []TopicConfig) (*topics, error) {
-	t := &topics{subs: map[string]*subEntry{}, keepKick: make(chan struct{}, 1)}
+	t := &topics{subs: map[string]*subEntry{}, keepKick: make(chan struct{}, 1), pruneKick: make(chan struct{}, 1)}
 	for _, c := range cfg {
 		p, err := address.ParsePattern(c.Pattern)
 		if err != nil {
