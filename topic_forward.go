@@ -108,25 +108,22 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 		}
 		return nil
 	}
+	var rec *interestRecord // nil: withdrawn
 	if im.op == opSubscribe {
-		it.learned[key] = &interestRecord{Neighbour: key.Neighbour, Node: im.node, Pattern: im.pattern,
+		rec = &interestRecord{Neighbour: key.Neighbour, Node: im.node, Pattern: im.pattern,
 			Durable: im.durable, Hops: im.hops, pattern: im.p}
+		it.learned[key] = rec
 	} else {
 		delete(it.learned, key)
 	}
 	it.hops.forget()
-	recs := make([]*interestRecord, 0, len(it.learned))
-	for _, r := range it.learned {
-		recs = append(recs, r)
-	}
 	it.mu.Unlock()
 	if had == (im.op == opSubscribe) {
 		return nil
 	}
-	slices.SortFunc(recs, func(a, b *interestRecord) int {
-		return strings.Compare(a.Neighbour+"\x00"+a.Node+"\x00"+a.Pattern, b.Neighbour+"\x00"+b.Node+"\x00"+b.Pattern)
-	})
-	if err := n.saveJSON(ctx, metaInterest, recs); err != nil {
+	// The piece that changed, not all that is known: what one interest
+	// message costs must not grow with what every neighbour announced.
+	if err := n.saveInterest(ctx, key, rec); err != nil {
 		return err
 	}
 	hops := append(slices.Clone(im.hops), self)

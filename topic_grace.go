@@ -174,26 +174,23 @@ func (n *Node) dropNonDurable(ctx context.Context, nb string) bool {
 	it := &n.topics.remote
 	it.changeMu.Lock()
 	defer it.changeMu.Unlock()
-	var gone, recs []*interestRecord
+	var gone []*interestRecord
 	it.mu.Lock()
 	for k, r := range it.learned {
 		if k.Neighbour == nb && !r.Durable {
 			gone = append(gone, r)
 			delete(it.learned, k)
-			continue
 		}
-		recs = append(recs, r)
 	}
 	it.hops.forget()
 	it.mu.Unlock()
 	if len(gone) == 0 {
 		return false
 	}
-	sortRecords(recs)
 	sortRecords(gone)
 	n.log.Warn("dropping non-durable topic interest: its neighbour's link has been down past topic_interest_grace",
 		slog.String("neighbour", nb), slog.Int("pieces", len(gone)), slog.Duration("grace", n.interestGrace()))
-	if err := n.saveJSON(ctx, metaInterest, recs); err != nil {
+	if err := n.forgetInterest(ctx, gone); err != nil {
 		n.log.Warn("save topic interest", slog.Any(logkey.Error, err))
 	}
 	for _, r := range gone {

@@ -62,10 +62,14 @@ const (
 	// announce patterns without end. Past it, new interest is dropped and
 	// counted (petrel_topic_interest_dropped_total); what is known stays.
 	maxLearnedInterest = 10000
-	// metaInterest holds the learned interest, metaAnnounced the patterns
-	// this node announced, as JSON.
-	metaInterest  = "topic_interest"
-	metaAnnounced = "topic_announced"
+	// metaInterestPrefix starts the key of each piece of learned interest
+	// (interestMetaKey), whose value is its interestRecord as JSON;
+	// metaInterest is where builds before kept every piece, in one value,
+	// which loadInterest moves. metaAnnounced holds the patterns this node
+	// announced, as JSON.
+	metaInterestPrefix = "topic_interest:"
+	metaInterest       = "topic_interest"
+	metaAnnounced      = "topic_announced"
 )
 
 // interestKey identifies one piece of learned interest.
@@ -265,6 +269,47 @@ func (n *Node) saveJSON(ctx context.Context, key string, v any) error {
 	return nil
 }
 
+// interestMetaKey is the store's meta key of the piece of interest k.
+func interestMetaKey(k interestKey) string {
+	b, _ := json.Marshal([]string{k.Neighbour, k.Node, k.Pattern})
+	return metaInterestPrefix + string(b)
+}
+
+// saveInterest stores r as the piece of interest k, or deletes k's when r
+// is nil.
+func (n *Node) saveInterest(ctx context.Context, k interestKey, r *interestRecord) error {
+	var v []byte
+	if r != nil {
+		var err error
+		if v, err = json.Marshal(r); err != nil {
+			return fmt.Errorf("save topic interest: %w", err)
+		}
+	}
+	if err := n.store.SetMeta(ctx, interestMetaKey(k), v); err != nil {
+		return fmt.Errorf("save topic interest: %w", err)
+	}
+	return nil
+}
+
+// forgetInterest deletes the stored pieces of interest recs, in one
+// commit.
+func (n *Node) forgetInterest(ctx context.Context, recs []*interestRecord) error {
+	ops := make([]*queue.Op, 0, len(recs))
+	for _, r := range recs {
+		op, err := n.store.SubmitMeta(interestMetaKey(interestKey{r.Neighbour, r.Node, r.Pattern}), nil)
+		if err != nil {
+			return fmt.Errorf("forget topic interest: %w", err)
+		}
+		ops = append(ops, op)
+	}
+	for _, op := range ops {
+		if err := op.Wait(ctx); err != nil {
+			return fmt.Errorf("forget topic interest: %w", err)
+		}
+	}
+	return nil
+}
+
 // loadInterest reads the learned interest and the announced patterns, then
 // announces this node's patterns again and passes on what it learned, so
 // that a neighbour added to the configuration, or a message lost with a
@@ -272,9 +317,9 @@ func (n *Node) saveJSON(ctx context.Context, key string, v any) error {
 func (n *Node) loadInterest(ctx context.Context) error {
 	it := &n.topics.remote
 	it.learned, it.announced = map[interestKey]*interestRecord{}, map[string]bool{}
-	var recs []*interestRecord
+	var legacy []*interestRecord
 	var announced []string
-	for key, v := range map[string]any{metaInterest: &recs, metaAnnounced: &announced} {
+	for key, v := range map[string]any{metaInterest: &legacy, metaAnnounced: &announced} {
 		raw, err := n.store.Meta(ctx, key)
 		if err != nil {
 			return fmt.Errorf("load topic interest: %w", err)
@@ -287,6 +332,31 @@ func (n *Node) loadInterest(ctx context.Context) error {
 	}
 	for _, p := range announced {
 		it.announced[p] = true
+	}
+	// A store an older build wrote keeps every piece under one key: each
+	// is stored under its own, then that key goes (a stop in between
+	// leaves both, which the next start reads alike).
+	for _, r := range legacy {
+		if err := n.saveInterest(ctx, interestKey{r.Neighbour, r.Node, r.Pattern}, r); err != nil {
+			return err
+		}
+	}
+	if legacy != nil {
+		if err := n.store.SetMeta(ctx, metaInterest, nil); err != nil {
+			return fmt.Errorf("load topic interest: %w", err)
+		}
+	}
+	_, values, err := n.store.MetaPrefix(ctx, metaInterestPrefix)
+	if err != nil {
+		return fmt.Errorf("load topic interest: %w", err)
+	}
+	recs := make([]*interestRecord, 0, len(values))
+	for _, v := range values {
+		var r interestRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("load topic interest: %w", err)
+		}
+		recs = append(recs, &r)
 	}
 	for _, r := range recs {
 		p, err := address.ParsePattern(r.Pattern)

@@ -2,6 +2,7 @@ package petrel
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,13 +66,88 @@ func TestNextHopsFollowInterest(t *testing.T) {
 
 // openHub opens a node named hub with the topic space orders.#, closed
 // when the test ends.
-func openHub(t *testing.T) *Node {
+func openHub(t testing.TB) *Node {
 	t.Helper()
-	n, err := Open(context.Background(), Config{Name: "hub", DataDir: t.TempDir(), Topics: []TopicConfig{{Pattern: "orders.#"}},
+	return openHubAt(t, t.TempDir())
+}
+
+// openHubAt opens the hub on dir.
+func openHubAt(t testing.TB, dir string) *Node {
+	t.Helper()
+	n, err := Open(context.Background(), Config{Name: "hub", DataDir: dir, Topics: []TopicConfig{{Pattern: "orders.#"}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
 	return n
+}
+
+// Each piece of learned interest is stored under a key of its own, so
+// that what one interest message writes does not grow with all that is
+// known; a store an older build wrote, every piece in one value, is moved
+// to that form at open, and the pieces survive restarts either way.
+func TestInterestStoredPieceByPiece(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	n := openHubAt(t, dir)
+	for i := range 200 {
+		if err := n.applyInterest(ctx, n.interestMessage(opSubscribe, fmt.Sprintf("orders.p%d", i), "plant-7", true, []string{"plant-7"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.applyInterest(ctx, n.interestMessage(opUnsub, "orders.p0", "plant-7", true, []string{"plant-7"})); err != nil {
+		t.Fatal(err)
+	}
+	keys, values, err := n.store.MetaPrefix(ctx, metaInterestPrefix)
+	if err != nil || len(keys) != 199 {
+		t.Fatalf("%d pieces stored, %v; want 199", len(keys), err)
+	}
+	for i, v := range values {
+		if len(v) > 200 {
+			t.Fatalf("piece %s is stored in %d bytes; want one piece's", keys[i], len(v))
+		}
+	}
+	// An older build's store: every piece under metaInterest.
+	legacy, _ := json.Marshal([]*interestRecord{{Neighbour: "plant-9", Node: "plant-9", Pattern: "orders.old", Durable: true, Hops: []string{"plant-9"}}})
+	if err := n.store.SetMeta(ctx, metaInterest, legacy); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = openHubAt(t, dir)
+	if got := len(n.TopicInterest()); got != 200 {
+		t.Fatalf("%d pieces after the restart; want 199 and the older build's one", got)
+	}
+	if v, err := n.store.Meta(ctx, metaInterest); v != nil || err != nil {
+		t.Fatalf("the older build's key is still there: %q, %v", v, err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = openHubAt(t, dir)
+	if got := len(n.TopicInterest()); got != 200 {
+		t.Fatalf("%d pieces after a second restart; want 200", got)
+	}
+}
+
+// BenchmarkApplyInterest is one neighbour's subscribe and unsubscribe of
+// a pattern, with 5,000 pieces of interest known: an op is the pair.
+func BenchmarkApplyInterest(b *testing.B) {
+	ctx := context.Background()
+	n := openHub(b)
+	for i := range 5000 {
+		if err := n.applyInterest(ctx, n.interestMessage(opSubscribe, fmt.Sprintf("orders.p%d", i), "plant-7", true, []string{"plant-7"})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		for _, op := range []string{opSubscribe, opUnsub} {
+			if err := n.applyInterest(ctx, n.interestMessage(op, "orders.flap", "plant-8", false, []string{"plant-8"})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }
