@@ -63,13 +63,14 @@ const (
 	// counted (petrel_topic_interest_dropped_total); what is known stays.
 	maxLearnedInterest = 10000
 	// metaInterestPrefix starts the key of each piece of learned interest
-	// (interestMetaKey), whose value is its interestRecord as JSON;
-	// metaInterest is where builds before kept every piece, in one value,
-	// which loadInterest moves. metaAnnounced holds the patterns this node
-	// announced, as JSON.
-	metaInterestPrefix = "topic_interest:"
-	metaInterest       = "topic_interest"
-	metaAnnounced      = "topic_announced"
+	// (interestMetaKey), whose value is its interestRecord as JSON, and
+	// metaAnnouncedPrefix that of each pattern this node announced, whose
+	// value is the pattern (see meta_records.go); metaInterest and
+	// metaAnnounced are where older builds kept each set in one value.
+	metaInterestPrefix  = "topic_interest:"
+	metaAnnouncedPrefix = "topic_announced:"
+	metaInterest        = "topic_interest"
+	metaAnnounced       = "topic_announced"
 )
 
 // interestKey identifies one piece of learned interest.
@@ -200,52 +201,97 @@ func (n *Node) sendInterest(ctx context.Context, m *message.Message, hops []stri
 	return nil
 }
 
-// announce brings the interest this node announced in line with its
-// subscriptions' patterns: one subscribe per pattern, however many
-// subscriptions share it, and an unsubscribe once none is left. With all,
-// it announces every pattern again (at start: idempotent downstream).
-// Called with topics.subMu held, or before the node serves.
-func (n *Node) announce(ctx context.Context, all bool) error {
+// announce announces every pattern of this node's subscriptions again,
+// and withdraws those announced that no subscription has any more: at
+// start, idempotent downstream. Called before the node serves.
+func (n *Node) announce(ctx context.Context) error {
 	t := n.topics
 	if len(n.cfg.Nodes) == 0 {
 		return nil
 	}
 	want := map[string]bool{} // pattern -> durable
 	t.mu.RLock()
-	for _, e := range t.subs {
-		want[e.pattern.String()] = want[e.pattern.String()] || e.durable
+	for p, u := range t.uses {
+		want[p] = u.durable > 0
 	}
 	t.mu.RUnlock()
 	it := &t.remote
 	it.changeMu.Lock()
 	defer it.changeMu.Unlock()
 	self := []string{n.cfg.Name}
+	changed := map[string]any{} // the patterns' records: the pattern, or nil once withdrawn
 	for p, durable := range want {
-		if it.announced[p] && !all {
-			continue
-		}
 		if err := n.sendInterest(ctx, n.interestMessage(opSubscribe, p, n.cfg.Name, durable, self), self); err != nil {
 			return err
+		}
+		if !it.announced[p] {
+			changed[metaAnnouncedPrefix+p] = p
 		}
 		it.announced[p] = true
 	}
 	for p := range it.announced {
-		if _, ok := want[p]; ok {
-			continue
+		if _, ok := want[p]; !ok {
+			if err := n.withdrawAnnounced(ctx, p); err != nil {
+				return err
+			}
+			changed[metaAnnouncedPrefix+p] = nil
 		}
-		if err := n.sendInterest(ctx, n.interestMessage(opUnsub, p, n.cfg.Name, false, self), self); err != nil {
-			return err
-		}
-		delete(it.announced, p)
 	}
-	return n.saveJSON(ctx, metaAnnounced, sortedKeys(it.announced))
+	return n.setRecords(ctx, changed)
 }
 
-// announceLogged is announce for the paths that cannot return its error:
-// the next change, or the next start, announces again.
-func (n *Node) announceLogged(ctx context.Context) {
-	if err := n.announce(ctx, false); err != nil {
-		n.log.Warn("announce topic interest to neighbours; retried at the next subscription change or start", slog.Any(logkey.Error, err))
+// announceChange brings this node's announcement of pattern p in line
+// with its subscriptions, after one of them came or went: one subscribe
+// per pattern, however many subscriptions share it, and an unsubscribe
+// once none is left. It reads p's count of subscriptions, not every
+// subscription, and writes p's record only when the announcement
+// changes: a consumer joining a subscription whose pattern is announced
+// writes nothing. Called with topics.subMu held.
+func (n *Node) announceChange(ctx context.Context, p string) error {
+	t := n.topics
+	if len(n.cfg.Nodes) == 0 {
+		return nil
+	}
+	t.mu.RLock()
+	u, wanted := t.uses[p]
+	t.mu.RUnlock()
+	it := &t.remote
+	it.changeMu.Lock()
+	defer it.changeMu.Unlock()
+	switch {
+	case wanted && !it.announced[p]:
+		self := []string{n.cfg.Name}
+		if err := n.sendInterest(ctx, n.interestMessage(opSubscribe, p, n.cfg.Name, u.durable > 0, self), self); err != nil {
+			return err
+		}
+		it.announced[p] = true
+		return n.setRecords(ctx, map[string]any{metaAnnouncedPrefix + p: p})
+	case !wanted && it.announced[p]:
+		if err := n.withdrawAnnounced(ctx, p); err != nil {
+			return err
+		}
+		return n.setRecords(ctx, map[string]any{metaAnnouncedPrefix + p: nil})
+	}
+	return nil
+}
+
+// withdrawAnnounced sends the unsubscribe of p, which this node announced.
+// Called with the interest table's changeMu held.
+func (n *Node) withdrawAnnounced(ctx context.Context, p string) error {
+	self := []string{n.cfg.Name}
+	if err := n.sendInterest(ctx, n.interestMessage(opUnsub, p, n.cfg.Name, false, self), self); err != nil {
+		return err
+	}
+	delete(n.topics.remote.announced, p)
+	return nil
+}
+
+// announceLogged is announceChange for the paths that cannot return its
+// error: the next change of p, or the next start, announces again.
+func (n *Node) announceLogged(ctx context.Context, p string) {
+	if err := n.announceChange(ctx, p); err != nil {
+		n.log.Warn("announce topic interest to neighbours; retried at the pattern's next subscription change or at start",
+			slog.String("pattern", p), slog.Any(logkey.Error, err))
 	}
 }
 
@@ -258,17 +304,6 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-func (n *Node) saveJSON(ctx context.Context, key string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("save %s: %w", key, err)
-	}
-	if err := n.store.SetMeta(ctx, key, b); err != nil {
-		return fmt.Errorf("save %s: %w", key, err)
-	}
-	return nil
-}
-
 // interestMetaKey is the store's meta key of the piece of interest k.
 func interestMetaKey(k interestKey) string {
 	b, _ := json.Marshal([]string{k.Neighbour, k.Node, k.Pattern})
@@ -278,36 +313,21 @@ func interestMetaKey(k interestKey) string {
 // saveInterest stores r as the piece of interest k, or deletes k's when r
 // is nil.
 func (n *Node) saveInterest(ctx context.Context, k interestKey, r *interestRecord) error {
-	var v []byte
+	var v any
 	if r != nil {
-		var err error
-		if v, err = json.Marshal(r); err != nil {
-			return fmt.Errorf("save topic interest: %w", err)
-		}
+		v = r
 	}
-	if err := n.store.SetMeta(ctx, interestMetaKey(k), v); err != nil {
-		return fmt.Errorf("save topic interest: %w", err)
-	}
-	return nil
+	return n.setRecords(ctx, map[string]any{interestMetaKey(k): v})
 }
 
 // forgetInterest deletes the stored pieces of interest recs, in one
 // commit.
 func (n *Node) forgetInterest(ctx context.Context, recs []*interestRecord) error {
-	ops := make([]*queue.Op, 0, len(recs))
+	gone := make(map[string]any, len(recs))
 	for _, r := range recs {
-		op, err := n.store.SubmitMeta(interestMetaKey(interestKey{r.Neighbour, r.Node, r.Pattern}), nil)
-		if err != nil {
-			return fmt.Errorf("forget topic interest: %w", err)
-		}
-		ops = append(ops, op)
+		gone[interestMetaKey(interestKey{r.Neighbour, r.Node, r.Pattern})] = nil
 	}
-	for _, op := range ops {
-		if err := op.Wait(ctx); err != nil {
-			return fmt.Errorf("forget topic interest: %w", err)
-		}
-	}
-	return nil
+	return n.setRecords(ctx, gone)
 }
 
 // loadInterest reads the learned interest and the announced patterns, then
@@ -317,46 +337,18 @@ func (n *Node) forgetInterest(ctx context.Context, recs []*interestRecord) error
 func (n *Node) loadInterest(ctx context.Context) error {
 	it := &n.topics.remote
 	it.learned, it.announced = map[interestKey]*interestRecord{}, map[string]bool{}
-	var legacy []*interestRecord
-	var announced []string
-	for key, v := range map[string]any{metaInterest: &legacy, metaAnnounced: &announced} {
-		raw, err := n.store.Meta(ctx, key)
-		if err != nil {
-			return fmt.Errorf("load topic interest: %w", err)
-		}
-		if raw != nil {
-			if err := json.Unmarshal(raw, v); err != nil {
-				return fmt.Errorf("load topic interest: %s: %w", key, err)
-			}
-		}
-	}
-	for _, p := range announced {
-		it.announced[p] = true
-	}
-	// A store an older build wrote keeps every piece under one key: each
-	// is stored under its own, then that key goes (a stop in between
-	// leaves both, which the next start reads alike).
-	for _, r := range legacy {
-		if err := n.saveInterest(ctx, interestKey{r.Neighbour, r.Node, r.Pattern}, r); err != nil {
-			return err
-		}
-	}
-	if legacy != nil {
-		if err := n.store.SetMeta(ctx, metaInterest, nil); err != nil {
-			return fmt.Errorf("load topic interest: %w", err)
-		}
-	}
-	_, values, err := n.store.MetaPrefix(ctx, metaInterestPrefix)
+	recs, err := loadRecords(ctx, n, metaInterest, metaInterestPrefix, func(r *interestRecord) string {
+		return interestMetaKey(interestKey{r.Neighbour, r.Node, r.Pattern})
+	})
 	if err != nil {
 		return fmt.Errorf("load topic interest: %w", err)
 	}
-	recs := make([]*interestRecord, 0, len(values))
-	for _, v := range values {
-		var r interestRecord
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("load topic interest: %w", err)
-		}
-		recs = append(recs, &r)
+	announced, err := loadRecords(ctx, n, metaAnnounced, metaAnnouncedPrefix, func(p string) string { return metaAnnouncedPrefix + p })
+	if err != nil {
+		return fmt.Errorf("load topic interest: %w", err)
+	}
+	for _, p := range announced {
+		it.announced[p] = true
 	}
 	for _, r := range recs {
 		p, err := address.ParsePattern(r.Pattern)
@@ -373,7 +365,7 @@ func (n *Node) loadInterest(ctx context.Context) error {
 	if len(n.topics.spaces) == 0 {
 		return nil
 	}
-	if err := n.announce(ctx, true); err != nil {
+	if err := n.announce(ctx); err != nil {
 		return err
 	}
 	for _, r := range recs {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,8 +104,11 @@ type SubscriptionInfo struct {
 const (
 	// subQueuePrefix names subscription queues; see the file comment.
 	subQueuePrefix = "sub:"
-	// metaSubscriptions holds the durable subscriptions, as JSON.
-	metaSubscriptions = "topic_subscriptions"
+	// metaSubscriptionPrefix starts the key of each durable subscription,
+	// whose value is its durableRecord as JSON (see meta_records.go);
+	// metaSubscriptions is where older builds kept them all in one value.
+	metaSubscriptionPrefix = "topic_subscription:"
+	metaSubscriptions      = "topic_subscriptions"
 )
 
 // topics is a node's topic spaces and subscriptions.
@@ -118,6 +120,11 @@ type topics struct {
 	subMu sync.Mutex
 	mu    sync.RWMutex
 	subs  map[string]*subEntry
+	// uses counts, per pattern, the subscriptions that have it and the
+	// durable ones among them (under mu, with subs): what a subscription
+	// that comes or goes changes in this node's announcement, found
+	// without reading every subscription.
+	uses map[string]patternUses
 	// matched caches matching's answers by topic name: matching every
 	// subscription's pattern on each publish cut publishing 30-fold at
 	// 2,000 subscriptions. Emptied whenever subs changes.
@@ -158,6 +165,42 @@ type topics struct {
 	// kept counts the publishes held, keepTaken those a new durable
 	// subscription took, keepDropped* those dropped past a bound.
 	kept, keepTaken, keepDroppedCount, keepDroppedAge atomic.Int64
+}
+
+// patternUses is how many subscriptions of a node have one pattern, and
+// how many of them are durable.
+type patternUses struct{ subs, durable int }
+
+// addSub records e. Called with mu held.
+func (t *topics) addSub(e *subEntry) {
+	t.subs[e.name] = e
+	t.use(e, 1)
+}
+
+// removeSub forgets e. Called with mu held.
+func (t *topics) removeSub(e *subEntry) {
+	if t.subs[e.name] != e {
+		return
+	}
+	delete(t.subs, e.name)
+	t.use(e, -1)
+}
+
+func (t *topics) use(e *subEntry, d int) {
+	if t.uses == nil {
+		t.uses = map[string]patternUses{}
+	}
+	p := e.pattern.String()
+	u := t.uses[p]
+	u.subs += d
+	if e.durable {
+		u.durable += d
+	}
+	if u.subs <= 0 {
+		delete(t.uses, p)
+		return
+	}
+	t.uses[p] = u
 }
 
 type subEntry struct {
@@ -308,7 +351,7 @@ func (n *Node) subscribe(ctx context.Context, pattern string, opts SubscribeOpti
 		e.q.SetPolicy(opts.Policy)
 	}
 	e.consumers++
-	n.announceLogged(ctx)
+	n.announceLogged(ctx, e.pattern.String())
 	sc := &subConsumer{queueConsumer: queueConsumer{n: n, q: e.q}, e: e}
 	return &Consumer{b: sc, addr: e.q.Name()}, nil
 }
@@ -356,7 +399,7 @@ func (n *Node) joinSubscription(ctx context.Context, name string, p address.Patt
 		}
 	}
 	t.mu.Lock()
-	t.subs[name] = e
+	t.addSub(e)
 	t.matched.forget()
 	t.mu.Unlock()
 	if opts.Durable {
@@ -384,27 +427,17 @@ func (n *Node) newSubscriptionQueue(ctx context.Context, name string) (*queue.Qu
 	return n.store.Queue(ctx, name, queue.KindReceive)
 }
 
-// persistSubscriptions writes the durable subscriptions, with add and
-// without the one called drop. Called with subMu held.
+// persistSubscriptions stores the durable subscription add, or deletes
+// the one called drop: that record alone. Called with subMu held.
 func (n *Node) persistSubscriptions(ctx context.Context, add *subEntry, drop string) error {
-	t := n.topics
-	var recs []durableRecord
-	t.mu.RLock()
-	for _, e := range t.subs {
-		if e.durable && e.name != drop {
-			recs = append(recs, durableRecord{Name: e.name, Pattern: e.pattern.String()})
-		}
-	}
-	t.mu.RUnlock()
+	recs := map[string]any{}
 	if add != nil {
-		recs = append(recs, durableRecord{Name: add.name, Pattern: add.pattern.String()})
+		recs[metaSubscriptionPrefix+add.name] = durableRecord{Name: add.name, Pattern: add.pattern.String()}
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
-	b, err := json.Marshal(recs)
-	if err != nil {
-		return fmt.Errorf("save subscriptions: %w", err)
+	if drop != "" {
+		recs[metaSubscriptionPrefix+drop] = nil
 	}
-	if err := n.store.SetMeta(ctx, metaSubscriptions, b); err != nil {
+	if err := n.setRecords(ctx, recs); err != nil {
 		return fmt.Errorf("save subscriptions: %w", err)
 	}
 	return nil
@@ -432,13 +465,13 @@ func (n *Node) Unsubscribe(ctx context.Context, name string) error {
 func (n *Node) dropSubscription(ctx context.Context, e *subEntry) error {
 	t := n.topics
 	t.mu.Lock()
-	delete(t.subs, e.name)
+	t.removeSub(e)
 	t.matched.forget()
 	t.mu.Unlock()
 	if _, err := n.store.Drop(ctx, e.q); err != nil {
 		return fmt.Errorf("delete subscription %q: %w", e.name, err)
 	}
-	n.announceLogged(ctx)
+	n.announceLogged(ctx, e.pattern.String())
 	return nil
 }
 
@@ -463,15 +496,9 @@ func (n *Node) Subscriptions() []SubscriptionInfo {
 // consumers are gone with the process). Dead-letter queues are kept: what
 // they hold is for an operator to look at.
 func (n *Node) loadSubscriptions(ctx context.Context) error {
-	raw, err := n.store.Meta(ctx, metaSubscriptions)
+	recs, err := loadRecords(ctx, n, metaSubscriptions, metaSubscriptionPrefix, func(r durableRecord) string { return metaSubscriptionPrefix + r.Name })
 	if err != nil {
 		return fmt.Errorf("load subscriptions: %w", err)
-	}
-	var recs []durableRecord
-	if raw != nil {
-		if err := json.Unmarshal(raw, &recs); err != nil {
-			return fmt.Errorf("load subscriptions: %w", err)
-		}
 	}
 	t := n.topics
 	for _, r := range recs {
@@ -488,7 +515,7 @@ func (n *Node) loadSubscriptions(ctx context.Context) error {
 			return fmt.Errorf("load subscription %q: %w", r.Name, err)
 		}
 		t.mu.Lock()
-		t.subs[r.Name] = &subEntry{name: r.Name, pattern: p, durable: true, q: q}
+		t.addSub(&subEntry{name: r.Name, pattern: p, durable: true, q: q})
 		t.matched.forget()
 		t.mu.Unlock()
 	}

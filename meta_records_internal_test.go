@@ -1,0 +1,86 @@
+package petrel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+)
+
+// openTopicsNode opens a node on dir with the topic space orders.# and a
+// neighbour that is never up, so that it announces its patterns.
+func openTopicsNode(t testing.TB, dir string) *Node {
+	t.Helper()
+	n, err := Open(context.Background(), Config{Name: "hub", DataDir: dir, Topics: []TopicConfig{{Pattern: "orders.#"}},
+		Nodes:  []NodeConfig{{Name: "away", Connector: "tcp://127.0.0.1:1"}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// The durable subscriptions and the announced patterns an older build
+// kept in one value each are moved to a key per record at open, and both
+// forms give the same node.
+func TestRecordsMovedFromOlderBuild(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	n := openTopicsNode(t, dir)
+	subs, _ := json.Marshal([]durableRecord{{Name: "audit", Pattern: "orders.#"}, {Name: "eu", Pattern: "orders.eu.*"}})
+	announced, _ := json.Marshal([]string{"orders.#", "orders.eu.*"})
+	for k, v := range map[string][]byte{metaSubscriptions: subs, metaAnnounced: announced} {
+		if err := n.store.SetMeta(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		n = openTopicsNode(t, dir)
+		if got := n.Subscriptions(); len(got) != 2 || got[0].Name != "audit" || got[1].Pattern != "orders.eu.*" {
+			t.Fatalf("round %d: subscriptions %+v; want audit and eu", round, got)
+		}
+		for _, prefix := range []string{metaSubscriptionPrefix, metaAnnouncedPrefix} {
+			if keys, _, err := n.store.MetaPrefix(ctx, prefix); err != nil || len(keys) != 2 {
+				t.Fatalf("round %d: keys under %s: %v, %v; want 2", round, prefix, keys, err)
+			}
+		}
+		for _, k := range []string{metaSubscriptions, metaAnnounced} {
+			if v, err := n.store.Meta(ctx, k); v != nil || err != nil {
+				t.Fatalf("round %d: the older build's %s is still there: %q, %v", round, k, v, err)
+			}
+		}
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSubscribeJoin is a consumer joining, then leaving, a durable
+// subscription that exists, on a node with 5,000 subscriptions of their
+// own patterns and a neighbour to announce them to: what a persistent MQTT
+// session's reconnect costs the node.
+func BenchmarkSubscribeJoin(b *testing.B) {
+	ctx := context.Background()
+	n := openTopicsNode(b, b.TempDir())
+	for i := range 5000 {
+		c, err := n.Subscribe(ctx, fmt.Sprintf("orders.d%d", i), SubscribeOptions{Name: fmt.Sprint("s", i), Durable: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+	b.ResetTimer()
+	for range b.N {
+		c, err := n.Subscribe(ctx, "orders.d7", SubscribeOptions{Name: "s7", Durable: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
