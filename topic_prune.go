@@ -108,7 +108,7 @@ const pruneBatch = 4096
 // and over (a client behind it that connects and goes) would have this
 // node read its backlog toward it once per withdrawal. So withdrawals wait
 // for the janitor, which prunes each neighbour that asked once per run,
-// and runs no more than a tenth of the time (pruneGap).
+// and runs no more than a tenth of the time (runPrunes, pruneGapMin).
 func (n *Node) wantPrune(nb string) {
 	t := n.topics
 	t.pruneWantMu.Lock()
