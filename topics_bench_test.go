@@ -228,3 +228,46 @@ func BenchmarkPublishToKeep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPublishToDevices publishes to the topics of many devices, each
+// with a subscription of its own (dev.<i>.cmd), round the devices: more
+// distinct topics than a node keeps answers for, so that each publish
+// finds its subscriptions afresh, as a broker serving many devices does.
+func BenchmarkPublishToDevices(b *testing.B) {
+	for _, devices := range []int{100, 5000} {
+		b.Run(fmt.Sprint("devices-", devices), func(b *testing.B) {
+			n := nodes.Open(b, withTopics("dev.#"))
+			for i := range devices {
+				c, err := n.Subscribe(context.Background(), fmt.Sprintf("dev.%d.cmd", i), petrel.SubscribeOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+			}
+			p := n.Producer()
+			body := make([]byte, 128)
+			pend := make([]*petrel.Pending, 0, 256)
+			wait := func() {
+				for _, pd := range pend {
+					if err := pd.Wait(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				pend = pend[:0]
+			}
+			cpu0 := cpuTime(b)
+			b.ResetTimer()
+			for i := range b.N {
+				m := p.CreateDataMessage(fmt.Sprintf("dev.%d.cmd", (i*7919)%devices))
+				m.Body = body
+				if pend = append(pend, p.SendAsync(m)); len(pend) == cap(pend) {
+					wait()
+				}
+			}
+			wait()
+			b.StopTimer()
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/msg")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
