@@ -112,10 +112,8 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 	if im.op == opSubscribe {
 		rec = &interestRecord{Neighbour: key.Neighbour, Node: im.node, Pattern: im.pattern,
 			Durable: im.durable, Hops: im.hops, pattern: im.p}
-		it.learned[key] = rec
-	} else {
-		delete(it.learned, key)
 	}
+	it.set(key, rec)
 	it.hops.forget()
 	it.mu.Unlock()
 	if had == (im.op == opSubscribe) {

@@ -179,7 +179,7 @@ func (n *Node) dropNonDurable(ctx context.Context, nb string) bool {
 	for k, r := range it.learned {
 		if k.Neighbour == nb && !r.Durable {
 			gone = append(gone, r)
-			delete(it.learned, k)
+			it.set(k, nil) // deleting while ranging is allowed
 		}
 	}
 	it.hops.forget()

@@ -2,7 +2,8 @@ package petrel
 
 import "strings"
 
-// subIndex finds the subscriptions whose pattern matches a topic name by
+// patternIndex finds the items (subscriptions, pieces of learned
+// interest) whose pattern matches a topic name by
 // walking the name's words down a tree of the patterns' words, as
 // Mosquitto's topic tree does, rather than matching every pattern: a
 // node serving thousands of devices, each subscribed to its own topics,
@@ -10,79 +11,82 @@ import "strings"
 // at 5,000 subscriptions once their topics outnumbered the answers kept
 // (BenchmarkPublishToDevices). It holds the same semantics as
 // address.Pattern.Match: a word matches itself, '*' any one word, '#'
-// zero or more words. It is guarded by topics.mu.
-type subIndex struct {
-	root trieNode
+// zero or more words. Its owner's lock guards it: topics.mu for the
+// subscriptions, interestTable.mu for the interest.
+type patternIndex[T comparable] struct {
+	root trieNode[T]
 	// multiHash counts the patterns with two '#' or more, which may reach
 	// a name by several paths: only then does a match drop duplicates.
 	multiHash int
 }
 
-type trieNode struct {
-	words      map[string]*trieNode
-	star, hash *trieNode
-	// subs are the subscriptions whose pattern ends here.
-	subs []*subEntry
+// subIndex is the index of a node's subscriptions.
+type subIndex = patternIndex[*subEntry]
+
+type trieNode[T comparable] struct {
+	words      map[string]*trieNode[T]
+	star, hash *trieNode[T]
+	// items are those whose pattern ends here.
+	items []T
 }
 
-func patternWords(e *subEntry) []string { return strings.Split(e.pattern.String(), ".") }
-
-func (x *subIndex) add(e *subEntry) {
-	words := patternWords(e)
+// add adds item, whose pattern is pattern.
+func (x *patternIndex[T]) add(pattern string, item T) {
 	n := &x.root
-	for _, w := range words {
+	for _, w := range strings.Split(pattern, ".") {
 		n = n.child(w)
 	}
-	n.subs = append(n.subs, e)
-	if strings.Count(e.pattern.String(), "#") > 1 {
+	n.items = append(n.items, item)
+	if strings.Count(pattern, "#") > 1 {
 		x.multiHash++
 	}
 }
 
-func (n *trieNode) child(w string) *trieNode {
+func (n *trieNode[T]) child(w string) *trieNode[T] {
 	switch w {
 	case "*":
 		if n.star == nil {
-			n.star = &trieNode{}
+			n.star = &trieNode[T]{}
 		}
 		return n.star
 	case "#":
 		if n.hash == nil {
-			n.hash = &trieNode{}
+			n.hash = &trieNode[T]{}
 		}
 		return n.hash
 	}
 	if n.words == nil {
-		n.words = map[string]*trieNode{}
+		n.words = map[string]*trieNode[T]{}
 	}
 	c := n.words[w]
 	if c == nil {
-		c = &trieNode{}
+		c = &trieNode[T]{}
 		n.words[w] = c
 	}
 	return c
 }
 
-// remove takes e out, and the nodes it leaves empty.
-func (x *subIndex) remove(e *subEntry) {
-	if x.root.remove(patternWords(e), e) && strings.Count(e.pattern.String(), "#") > 1 {
+// remove takes item, whose pattern is pattern, out, and the nodes it
+// leaves empty.
+func (x *patternIndex[T]) remove(pattern string, item T) {
+	if x.root.remove(strings.Split(pattern, "."), item) && strings.Count(pattern, "#") > 1 {
 		x.multiHash--
 	}
 }
 
-// remove takes e, whose pattern's words below n are words, out of the
+// remove takes item, whose pattern's words below n are words, out of the
 // tree below n, and reports whether it was there.
-func (n *trieNode) remove(words []string, e *subEntry) bool {
+func (n *trieNode[T]) remove(words []string, item T) bool {
 	if len(words) == 0 {
-		for i, s := range n.subs {
-			if s == e {
-				n.subs = append(n.subs[:i], n.subs[i+1:]...)
+		for i, s := range n.items {
+			if s == item {
+				n.items = append(n.items[:i], n.items[i+1:]...)
 				return true
 			}
 		}
 		return false
 	}
-	var c *trieNode
+	var c *trieNode[T]
 	switch w := words[0]; w {
 	case "*":
 		c = n.star
@@ -91,7 +95,7 @@ func (n *trieNode) remove(words []string, e *subEntry) bool {
 	default:
 		c = n.words[w]
 	}
-	if c == nil || !c.remove(words[1:], e) {
+	if c == nil || !c.remove(words[1:], item) {
 		return false
 	}
 	if c.empty() {
@@ -107,16 +111,16 @@ func (n *trieNode) remove(words []string, e *subEntry) bool {
 	return true
 }
 
-func (n *trieNode) empty() bool {
-	return len(n.subs) == 0 && len(n.words) == 0 && n.star == nil && n.hash == nil
+func (n *trieNode[T]) empty() bool {
+	return len(n.items) == 0 && len(n.words) == 0 && n.star == nil && n.hash == nil
 }
 
-// match returns the subscriptions whose pattern matches name, each once.
-func (x *subIndex) match(name string) []*subEntry {
-	var out []*subEntry
+// match returns the items whose pattern matches name, each once.
+func (x *patternIndex[T]) match(name string) []T {
+	var out []T
 	x.root.collect(strings.Split(name, "."), &out)
 	if x.multiHash > 0 && len(out) > 1 {
-		seen := make(map[*subEntry]bool, len(out))
+		seen := make(map[T]bool, len(out))
 		kept := out[:0]
 		for _, e := range out {
 			if !seen[e] {
@@ -129,8 +133,8 @@ func (x *subIndex) match(name string) []*subEntry {
 	return out
 }
 
-// collect appends the subscriptions below n that match words.
-func (n *trieNode) collect(words []string, out *[]*subEntry) {
+// collect appends the items below n that match words.
+func (n *trieNode[T]) collect(words []string, out *[]T) {
 	if n.hash != nil {
 		// '#' takes zero words, or one, or all that are left.
 		for i := 0; i <= len(words); i++ {
@@ -138,7 +142,7 @@ func (n *trieNode) collect(words []string, out *[]*subEntry) {
 		}
 	}
 	if len(words) == 0 {
-		*out = append(*out, n.subs...)
+		*out = append(*out, n.items...)
 		return
 	}
 	if c := n.words[words[0]]; c != nil {

@@ -35,11 +35,11 @@ func TestSubIndexAgreesWithMatch(t *testing.T) {
 	for round := range 400 {
 		if len(subs) > 0 && rng.IntN(3) == 0 {
 			i := rng.IntN(len(subs))
-			x.remove(subs[i])
+			x.remove(subs[i].pattern.String(), subs[i])
 			subs = slices.Delete(subs, i, i+1)
 		} else {
 			e := &subEntry{name: fmt.Sprint("s", round), pattern: randomPattern()}
-			x.add(e)
+			x.add(e.pattern.String(), e)
 			subs = append(subs, e)
 		}
 		for range 20 {
@@ -66,7 +66,7 @@ func TestSubIndexAgreesWithMatch(t *testing.T) {
 		}
 	}
 	for _, e := range subs {
-		x.remove(e)
+		x.remove(e.pattern.String(), e)
 	}
 	if !x.root.empty() || x.multiHash != 0 {
 		t.Fatalf("the index holds nodes (%+v) or counts patterns (%d) after every subscription went", x.root, x.multiHash)

@@ -90,15 +90,30 @@ type interestRecord struct {
 // the patterns it announced. mu guards learned, which every publish reads;
 // changeMu serialises the changes, which commit to the store.
 type interestTable struct {
-	changeMu  sync.Mutex
-	mu        sync.RWMutex
-	learned   map[interestKey]*interestRecord
+	changeMu sync.Mutex
+	mu       sync.RWMutex
+	learned  map[interestKey]*interestRecord
+	// index finds the pieces of learned whose pattern matches a topic
+	// (topic_index.go); set and learn keep it with learned.
+	index     patternIndex[*interestRecord]
 	announced map[string]bool
 	max       int // bounds learned: maxLearnedInterest
-	// hops caches nextHops' answers by topic and hops crossed: each
-	// scanned up to maxLearnedInterest patterns. Emptied by every change
-	// of learned.
+	// hops caches nextHops' answers by topic and hops crossed. Emptied by
+	// every change of learned.
 	hops answers[[]string]
+}
+
+// set records r as the piece of interest k, replacing the one k had;
+// with r nil it forgets k's. Called with mu held.
+func (it *interestTable) set(k interestKey, r *interestRecord) {
+	if old := it.learned[k]; old != nil {
+		it.index.remove(old.Pattern, old)
+		delete(it.learned, k)
+	}
+	if r != nil {
+		it.learned[k] = r
+		it.index.add(r.Pattern, r)
+	}
 }
 
 // limit is how many pieces of interest the table keeps at most.
@@ -128,13 +143,11 @@ func (it *interestTable) nextHops(topic string, hops []string) []string {
 // shared: callers only read it.
 func (it *interestTable) scan(topic string, hops []string) []string {
 	var out []string
-	for _, r := range it.learned {
+	for _, r := range it.index.match(topic) {
 		if slices.Contains(out, r.Neighbour) || slices.Contains(hops, r.Neighbour) || slices.Contains(hops, r.Node) {
 			continue
 		}
-		if r.pattern.Match(topic) {
-			out = append(out, r.Neighbour)
-		}
+		out = append(out, r.Neighbour)
 	}
 	sort.Strings(out)
 	return out
@@ -337,6 +350,7 @@ func (n *Node) forgetInterest(ctx context.Context, recs []*interestRecord) error
 func (n *Node) loadInterest(ctx context.Context) error {
 	it := &n.topics.remote
 	it.learned, it.announced = map[interestKey]*interestRecord{}, map[string]bool{}
+	it.index = patternIndex[*interestRecord]{}
 	recs, err := loadRecords(ctx, n, metaInterest, metaInterestPrefix, func(r *interestRecord) string {
 		return interestMetaKey(interestKey{r.Neighbour, r.Node, r.Pattern})
 	})
@@ -356,7 +370,7 @@ func (n *Node) loadInterest(ctx context.Context) error {
 			return fmt.Errorf("load topic interest of %s: %w", r.Node, err)
 		}
 		r.pattern = p
-		it.learned[interestKey{r.Neighbour, r.Node, r.Pattern}] = r
+		it.set(interestKey{r.Neighbour, r.Node, r.Pattern}, r)
 	}
 	it.hops.forget()
 	if err := n.emptyPruneBin(ctx); err != nil {

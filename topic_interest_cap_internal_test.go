@@ -120,6 +120,12 @@ func TestInterestStoredPieceByPiece(t *testing.T) {
 	if got := len(n.TopicInterest()); got != 200 {
 		t.Fatalf("%d pieces after the restart; want 199 and the older build's one", got)
 	}
+	// The loaded pieces are found by topic, the moved one too.
+	for topic, want := range map[string]string{"orders.p5": "[plant-7]", "orders.old": "[plant-9]", "orders.p0": "[]"} {
+		if got := fmt.Sprint(n.topics.remote.nextHops(topic, nil)); got != want {
+			t.Fatalf("next hops of %s after the restart: %s, want %s", topic, got, want)
+		}
+	}
 	if v, err := n.store.Meta(ctx, metaInterest); v != nil || err != nil {
 		t.Fatalf("the older build's key is still there: %q, %v", v, err)
 	}
@@ -148,6 +154,28 @@ func BenchmarkApplyInterest(b *testing.B) {
 			if err := n.applyInterest(ctx, n.interestMessage(op, "orders.flap", "plant-8", false, []string{"plant-8"})); err != nil {
 				b.Fatal(err)
 			}
+		}
+	}
+}
+
+// BenchmarkNextHopsMiss finds the next hops of a topic the cache does
+// not hold, among 5,000 pieces of learned interest, one per topic.
+func BenchmarkNextHopsMiss(b *testing.B) {
+	ctx := context.Background()
+	n := openHub(b)
+	for i := range 5000 {
+		if err := n.applyInterest(ctx, n.interestMessage(opSubscribe, fmt.Sprintf("orders.p%d", i), "plant-7", true, []string{"plant-7"})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	it := &n.topics.remote
+	b.ResetTimer()
+	for i := range b.N {
+		it.mu.RLock()
+		out := it.scan(fmt.Sprintf("orders.p%d", (i*7919)%5000), nil)
+		it.mu.RUnlock()
+		if len(out) != 1 {
+			b.Fatalf("next hops %v", out)
 		}
 	}
 }

@@ -177,7 +177,7 @@ type patternUses struct{ subs, durable int }
 // addSub records e. Called with mu held.
 func (t *topics) addSub(e *subEntry) {
 	t.subs[e.name] = e
-	t.index.add(e)
+	t.index.add(e.pattern.String(), e)
 	t.use(e, 1)
 }
 
@@ -187,7 +187,7 @@ func (t *topics) removeSub(e *subEntry) {
 		return
 	}
 	delete(t.subs, e.name)
-	t.index.remove(e)
+	t.index.remove(e.pattern.String(), e)
 	t.use(e, -1)
 }
 
