@@ -15,8 +15,12 @@ import "strings"
 // subscriptions, interestTable.mu for the interest.
 type patternIndex[T comparable] struct {
 	root trieNode[T]
-	// multiHash counts the patterns with two '#' or more, which may reach
-	// a name by several paths: only then does a match drop duplicates.
+	// multiHash counts the patterns with two '#' or more. Only they put a
+	// '#' below a '#', which may reach a node by several paths: a match
+	// then visits each node once per count of words left (see collect),
+	// which drops the duplicates and keeps the cost of any pattern,
+	// however many '#' it holds, to nodes times words, as
+	// address.Pattern.Match's dynamic programming does.
 	multiHash int
 }
 
@@ -118,27 +122,34 @@ func (n *trieNode[T]) empty() bool {
 // match returns the items whose pattern matches name, each once.
 func (x *patternIndex[T]) match(name string) []T {
 	var out []T
-	x.root.collect(strings.Split(name, "."), &out)
-	if x.multiHash > 0 && len(out) > 1 {
-		seen := make(map[T]bool, len(out))
-		kept := out[:0]
-		for _, e := range out {
-			if !seen[e] {
-				seen[e] = true
-				kept = append(kept, e)
-			}
-		}
-		out = kept
+	var seen map[visit[T]]bool
+	if x.multiHash > 0 {
+		seen = map[visit[T]]bool{}
 	}
+	x.root.collect(strings.Split(name, "."), &out, seen)
 	return out
 }
 
-// collect appends the items below n that match words.
-func (n *trieNode[T]) collect(words []string, out *[]T) {
+// visit is a node reached with rest words of the name left.
+type visit[T comparable] struct {
+	n    *trieNode[T]
+	rest int
+}
+
+// collect appends the items below n that match words. With seen, it
+// visits each node once per count of words left.
+func (n *trieNode[T]) collect(words []string, out *[]T, seen map[visit[T]]bool) {
+	if seen != nil {
+		v := visit[T]{n, len(words)}
+		if seen[v] {
+			return
+		}
+		seen[v] = true
+	}
 	if n.hash != nil {
 		// '#' takes zero words, or one, or all that are left.
 		for i := 0; i <= len(words); i++ {
-			n.hash.collect(words[i:], out)
+			n.hash.collect(words[i:], out, seen)
 		}
 	}
 	if len(words) == 0 {
@@ -146,9 +157,9 @@ func (n *trieNode[T]) collect(words []string, out *[]T) {
 		return
 	}
 	if c := n.words[words[0]]; c != nil {
-		c.collect(words[1:], out)
+		c.collect(words[1:], out, seen)
 	}
 	if n.star != nil {
-		n.star.collect(words[1:], out)
+		n.star.collect(words[1:], out, seen)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/petrelmq/petrel/address"
@@ -63,6 +64,27 @@ func TestSubIndexAgreesWithMatch(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("round %d, name %q: index gives %v, Match %v", round, name, got, want)
 			}
+		}
+	}
+	// Patterns of many '#', which would take paths without end if each
+	// were followed: every node is visited once per count of words left.
+	name := strings.Repeat("a.", 63) + "a"
+	for _, text := range []string{strings.Repeat("#.", 63) + "#", strings.Repeat("#.a.", 31) + "#", strings.Repeat("a.#.", 31) + "b"} {
+		p, err := address.ParsePattern(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &subEntry{name: text, pattern: p}
+		x.add(text, e)
+		subs = append(subs, e)
+		got := 0
+		for _, m := range x.match(name) {
+			if m == e {
+				got++
+			}
+		}
+		if want := map[bool]int{true: 1}[p.Match(name)]; got != want {
+			t.Fatalf("pattern %s, name of 64 words: matched %d times, want %d", text, got, want)
 		}
 	}
 	for _, e := range subs {
