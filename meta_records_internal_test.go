@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 )
 
@@ -13,14 +11,7 @@ import (
 // neighbour that is never up, so that it announces its patterns.
 func openTopicsNode(t testing.TB, dir string) *Node {
 	t.Helper()
-	n, err := Open(context.Background(), Config{Name: "hub", DataDir: dir, Topics: []TopicConfig{{Pattern: "orders.#"}},
-		Nodes:  []NodeConfig{{Name: "away", Connector: "tcp://127.0.0.1:1"}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	return openHubAt(t, dir, NodeConfig{Name: "away", Connector: "tcp://127.0.0.1:1"})
 }
 
 // The durable subscriptions and the announced patterns an older build

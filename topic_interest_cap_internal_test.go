@@ -71,11 +71,11 @@ func openHub(t testing.TB) *Node {
 	return openHubAt(t, t.TempDir())
 }
 
-// openHubAt opens the hub on dir.
-func openHubAt(t testing.TB, dir string) *Node {
+// openHubAt opens the hub on dir, with nodes as its neighbours.
+func openHubAt(t testing.TB, dir string, nodes ...NodeConfig) *Node {
 	t.Helper()
 	n, err := Open(context.Background(), Config{Name: "hub", DataDir: dir, Topics: []TopicConfig{{Pattern: "orders.#"}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Nodes: nodes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,11 +143,7 @@ func TestInterestStoredPieceByPiece(t *testing.T) {
 func BenchmarkApplyInterest(b *testing.B) {
 	ctx := context.Background()
 	n := openHub(b)
-	for i := range 5000 {
-		if err := n.applyInterest(ctx, n.interestMessage(opSubscribe, fmt.Sprintf("orders.p%d", i), "plant-7", true, []string{"plant-7"})); err != nil {
-			b.Fatal(err)
-		}
-	}
+	learnPatterns(b, n, 5000)
 	b.ResetTimer()
 	for range b.N {
 		for _, op := range []string{opSubscribe, opUnsub} {
@@ -161,13 +157,8 @@ func BenchmarkApplyInterest(b *testing.B) {
 // BenchmarkNextHopsMiss finds the next hops of a topic the cache does
 // not hold, among 5,000 pieces of learned interest, one per topic.
 func BenchmarkNextHopsMiss(b *testing.B) {
-	ctx := context.Background()
 	n := openHub(b)
-	for i := range 5000 {
-		if err := n.applyInterest(ctx, n.interestMessage(opSubscribe, fmt.Sprintf("orders.p%d", i), "plant-7", true, []string{"plant-7"})); err != nil {
-			b.Fatal(err)
-		}
-	}
+	learnPatterns(b, n, 5000)
 	it := &n.topics.remote
 	b.ResetTimer()
 	for i := range b.N {
@@ -176,6 +167,17 @@ func BenchmarkNextHopsMiss(b *testing.B) {
 		it.mu.RUnlock()
 		if len(out) != 1 {
 			b.Fatalf("next hops %v", out)
+		}
+	}
+}
+
+// learnPatterns has n learn count pieces of durable interest from
+// plant-7, orders.p0 to orders.p<count-1>.
+func learnPatterns(t testing.TB, n *Node, count int) {
+	t.Helper()
+	for i := range count {
+		if err := n.applyInterest(context.Background(), n.interestMessage(opSubscribe, fmt.Sprintf("orders.p%d", i), "plant-7", true, []string{"plant-7"})); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
