@@ -22,6 +22,8 @@ type patternIndex[T comparable] struct {
 	// however many '#' it holds, to nodes times words, as
 	// address.Pattern.Match's dynamic programming does.
 	multiHash int
+	// budget replaces maxVisits when above 0: for a test.
+	budget int
 }
 
 // subIndex is the index of a node's subscriptions.
@@ -119,15 +121,25 @@ func (n *trieNode[T]) empty() bool {
 	return len(n.items) == 0 && len(n.words) == 0 && n.star == nil && n.hash == nil
 }
 
-// match returns the items whose pattern matches name, each once.
-func (x *patternIndex[T]) match(name string) []T {
-	var out []T
-	var seen map[visit[T]]bool
-	if x.multiHash > 0 {
-		seen = map[visit[T]]bool{}
+// maxVisits bounds the (node, words left) one match visits. Patterns of '*' and '#'
+// are reached whatever the name, and a client may hold thousands of
+// them, all different: past the bound, match gives up, and its caller
+// matches each pattern on its own (address.Pattern.Match), which costs
+// what the index saves but no memory.
+const maxVisits = 1 << 16
+
+// match returns the items whose pattern matches name, each once, and
+// false when it gave up past maxVisits (or x.budget, for a test).
+func (x *patternIndex[T]) match(name string) ([]T, bool) {
+	c := matcher[T]{left: maxVisits}
+	if x.budget > 0 {
+		c.left = x.budget
 	}
-	x.root.collect(strings.Split(name, "."), &out, seen)
-	return out
+	if x.multiHash > 0 {
+		c.seen = map[visit[T]]bool{}
+	}
+	c.collect(&x.root, strings.Split(name, "."))
+	return c.out, c.left >= 0
 }
 
 // visit is a node reached with rest words of the name left.
@@ -136,30 +148,47 @@ type visit[T comparable] struct {
 	rest int
 }
 
+// matcher is one match under way: what it found, the visits it has
+// left, and, when some pattern holds two '#', the visits it made.
+type matcher[T comparable] struct {
+	out  []T
+	left int
+	seen map[visit[T]]bool
+}
+
 // collect appends the items below n that match words. With seen, it
 // visits each node once per count of words left.
-func (n *trieNode[T]) collect(words []string, out *[]T, seen map[visit[T]]bool) {
-	if seen != nil {
+func (c *matcher[T]) collect(n *trieNode[T], words []string) {
+	if c.left < 0 {
+		return // given up
+	}
+	if c.seen != nil {
 		v := visit[T]{n, len(words)}
-		if seen[v] {
+		if c.seen[v] {
 			return
 		}
-		seen[v] = true
+		c.seen[v] = true
+	}
+	// A visit counts once it is new: with seen, a node is looked up at
+	// most once per word left (the loop of '#' below), so a match costs
+	// at most maxVisits times the words of a name.
+	if c.left--; c.left < 0 {
+		return
 	}
 	if n.hash != nil {
 		// '#' takes zero words, or one, or all that are left.
 		for i := 0; i <= len(words); i++ {
-			n.hash.collect(words[i:], out, seen)
+			c.collect(n.hash, words[i:])
 		}
 	}
 	if len(words) == 0 {
-		*out = append(*out, n.items...)
+		c.out = append(c.out, n.items...)
 		return
 	}
-	if c := n.words[words[0]]; c != nil {
-		c.collect(words[1:], out, seen)
+	if w := n.words[words[0]]; w != nil {
+		c.collect(w, words[1:])
 	}
 	if n.star != nil {
-		n.star.collect(words[1:], out, seen)
+		c.collect(n.star, words[1:])
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/queue"
 )
 
 // The index finds, for every name, exactly the subscriptions whose
@@ -56,7 +57,7 @@ func TestSubIndexAgreesWithMatch(t *testing.T) {
 				}
 			}
 			var got []string
-			for _, e := range x.match(name) {
+			for _, e := range mustMatch(t, &x, name) {
 				got = append(got, e.name)
 			}
 			slices.Sort(want)
@@ -78,7 +79,7 @@ func TestSubIndexAgreesWithMatch(t *testing.T) {
 		x.add(text, e)
 		subs = append(subs, e)
 		got := 0
-		for _, m := range x.match(name) {
+		for _, m := range mustMatch(t, &x, name) {
 			if m == e {
 				got++
 			}
@@ -92,6 +93,54 @@ func TestSubIndexAgreesWithMatch(t *testing.T) {
 	}
 	if !x.root.empty() || x.multiHash != 0 {
 		t.Fatalf("the index holds nodes (%+v) or counts patterns (%d) after every subscription went", x.root, x.multiHash)
+	}
+}
+
+// mustMatch is x.match, which must not give up.
+func mustMatch(t *testing.T, x *subIndex, name string) []*subEntry {
+	t.Helper()
+	out, ok := x.match(name)
+	if !ok {
+		t.Fatalf("the index gave up on %q", name)
+	}
+	return out
+}
+
+// Past its bound of visits the index gives up, and the node matches each
+// subscription's pattern instead: the publish gets the same
+// subscriptions, whatever patterns a client holds.
+func TestSubIndexGivesUpPastItsBound(t *testing.T) {
+	tp := &topics{subs: map[string]*subEntry{}}
+	want := map[*queue.Queue]bool{}
+	for i, text := range []string{"*.*.*", "#", "*.#", "#.b", "a.*.c", "a.b.c", "x.#"} {
+		p, err := address.ParsePattern(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &subEntry{name: fmt.Sprint("s", i), pattern: p, q: &queue.Queue{}}
+		tp.addSub(e)
+		if p.Match("a.b.c") {
+			want[e.q] = true
+		}
+	}
+	if _, ok := tp.index.match("a.b.c"); !ok {
+		t.Fatal("the index gave up under its default bound")
+	}
+	tp.index.budget = 3
+	if _, ok := tp.index.match("a.b.c"); ok {
+		t.Fatal("the index did not give up past a bound of 3 visits")
+	}
+	got := map[*queue.Queue]bool{}
+	for _, q := range tp.match("a.b.c") {
+		got[q] = true
+	}
+	if len(got) != len(want) || len(want) != 5 {
+		t.Fatalf("the publish got %d subscriptions, want the %d (of 5) whose pattern matches", len(got), len(want))
+	}
+	for q := range want {
+		if !got[q] {
+			t.Fatal("a matching subscription is missing from the fallback's answer")
+		}
 	}
 }
 

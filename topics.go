@@ -279,7 +279,15 @@ func (t *topics) matching(name string) []*queue.Queue {
 // match returns the queues of the subscriptions whose pattern matches
 // name; t.mu is held. The answer is shared: callers only read it.
 func (t *topics) match(name string) []*queue.Queue {
-	es := t.index.match(name)
+	es, ok := t.index.match(name)
+	if !ok {
+		es = es[:0]
+		for _, e := range t.subs {
+			if e.pattern.Match(name) {
+				es = append(es, e)
+			}
+		}
+	}
 	if len(es) == 0 {
 		return nil
 	}
