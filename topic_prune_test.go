@@ -87,15 +87,21 @@ func TestInterestWithdrawPrunesSendQueue(t *testing.T) {
 // B withdraws and makes again its durable subscription over and over
 // while A holds a backlog toward it: A prunes what waited for it, counted
 // once, and reads its send queue toward B a few times, not once per
-// withdrawal (petrel_topic_prune_runs_total).
+// withdrawal (petrel_topic_prune_runs_total). A is down while B flaps, so
+// that the 41 changes reach it together whatever the machine's pace.
 func TestInterestFlappingWithdrawalsPruneInFewRuns(t *testing.T) {
 	m := newMesh(t, "a", "b")
-	a := m.openA(t)
+	dirA := filepath.Join(t.TempDir(), "a")
+	withDir := nodes.With(func(c *petrel.Config) { c.DataDir = dirA })
+	a := m.openA(t, withDir)
 	b := m.openB(t, filepath.Join(t.TempDir(), "b"), false)
 	subscribe(t, b, "orders.eu.*", petrel.SubscribeOptions{Name: "audit", Durable: true}).Close()
 	waitInterest(t, a, "b/b/orders.eu.*")
 	publishAsync(t, a, "orders.eu.created", 2000)
 	waitDepth(t, a, "_petrel.topics@b", 2000)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
 	const flaps = 20
 	for range flaps {
 		if err := b.Unsubscribe(context.Background(), "audit"); err != nil {
@@ -106,13 +112,14 @@ func TestInterestFlappingWithdrawalsPruneInFewRuns(t *testing.T) {
 	if err := b.Unsubscribe(context.Background(), "audit"); err != nil {
 		t.Fatal(err)
 	}
+	a = m.openA(t, withDir)
 	petreltest.Eventually(t, "a forgot b's orders.eu.*", func() bool {
 		return len(a.TopicInterest()) == 0
 	}, func() string { return fmt.Sprintf("%+v", a.TopicInterest()) })
 	waitDepth(t, a, "_petrel.topics@b", 0)
 	waitPruned(t, a, "unsubscribed", 2000)
 	runs := scrape(t, a)["petrel_topic_prune_runs_total"]
-	if runs < 1 || runs > flaps/2 {
+	if runs < 1 || runs > 3 {
 		t.Fatalf("petrel_topic_prune_runs_total = %v after %d withdrawals; want a few", runs, flaps+1)
 	}
 	t.Logf("%d withdrawals, %v prune runs", flaps+1, runs)
