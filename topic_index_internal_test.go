@@ -134,6 +134,9 @@ func TestSubIndexGivesUpPastItsBound(t *testing.T) {
 	for _, q := range tp.match("a.b.c") {
 		got[q] = true
 	}
+	if n := tp.fallbacks.Load(); n != 1 {
+		t.Fatalf("%d fallbacks counted, want 1", n)
+	}
 	if len(got) != len(want) || len(want) != 5 {
 		t.Fatalf("the publish got %d subscriptions, want the %d (of 5) whose pattern matches", len(got), len(want))
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/logkey"
@@ -96,6 +97,7 @@ type interestTable struct {
 	// index finds the pieces of learned whose pattern matches a topic
 	// (topic_index.go); set and learn keep it with learned.
 	index     patternIndex[*interestRecord]
+	fallbacks atomic.Int64 // matches the index gave up: petrel_topic_match_fallbacks_total
 	announced map[string]bool
 	max       int // bounds learned: maxLearnedInterest
 	// hops caches nextHops' answers by topic and hops crossed. Emptied by
@@ -144,6 +146,7 @@ func (it *interestTable) nextHops(topic string, hops []string) []string {
 func (it *interestTable) scan(topic string, hops []string) []string {
 	rs, ok := it.index.match(topic)
 	if !ok {
+		it.fallbacks.Add(1)
 		rs = rs[:0]
 		for _, r := range it.learned {
 			if r.pattern.Match(topic) {

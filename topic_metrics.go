@@ -31,6 +31,8 @@ var (
 		"Pieces of topic interest this node learned from its neighbours.", nil, nil)
 	descTopicMatchCache = prometheus.NewDesc("petrel_topic_match_cache_entries",
 		"Topic names whose matching subscriptions the node keeps for the next publish (at most 4096; emptied whenever a subscription comes or goes).", nil, nil)
+	descTopicMatchFallbacks = prometheus.NewDesc("petrel_topic_match_fallbacks_total",
+		"Matches of a topic name that gave up on the index of patterns past its bound of visits (65,536) and matched each subscription's or learned interest's pattern instead, since the node started.", nil, nil)
 	descTopicMatchHits = prometheus.NewDesc("petrel_topic_match_cache_hits_total",
 		"Publishes whose subscriptions were found in that cache rather than by matching every pattern, since the node started.", nil, nil)
 )
@@ -55,6 +57,7 @@ func (topicCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTopicInterestDenied
 	ch <- descTopicMatchCache
 	ch <- descTopicMatchHits
+	ch <- descTopicMatchFallbacks
 }
 
 // Collect implements prometheus.Collector.
@@ -92,6 +95,7 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	c.t.mu.RUnlock()
 	ch <- gauge(descTopicMatchCache, int64(c.t.matched.size()))
 	ch <- counter(descTopicMatchHits, c.t.matched.hits.Load())
+	ch <- counter(descTopicMatchFallbacks, c.t.fallbacks.Load()+c.t.remote.fallbacks.Load())
 	ch <- gauge(descTopicSubscriptions, durable, "true")
 	ch <- gauge(descTopicSubscriptions, other, "false")
 }

@@ -126,8 +126,9 @@ type topics struct {
 	// without reading every subscription.
 	uses map[string]patternUses
 	// index finds the subscriptions a topic name matches (topic_index.go),
-	// under mu, with subs.
-	index subIndex
+	// under mu, with subs; fallbacks counts the matches it gave up.
+	index     subIndex
+	fallbacks atomic.Int64
 	// matched caches matching's answers by topic name: matching every
 	// subscription's pattern on each publish cut publishing 30-fold at
 	// 2,000 subscriptions. Emptied whenever subs changes.
@@ -281,6 +282,7 @@ func (t *topics) matching(name string) []*queue.Queue {
 func (t *topics) match(name string) []*queue.Queue {
 	es, ok := t.index.match(name)
 	if !ok {
+		t.fallbacks.Add(1)
 		es = es[:0]
 		for _, e := range t.subs {
 			if e.pattern.Match(name) {
