@@ -1,6 +1,11 @@
 package petrel
 
-import "strings"
+import (
+	"strings"
+	"sync/atomic"
+
+	"github.com/petrelmq/petrel/address"
+)
 
 // patternIndex finds the items (subscriptions, pieces of learned
 // interest) whose pattern matches a topic name by
@@ -127,6 +132,23 @@ func (n *trieNode[T]) empty() bool {
 // matches each pattern on its own (address.Pattern.Match), which costs
 // what the index saves but no memory.
 const maxVisits = 1 << 16
+
+// matchAll is x.match, which past its bound matches each of all by its
+// pattern instead (Pattern.Match), counting that in fallbacks.
+func matchAll[K, T comparable](x *patternIndex[T], name string, all map[K]T, pattern func(T) address.Pattern, fallbacks *atomic.Int64) []T {
+	out, ok := x.match(name)
+	if ok {
+		return out
+	}
+	fallbacks.Add(1)
+	out = out[:0]
+	for _, item := range all {
+		if pattern(item).Match(name) {
+			out = append(out, item)
+		}
+	}
+	return out
+}
 
 // match returns the items whose pattern matches name, each once, and
 // false when it gave up past maxVisits (or x.budget, for a test).

@@ -144,16 +144,7 @@ func (it *interestTable) nextHops(topic string, hops []string) []string {
 // scan is nextHops without the cache; it.mu is held. The answer is
 // shared: callers only read it.
 func (it *interestTable) scan(topic string, hops []string) []string {
-	rs, ok := it.index.match(topic)
-	if !ok {
-		it.fallbacks.Add(1)
-		rs = rs[:0]
-		for _, r := range it.learned {
-			if r.pattern.Match(topic) {
-				rs = append(rs, r)
-			}
-		}
-	}
+	rs := matchAll(&it.index, topic, it.learned, func(r *interestRecord) address.Pattern { return r.pattern }, &it.fallbacks)
 	var out []string
 	for _, r := range rs {
 		if slices.Contains(out, r.Neighbour) || slices.Contains(hops, r.Neighbour) || slices.Contains(hops, r.Node) {

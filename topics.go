@@ -280,16 +280,7 @@ func (t *topics) matching(name string) []*queue.Queue {
 // match returns the queues of the subscriptions whose pattern matches
 // name; t.mu is held. The answer is shared: callers only read it.
 func (t *topics) match(name string) []*queue.Queue {
-	es, ok := t.index.match(name)
-	if !ok {
-		t.fallbacks.Add(1)
-		es = es[:0]
-		for _, e := range t.subs {
-			if e.pattern.Match(name) {
-				es = append(es, e)
-			}
-		}
-	}
+	es := matchAll(&t.index, name, t.subs, func(e *subEntry) address.Pattern { return e.pattern }, &t.fallbacks)
 	if len(es) == 0 {
 		return nil
 	}
