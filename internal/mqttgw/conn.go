@@ -35,7 +35,7 @@ type connState struct {
 	lastID   uint16
 	stopped  bool
 	pumps    map[string]*pump
-	inflight map[uint16]Delivery
+	inflight map[uint16]sent
 	// acks are the QoS 1 publishes waiting for their commit (ackLater);
 	// nil until the first.
 	acks chan pendingAck
@@ -53,6 +53,16 @@ type pump struct {
 	// topics, and mapping each again was 3% of a node's CPU in bench mqtt.
 	// Only run's goroutine uses them.
 	name, topic string
+	// shared is a $share filter's: its deliveries are not noted for
+	// resending (see resends).
+	shared bool
+}
+
+// sent is a delivery in flight, with the filter it went for.
+type sent struct {
+	d      Delivery
+	filter string
+	shared bool
 }
 
 func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
@@ -61,7 +71,7 @@ func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
 		n = rm
 	}
 	st := &connState{g: g, cl: cl, conn: c, slots: make(chan struct{}, n),
-		pumps: map[string]*pump{}, inflight: map[uint16]Delivery{}}
+		pumps: map[string]*pump{}, inflight: map[uint16]sent{}}
 	st.ctx, st.cancel = context.WithCancel(g.ctx)
 	return st
 }
@@ -90,7 +100,8 @@ func (st *connState) subscribe(sub packets.Subscription, durable, bounded bool) 
 		return ErrClosed
 	}
 	var ps Subscription
-	if _, _, shared, _ := splitShared(sub.Filter); shared {
+	_, _, shared, _ := splitShared(sub.Filter)
+	if shared {
 		ps, err = st.g.joinShare(st.ctx, st.cl.ID, sub.Filter, pattern, st.conn)
 	} else {
 		name := ""
@@ -103,7 +114,7 @@ func (st *connState) subscribe(sub packets.Subscription, durable, bounded bool) 
 		return fmt.Errorf("subscribe to %q: %w", sub.Filter, err)
 	}
 	pctx, cancel := context.WithCancel(st.ctx)
-	p := &pump{st: st, filter: sub.Filter, ps: ps, cancel: cancel, done: make(chan struct{})}
+	p := &pump{st: st, filter: sub.Filter, ps: ps, cancel: cancel, done: make(chan struct{}), shared: shared}
 	p.sub.Store(&sub)
 	st.mu.Lock()
 	if st.stopped || st.pumps[sub.Filter] != nil {
@@ -140,7 +151,8 @@ func (st *connState) unsubscribe(filter string) {
 
 // stop ends every pump and gives back, with a nack, what the connection
 // had in flight: the subscription delivers it again, to the next
-// connection of a persistent session.
+// connection of a persistent session, which resends it under the packet
+// identifier noted here (see resends).
 func (st *connState) stop() {
 	st.mu.Lock()
 	st.stopped = true
@@ -153,10 +165,18 @@ func (st *connState) stop() {
 	}
 	st.mu.Lock()
 	inflight := st.inflight
-	st.inflight = map[uint16]Delivery{}
+	st.inflight = map[uint16]sent{}
 	st.mu.Unlock()
-	for id, d := range inflight {
-		_ = d.Nack("mqtt: connection closed before the client acknowledged it")
+	keep := persistent(st.cl)
+	bound := maxResendNotes(st.g.cfg)
+	for id, f := range inflight {
+		// Noted before the nack, which may deliver it again at once.
+		if keep && !f.shared {
+			pk, _ := st.cl.State.Inflight.Get(id)
+			st.g.resends.note(st.cl.ID, keyOf(f.filter, f.d.Message()),
+				resendNote{packetID: id, released: pk.FixedHeader.Type == packets.Pubrel}, bound)
+		}
+		_ = f.d.Nack("mqtt: connection closed before the client acknowledged it")
 		st.cl.State.Inflight.Delete(id)
 	}
 }
@@ -170,13 +190,13 @@ func (p *pump) stop() {
 // complete acks the delivery the client acknowledged.
 func (st *connState) complete(id uint16) {
 	st.mu.Lock()
-	d := st.inflight[id]
+	f, ok := st.inflight[id]
 	delete(st.inflight, id)
 	st.mu.Unlock()
-	if d == nil {
+	if !ok {
 		return // a retained message, which mochi delivered
 	}
-	_ = d.Ack()
+	_ = f.d.Ack()
 	st.g.metrics.acked.Add(1)
 	<-st.slots
 }
@@ -184,11 +204,11 @@ func (st *connState) complete(id uint16) {
 // dropped gives back a delivery mochi dropped (expired in flight).
 func (st *connState) dropped(id uint16) {
 	st.mu.Lock()
-	d := st.inflight[id]
+	f, ok := st.inflight[id]
 	delete(st.inflight, id)
 	st.mu.Unlock()
-	if d != nil {
-		_ = d.Nack("mqtt: dropped in flight")
+	if ok {
+		_ = f.d.Nack("mqtt: dropped in flight")
 		<-st.slots
 	}
 }
@@ -197,6 +217,7 @@ func (st *connState) dropped(id uint16) {
 // identifiers in flight for both directions, and refuses a client's
 // SUBSCRIBE (0x91) whose identifier a delivery holds; clients count
 // theirs up from 1, so deliveries take theirs from the top half down.
+// An identifier noted for a delivery to be resent is not taken.
 func (st *connState) packetID() (uint16, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -205,11 +226,63 @@ func (st *connState) packetID() (uint16, bool) {
 		if st.lastID < 1<<15 {
 			st.lastID = 1<<16 - 1
 		}
-		if _, used := st.cl.State.Inflight.Get(st.lastID); !used && st.inflight[st.lastID] == nil {
+		if st.idFree(st.lastID) && !st.g.resends.reserved(st.cl.ID, st.lastID) {
 			return st.lastID, true
 		}
 	}
 	return 0, false
+}
+
+// idFree reports whether no packet in flight either way holds id. Called
+// with mu held.
+func (st *connState) idFree(id uint16) bool {
+	if _, used := st.cl.State.Inflight.Get(id); used {
+		return false
+	}
+	_, used := st.inflight[id]
+	return !used
+}
+
+// resent returns the note of d, when d is a delivery the session's last
+// connection had in flight and its identifier is free: d goes again
+// under it. The note stays, keeping its identifier from other
+// deliveries, until deliver has d in flight under it: done forgets it.
+func (p *pump) resent(d Delivery) (n resendNote, done func(), ok bool) {
+	if d.Attempt() < 2 || p.shared {
+		return resendNote{}, nil, false
+	}
+	st := p.st
+	k := keyOf(p.filter, d.Message())
+	if n, ok = st.g.resends.peek(st.cl.ID, k); !ok {
+		return resendNote{}, nil, false
+	}
+	done = func() { st.g.resends.drop(st.cl.ID, k) }
+	st.mu.Lock()
+	ok = st.idFree(n.packetID) // else the client took it: a new one
+	st.mu.Unlock()
+	return n, done, ok
+}
+
+// release sends the PUBREL of d, a QoS 2 delivery whose PUBREC the
+// session's last connection received (MQTT-4.4.0-1): the client has the
+// message, and a PUBLISH again would be a second one. Its PUBCOMP
+// completes d as any QoS 2 delivery's does.
+func (p *pump) release(d Delivery, id uint16) bool {
+	st := p.st
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrel, Qos: 1}, PacketID: id, Created: time.Now().Unix()}
+	st.mu.Lock()
+	if st.stopped {
+		st.mu.Unlock()
+		_ = d.Nack("mqtt: connection closed")
+		return false
+	}
+	st.inflight[id] = sent{d: d, filter: p.filter, shared: p.shared}
+	st.mu.Unlock()
+	st.cl.State.Inflight.Set(pk)
+	if err := st.cl.WritePacket(pk); err == nil {
+		st.g.metrics.released.Add(1)
+	}
+	return true
 }
 
 func (p *pump) run(ctx context.Context) {
@@ -284,6 +357,13 @@ func (p *pump) deliver(d Delivery) bool {
 	st := p.st
 	cl := st.cl
 	m := d.Message()
+	note, done, resent := p.resent(d)
+	if done != nil {
+		defer done()
+	}
+	if resent && note.released {
+		return p.release(d, note.packetID)
+	}
 	topic, err := p.topicOf(m.Destination)
 	if err != nil {
 		st.g.metrics.undeliverable.Add(1)
@@ -313,10 +393,12 @@ func (p *pump) deliver(d Delivery) bool {
 		}
 		return false
 	}
-	id, ok := st.packetID()
+	id, ok := note.packetID, resent
 	if !ok {
-		_ = d.Nack("mqtt: packet identifiers exhausted")
-		return false
+		if id, ok = st.packetID(); !ok {
+			_ = d.Nack("mqtt: packet identifiers exhausted")
+			return false
+		}
 	}
 	pk.PacketID = id
 	pk.FixedHeader.Dup = d.Attempt() > 1
@@ -326,7 +408,7 @@ func (p *pump) deliver(d Delivery) bool {
 		_ = d.Nack("mqtt: connection closed")
 		return false
 	}
-	st.inflight[pk.PacketID] = d
+	st.inflight[pk.PacketID] = sent{d: d, filter: p.filter, shared: p.shared}
 	st.mu.Unlock()
 	cl.State.Inflight.Set(pk)
 	if err := cl.WritePacket(pk); err != nil {

@@ -186,6 +186,7 @@ type Gateway struct {
 	hook    *hook
 	wills   *wills
 	qos2    *qos2Markers
+	resends *resends
 	shares  *shares
 	metrics *metrics
 	tcp     *listeners.TCP
@@ -230,7 +231,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), qos2: newQoS2Markers(), shares: newShares(), retainPending: map[string]struct{}{}}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), qos2: newQoS2Markers(), resends: newResends(), shares: newShares(), retainPending: map[string]struct{}{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	caps := mqtt.NewDefaultServerCapabilities()
 	// Retained messages and in-flight deliveries expire by their own

@@ -28,6 +28,7 @@ type metrics struct {
 	willsSent      atomic.Int64
 	willsCancelled atomic.Int64
 	refusedQoS2    atomic.Int64 // past the receive maximum of unreleased QoS 2 publishes
+	released       atomic.Int64 // PUBRELs resent to a resumed session
 }
 
 func newMetrics() *metrics { return &metrics{} }
@@ -71,6 +72,11 @@ type Stats struct {
 	// RefusedQoS2 counts the clients disconnected (0x93) past the
 	// receive maximum of QoS 2 publishes awaiting PUBREL.
 	RefusedQoS2 int64 `json:"refused_qos2_pending"`
+	// ResendNoted counts the deliveries noted, when their connection
+	// ended, for their resumed session to get again under their packet
+	// identifiers (see resends); ResentReleases the PUBRELs resent so.
+	ResendNoted    int   `json:"resend_noted"`
+	ResentReleases int64 `json:"resent_releases"`
 	// SharedGroups counts the shared subscriptions ($share/<group>/
 	// <filter>) with members.
 	SharedGroups int `json:"shared_groups"`
@@ -103,7 +109,8 @@ func (g *Gateway) Stats() Stats {
 		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
 		RefusedSessions: m.refusedSessions.Load(), RefusedSubscriptions: m.refusedSubs.Load(),
 		WillsSent: m.willsSent.Load(), WillsDiscarded: m.willsCancelled.Load(),
-		RefusedQoS2: m.refusedQoS2.Load(),
+		RefusedQoS2: m.refusedQoS2.Load(), ResentReleases: m.released.Load(),
+		ResendNoted: int(g.resends.total.Load()),
 	}
 	g.qos2.mu.Lock()
 	s.QoS2Pending = g.qos2.total
@@ -155,6 +162,8 @@ var (
 	descInflight  = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
 	descRetained  = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
 	descQoS2      = prometheus.NewDesc("petrel_mqtt_qos2_pending", "QoS 2 publishes of persistent MQTT sessions awaiting their PUBREL, kept across restarts.", nil, nil)
+	descResend    = prometheus.NewDesc("petrel_mqtt_resend_noted", "Deliveries of persistent MQTT sessions in flight when their connection ended, noted to be sent again under their packet identifiers.", nil, nil)
+	descReleases  = prometheus.NewDesc("petrel_mqtt_resent_releases_total", "PUBRELs of QoS 2 deliveries sent again to a resumed MQTT session.", nil, nil)
 	descShared    = prometheus.NewDesc("petrel_mqtt_shared_groups", "MQTT shared subscriptions ($share/<group>/<filter>) with members.", nil, nil)
 	descWillsWait = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
 	descWills     = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
@@ -167,7 +176,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound, descWillsWait, descWills, descQoS2, descShared} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases} {
 		ch <- d
 	}
 }
@@ -197,6 +206,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedQoS2), "qos2_pending")
 	ch <- prometheus.MustNewConstMetric(descQoS2, prometheus.GaugeValue, float64(s.QoS2Pending))
 	ch <- prometheus.MustNewConstMetric(descShared, prometheus.GaugeValue, float64(s.SharedGroups))
+	ch <- prometheus.MustNewConstMetric(descResend, prometheus.GaugeValue, float64(s.ResendNoted))
+	ch <- prometheus.MustNewConstMetric(descReleases, prometheus.CounterValue, float64(s.ResentReleases))
 }
 
 var qosLabel = [3]string{"0", "1", "2"}

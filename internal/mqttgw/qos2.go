@@ -162,9 +162,10 @@ func (g *Gateway) unmark(client string, keys ...string) {
 	}
 }
 
-// qos2Forget drops a client's markers: its session ended, or a clean
-// start replaced it.
+// qos2Forget drops a client's markers, and its notes of deliveries to
+// resend: its session ended, or a clean start replaced it.
 func (g *Gateway) qos2Forget(clientID string) {
+	g.resends.forget(clientID)
 	q := g.qos2
 	q.mu.Lock()
 	ids := q.pending[clientID]

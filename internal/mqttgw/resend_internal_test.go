@@ -1,0 +1,64 @@
+package mqttgw
+
+import (
+	"testing"
+
+	"github.com/petrelmq/petrel/message"
+)
+
+// A session's notes are bounded: past maxResendNotes a delivery is not
+// noted (it goes again under a new identifier). A note replaced, dropped
+// or forgotten with its session gives its identifier back, and the
+// total, the gauge petrel_mqtt_resend_noted, follows.
+func TestResendNotesBounded(t *testing.T) {
+	cfg := Config{MaxInflight: 1}
+	bound := maxResendNotes(cfg)
+	if bound != 10 {
+		t.Fatalf("bound %d, want 10 (ten times max_inflight)", bound)
+	}
+	if b := maxResendNotes(Config{MaxInflight: 65535}); b != 1<<14 {
+		t.Fatalf("bound %d for a large max_inflight, want %d", b, 1<<14)
+	}
+	r := newResends()
+	key := func(i int) resendKey { return resendKey{filter: "t/#", origin: message.NodeID{1}, id: uint64(i)} }
+	for i := range bound {
+		if !r.note("c", key(i), resendNote{packetID: uint16(60000 + i)}, bound) {
+			t.Fatalf("note %d refused under the bound", i)
+		}
+	}
+	if r.note("c", key(bound), resendNote{packetID: 1}, bound) {
+		t.Fatal("note past the bound taken")
+	}
+	if r.reserved("c", 1) {
+		t.Fatal("identifier of a refused note reserved")
+	}
+	if !r.note("other", key(0), resendNote{packetID: 60000}, bound) {
+		t.Fatal("another session's note refused: the bound is per session")
+	}
+	if r.total.Load() != int64(bound)+1 {
+		t.Fatalf("total %d", r.total.Load())
+	}
+	// Noted again (a second connection ended with it in flight under
+	// another identifier): the old identifier is free.
+	if !r.note("c", key(0), resendNote{packetID: 50000, released: true}, bound) {
+		t.Fatal("note replaced refused")
+	}
+	if r.reserved("c", 60000) || !r.reserved("c", 50000) {
+		t.Fatal("replaced note's identifiers wrong")
+	}
+	if n, ok := r.peek("c", key(0)); !ok || n.packetID != 50000 || !n.released {
+		t.Fatalf("peek %+v %v", n, ok)
+	}
+	r.drop("c", key(0))
+	if _, ok := r.peek("c", key(0)); ok || r.reserved("c", 50000) {
+		t.Fatal("dropped note still there")
+	}
+	r.forget("c")
+	if r.total.Load() != 1 || r.reserved("c", 60001) {
+		t.Fatalf("after forget: total %d", r.total.Load())
+	}
+	r.forget("other")
+	if r.total.Load() != 0 || len(r.by) != 0 {
+		t.Fatalf("after forgetting all: total %d, sessions %d", r.total.Load(), len(r.by))
+	}
+}

@@ -1,0 +1,244 @@
+package mqttgw_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session/state"
+
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
+)
+
+// What a persistent session had in flight when its connection ended goes
+// to its next connection under the same packet identifiers
+// (MQTT-4.4.0-1): the QoS 1 and 2 PUBLISHes not acknowledged again, with
+// DUP set, and, for the QoS 2 one whose PUBREC came, its PUBREL alone,
+// not its PUBLISH again under a new identifier, which a client that hands
+// a message over as its PUBLISH arrives (paho.golang) would take for a
+// second message. Each completes as usual, and nothing is left to
+// deliver or noted after.
+func TestResendUnderPacketIdentifiers(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Admin.Listen = "127.0.0.1:0"
+	tn := openNode(t, cfg)
+
+	sub, _ := dialSession(t, tn, "resumer", true)
+	sub.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/#", QoS: 2}}})
+	sub.Until(packets.SUBACK, 1)
+	tn.subscribed(1)
+
+	pub := mqttraw.Dial(t, tn.MQTTAddr())
+	pub.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "pub", CleanStart: true, KeepAlive: 60})
+	pub.Write(&packets.Publish{Topic: "t/released", QoS: 2, PacketID: 1, Payload: []byte("a")})
+	pub.Until(packets.PUBREC, 1)
+	pub.Write(&packets.Pubrel{PacketID: 1})
+	pub.Until(packets.PUBCOMP, 1)
+	pub.Write(&packets.Publish{Topic: "t/one", QoS: 1, PacketID: 2, Payload: []byte("b")})
+	pub.Until(packets.PUBACK, 2)
+	pub.Write(&packets.Publish{Topic: "t/two", QoS: 2, PacketID: 3, Payload: []byte("c")})
+	pub.Until(packets.PUBREC, 3)
+	pub.Write(&packets.Pubrel{PacketID: 3})
+	pub.Until(packets.PUBCOMP, 3)
+
+	// The first connection gets the three, and acknowledges the first
+	// one's PUBLISH (PUBREC) only: the node answers with its PUBREL, and
+	// the connection ends before the PUBCOMP.
+	ids := map[string]uint16{}
+	for range 3 {
+		p := sub.Until(packets.PUBLISH, 0).Content.(*packets.Publish)
+		if p.Duplicate {
+			t.Fatalf("first delivery of %s has DUP set", p.Topic)
+		}
+		ids[p.Topic] = p.PacketID
+	}
+	sub.Write(&packets.Pubrec{PacketID: ids["t/released"]})
+	sub.Until(packets.PUBREL, ids["t/released"])
+	sub.Close()
+	petreltest.Eventually(t, "the three noted", func() bool { return tn.Status().MQTT.ResendNoted == 3 })
+	if m := metricsText(t, tn); !strings.Contains(m, "petrel_mqtt_resend_noted 3") {
+		t.Error("/metrics lacks petrel_mqtt_resend_noted 3")
+	}
+
+	sub, ca := dialSession(t, tn, "resumer", false)
+	if !ca.SessionPresent {
+		t.Fatal("session not present")
+	}
+	got := map[string]bool{}
+	for range 3 {
+		p := sub.Read()
+		switch c := p.Content.(type) {
+		case *packets.Pubrel:
+			if c.PacketID != ids["t/released"] {
+				t.Fatalf("PUBREL %d, want %d", c.PacketID, ids["t/released"])
+			}
+			got["PUBREL t/released"] = true
+			sub.Write(&packets.Pubcomp{PacketID: c.PacketID})
+		case *packets.Publish:
+			if c.Topic == "t/released" {
+				t.Fatalf("PUBLISH of t/released again (id %d): its PUBREC came, so only its PUBREL goes", c.PacketID)
+			}
+			if c.PacketID != ids[c.Topic] || !c.Duplicate {
+				t.Fatalf("%s again under id %d dup=%v, want id %d and DUP", c.Topic, c.PacketID, c.Duplicate, ids[c.Topic])
+			}
+			got["PUBLISH "+c.Topic] = true
+			if c.QoS == 1 {
+				sub.Write(&packets.Puback{PacketID: c.PacketID})
+			} else {
+				sub.Write(&packets.Pubrec{PacketID: c.PacketID})
+				sub.Until(packets.PUBREL, c.PacketID)
+				sub.Write(&packets.Pubcomp{PacketID: c.PacketID})
+			}
+		default:
+			t.Fatalf("unexpected %v", p)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("resent %v", got)
+	}
+	petreltest.Eventually(t, "all acknowledged", func() bool {
+		st := tn.Status().MQTT
+		return st.Acked == 3 && tn.Subscriptions()[0].Depth == 0
+	})
+	if st := tn.Status().MQTT; st.ResendNoted != 0 || st.ResentReleases != 1 {
+		t.Fatalf("noted %d, releases %d; want 0 and 1", st.ResendNoted, st.ResentReleases)
+	}
+}
+
+// paho.golang hands a QoS 2 message to its handler as the PUBLISH
+// arrives, then keeps the identifier until the PUBREL. A connection cut
+// between its PUBREC and the node's PUBREL, then resumed with the same
+// session state, completes the flow with the PUBREL the node sends again:
+// the handler ran once. Before, the node delivered the message again
+// under a new identifier, and the handler ran twice.
+func TestPahoQoS2OnceAcrossReconnect(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	sess := state.NewInMemory()
+	t.Cleanup(func() { _ = sess.Close() })
+	var handled atomic.Int32
+	connect := func(conn net.Conn) *paho.Client {
+		c := paho.NewClient(paho.ClientConfig{Conn: conn, Session: sess,
+			OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) {
+				handled.Add(1)
+				return true, nil
+			}}})
+		ctx, cancel := context.WithTimeout(context.Background(), petreltest.Patience)
+		defer cancel()
+		if _, err := c.Connect(ctx, &paho.Connect{ClientID: "once", CleanStart: false, KeepAlive: 30,
+			Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(uint32(3600))}}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	raw, err := net.Dial("tcp", tn.MQTTAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := &cutAtPubrel{Conn: raw, r: bufio.NewReader(raw)}
+	c := connect(cut)
+	subscribe(t, c, "t/#", 2)
+	tn.subscribed(1)
+
+	pub := mqttraw.Dial(t, tn.MQTTAddr())
+	pub.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "pub", CleanStart: true, KeepAlive: 60})
+	pub.Write(&packets.Publish{Topic: "t/once", QoS: 2, PacketID: 1, Payload: []byte("x")})
+	pub.Until(packets.PUBREC, 1)
+	pub.Write(&packets.Pubrel{PacketID: 1})
+	pub.Until(packets.PUBCOMP, 1)
+
+	select {
+	case <-c.Done(): // cut at the PUBREL, the handler having run
+	case <-time.After(petreltest.Patience):
+		t.Fatal("no PUBREL came")
+	}
+	if n := handled.Load(); n != 1 {
+		t.Fatalf("handler ran %d times before the cut, want 1", n)
+	}
+	petreltest.Eventually(t, "noted", func() bool { return tn.Status().MQTT.ResendNoted == 1 })
+
+	again, err := net.Dial("tcp", tn.MQTTAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = connect(again)
+	t.Cleanup(func() {
+		_ = c.Disconnect(&paho.Disconnect{})
+		<-c.Done()
+	})
+	petreltest.Eventually(t, "completed", func() bool {
+		st := tn.Status().MQTT
+		return st.Acked == 1 && tn.Subscriptions()[0].Depth == 0
+	})
+	time.Sleep(100 * time.Millisecond) // a second delivery, were there one, would be on its way
+	if n := handled.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+	if n := tn.Status().MQTT.ResentReleases; n != 1 {
+		t.Fatalf("%d PUBRELs resent, want 1", n)
+	}
+}
+
+// cutAtPubrel is a client's connection that ends as the first PUBREL from
+// the node arrives, before the client reads it.
+type cutAtPubrel struct {
+	net.Conn
+	r    *bufio.Reader
+	left []byte
+}
+
+func (c *cutAtPubrel) Read(p []byte) (int, error) {
+	if len(c.left) == 0 {
+		pk, err := readFrame(c.r)
+		if err != nil {
+			return 0, err
+		}
+		if pk[0]>>4 == packets.PUBREL {
+			c.Conn.Close()
+			return 0, io.EOF
+		}
+		c.left = pk
+	}
+	n := copy(p, c.left)
+	c.left = c.left[n:]
+	return n, nil
+}
+
+// readFrame reads one MQTT packet whole: its fixed header byte, its
+// remaining length and what that says follows.
+func readFrame(r *bufio.Reader) ([]byte, error) {
+	b0, err := r.ReadByte()
+	if err != nil {
+		return nil, err
+	}
+	frame := []byte{b0}
+	n, shift := 0, 0
+	for i := 0; ; i++ {
+		b, err := r.ReadByte()
+		if err != nil {
+			return nil, err
+		}
+		frame = append(frame, b)
+		n |= int(b&0x7f) << shift
+		shift += 7
+		if b&0x80 == 0 {
+			break
+		}
+		if i == 3 {
+			return nil, fmt.Errorf("remaining length over 4 bytes")
+		}
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	return append(frame, body...), nil
+}
