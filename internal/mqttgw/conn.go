@@ -63,6 +63,7 @@ type sent struct {
 	d      Delivery
 	filter string
 	shared bool
+	mark   string // the store's key of its PUBREC (markReleased)
 }
 
 func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
@@ -173,8 +174,10 @@ func (st *connState) stop() {
 		// Noted before the nack, which may deliver it again at once.
 		if keep && !f.shared {
 			pk, _ := st.cl.State.Inflight.Get(id)
-			st.g.resends.note(st.cl.ID, keyOf(f.filter, f.d.Message()),
-				resendNote{packetID: id, released: pk.FixedHeader.Type == packets.Pubrel}, bound)
+			n := resendNote{packetID: id, released: f.mark != "" || pk.FixedHeader.Type == packets.Pubrel, mark: f.mark}
+			if !st.g.resends.note(st.cl.ID, keyOf(f.filter, f.d.Message()), n, bound) && f.mark != "" {
+				st.g.unmarkLater(st.cl.ID, f.mark)
+			}
 		}
 		_ = f.d.Nack("mqtt: connection closed before the client acknowledged it")
 		st.cl.State.Inflight.Delete(id)
@@ -197,6 +200,9 @@ func (st *connState) complete(id uint16) {
 		return // a retained message, which mochi delivered
 	}
 	_ = f.d.Ack()
+	// After the ack: a crash between the two leaves the key, and the
+	// PUBREL goes again, which the client answers.
+	st.g.unmarkLater(st.cl.ID, f.mark)
 	st.g.metrics.acked.Add(1)
 	<-st.slots
 }
@@ -209,6 +215,7 @@ func (st *connState) dropped(id uint16) {
 	st.mu.Unlock()
 	if ok {
 		_ = f.d.Nack("mqtt: dropped in flight")
+		st.g.unmarkLater(st.cl.ID, f.mark)
 		<-st.slots
 	}
 }
@@ -248,7 +255,7 @@ func (st *connState) idFree(id uint16) bool {
 // under it. The note stays, keeping its identifier from other
 // deliveries, until deliver has d in flight under it: done forgets it.
 func (p *pump) resent(d Delivery) (n resendNote, done func(), ok bool) {
-	if d.Attempt() < 2 || p.shared {
+	if p.shared {
 		return resendNote{}, nil, false
 	}
 	st := p.st
@@ -267,7 +274,7 @@ func (p *pump) resent(d Delivery) (n resendNote, done func(), ok bool) {
 // session's last connection received (MQTT-4.4.0-1): the client has the
 // message, and a PUBLISH again would be a second one. Its PUBCOMP
 // completes d as any QoS 2 delivery's does.
-func (p *pump) release(d Delivery, id uint16) bool {
+func (p *pump) release(d Delivery, id uint16, mark string) bool {
 	st := p.st
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrel, Qos: 1}, PacketID: id, Created: time.Now().Unix()}
 	st.mu.Lock()
@@ -276,7 +283,7 @@ func (p *pump) release(d Delivery, id uint16) bool {
 		_ = d.Nack("mqtt: connection closed")
 		return false
 	}
-	st.inflight[id] = sent{d: d, filter: p.filter, shared: p.shared}
+	st.inflight[id] = sent{d: d, filter: p.filter, shared: p.shared, mark: mark}
 	st.mu.Unlock()
 	st.cl.State.Inflight.Set(pk)
 	if err := st.cl.WritePacket(pk); err == nil {
@@ -362,7 +369,7 @@ func (p *pump) deliver(d Delivery) bool {
 		defer done()
 	}
 	if resent && note.released {
-		return p.release(d, note.packetID)
+		return p.release(d, note.packetID, note.mark)
 	}
 	topic, err := p.topicOf(m.Destination)
 	if err != nil {

@@ -158,14 +158,19 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 
 // OnPacketRead notes a DISCONNECT that discards the will (any reason but
 // 0x04, MQTT-3.1.2-10), for willsAtClose (mochi's own note of it is no
-// field another goroutine may read); and drops a stale QoS 2 marker
-// (staleQoS2).
+// field another goroutine may read); drops a stale QoS 2 marker
+// (staleQoS2); and keeps a QoS 2 delivery's PUBREC (markReleased).
 func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch {
 	case pk.FixedHeader.Type == packets.Disconnect && pk.ReasonCode != packets.CodeDisconnectWillMessage.Code:
 		h.willProps.Delete(cl)
 	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 2 && !pk.FixedHeader.Dup:
 		h.staleQoS2(cl, pk)
+	case pk.FixedHeader.Type == packets.Pubrec && pk.ReasonCode < packets.ErrUnspecifiedError.Code:
+		// Before mochi answers it with the PUBREL.
+		if st := h.conn(cl); st != nil {
+			st.markReleased(pk.PacketID)
+		}
 	}
 	return pk, nil
 }

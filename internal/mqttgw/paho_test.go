@@ -18,7 +18,7 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-func subscribe(t *testing.T, c *paho.Client, filter string, qos byte) {
+func subscribe(t testing.TB, c *paho.Client, filter string, qos byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

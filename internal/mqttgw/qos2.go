@@ -149,11 +149,13 @@ func (h *hook) qos2Released(cl *mqtt.Client, id uint16) {
 // unmark removes markers, those of client when it is not "". A failure
 // leaves them to the next start, which removes markers whose session is
 // gone and hands the others back, so it is only logged.
-func (g *Gateway) unmark(client string, keys ...string) {
+func (g *Gateway) unmark(client string, keys ...string) { g.unmarkWith(g.ctx, client, keys...) }
+
+func (g *Gateway) unmarkWith(ctx context.Context, client string, keys ...string) {
 	if len(keys) == 0 {
 		return
 	}
-	if err := g.be.Unmark(g.ctx, keys...); err != nil && !errors.Is(err, context.Canceled) {
+	if err := g.be.Unmark(ctx, keys...); err != nil && !errors.Is(err, context.Canceled) {
 		attrs := []any{slog.Int("markers", len(keys)), slog.Any("error", err)}
 		if client != "" {
 			attrs = append(attrs, slog.String("client", client))
@@ -165,7 +167,7 @@ func (g *Gateway) unmark(client string, keys ...string) {
 // qos2Forget drops a client's markers, and its notes of deliveries to
 // resend: its session ended, or a clean start replaced it.
 func (g *Gateway) qos2Forget(clientID string) {
-	g.resends.forget(clientID)
+	marks := g.resends.forget(clientID)
 	q := g.qos2
 	q.mu.Lock()
 	ids := q.pending[clientID]
@@ -176,12 +178,14 @@ func (g *Gateway) qos2Forget(clientID string) {
 	for id := range ids {
 		keys = append(keys, qos2Key(clientID, id))
 	}
-	g.unmark(clientID, keys...)
+	g.unmark(clientID, append(keys, marks...)...)
 }
 
 // StoredInflightMessages hands mochi, at start, the PUBRECs of the QoS 2
 // publishes awaiting their PUBREL: the markers in the node's store, once
-// those of earlier versions moved there. A marker of a session that no
+// those of earlier versions moved there. It loads the notes of QoS 2
+// deliveries whose PUBREC came too (loadReleased), which mochi has no
+// part in. A marker of a session that no
 // longer exists (a crash came between the session's end and the
 // removal of its markers) is removed, and so is a key that is no marker
 // (a damaged store), with a warning: neither stops the node.
@@ -224,6 +228,9 @@ func (h *hook) StoredInflightMessages() ([]storage.Message, error) {
 		})
 	}
 	h.g.unmark("", stale...)
+	if err := h.g.loadReleased(ctx, known); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

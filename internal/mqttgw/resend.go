@@ -1,6 +1,12 @@
 package mqttgw
 
 import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -28,11 +34,19 @@ import (
 // PUBREL alone. Until then, new deliveries do not take a noted
 // identifier.
 //
-// The notes are memory: a node restart loses them, and what was in flight
-// is then delivered again under new identifiers, with DUP set. Shared
-// subscriptions are not noted: their copies may go to another member of
-// the group. A session's notes end with the session (expiry, or a clean
-// start), and are bounded: see maxResendNotes.
+// A QoS 2 delivery whose PUBREC came is noted in the node's store too,
+// before its PUBREL goes: the key qos2rel/<client id in hex>/<packet
+// identifier>/<origin in hex>/<message id>/<filter in hex> (releaseKey),
+// removed once its PUBCOMP came. At start those are loaded as notes, so
+// that across a restart, or a crash, the client gets the PUBREL of a
+// message it has, not the message again. The other notes are memory: a
+// node restart loses them, and a PUBLISH in flight then goes again under
+// a new identifier, with DUP set; a client that had it, and whose PUBREC
+// was lost with the connection, may take it for a second message.
+//
+// Shared subscriptions are not noted: their copies may go to another
+// member of the group. A session's notes end with the session (expiry, or
+// a clean start), and are bounded: see maxResendNotes.
 type resends struct {
 	mu    sync.Mutex
 	by    map[string]*sessionResends // by client id
@@ -55,7 +69,8 @@ type resendKey struct {
 // resendNote is how a delivery was last sent.
 type resendNote struct {
 	packetID uint16
-	released bool // its PUBREC came: the PUBREL is what goes again
+	released bool   // its PUBREC came: the PUBREL is what goes again
+	mark     string // its key in the node's store, if released
 }
 
 // maxResendNotes bounds one session's notes. A session adds at most its
@@ -145,17 +160,170 @@ func (r *resends) reserved(client string, id uint16) bool {
 	return ok
 }
 
-// forget drops client's notes: its session ended.
-func (r *resends) forget(client string) {
+// forget drops client's notes: its session ended. It returns the store
+// keys the notes had, for their removal.
+func (r *resends) forget(client string) (marks []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s := r.by[client]; s != nil {
-		r.total.Add(-int64(len(s.notes)))
-		delete(r.by, client)
+	s := r.by[client]
+	if s == nil {
+		return nil
 	}
+	for _, n := range s.notes {
+		if n.mark != "" {
+			marks = append(marks, n.mark)
+		}
+	}
+	r.total.Add(-int64(len(s.notes)))
+	delete(r.by, client)
+	return marks
+}
+
+// attachMark gives client's note of k, under id, its store key: the
+// connection ended while the key was being stored. It reports false when
+// there is no such note.
+func (r *resends) attachMark(client string, k resendKey, id uint16, mark string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.by[client]
+	if s == nil {
+		return false
+	}
+	n, ok := s.notes[k]
+	if !ok || n.packetID != id {
+		return false
+	}
+	n.released, n.mark = true, mark
+	s.notes[k] = n
+	return true
 }
 
 // keyOf is the note key of a delivery of m for filter.
 func keyOf(filter string, m *message.Message) resendKey {
 	return resendKey{filter: filter, origin: m.Origin, id: m.ID}
+}
+
+// releasePrefix starts the key of every QoS 2 delivery whose PUBREC came.
+// It is no prefix of qos2Prefix's keys, nor they of it.
+const releasePrefix = "qos2rel/"
+
+// releaseKey is the store's key of client's delivery k, in flight under
+// id with its PUBREC come. Client id and filter are hex, so that no key
+// is a prefix of another client's.
+func releaseKey(client string, id uint16, k resendKey) string {
+	return releasePrefix + hex.EncodeToString([]byte(client)) + "/" + strconv.Itoa(int(id)) + "/" +
+		hex.EncodeToString(k.origin[:]) + "/" + strconv.FormatUint(k.id, 10) + "/" + hex.EncodeToString([]byte(k.filter))
+}
+
+// releaseClientPrefix starts the keys of client's deliveries.
+func releaseClientPrefix(client string) string {
+	return releasePrefix + hex.EncodeToString([]byte(client)) + "/"
+}
+
+// parseReleaseKey is releaseKey's inverse. What the store holds is data:
+// a key that releaseKey would not make again byte for byte is refused.
+func parseReleaseKey(key string) (client string, id uint16, k resendKey, err error) {
+	bad := fmt.Errorf("mqtt qos 2 release key %q: not <client hex>/<packet id>/<origin hex>/<message id>/<filter hex>", key)
+	rest, ok := strings.CutPrefix(key, releasePrefix)
+	if !ok {
+		return "", 0, resendKey{}, bad
+	}
+	f := strings.Split(rest, "/")
+	if len(f) != 5 {
+		return "", 0, resendKey{}, bad
+	}
+	c, err1 := hex.DecodeString(f[0])
+	n, err2 := strconv.Atoi(f[1])
+	o, err3 := hex.DecodeString(f[2])
+	m, err4 := strconv.ParseUint(f[3], 10, 64)
+	flt, err5 := hex.DecodeString(f[4])
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil || n < 1 || n > 65535 || len(o) != len(k.origin) {
+		return "", 0, resendKey{}, bad
+	}
+	k.filter, k.id = string(flt), m
+	copy(k.origin[:], o)
+	if releaseKey(string(c), uint16(n), k) != key {
+		return "", 0, resendKey{}, bad
+	}
+	return string(c), uint16(n), k, nil
+}
+
+// markReleased stores, durably, that the client's PUBREC of delivery id
+// came, before mochi answers it with the PUBREL: a crash after the PUBREL
+// went, and before the PUBCOMP came, then leaves the client with the
+// message and the node with its key, and the resumed session gets the
+// PUBREL again, not the message. Only persistent sessions, whose
+// subscriptions deliver again after a restart, keep one.
+func (st *connState) markReleased(id uint16) {
+	if !persistent(st.cl) {
+		return
+	}
+	st.mu.Lock()
+	f, ok := st.inflight[id]
+	st.mu.Unlock()
+	if !ok || f.shared || f.mark != "" {
+		return
+	}
+	k := keyOf(f.filter, f.d.Message())
+	key := releaseKey(st.cl.ID, id, k)
+	if err := st.g.be.Mark(st.g.ctx, key); err != nil {
+		st.g.log.Warn("mqtt qos 2 delivery's PUBREC not kept: a restart before its PUBCOMP sends the message again",
+			slog.String("client", st.cl.ID), slog.Any("error", err))
+		return
+	}
+	st.mu.Lock()
+	if g, ok := st.inflight[id]; ok && g.d == f.d {
+		g.mark = key
+		st.inflight[id] = g
+		st.mu.Unlock()
+		return
+	}
+	st.mu.Unlock()
+	// The connection ended meanwhile, and noted the delivery (or not,
+	// past the bound: then the key goes).
+	if !st.g.resends.attachMark(st.cl.ID, k, id, key) {
+		st.g.unmarkLater(st.cl.ID, key)
+	}
+}
+
+// unmarkLater removes a store key without holding up the caller, an MQTT
+// connection's reader: on one of the gateway's goroutines, which Close
+// waits for, and with a context Close does not cancel, since the store
+// outlives the gateway. A failure leaves a key that the session's end
+// removes.
+func (g *Gateway) unmarkLater(client, key string) {
+	if key == "" {
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.unmarkWith(context.WithoutCancel(g.ctx), client, key)
+	}()
+}
+
+// loadReleased makes, at start, a note of each QoS 2 delivery whose
+// PUBREC had come (see resends). A key of a session that is gone, one
+// past the bound, and one that does not parse (a damaged store) are
+// removed, the last with a warning.
+func (g *Gateway) loadReleased(ctx context.Context, known map[string]bool) error {
+	keys, err := g.be.Marks(ctx, releasePrefix)
+	if err != nil {
+		return err
+	}
+	bound := maxResendNotes(g.cfg)
+	var stale []string
+	for _, key := range keys {
+		client, id, k, err := parseReleaseKey(key)
+		if err != nil {
+			g.log.Warn("mqtt qos 2 release key unreadable, removed", slog.Any("error", err))
+			stale = append(stale, key)
+			continue
+		}
+		if !known[client] || !g.resends.note(client, k, resendNote{packetID: id, released: true, mark: key}, bound) {
+			stale = append(stale, key)
+		}
+	}
+	g.unmark("", stale...)
+	return nil
 }

@@ -242,3 +242,100 @@ func readFrame(r *bufio.Reader) ([]byte, error) {
 	}
 	return append(frame, body...), nil
 }
+
+// A QoS 2 delivery whose PUBREC came is kept in the node's store before
+// its PUBREL goes: after a node restart the resumed session gets the
+// PUBREL under the same identifier, not the message again, and once its
+// PUBCOMP came nothing of it is left for the next restart.
+func TestResendReleaseAcrossRestart(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	sub, _ := dialSession(t, tn, "restarted", true)
+	sub.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/#", QoS: 2}}})
+	sub.Until(packets.SUBACK, 1)
+	tn.subscribed(1)
+	pub := mqttraw.Dial(t, tn.MQTTAddr())
+	pub.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "pub", CleanStart: true, KeepAlive: 60})
+	pub.Write(&packets.Publish{Topic: "t/kept", QoS: 2, PacketID: 1, Payload: []byte("k")})
+	pub.Until(packets.PUBREC, 1)
+	pub.Write(&packets.Pubrel{PacketID: 1})
+	pub.Until(packets.PUBCOMP, 1)
+	pub.Close()
+
+	id := sub.Until(packets.PUBLISH, 0).PacketID()
+	sub.Write(&packets.Pubrec{PacketID: id})
+	sub.Until(packets.PUBREL, id)
+	sub.Close()
+	tn.restart()
+	if n := tn.Status().MQTT.ResendNoted; n != 1 {
+		t.Fatalf("%d noted after the restart, want 1", n)
+	}
+
+	sub, ca := dialSession(t, tn, "restarted", false)
+	if !ca.SessionPresent {
+		t.Fatal("session not present")
+	}
+	p := sub.Read()
+	if rel, ok := p.Content.(*packets.Pubrel); !ok || rel.PacketID != id {
+		t.Fatalf("after the restart: %v, want PUBREL %d", p, id)
+	}
+	sub.Write(&packets.Pubcomp{PacketID: id})
+	petreltest.Eventually(t, "completed", func() bool {
+		return tn.Status().MQTT.Acked == 1 && tn.Subscriptions()[0].Depth == 0
+	})
+	sub.Close()
+	tn.restart()
+	if n := tn.Status().MQTT.ResendNoted; n != 0 {
+		t.Fatalf("%d noted after the PUBCOMP and a restart, want 0", n)
+	}
+}
+
+// BenchmarkQoS2Deliver is Petrel messages delivered at QoS 2 to one paho
+// subscriber, each flow to its PUBCOMP, to a clean session and to a
+// persistent one, which keeps each delivery's PUBREC in the node's store
+// before its PUBREL goes (one more commit, waited for):
+//
+//	go test -run XXX -bench BenchmarkQoS2Deliver ./internal/mqttgw/
+func BenchmarkQoS2Deliver(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		expiry uint32
+	}{{"clean", 0}, {"persistent", 3600}} {
+		b.Run(tc.name, func(b *testing.B) {
+			tn := openNode(b, baseConfig(b))
+			got := make(chan struct{}, 1024)
+			c, _ := pahoClient(b, tn, &paho.Connect{ClientID: "bench", CleanStart: true, KeepAlive: 30,
+				Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(tc.expiry)}},
+				paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) {
+					got <- struct{}{}
+					return true, nil
+				}}})
+			subscribe(b, c, "t/#", 2)
+			tn.subscribed(1)
+			p := tn.Producer()
+			ctx := context.Background()
+			b.ResetTimer()
+			// Senders enough that each Send's wait for its commit does
+			// not pace the deliveries.
+			const senders = 32
+			for i := range senders {
+				go func() {
+					for range b.N/senders + min(1, max(0, b.N%senders-i)) {
+						if err := p.Send(ctx, p.CreateDataMessage("t.b")); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			for range b.N {
+				select {
+				case <-got:
+				case <-time.After(petreltest.Patience):
+					b.Fatal("delivery stopped")
+				}
+			}
+			b.StopTimer()
+			petreltest.Eventually(b, "all completed", func() bool { return tn.Subscriptions()[0].Depth == 0 })
+		})
+	}
+}
