@@ -368,6 +368,11 @@ func (p *pump) deliver(d Delivery) bool {
 	if done != nil {
 		defer done()
 	}
+	if !resent && note.mark != "" {
+		// The client took the identifier meanwhile: the message goes
+		// again under a new one, and its PUBREC's key has no use.
+		st.g.unmarkLater(cl.ID, note.mark)
+	}
 	if resent && note.released {
 		return p.release(d, note.packetID, note.mark)
 	}
