@@ -230,8 +230,12 @@ func (b mqttBackend) Marks(ctx context.Context, prefix string) ([]string, error)
 	return keys, err
 }
 
-func (b mqttBackend) Mark(ctx context.Context, key string) error {
-	return b.n.store.SetMeta(ctx, mqttMarkPrefix+key, []byte{})
+func (b mqttBackend) Mark(key string) (mqttgw.Commit, error) {
+	op, err := b.n.store.SubmitMeta(mqttMarkPrefix+key, []byte{})
+	if err != nil {
+		return nil, storeRefusal(err)
+	}
+	return mqttCommit{op}, nil
 }
 
 // Unmark submits every removal before it waits, so that a session's

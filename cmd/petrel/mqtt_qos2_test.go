@@ -87,6 +87,48 @@ func TestMQTTQoS2ExactlyOnceAcrossKill(t *testing.T) {
 	}
 }
 
+// TestMQTTQoS2DeliveryReleasedAcrossKill: the subscriber's side of
+// exactly once across a SIGKILL. A persistent session's QoS 2 delivery
+// whose PUBREC came, and which the node answered with its PUBREL, gets
+// that PUBREL again under the same identifier after the node process is
+// killed and restarted, not the message again (MQTT-4.4.0-1): the PUBREL
+// went only once the PUBREC was durable. Once its PUBCOMP came, nothing
+// more arrives.
+func TestMQTTQoS2DeliveryReleasedAcrossKill(t *testing.T) {
+	n := startQoS2Node(t, 2)
+	pub, _ := mqttraw.Session(t, n.addr, "pub-rel", true)
+	pub.Write(&packets.Publish{Topic: "t/rel", QoS: 2, PacketID: 1, Payload: []byte("m-rel")})
+	if code := ackCode(pub, packets.PUBREC, 1); code != 0 {
+		t.Fatalf("PUBREC: reason 0x%02x", code)
+	}
+	pub.Write(&packets.Pubrel{PacketID: 1})
+	if code := ackCode(pub, packets.PUBCOMP, 1); code != 0 {
+		t.Fatalf("PUBCOMP: reason 0x%02x", code)
+	}
+
+	sub, _ := mqttraw.Session(t, n.addr, "counter", false)
+	id := sub.Until(packets.PUBLISH, 0).PacketID()
+	sub.Write(&packets.Pubrec{PacketID: id})
+	sub.Until(packets.PUBREL, id)
+	n.p.Kill()
+	n.restart()
+
+	sub, ca := mqttraw.Session(t, n.addr, "counter", false)
+	if !ca.SessionPresent {
+		t.Fatal("the subscriber's session is not present after the restart")
+	}
+	p := sub.Read()
+	if rel, ok := p.Content.(*packets.Pubrel); !ok || rel.PacketID != id {
+		t.Fatalf("after the kill: %v, want the PUBREL of %d", p, id)
+	}
+	sub.Write(&packets.Pubcomp{PacketID: id})
+	sub.Write(&packets.Disconnect{})
+	sub.Close()
+	if got := n.counted(0); len(got) != 0 {
+		t.Fatalf("after the PUBCOMP the subscriber got %v, want nothing", got)
+	}
+}
+
 // TestMQTTQoS2KilledAnywhere: a persistent session publishes QoS 2
 // messages one after another while its node process is SIGKILLed at
 // random moments, again and again. After each restart the client resumes

@@ -28,13 +28,37 @@ const corkKeep = 16 << 10
 // A write that fails while the buffer is flushed fails the connection:
 // every later Write returns its error, and mochi's read side ends the
 // client, whose unacknowledged deliveries go back to their subscriptions.
+//
+// A gate holds back every write, whatever the bytes held, until it is
+// lifted: a PUBREL that must not go before a commit, and what follows it
+// in order (see markReleased).
 type corkConn struct {
 	net.Conn
 
 	mu    sync.Mutex
 	corks int
+	gates int
 	buf   []byte
 	err   error
+}
+
+// gate holds back every write until the matching ungate.
+func (c *corkConn) gate() {
+	c.mu.Lock()
+	c.gates++
+	c.mu.Unlock()
+}
+
+// ungate lifts a gate, and writes what was held back once no gate or
+// cork is left.
+func (c *corkConn) ungate() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gates--
+	if c.gates > 0 || c.corks > 0 || len(c.buf) == 0 {
+		return c.err
+	}
+	return c.flushLocked()
 }
 
 // cork holds back the writes until the matching uncork.
@@ -49,7 +73,7 @@ func (c *corkConn) uncork() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.corks--
-	if c.corks > 0 || len(c.buf) == 0 {
+	if c.corks > 0 || c.gates > 0 || len(c.buf) == 0 {
 		return c.err
 	}
 	return c.flushLocked()
@@ -61,11 +85,11 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
-	if c.corks == 0 && len(c.buf) == 0 {
+	if c.corks == 0 && c.gates == 0 && len(c.buf) == 0 {
 		return c.Conn.Write(p)
 	}
 	c.buf = append(c.buf, p...)
-	if c.corks > 0 && len(c.buf) < corkMax {
+	if c.gates > 0 || c.corks > 0 && len(c.buf) < corkMax {
 		return len(p), nil
 	}
 	return len(p), c.flushLocked()

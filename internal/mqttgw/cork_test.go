@@ -106,3 +106,45 @@ func TestCorkFailedFlushFailsLaterWrites(t *testing.T) {
 		t.Fatal("a write after a failed flush reported no error")
 	}
 }
+
+// A gate holds back every write, past corkMax too, and across a cork
+// taken out meanwhile; the writes go, in order, when the last gate is
+// lifted.
+func TestGateHoldsWritesWhateverTheirSize(t *testing.T) {
+	peer, server := petreltest.TCPPair(t)
+	cc := &corkConn{Conn: server}
+	cc.gate()
+	cc.cork()
+	chunk := bytes.Repeat([]byte("x"), 4096)
+	sent := 0
+	for sent < 2*corkMax {
+		if _, err := cc.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		sent += len(chunk)
+	}
+	if err := cc.uncork(); err != nil {
+		t.Fatal(err)
+	}
+	cc.gate()
+	if _, err := cc.Write([]byte("end")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.ungate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readSome(t, peer, 100*time.Millisecond); len(got) != 0 {
+		t.Fatalf("%d bytes went out with a gate still up", len(got))
+	}
+	if err := cc.ungate(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, sent+3)
+	_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatalf("after the last gate: %v", err)
+	}
+	if string(got[sent:]) != "end" {
+		t.Fatalf("out of order: the last bytes are %q", got[sent:])
+	}
+}

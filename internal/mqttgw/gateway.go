@@ -100,8 +100,9 @@ type Backend interface {
 	// Marks returns the keys that start with prefix, which Publish or
 	// Mark stored and Unmark has not removed.
 	Marks(ctx context.Context, prefix string) ([]string, error)
-	// Mark stores key, durably, alone.
-	Mark(ctx context.Context, key string) error
+	// Mark submits key's storage, alone; the Commit tells when it is
+	// durable.
+	Mark(key string) (Commit, error)
 	// Unmark removes keys, durably, in one commit when it can.
 	Unmark(ctx context.Context, keys ...string) error
 	// Subscribe makes or joins the subscription name (private when empty)

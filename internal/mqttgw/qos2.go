@@ -242,7 +242,11 @@ func (g *Gateway) moveLegacyQoS2(ctx context.Context) error {
 		return err
 	}
 	for _, r := range rows {
-		if err := g.be.Mark(ctx, qos2Key(r.client, r.id)); err != nil {
+		c, err := g.be.Mark(qos2Key(r.client, r.id))
+		if err == nil {
+			err = waitCommit(ctx, c)
+		}
+		if err != nil {
 			return fmt.Errorf("move mqtt qos 2 marker of %q: %w", r.client, err)
 		}
 	}

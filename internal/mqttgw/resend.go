@@ -249,11 +249,20 @@ func parseReleaseKey(key string) (client string, id uint16, k resendKey, err err
 }
 
 // markReleased stores, durably, that the client's PUBREC of delivery id
-// came, before mochi answers it with the PUBREL: a crash after the PUBREL
-// went, and before the PUBCOMP came, then leaves the client with the
-// message and the node with its key, and the resumed session gets the
-// PUBREL again, not the message. Only persistent sessions, whose
-// subscriptions deliver again after a restart, keep one.
+// came, before mochi's PUBREL answering it reaches the client: a crash
+// after the PUBREL went, and before the PUBCOMP came, then leaves the
+// client with the message and the node with its key, and the resumed
+// session gets the PUBREL again, not the message. Only persistent
+// sessions, whose subscriptions deliver again after a restart, keep one.
+//
+// The connection's reader does not wait for the commit: that made each
+// QoS 2 delivery to a persistent session wait for a commit of its own,
+// one after the other. It gates the connection instead, so that the
+// PUBREL mochi writes next, and whatever follows it, is held back until
+// the key is committed, and goes on: the PUBRECs that arrive meanwhile
+// share that commit. A key that fails to commit (a full store) is
+// logged, and its PUBREL goes all the same: the client's flow is not
+// held up by the node's own state.
 func (st *connState) markReleased(id uint16) {
 	if !persistent(st.cl) {
 		return
@@ -266,10 +275,22 @@ func (st *connState) markReleased(id uint16) {
 	}
 	k := keyOf(f.filter, f.d.Message())
 	key := releaseKey(st.cl.ID, id, k)
-	if err := st.g.be.Mark(st.g.ctx, key); err != nil {
-		st.g.log.Warn("mqtt qos 2 delivery's PUBREC not kept: a restart before its PUBCOMP sends the message again",
-			slog.String("client", st.cl.ID), slog.Any("error", err))
+	c, err := st.g.be.Mark(key)
+	if err != nil {
+		st.releaseKept(err)
 		return
+	}
+	if cc := corkOf(st.cl.Net.Conn); cc != nil {
+		cc.gate()
+		st.g.wg.Add(1)
+		go func() {
+			defer st.g.wg.Done()
+			<-c.Done() // the store finishes every op it took
+			st.releaseKept(c.Err())
+			_ = cc.ungate()
+		}()
+	} else {
+		st.releaseKept(waitCommit(st.g.ctx, c))
 	}
 	st.mu.Lock()
 	if g, ok := st.inflight[id]; ok && g.d == f.d {
@@ -283,6 +304,14 @@ func (st *connState) markReleased(id uint16) {
 	// past the bound: then the key goes).
 	if !st.g.resends.attachMark(st.cl.ID, k, id, key) {
 		st.g.unmarkLater(st.cl.ID, key)
+	}
+}
+
+// releaseKept logs a PUBREC's key that did not commit.
+func (st *connState) releaseKept(err error) {
+	if err != nil {
+		st.g.log.Warn("mqtt qos 2 delivery's PUBREC not kept: a restart before its PUBCOMP sends the message again",
+			slog.String("client", st.cl.ID), slog.Any("error", err))
 	}
 }
 
