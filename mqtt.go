@@ -55,6 +55,12 @@ type MQTTConfig struct {
 	// asking more is told the cap in CONNACK, and an MQTT 3.1.1 session
 	// (clean session false) ends that long after its client left.
 	MaxSessionExpiry time.Duration
+	// SysInterval is how often the broker's $SYS topics (clients,
+	// messages, bytes, uptime, as Mosquitto publishes them) are published
+	// (default 10s; whole seconds). A client may subscribe to them if its
+	// identity may subscribe to every topic ("#"): with no access rules,
+	// every client.
+	SysInterval time.Duration
 }
 
 // MQTTStats are the MQTT listener's figures, in Status.
@@ -79,7 +85,8 @@ func (n *Node) startMQTT() error {
 	}
 	gc := mqttgw.Config{
 		Listen: c.Listen, WebSocket: c.WebSocket, DataDir: n.cfg.DataDir,
-		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, MaxRetained: c.MaxRetained, MaxSessions: c.MaxSessions, MaxSubscriptions: c.MaxSubscriptions, MaxSessionExpiry: c.MaxSessionExpiry, Limits: n.cfg.Limits, Logger: n.cfg.Logger,
+		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, MaxRetained: c.MaxRetained, MaxSessions: c.MaxSessions, MaxSubscriptions: c.MaxSubscriptions, MaxSessionExpiry: c.MaxSessionExpiry, SysInterval: c.SysInterval, Version: "petrel " + moduleVersion(),
+		Limits: n.cfg.Limits, Logger: n.cfg.Logger,
 	}
 	if c.TLS {
 		tc, err := n.cfg.TLS.ServerConfig()
@@ -184,6 +191,12 @@ func (b mqttBackend) AuthorizeSubscribe(c mqttgw.Conn, pattern string) error {
 		return fmt.Errorf("subscribe to %q: %w", pattern, ErrNoTopicSpace)
 	}
 	return b.n.authorizeSubscribe(c.Identity, pattern)
+}
+
+// AuthorizeSys lets c read the $SYS topics if it may subscribe to every
+// topic: they describe the whole broker.
+func (b mqttBackend) AuthorizeSys(c mqttgw.Conn) error {
+	return b.n.authorizeSubscribe(c.Identity, "#")
 }
 
 func (b mqttBackend) NewMessage(topic string) *message.Message {
@@ -364,6 +377,8 @@ func (c Config) validateMQTT() error {
 		return cfgErr("mqtt.max_subscriptions", fmt.Sprintf("%d is negative (0 for the default 100)", m.MaxSubscriptions), nil)
 	case m.MaxSessionExpiry < 0 || m.MaxSessionExpiry > math.MaxUint32*time.Second:
 		return cfgErr("mqtt.max_session_expiry", fmt.Sprintf("%s is out of range (1s to 2^32-1 s, 0 for the default 7 days)", m.MaxSessionExpiry), nil)
+	case m.SysInterval < 0 || m.SysInterval > 24*time.Hour:
+		return cfgErr("mqtt.sys_interval", fmt.Sprintf("%s is out of range (1s to 24h, 0 for the default 10s)", m.SysInterval), nil)
 	}
 	return nil
 }

@@ -502,4 +502,8 @@
 //	#   # CONNACK; an MQTT 3.1.1 session ends this long after its client left.
 //	#   # Default: 168h.
 //	#   max_session_expiry: 168h
+//	#   # How often the $SYS/broker/... topics are published (duration, whole
+//	#   # seconds). A client reads them if its identity may subscribe to every
+//	#   # topic ('#'); with no access rules, every client. Default: 10s.
+//	#   sys_interval: 10s
 package conf

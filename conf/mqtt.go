@@ -32,6 +32,9 @@ type MQTTSection struct {
 	// MaxSessionExpiry caps the time a persistent session outlives its
 	// connection (default 7 days).
 	MaxSessionExpiry Duration `yaml:"max_session_expiry"`
+	// SysInterval is how often the $SYS topics are published (default
+	// 10s).
+	SysInterval Duration `yaml:"sys_interval"`
 }
 
 func (s *MQTTSection) check(c *checker, path string) {
@@ -59,9 +62,11 @@ func (s *MQTTSection) check(c *checker, path string) {
 		c.atLeast(key, int64(s.MaxSubscriptions), 1)
 	}
 	c.positive(join(path, "max_session_expiry"), s.MaxSessionExpiry)
+	c.positive(join(path, "sys_interval"), s.SysInterval)
 }
 
 func (s *MQTTSection) mqttConfig() petrel.MQTTConfig {
 	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients, MaxRetained: s.MaxRetained, MaxSessions: s.MaxSessions,
-		MaxSubscriptions: s.MaxSubscriptions, MaxSessionExpiry: time.Duration(s.MaxSessionExpiry)}
+		MaxSubscriptions: s.MaxSubscriptions, MaxSessionExpiry: time.Duration(s.MaxSessionExpiry),
+		SysInterval: time.Duration(s.SysInterval)}
 }

@@ -81,6 +81,9 @@ func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
 // one running (MQTT-3.8.4-3: a repeated filter replaces the subscription
 // without interrupting its flow).
 func (st *connState) subscribe(sub packets.Subscription, durable, bounded bool) error {
+	if isSys(sub.Filter) {
+		return nil // mochi delivers its own $SYS topics
+	}
 	pattern, err := petrelFilter(sub.Filter)
 	if err != nil {
 		return err
@@ -180,7 +183,7 @@ func (st *connState) stop() {
 			}
 		}
 		_ = f.d.Nack("mqtt: connection closed before the client acknowledged it")
-		st.cl.State.Inflight.Delete(id)
+		st.inflightDelete(id)
 	}
 }
 
@@ -240,6 +243,23 @@ func (st *connState) packetID() (uint16, bool) {
 	return 0, false
 }
 
+// inflightSet puts a delivery in mochi's table of packets in flight, and
+// counts it in mochi's figure of them ($SYS/broker/messages/inflight):
+// mochi takes one off that figure at each PUBACK or PUBCOMP, so one not
+// counted in made it drift below zero.
+func (st *connState) inflightSet(pk packets.Packet) {
+	if st.cl.State.Inflight.Set(pk) {
+		atomic.AddInt64(&st.g.srv.Info.Inflight, 1)
+	}
+}
+
+// inflightDelete is inflightSet's inverse, for a delivery given back.
+func (st *connState) inflightDelete(id uint16) {
+	if st.cl.State.Inflight.Delete(id) {
+		atomic.AddInt64(&st.g.srv.Info.Inflight, -1)
+	}
+}
+
 // idFree reports whether no packet in flight either way holds id. Called
 // with mu held.
 func (st *connState) idFree(id uint16) bool {
@@ -285,7 +305,7 @@ func (p *pump) release(d Delivery, id uint16, mark string) bool {
 	}
 	st.inflight[id] = sent{d: d, filter: p.filter, shared: p.shared, mark: mark}
 	st.mu.Unlock()
-	st.cl.State.Inflight.Set(pk)
+	st.inflightSet(pk)
 	if err := st.cl.WritePacket(pk); err == nil {
 		st.g.metrics.released.Add(1)
 	}
@@ -422,14 +442,14 @@ func (p *pump) deliver(d Delivery) bool {
 	}
 	st.inflight[pk.PacketID] = sent{d: d, filter: p.filter, shared: p.shared}
 	st.mu.Unlock()
-	cl.State.Inflight.Set(pk)
+	st.inflightSet(pk)
 	if err := cl.WritePacket(pk); err != nil {
 		if errors.Is(err, packets.ErrPacketTooLarge) {
 			// Larger than the client takes (MQTT-3.1.2-25): discarded.
 			st.mu.Lock()
 			delete(st.inflight, pk.PacketID)
 			st.mu.Unlock()
-			cl.State.Inflight.Delete(pk.PacketID)
+			st.inflightDelete(pk.PacketID)
 			st.g.metrics.undeliverable.Add(1)
 			_ = d.Ack()
 			return false

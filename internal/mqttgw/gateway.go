@@ -58,6 +58,11 @@ type Config struct {
 	// Interval, and each such session's durable subscriptions would
 	// otherwise keep filling.
 	MaxSessionExpiry time.Duration
+	// SysInterval is how often the $SYS topics are published (default
+	// 10s, as Mosquitto's sys_interval; whole seconds).
+	SysInterval time.Duration
+	// Version is what $SYS/broker/version says.
+	Version string
 	// Limits are the node's message limits: a publish past them is
 	// refused with a reason code, and packets past MaxBody plus 64 KiB are
 	// refused by the decoder.
@@ -87,6 +92,8 @@ type Backend interface {
 	Disconnect(c Conn)
 	// AuthorizeSubscribe checks that c may subscribe to the Petrel pattern.
 	AuthorizeSubscribe(c Conn, pattern string) error
+	// AuthorizeSys checks that c may read the broker's $SYS topics.
+	AuthorizeSys(c Conn) error
 	// NewMessage returns a data message for the Petrel topic, with its
 	// id, origin and timestamp.
 	NewMessage(topic string) *message.Message
@@ -175,6 +182,7 @@ const (
 	defaultMaxSessions           = 10000
 	defaultMaxSubscriptions      = 100
 	defaultMaxSessionExpiry      = 7 * 24 * time.Hour
+	defaultSysInterval           = 10 * time.Second
 )
 
 // Gateway is a running MQTT listener in front of a Backend.
@@ -228,6 +236,9 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if cfg.MaxSessionExpiry <= 0 {
 		cfg.MaxSessionExpiry = defaultMaxSessionExpiry
 	}
+	if cfg.SysInterval <= 0 {
+		cfg.SysInterval = defaultSysInterval
+	}
 	st, err := openStore(filepath.Join(cfg.DataDir, "mqtt.db"))
 	if err != nil {
 		return nil, err
@@ -245,14 +256,18 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	caps.MaximumSessionExpiryInterval = uint32(min(max(cfg.MaxSessionExpiry/time.Second, 1), math.MaxUint32))
 	caps.MaximumPacketSize = uint32(maxBody + maxPacketOverhead)
 	caps.ReceiveMaximum = g.receiveMaximum()
-	// The broker's $SYS topics are not served: '$' topics have no Petrel
-	// form, and every subscription is a Petrel one.
+	// mochi publishes the $SYS topics itself, retained, to the filters
+	// in its own index: a $SYS filter is the one kind that is no Petrel
+	// subscription (see isSys).
 	g.srv = mqtt.New(&mqtt.Options{
 		Capabilities:           caps,
 		Logger:                 g.log,
 		InlineClient:           false,
-		SysTopicResendInterval: 1 << 30,
+		SysTopicResendInterval: int64(max(cfg.SysInterval/time.Second, 1)),
 	})
+	if cfg.Version != "" {
+		g.srv.Info.Version = cfg.Version
+	}
 	g.hook = &hook{g: g, conns: map[*mqtt.Client]*connState{}}
 	if err := g.srv.AddHook(g.hook, nil); err != nil {
 		_ = st.close()

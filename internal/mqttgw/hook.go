@@ -164,6 +164,8 @@ func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 	switch {
 	case pk.FixedHeader.Type == packets.Disconnect && pk.ReasonCode != packets.CodeDisconnectWillMessage.Code:
 		h.willProps.Delete(cl)
+	case pk.FixedHeader.Type == packets.Publish && strings.HasPrefix(pk.TopicName, "$"):
+		return pk, h.refuseDollar(cl, pk)
 	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 2 && !pk.FixedHeader.Dup:
 		h.staleQoS2(cl, pk)
 	case pk.FixedHeader.Type == packets.Pubrec && pk.ReasonCode < packets.ErrUnspecifiedError.Code:
@@ -173,6 +175,28 @@ func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 		}
 	}
 	return pk, nil
+}
+
+// refuseDollar answers a client's publish to a '$' topic (the broker's
+// own, such as $SYS; MQTT-4.7.2-1), which mochi drops without an ack: a
+// QoS 1 or 2 publisher then waited for it for ever. MQTT 5 gets its
+// PUBACK or PUBREC with 0x90 (Topic Name invalid); MQTT 3.1.1, which has
+// no failure to acknowledge with, loses the connection (MQTT-3.3.5-2).
+// mochi then drops the packet, as before.
+func (h *hook) refuseDollar(cl *mqtt.Client, pk packets.Packet) error {
+	h.g.metrics.refused.Add(1)
+	if pk.FixedHeader.Qos == 0 {
+		return nil
+	}
+	if cl.Properties.ProtocolVersion < 5 {
+		return packets.ErrRejectPacket
+	}
+	typ := byte(packets.Puback)
+	if pk.FixedHeader.Qos == 2 {
+		typ = packets.Pubrec
+	}
+	return cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: typ}, PacketID: pk.PacketID,
+		ReasonCode: CodeTopicNameBad, Properties: packets.Properties{ReasonString: "the broker's '$' topics take no publish"}})
 }
 
 // OnSessionEstablish runs before mochi takes over an existing session of
@@ -185,7 +209,7 @@ func (h *hook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	if old, ok := h.g.srv.Clients.Get(cl.ID); ok && old != cl {
 		h.takenOverWill(old)
 		h.detach(old)
-		clearOutbound(old)
+		h.g.clearOutbound(old)
 	}
 }
 
@@ -264,7 +288,7 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	h.detach(cl)
 	// mochi resends its own in-flight copies to a resumed session; the
 	// Petrel subscription redelivers them instead.
-	clearOutbound(cl)
+	h.g.clearOutbound(cl)
 	if expire && !cl.IsTakenOver() {
 		if err := h.g.store.dropSession(h.g.ctx, cl.ID); err != nil {
 			h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
@@ -301,6 +325,10 @@ func (h *hook) dropDurable(clientID, filter string) {
 func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if write {
 		return true
+	}
+	if isSys(topic) {
+		st := h.conn(cl)
+		return st != nil && h.g.be.AuthorizeSys(st.conn) == nil
 	}
 	pattern, err := petrelFilter(topic)
 	if err != nil {

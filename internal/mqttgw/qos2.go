@@ -303,10 +303,10 @@ func (h *hook) staleQoS2(cl *mqtt.Client, pk packets.Packet) {
 // clearOutbound deletes cl's in-flight deliveries, which the Petrel
 // subscription gives back and redelivers, and keeps the PUBRECs of its
 // publishes awaiting PUBREL, which a resumed session inherits.
-func clearOutbound(cl *mqtt.Client) {
+func (g *Gateway) clearOutbound(cl *mqtt.Client) {
 	for _, pk := range cl.State.Inflight.GetAll(false) {
-		if pk.FixedHeader.Type != packets.Pubrec {
-			cl.State.Inflight.Delete(pk.PacketID)
+		if pk.FixedHeader.Type != packets.Pubrec && cl.State.Inflight.Delete(pk.PacketID) {
+			atomic.AddInt64(&g.srv.Info.Inflight, -1)
 		}
 	}
 }

@@ -35,6 +35,10 @@ import (
 // that starts with '$' (the broker's own topics, such as $SYS), is
 // refused.
 
+// isSys reports whether an MQTT topic or filter is one of the broker's
+// $SYS topics, which mochi publishes and delivers itself.
+func isSys(topic string) bool { return topic == "$SYS" || strings.HasPrefix(topic, "$SYS/") }
+
 // ErrTopic is returned when an MQTT topic name or filter has no Petrel
 // form: empty, '$'-prefixed, malformed, or too long once escaped.
 var ErrTopic = errors.New("mqtt topic not mappable to a petrel topic")

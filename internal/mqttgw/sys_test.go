@@ -1,0 +1,128 @@
+package mqttgw_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
+)
+
+// The broker's $SYS topics, as Mosquitto publishes them, are served to
+// mosquitto_sub: retained at once on subscribe, then every sys_interval.
+// $SYS/broker/version names Petrel, clients/connected counts the clients,
+// and messages/inflight comes back to 0 once QoS 1 deliveries are acked:
+// mochi takes one off that figure at each PUBACK, and deliveries it did
+// not count in made it drift below zero.
+func TestMosquittoSysTopics(t *testing.T) {
+	needMosquitto(t)
+	cfg := baseConfig(t)
+	cfg.MQTT.SysInterval = time.Second
+	tn := openNode(t, cfg)
+
+	// A publish to a '$' topic is refused: MQTT 3.1.1 has no failure to
+	// acknowledge it with, so the connection goes (MQTT-3.3.5-2);
+	// mochi's own drop left the publisher waiting for its PUBACK.
+	start := time.Now()
+	if out, err := mosquitto(t, "mosquitto_pub", "-p", tn.port(), "-V", "mqttv311", "-q", "1", "-t", "$SYS/broker/version", "-m", "forged"); err == nil {
+		t.Fatalf("mosquitto_pub to $SYS succeeded: %s", out)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("mosquitto_pub to $SYS waited %s for its PUBACK", d)
+	}
+	s := startSub(t, "-p", tn.port(), "-t", "$SYS/broker/version", "-C", "1", "-W", "30")
+	if got := strings.TrimSpace(s.wait(t)); !strings.HasPrefix(got, "petrel ") || strings.Contains(got, "forged") {
+		t.Fatalf("$SYS/broker/version: %q, want petrel's", got)
+	}
+
+	r := newReceived()
+	sub, _ := pahoClient(t, tn, &paho.Connect{ClientID: "sub", CleanStart: true}, paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){r.handler}})
+	subscribe(t, sub, "sensors/#", 1)
+	pub, _ := pahoClient(t, tn, &paho.Connect{ClientID: "pub", CleanStart: true}, paho.ClientConfig{})
+	for i := range 20 {
+		if _, err := publish(pub, &paho.Publish{Topic: "sensors/x", QoS: 1, Payload: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 20 {
+		r.next(t)
+	}
+	petreltest.Eventually(t, "deliveries acked", func() bool { return tn.Status().MQTT.Acked == 20 })
+
+	// After the next tick: three clients (sub, pub and this one).
+	want := map[string]string{"$SYS/broker/clients/connected": "3", "$SYS/broker/messages/inflight": "0"}
+	petreltest.Eventually(t, "$SYS figures", func() bool {
+		s := startSub(t, "-p", tn.port(), "-t", "$SYS/broker/clients/connected", "-t", "$SYS/broker/messages/inflight", "-v", "-C", "4", "-W", "30")
+		got := map[string]string{}
+		for _, l := range lines(s.wait(t)) { // the retained pair, then the next tick's
+			topic, v, _ := strings.Cut(l, " ")
+			got[topic] = v
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Logf("%s = %q, want %q", k, got[k], v)
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// The $SYS topics describe the whole broker: with access rules, a client
+// reads them only if its identity may subscribe to every topic ('#').
+// They are read-only: a publish to one is refused.
+func TestSysTopicsAccess(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Peers = []petrel.PeerConfig{
+		{Name: "app", Secret: "s3cret-app-1", Kind: petrel.PeerKindClient},
+		{Name: "ops", Secret: "s3cret-ops-1", Kind: petrel.PeerKindClient},
+	}
+	cfg.Access = []petrel.AccessRule{
+		{Identity: "app", Publish: []string{"sensors.#"}, Subscribe: []string{"sensors.#"}},
+		{Identity: "ops", Subscribe: []string{"#"}},
+	}
+	tn := openNode(t, cfg)
+	for _, tc := range []struct {
+		user, pass string
+		code       byte
+	}{{"app", "s3cret-app-1", 0x87}, {"ops", "s3cret-ops-1", 0}} {
+		r := newReceived()
+		c, _ := pahoClient(t, tn, &paho.Connect{ClientID: tc.user, CleanStart: true, Username: tc.user, UsernameFlag: true, Password: []byte(tc.pass), PasswordFlag: true},
+			paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){r.handler}})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		sa, _ := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "$SYS/#", QoS: 0}}})
+		cancel()
+		if sa == nil || len(sa.Reasons) != 1 || sa.Reasons[0] != tc.code {
+			t.Fatalf("%s subscribing $SYS/#: %+v, want 0x%02x", tc.user, sa, tc.code)
+		}
+		if tc.code == 0 {
+			if p := r.next(t); !strings.HasPrefix(p.Topic, "$SYS/broker/") {
+				t.Fatalf("%s got %q", tc.user, p.Topic)
+			}
+		}
+		if pr, _ := publish(c, &paho.Publish{Topic: "$SYS/broker/version", QoS: 1, Payload: []byte("forged")}); pr == nil || pr.ReasonCode != 0x90 {
+			t.Fatalf("%s publishing to $SYS: %+v, want PUBACK 0x90", tc.user, pr)
+		}
+	}
+}
+
+// sys_interval past its range is refused at open, naming the key.
+func TestSysIntervalChecked(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, 25 * time.Hour} {
+		cfg := baseConfig(t)
+		cfg.MQTT.SysInterval = d
+		n, err := petrel.Open(context.Background(), cfg)
+		if err == nil {
+			n.Close()
+			t.Fatalf("sys_interval %s taken", d)
+		}
+		if !strings.Contains(err.Error(), "mqtt.sys_interval") {
+			t.Fatalf("sys_interval %s: %v, want the key named", d, err)
+		}
+	}
+}
