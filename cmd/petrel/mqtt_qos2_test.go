@@ -87,29 +87,37 @@ func TestMQTTQoS2ExactlyOnceAcrossKill(t *testing.T) {
 	}
 }
 
-// TestMQTTQoS2DeliveryReleasedAcrossKill: the subscriber's side of
-// exactly once across a SIGKILL. A persistent session's QoS 2 delivery
+// TestMQTTQoS2DeliveryAcrossKill: the subscriber's side of exactly once
+// across a SIGKILL. Of two QoS 2 deliveries to a persistent session, one
 // whose PUBREC came, and which the node answered with its PUBREL, gets
 // that PUBREL again under the same identifier after the node process is
-// killed and restarted, not the message again (MQTT-4.4.0-1): the PUBREL
-// went only once the PUBREC was durable. Once its PUBCOMP came, nothing
-// more arrives.
-func TestMQTTQoS2DeliveryReleasedAcrossKill(t *testing.T) {
+// killed and restarted, not the message again; the other, whose PUBREC
+// never came, gets its PUBLISH again under the same identifier, with DUP
+// (MQTT-4.4.0-1). Each key went to the store before its packet went to
+// the client. Once both completed, nothing more arrives.
+func TestMQTTQoS2DeliveryAcrossKill(t *testing.T) {
 	n := startQoS2Node(t, 2)
 	pub, _ := mqttraw.Session(t, n.addr, "pub-rel", true)
-	pub.Write(&packets.Publish{Topic: "t/rel", QoS: 2, PacketID: 1, Payload: []byte("m-rel")})
-	if code := ackCode(pub, packets.PUBREC, 1); code != 0 {
-		t.Fatalf("PUBREC: reason 0x%02x", code)
-	}
-	pub.Write(&packets.Pubrel{PacketID: 1})
-	if code := ackCode(pub, packets.PUBCOMP, 1); code != 0 {
-		t.Fatalf("PUBCOMP: reason 0x%02x", code)
+	for i, p := range []string{"m-rel", "m-sent"} {
+		id := uint16(i + 1)
+		pub.Write(&packets.Publish{Topic: "t/d", QoS: 2, PacketID: id, Payload: []byte(p)})
+		if code := ackCode(pub, packets.PUBREC, id); code != 0 {
+			t.Fatalf("PUBREC: reason 0x%02x", code)
+		}
+		pub.Write(&packets.Pubrel{PacketID: id})
+		if code := ackCode(pub, packets.PUBCOMP, id); code != 0 {
+			t.Fatalf("PUBCOMP: reason 0x%02x", code)
+		}
 	}
 
 	sub, _ := mqttraw.Session(t, n.addr, "counter", false)
-	id := sub.Until(packets.PUBLISH, 0).PacketID()
-	sub.Write(&packets.Pubrec{PacketID: id})
-	sub.Until(packets.PUBREL, id)
+	ids := map[string]uint16{}
+	for range 2 {
+		p := sub.Until(packets.PUBLISH, 0).Content.(*packets.Publish)
+		ids[string(p.Payload)] = p.PacketID
+	}
+	sub.Write(&packets.Pubrec{PacketID: ids["m-rel"]})
+	sub.Until(packets.PUBREL, ids["m-rel"])
 	n.p.Kill()
 	n.restart()
 
@@ -117,15 +125,28 @@ func TestMQTTQoS2DeliveryReleasedAcrossKill(t *testing.T) {
 	if !ca.SessionPresent {
 		t.Fatal("the subscriber's session is not present after the restart")
 	}
-	p := sub.Read()
-	if rel, ok := p.Content.(*packets.Pubrel); !ok || rel.PacketID != id {
-		t.Fatalf("after the kill: %v, want the PUBREL of %d", p, id)
+	for range 2 {
+		switch p := sub.Read().Content.(type) {
+		case *packets.Pubrel:
+			if p.PacketID != ids["m-rel"] {
+				t.Fatalf("PUBREL %d, want %d", p.PacketID, ids["m-rel"])
+			}
+			sub.Write(&packets.Pubcomp{PacketID: p.PacketID})
+		case *packets.Publish:
+			if string(p.Payload) != "m-sent" || p.PacketID != ids["m-sent"] || !p.Duplicate {
+				t.Fatalf("after the kill: %s under %d dup=%v, want m-sent under %d with DUP", p.Payload, p.PacketID, p.Duplicate, ids["m-sent"])
+			}
+			sub.Write(&packets.Pubrec{PacketID: p.PacketID})
+			sub.Until(packets.PUBREL, p.PacketID)
+			sub.Write(&packets.Pubcomp{PacketID: p.PacketID})
+		default:
+			t.Fatalf("after the kill: %v", p)
+		}
 	}
-	sub.Write(&packets.Pubcomp{PacketID: id})
 	sub.Write(&packets.Disconnect{})
 	sub.Close()
 	if got := n.counted(0); len(got) != 0 {
-		t.Fatalf("after the PUBCOMP the subscriber got %v, want nothing", got)
+		t.Fatalf("after both completed the subscriber got %v, want nothing", got)
 	}
 }
 

@@ -60,10 +60,11 @@ type pump struct {
 
 // sent is a delivery in flight, with the filter it went for.
 type sent struct {
-	d      Delivery
-	filter string
-	shared bool
-	mark   string // the store's key of its PUBREC (markReleased)
+	d        Delivery
+	filter   string
+	shared   bool
+	mark     string // its key in the store (markSent, markReleased)
+	released bool   // its PUBREC came
 }
 
 func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
@@ -177,7 +178,7 @@ func (st *connState) stop() {
 		// Noted before the nack, which may deliver it again at once.
 		if keep && !f.shared {
 			pk, _ := st.cl.State.Inflight.Get(id)
-			n := resendNote{packetID: id, released: f.mark != "" || pk.FixedHeader.Type == packets.Pubrel, mark: f.mark}
+			n := resendNote{packetID: id, released: f.released || pk.FixedHeader.Type == packets.Pubrel, mark: f.mark}
 			if !st.g.resends.note(st.cl.ID, keyOf(f.filter, f.d.Message()), n, bound) && f.mark != "" {
 				st.g.unmarkLater(st.cl.ID, f.mark)
 			}
@@ -303,7 +304,7 @@ func (p *pump) release(d Delivery, id uint16, mark string) bool {
 		_ = d.Nack("mqtt: connection closed")
 		return false
 	}
-	st.inflight[id] = sent{d: d, filter: p.filter, shared: p.shared, mark: mark}
+	st.inflight[id] = sent{d: d, filter: p.filter, shared: p.shared, mark: mark, released: true}
 	st.mu.Unlock()
 	st.inflightSet(pk)
 	if err := st.cl.WritePacket(pk); err == nil {
@@ -390,8 +391,9 @@ func (p *pump) deliver(d Delivery) bool {
 	}
 	if !resent && note.mark != "" {
 		// The client took the identifier meanwhile: the message goes
-		// again under a new one, and its PUBREC's key has no use.
+		// again under a new one, and its key has no use.
 		st.g.unmarkLater(cl.ID, note.mark)
+		note.mark = ""
 	}
 	if resent && note.released {
 		return p.release(d, note.packetID, note.mark)
@@ -433,14 +435,19 @@ func (p *pump) deliver(d Delivery) bool {
 		}
 	}
 	pk.PacketID = id
-	pk.FixedHeader.Dup = d.Attempt() > 1
+	pk.FixedHeader.Dup = d.Attempt() > 1 || resent
+	mark := note.mark // a sent key loaded at start
+	if qos == 2 && mark == "" && p.keepsFlow() {
+		mark = p.markSent(id, d)
+	}
 	st.mu.Lock()
 	if st.stopped {
 		st.mu.Unlock()
 		_ = d.Nack("mqtt: connection closed")
+		st.g.unmarkLater(cl.ID, mark)
 		return false
 	}
-	st.inflight[pk.PacketID] = sent{d: d, filter: p.filter, shared: p.shared}
+	st.inflight[pk.PacketID] = sent{d: d, filter: p.filter, shared: p.shared, mark: mark}
 	st.mu.Unlock()
 	st.inflightSet(pk)
 	if err := cl.WritePacket(pk); err != nil {
@@ -452,6 +459,7 @@ func (p *pump) deliver(d Delivery) bool {
 			st.inflightDelete(pk.PacketID)
 			st.g.metrics.undeliverable.Add(1)
 			_ = d.Ack()
+			st.g.unmarkLater(cl.ID, mark)
 			return false
 		}
 		return true // the connection is going: stop gives it back

@@ -184,7 +184,7 @@ func (g *Gateway) qos2Forget(clientID string) {
 // StoredInflightMessages hands mochi, at start, the PUBRECs of the QoS 2
 // publishes awaiting their PUBREL: the markers in the node's store, once
 // those of earlier versions moved there. It loads the notes of QoS 2
-// deliveries whose PUBREC came too (loadReleased), which mochi has no
+// deliveries in flight to persistent sessions too (loadKept), which mochi has no
 // part in. A marker of a session that no
 // longer exists (a crash came between the session's end and the
 // removal of its markers) is removed, and so is a key that is no marker
@@ -228,7 +228,7 @@ func (h *hook) StoredInflightMessages() ([]storage.Message, error) {
 		})
 	}
 	h.g.unmark("", stale...)
-	if err := h.g.loadReleased(ctx, known); err != nil {
+	if err := h.g.loadKept(ctx, known); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -203,34 +203,39 @@ func keyOf(filter string, m *message.Message) resendKey {
 	return resendKey{filter: filter, origin: m.Origin, id: m.ID}
 }
 
-// releasePrefix starts the key of every QoS 2 delivery whose PUBREC came.
-// It is no prefix of qos2Prefix's keys, nor they of it.
-const releasePrefix = "qos2rel/"
+// The store's keys of QoS 2 deliveries to persistent sessions: sentPrefix
+// while the PUBLISH awaits its PUBREC, releasePrefix once the PUBREC came
+// and the PUBREL awaits its PUBCOMP. Neither is a prefix of qos2Prefix's
+// keys, nor they of either.
+const (
+	sentPrefix    = "qos2out/"
+	releasePrefix = "qos2rel/"
+)
 
-// releaseKey is the store's key of client's delivery k, in flight under
-// id with its PUBREC come. Client id and filter are hex, so that no key
-// is a prefix of another client's.
-func releaseKey(client string, id uint16, k resendKey) string {
-	return releasePrefix + hex.EncodeToString([]byte(client)) + "/" + strconv.Itoa(int(id)) + "/" +
+// outKey is the store's key of client's delivery k, in flight under id,
+// with prefix for how far its flow went. Client id and filter are hex, so
+// that no key is a prefix of another client's.
+func outKey(prefix, client string, id uint16, k resendKey) string {
+	return prefix + hex.EncodeToString([]byte(client)) + "/" + strconv.Itoa(int(id)) + "/" +
 		hex.EncodeToString(k.origin[:]) + "/" + strconv.FormatUint(k.id, 10) + "/" + hex.EncodeToString([]byte(k.filter))
 }
 
-// releaseClientPrefix starts the keys of client's deliveries.
-func releaseClientPrefix(client string) string {
-	return releasePrefix + hex.EncodeToString([]byte(client)) + "/"
-}
-
-// parseReleaseKey is releaseKey's inverse. What the store holds is data:
-// a key that releaseKey would not make again byte for byte is refused.
-func parseReleaseKey(key string) (client string, id uint16, k resendKey, err error) {
-	bad := fmt.Errorf("mqtt qos 2 release key %q: not <client hex>/<packet id>/<origin hex>/<message id>/<filter hex>", key)
-	rest, ok := strings.CutPrefix(key, releasePrefix)
+// parseOutKey is outKey's inverse; released tells the prefix. What the
+// store holds is data: a key that outKey would not make again byte for
+// byte is refused.
+func parseOutKey(key string) (released bool, client string, id uint16, k resendKey, err error) {
+	bad := fmt.Errorf("mqtt qos 2 delivery key %q: not %s or %s then <client hex>/<packet id>/<origin hex>/<message id>/<filter hex>", key, sentPrefix, releasePrefix)
+	prefix := sentPrefix
+	rest, ok := strings.CutPrefix(key, sentPrefix)
 	if !ok {
-		return "", 0, resendKey{}, bad
+		prefix = releasePrefix
+		if rest, ok = strings.CutPrefix(key, releasePrefix); !ok {
+			return false, "", 0, resendKey{}, bad
+		}
 	}
 	f := strings.Split(rest, "/")
 	if len(f) != 5 {
-		return "", 0, resendKey{}, bad
+		return false, "", 0, resendKey{}, bad
 	}
 	c, err1 := hex.DecodeString(f[0])
 	n, err2 := strconv.Atoi(f[1])
@@ -238,63 +243,101 @@ func parseReleaseKey(key string) (client string, id uint16, k resendKey, err err
 	m, err4 := strconv.ParseUint(f[3], 10, 64)
 	flt, err5 := hex.DecodeString(f[4])
 	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil || n < 1 || n > 65535 || len(o) != len(k.origin) {
-		return "", 0, resendKey{}, bad
+		return false, "", 0, resendKey{}, bad
 	}
 	k.filter, k.id = string(flt), m
 	copy(k.origin[:], o)
-	if releaseKey(string(c), uint16(n), k) != key {
-		return "", 0, resendKey{}, bad
+	if outKey(prefix, string(c), uint16(n), k) != key {
+		return false, "", 0, resendKey{}, bad
 	}
-	return string(c), uint16(n), k, nil
+	return prefix == releasePrefix, string(c), uint16(n), k, nil
 }
 
-// markReleased stores, durably, that the client's PUBREC of delivery id
+// keepsFlow reports whether a QoS 2 delivery for p keeps its flow in the
+// store: to a persistent session, whose subscriptions deliver again after
+// a restart, and not for a shared filter, whose copies may go to another
+// member.
+func (p *pump) keepsFlow() bool { return !p.shared && persistent(p.st.cl) }
+
+// keep submits key's storage and gates the connection (see corkConn)
+// until it is durable: the packet written next, and all after it, wait
+// for the commit, and the connection's reader and pump do not; what
+// comes meanwhile shares the commit. then runs once it is durable, if it
+// is. A key that fails to commit (a full store) is logged, and the
+// packets go all the same: the client's flow is not held up by the
+// node's own state. keep reports whether the key was submitted.
+func (st *connState) keep(key string, then func()) bool {
+	c, err := st.g.be.Mark(key)
+	if err != nil {
+		st.keyFailed(err)
+		return false
+	}
+	done := func(err error) {
+		st.keyFailed(err)
+		if err == nil && then != nil {
+			then()
+		}
+	}
+	cc := corkOf(st.cl.Net.Conn)
+	if cc == nil {
+		done(waitCommit(st.g.ctx, c))
+		return true
+	}
+	cc.gate()
+	st.g.wg.Add(1)
+	go func() {
+		defer st.g.wg.Done()
+		<-c.Done() // the store finishes every op it took
+		done(c.Err())
+		_ = cc.ungate()
+	}()
+	return true
+}
+
+// keyFailed logs a delivery's key that did not commit.
+func (st *connState) keyFailed(err error) {
+	if err != nil {
+		st.g.log.Warn("mqtt qos 2 delivery's state not kept: after a restart it may go again as a new message",
+			slog.String("client", st.cl.ID), slog.Any("error", err))
+	}
+}
+
+// markSent keeps, before the PUBLISH of a QoS 2 delivery goes, the
+// identifier it goes under: a crash before its PUBREC came then leaves
+// the client perhaps with the message and the node with the key, and the
+// resumed session gets the PUBLISH again under the same identifier, with
+// DUP, which the client knows (MQTT-4.3.3-10 on its side). It returns the
+// key, "" if none was kept.
+func (p *pump) markSent(id uint16, d Delivery) string {
+	st := p.st
+	key := outKey(sentPrefix, st.cl.ID, id, keyOf(p.filter, d.Message()))
+	if !st.keep(key, nil) {
+		return ""
+	}
+	return key
+}
+
+// markReleased keeps, durably, that the client's PUBREC of delivery id
 // came, before mochi's PUBREL answering it reaches the client: a crash
 // after the PUBREL went, and before the PUBCOMP came, then leaves the
 // client with the message and the node with its key, and the resumed
-// session gets the PUBREL again, not the message. Only persistent
-// sessions, whose subscriptions deliver again after a restart, keep one.
-//
-// The connection's reader does not wait for the commit: that made each
-// QoS 2 delivery to a persistent session wait for a commit of its own,
-// one after the other. It gates the connection instead, so that the
-// PUBREL mochi writes next, and whatever follows it, is held back until
-// the key is committed, and goes on: the PUBRECs that arrive meanwhile
-// share that commit. A key that fails to commit (a full store) is
-// logged, and its PUBREL goes all the same: the client's flow is not
-// held up by the node's own state.
+// session gets the PUBREL again, not the message. The delivery's sent key
+// goes once this one is durable.
 func (st *connState) markReleased(id uint16) {
-	if !persistent(st.cl) {
-		return
-	}
 	st.mu.Lock()
 	f, ok := st.inflight[id]
 	st.mu.Unlock()
-	if !ok || f.shared || f.mark != "" {
+	if !ok || f.shared || f.released || !persistent(st.cl) {
 		return
 	}
 	k := keyOf(f.filter, f.d.Message())
-	key := releaseKey(st.cl.ID, id, k)
-	c, err := st.g.be.Mark(key)
-	if err != nil {
-		st.releaseKept(err)
+	key := outKey(releasePrefix, st.cl.ID, id, k)
+	if !st.keep(key, func() { st.g.unmarkLater(st.cl.ID, f.mark) }) {
 		return
-	}
-	if cc := corkOf(st.cl.Net.Conn); cc != nil {
-		cc.gate()
-		st.g.wg.Add(1)
-		go func() {
-			defer st.g.wg.Done()
-			<-c.Done() // the store finishes every op it took
-			st.releaseKept(c.Err())
-			_ = cc.ungate()
-		}()
-	} else {
-		st.releaseKept(waitCommit(st.g.ctx, c))
 	}
 	st.mu.Lock()
 	if g, ok := st.inflight[id]; ok && g.d == f.d {
-		g.mark = key
+		g.mark, g.released = key, true
 		st.inflight[id] = g
 		st.mu.Unlock()
 		return
@@ -304,14 +347,6 @@ func (st *connState) markReleased(id uint16) {
 	// past the bound: then the key goes).
 	if !st.g.resends.attachMark(st.cl.ID, k, id, key) {
 		st.g.unmarkLater(st.cl.ID, key)
-	}
-}
-
-// releaseKept logs a PUBREC's key that did not commit.
-func (st *connState) releaseKept(err error) {
-	if err != nil {
-		st.g.log.Warn("mqtt qos 2 delivery's PUBREC not kept: a restart before its PUBCOMP sends the message again",
-			slog.String("client", st.cl.ID), slog.Any("error", err))
 	}
 }
 
@@ -331,25 +366,38 @@ func (g *Gateway) unmarkLater(client, key string) {
 	}()
 }
 
-// loadReleased makes, at start, a note of each QoS 2 delivery whose
-// PUBREC had come (see resends). A key of a session that is gone, one
-// past the bound, and one that does not parse (a damaged store) are
-// removed, the last with a warning.
-func (g *Gateway) loadReleased(ctx context.Context, known map[string]bool) error {
-	keys, err := g.be.Marks(ctx, releasePrefix)
+// loadKept makes, at start, a note of each QoS 2 delivery whose flow a
+// persistent session had in flight (see resends). A key of a session that
+// is gone, one past the bound, a sent key whose release key is there too
+// (a crash came between the two), and one that does not parse (a damaged
+// store) are removed, the last with a warning.
+func (g *Gateway) loadKept(ctx context.Context, known map[string]bool) error {
+	keys, err := g.be.Marks(ctx, "qos2")
 	if err != nil {
 		return err
 	}
 	bound := maxResendNotes(g.cfg)
 	var stale []string
 	for _, key := range keys {
-		client, id, k, err := parseReleaseKey(key)
+		if !strings.HasPrefix(key, sentPrefix) && !strings.HasPrefix(key, releasePrefix) {
+			continue // an inbound publish's marker (qos2Prefix)
+		}
+		released, client, id, k, err := parseOutKey(key)
 		if err != nil {
-			g.log.Warn("mqtt qos 2 release key unreadable, removed", slog.Any("error", err))
+			g.log.Warn("mqtt qos 2 delivery key unreadable, removed", slog.Any("error", err))
 			stale = append(stale, key)
 			continue
 		}
-		if !known[client] || !g.resends.note(client, k, resendNote{packetID: id, released: true, mark: key}, bound) {
+		if !known[client] {
+			stale = append(stale, key)
+			continue
+		}
+		// sentPrefix sorts before releasePrefix: a release key finds its
+		// delivery's sent key noted, and replaces it.
+		if old, ok := g.resends.peek(client, k); ok && old.mark != "" {
+			stale = append(stale, old.mark)
+		}
+		if !g.resends.note(client, k, resendNote{packetID: id, released: released, mark: key}, bound) {
 			stale = append(stale, key)
 		}
 	}

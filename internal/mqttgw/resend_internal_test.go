@@ -63,25 +63,29 @@ func TestResendNotesBounded(t *testing.T) {
 	}
 }
 
-// A release key read from the store is data: one that does not parse, or
-// that releaseKey would not make again byte for byte, is refused, and
+// A delivery's key read from the store is data: one that does not parse,
+// or that outKey would not make again byte for byte, is refused, and
 // never panics.
-func FuzzReleaseKey(f *testing.F) {
-	f.Add(releaseKey("client", 65535, resendKey{filter: "t/#", origin: message.NodeID{1, 2}, id: 7}))
-	f.Add(releaseKey("", 1, resendKey{}))
+func FuzzOutKey(f *testing.F) {
+	f.Add(outKey(releasePrefix, "client", 65535, resendKey{filter: "t/#", origin: message.NodeID{1, 2}, id: 7}))
+	f.Add(outKey(sentPrefix, "", 1, resendKey{}))
 	f.Add("qos2rel/63/0/00/1/74")
-	f.Add("qos2rel/63/1/0001/1/74")
+	f.Add("qos2out/63/1/0001/1/74")
 	f.Add("qos2rel/63/01/00000000000000000000000000000000/1/74")
 	f.Add("qos2/63/1")
 	f.Fuzz(func(t *testing.T, key string) {
-		client, id, k, err := parseReleaseKey(key)
+		released, client, id, k, err := parseOutKey(key)
 		if err != nil {
 			return
 		}
 		if id == 0 {
 			t.Fatalf("%q: packet identifier 0 taken", key)
 		}
-		if again := releaseKey(client, id, k); again != key {
+		prefix := sentPrefix
+		if released {
+			prefix = releasePrefix
+		}
+		if again := outKey(prefix, client, id, k); again != key {
 			t.Fatalf("%q parsed, made again as %q", key, again)
 		}
 	})

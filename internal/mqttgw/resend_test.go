@@ -339,3 +339,53 @@ func BenchmarkQoS2Deliver(b *testing.B) {
 		})
 	}
 }
+
+// A QoS 2 delivery's identifier is kept in the node's store before its
+// PUBLISH goes: after a node restart, one whose PUBREC never came goes
+// again under the same identifier, with DUP, and a client that had it
+// (its PUBREC lost with the connection) knows it for the same message.
+func TestResendPublishAcrossRestart(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	sub, _ := dialSession(t, tn, "unacked", true)
+	sub.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/#", QoS: 2}}})
+	sub.Until(packets.SUBACK, 1)
+	tn.subscribed(1)
+	pub := mqttraw.Dial(t, tn.MQTTAddr())
+	pub.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "pub", CleanStart: true, KeepAlive: 60})
+	for i, topic := range []string{"t/done", "t/sent"} {
+		id := uint16(i + 1)
+		pub.Write(&packets.Publish{Topic: topic, QoS: 2, PacketID: id, Payload: []byte(topic)})
+		pub.Until(packets.PUBREC, id)
+		pub.Write(&packets.Pubrel{PacketID: id})
+		pub.Until(packets.PUBCOMP, id)
+	}
+	pub.Close()
+
+	// t/done completes; t/sent, under the second identifier, does not: a
+	// new connection's first delivery would take the first.
+	done := sub.Until(packets.PUBLISH, 0).PacketID()
+	id := sub.Until(packets.PUBLISH, 0).PacketID()
+	sub.Write(&packets.Pubrec{PacketID: done})
+	sub.Until(packets.PUBREL, done)
+	sub.Write(&packets.Pubcomp{PacketID: done})
+	petreltest.Eventually(t, "t/done completed", func() bool { return tn.Status().MQTT.Acked == 1 })
+	sub.Close()
+	tn.restart()
+
+	sub, _ = dialSession(t, tn, "unacked", false)
+	p, ok := sub.Until(packets.PUBLISH, 0).Content.(*packets.Publish)
+	if !ok || p.PacketID != id || !p.Duplicate || p.Topic != "t/sent" {
+		t.Fatalf("after the restart: %+v, want t/sent again under %d with DUP", p, id)
+	}
+	sub.Write(&packets.Pubrec{PacketID: id})
+	sub.Until(packets.PUBREL, id)
+	sub.Write(&packets.Pubcomp{PacketID: id})
+	petreltest.Eventually(t, "completed", func() bool {
+		return tn.Status().MQTT.Acked == 1 && tn.Subscriptions()[0].Depth == 0
+	})
+	sub.Close()
+	tn.restart()
+	if n := tn.Status().MQTT.ResendNoted; n != 0 {
+		t.Fatalf("%d noted after the PUBCOMP and a restart, want 0", n)
+	}
+}
