@@ -398,6 +398,11 @@ func (p *pump) deliver(d Delivery) bool {
 	if resent && note.released {
 		return p.release(d, note.packetID, note.mark)
 	}
+	// The delivery's key in the store, loaded at start or kept below,
+	// goes with it into the table of deliveries in flight; on any other
+	// way out of here it is removed.
+	mark := note.mark
+	defer func() { st.g.unmarkLater(cl.ID, mark) }()
 	topic, err := p.topicOf(m.Destination)
 	if err != nil {
 		st.g.metrics.undeliverable.Add(1)
@@ -436,7 +441,6 @@ func (p *pump) deliver(d Delivery) bool {
 	}
 	pk.PacketID = id
 	pk.FixedHeader.Dup = d.Attempt() > 1 || resent
-	mark := note.mark // a sent key loaded at start
 	if qos == 2 && mark == "" && p.keepsFlow() {
 		mark = p.markSent(id, d)
 	}
@@ -444,11 +448,12 @@ func (p *pump) deliver(d Delivery) bool {
 	if st.stopped {
 		st.mu.Unlock()
 		_ = d.Nack("mqtt: connection closed")
-		st.g.unmarkLater(cl.ID, mark)
 		return false
 	}
 	st.inflight[pk.PacketID] = sent{d: d, filter: p.filter, shared: p.shared, mark: mark}
 	st.mu.Unlock()
+	kept := mark
+	mark = "" // the table's now
 	st.inflightSet(pk)
 	if err := cl.WritePacket(pk); err != nil {
 		if errors.Is(err, packets.ErrPacketTooLarge) {
@@ -459,7 +464,7 @@ func (p *pump) deliver(d Delivery) bool {
 			st.inflightDelete(pk.PacketID)
 			st.g.metrics.undeliverable.Add(1)
 			_ = d.Ack()
-			st.g.unmarkLater(cl.ID, mark)
+			st.g.unmarkLater(cl.ID, kept)
 			return false
 		}
 		return true // the connection is going: stop gives it back

@@ -34,15 +34,16 @@ import (
 // PUBREL alone. Until then, new deliveries do not take a noted
 // identifier.
 //
-// A QoS 2 delivery whose PUBREC came is noted in the node's store too,
-// before its PUBREL goes: the key qos2rel/<client id in hex>/<packet
-// identifier>/<origin in hex>/<message id>/<filter in hex> (releaseKey),
-// removed once its PUBCOMP came. At start those are loaded as notes, so
-// that across a restart, or a crash, the client gets the PUBREL of a
-// message it has, not the message again. The other notes are memory: a
-// node restart loses them, and a PUBLISH in flight then goes again under
-// a new identifier, with DUP set; a client that had it, and whose PUBREC
-// was lost with the connection, may take it for a second message.
+// A QoS 2 delivery to a persistent session is noted in the node's store
+// too (outKey): its identifier before its PUBLISH goes, and that its
+// PUBREC came before its PUBREL goes, until its PUBCOMP. At start those
+// are loaded as notes, so that after a restart, or a crash, the client
+// gets the PUBLISH again under the identifier it may know it by, or the
+// PUBREL of a message it has, and no new delivery takes an identifier
+// whose flow the client may still hold (TestMQTTQoS2DeliveryKilledAnywhere).
+// QoS 1 deliveries are noted in memory only: after a restart one that was
+// in flight goes again under a new identifier, with DUP set, a second
+// delivery, which QoS 1 allows.
 //
 // Shared subscriptions are not noted: their copies may go to another
 // member of the group. A session's notes end with the session (expiry, or
@@ -70,7 +71,7 @@ type resendKey struct {
 type resendNote struct {
 	packetID uint16
 	released bool   // its PUBREC came: the PUBREL is what goes again
-	mark     string // its key in the node's store, if released
+	mark     string // its key in the node's store (outKey), if any
 }
 
 // maxResendNotes bounds one session's notes. A session adds at most its
