@@ -100,6 +100,7 @@ func (n *Node) topicJanitor(ctx context.Context) {
 		n.greetNew(ctx, known, down)
 		n.checkGrace(ctx, down, dropped)
 		n.trimKeeps(ctx)
+		n.retryAnnouncements(ctx)
 	}
 }
 

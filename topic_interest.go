@@ -99,7 +99,13 @@ type interestTable struct {
 	index     patternIndex[*interestRecord]
 	fallbacks atomic.Int64 // matches the index gave up: petrel_topic_match_fallbacks_total
 	announced map[string]bool
-	max       int // bounds learned: maxLearnedInterest
+	// retry holds the patterns whose announcement or withdrawal failed
+	// (the store refused the interest message: full): the topic janitor
+	// brings each in line again (retryAnnouncements). Guarded by changeMu;
+	// retries mirrors its size for the gauge.
+	retry   map[string]bool
+	retries atomic.Int64
+	max     int // bounds learned: maxLearnedInterest
 	// hops caches nextHops' answers by topic and hops crossed. Emptied by
 	// every change of learned.
 	hops answers[[]string]
@@ -250,6 +256,7 @@ func (n *Node) announce(ctx context.Context) error {
 			if err := n.withdrawAnnounced(ctx, p); err != nil {
 				return err
 			}
+			delete(it.announced, p)
 			changed[metaAnnouncedPrefix+p] = nil
 		}
 	}
@@ -274,19 +281,45 @@ func (n *Node) announceChange(ctx context.Context, p string) error {
 	it := &t.remote
 	it.changeMu.Lock()
 	defer it.changeMu.Unlock()
+	if err := n.announceLocked(ctx, p, u, wanted); err != nil {
+		if it.retry == nil {
+			it.retry = map[string]bool{}
+		}
+		it.retry[p] = true
+		it.retries.Store(int64(len(it.retry)))
+		return err
+	}
+	if it.retry[p] {
+		delete(it.retry, p)
+		it.retries.Store(int64(len(it.retry)))
+	}
+	return nil
+}
+
+// announceLocked is announceChange's work. The announcement changes in
+// memory only once its record committed: a retry after a failure sends
+// the interest message again, which is idempotent downstream. Called
+// with changeMu held.
+func (n *Node) announceLocked(ctx context.Context, p string, u patternUses, wanted bool) error {
+	it := &n.topics.remote
 	switch {
 	case wanted && !it.announced[p]:
 		self := []string{n.cfg.Name}
 		if err := n.sendInterest(ctx, n.interestMessage(opSubscribe, p, n.cfg.Name, u.durable > 0, self), self); err != nil {
 			return err
 		}
+		if err := n.setRecords(ctx, map[string]any{metaAnnouncedPrefix + p: p}); err != nil {
+			return err
+		}
 		it.announced[p] = true
-		return n.setRecords(ctx, map[string]any{metaAnnouncedPrefix + p: p})
 	case !wanted && it.announced[p]:
 		if err := n.withdrawAnnounced(ctx, p); err != nil {
 			return err
 		}
-		return n.setRecords(ctx, map[string]any{metaAnnouncedPrefix + p: nil})
+		if err := n.setRecords(ctx, map[string]any{metaAnnouncedPrefix + p: nil}); err != nil {
+			return err
+		}
+		delete(it.announced, p)
 	}
 	return nil
 }
@@ -295,19 +328,45 @@ func (n *Node) announceChange(ctx context.Context, p string) error {
 // Called with the interest table's changeMu held.
 func (n *Node) withdrawAnnounced(ctx context.Context, p string) error {
 	self := []string{n.cfg.Name}
-	if err := n.sendInterest(ctx, n.interestMessage(opUnsub, p, n.cfg.Name, false, self), self); err != nil {
-		return err
-	}
-	delete(n.topics.remote.announced, p)
-	return nil
+	return n.sendInterest(ctx, n.interestMessage(opUnsub, p, n.cfg.Name, false, self), self)
 }
 
 // announceLogged is announceChange for the paths that cannot return its
-// error: the next change of p, or the next start, announces again.
+// error: the topic janitor tries p again (retryAnnouncements).
 func (n *Node) announceLogged(ctx context.Context, p string) {
 	if err := n.announceChange(ctx, p); err != nil {
-		n.log.Warn("announce topic interest to neighbours; retried at the pattern's next subscription change or at start",
+		n.log.Warn("announce topic interest to neighbours; the topic janitor tries again",
 			slog.String("pattern", p), slog.Any(logkey.Error, err))
+	}
+}
+
+// retryAnnouncements brings in line again the announcements that failed:
+// a withdrawal that stayed unsent left the neighbours forwarding, and
+// queueing while this node was away, what no subscription here wants
+// any more. Run by the topic janitor at each tick; a pattern that fails
+// again stays for the next.
+func (n *Node) retryAnnouncements(ctx context.Context) {
+	it := &n.topics.remote
+	if it.retries.Load() == 0 {
+		return
+	}
+	it.changeMu.Lock()
+	ps := make([]string, 0, len(it.retry))
+	for p := range it.retry {
+		ps = append(ps, p)
+	}
+	it.changeMu.Unlock()
+	sort.Strings(ps)
+	t := n.topics
+	for _, p := range ps {
+		// Under subMu, as every other change of an announcement: p's
+		// subscriptions stay as read meanwhile.
+		t.subMu.Lock()
+		err := n.announceChange(ctx, p)
+		t.subMu.Unlock()
+		if err != nil {
+			n.log.Debug("announce topic interest to neighbours, again", slog.String("pattern", p), slog.Any(logkey.Error, err))
+		}
 	}
 }
 

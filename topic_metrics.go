@@ -33,6 +33,8 @@ var (
 		"Topic names whose matching subscriptions the node keeps for the next publish (at most 4096; emptied whenever a subscription comes or goes).", nil, nil)
 	descTopicMatchFallbacks = prometheus.NewDesc("petrel_topic_match_fallbacks_total",
 		"Matches of a topic name that gave up on the index of patterns past its bound of visits (65,536) and matched each subscription's or learned interest's pattern instead, since the node started.", nil, nil)
+	descTopicAnnounceRetries = prometheus.NewDesc("petrel_topic_announce_retries",
+		"Patterns of this node's subscriptions whose announcement or withdrawal to the neighbours failed (the store refused it: full) and that the topic janitor tries again at each tick.", nil, nil)
 	descTopicMatchHits = prometheus.NewDesc("petrel_topic_match_cache_hits_total",
 		"Publishes whose subscriptions were found in that cache rather than by matching every pattern, since the node started.", nil, nil)
 )
@@ -58,6 +60,7 @@ func (topicCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTopicMatchCache
 	ch <- descTopicMatchHits
 	ch <- descTopicMatchFallbacks
+	ch <- descTopicAnnounceRetries
 }
 
 // Collect implements prometheus.Collector.
@@ -96,6 +99,7 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- gauge(descTopicMatchCache, int64(c.t.matched.size()))
 	ch <- counter(descTopicMatchHits, c.t.matched.hits.Load())
 	ch <- counter(descTopicMatchFallbacks, c.t.fallbacks.Load()+c.t.remote.fallbacks.Load())
+	ch <- gauge(descTopicAnnounceRetries, c.t.remote.retries.Load())
 	ch <- gauge(descTopicSubscriptions, durable, "true")
 	ch <- gauge(descTopicSubscriptions, other, "false")
 }
