@@ -16,6 +16,13 @@ const corkMax = 64 << 10
 // corkKeep is the most buffer a connection keeps between batches.
 const corkKeep = 16 << 10
 
+// gateMax is how many bytes a gated connection holds back before a write
+// waits for the gate to lift: a gate lasts a commit, and the deliveries a
+// pump writes meanwhile would otherwise be held whatever their size (up
+// to max_inflight bodies of limits.max_body), where a socket's buffer
+// makes the writer wait.
+const gateMax = 1 << 20
+
 // corkConn holds back the writes to an MQTT connection while a writer has
 // it corked, and sends them in one write when the last cork is taken out.
 // mochi writes every packet it is given with a write of its own; in
@@ -29,17 +36,18 @@ const corkKeep = 16 << 10
 // every later Write returns its error, and mochi's read side ends the
 // client, whose unacknowledged deliveries go back to their subscriptions.
 //
-// A gate holds back every write, whatever the bytes held, until it is
-// lifted: a PUBREL that must not go before a commit, and what follows it
-// in order (see markReleased).
+// A gate holds back every write until it is lifted: a packet that must
+// not go before a commit, and what follows it in order (see
+// connState.keep). Past gateMax bytes held, a write waits for it.
 type corkConn struct {
 	net.Conn
 
-	mu    sync.Mutex
-	corks int
-	gates int
-	buf   []byte
-	err   error
+	mu     sync.Mutex
+	lifted *sync.Cond // signalled when the last gate lifts; made on first use
+	corks  int
+	gates  int
+	buf    []byte
+	err    error
 }
 
 // gate holds back every write until the matching ungate.
@@ -55,7 +63,13 @@ func (c *corkConn) ungate() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gates--
-	if c.gates > 0 || c.corks > 0 || len(c.buf) == 0 {
+	if c.gates > 0 {
+		return c.err
+	}
+	if c.lifted != nil {
+		c.lifted.Broadcast()
+	}
+	if c.corks > 0 || len(c.buf) == 0 {
 		return c.err
 	}
 	return c.flushLocked()
@@ -82,6 +96,12 @@ func (c *corkConn) uncork() error {
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for c.gates > 0 && len(c.buf) >= gateMax && c.err == nil {
+		if c.lifted == nil {
+			c.lifted = sync.NewCond(&c.mu)
+		}
+		c.lifted.Wait()
+	}
 	if c.err != nil {
 		return 0, c.err
 	}

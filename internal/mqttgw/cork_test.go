@@ -148,3 +148,43 @@ func TestGateHoldsWritesWhateverTheirSize(t *testing.T) {
 		t.Fatalf("out of order: the last bytes are %q", got[sent:])
 	}
 }
+
+// Past gateMax bytes held, a write waits for the gate to lift rather than
+// hold more, and goes, in order, once it does.
+func TestGateBoundsWhatItHolds(t *testing.T) {
+	peer, server := petreltest.TCPPair(t)
+	cc := &corkConn{Conn: server}
+	cc.gate()
+	if _, err := cc.Write(bytes.Repeat([]byte("x"), gateMax)); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := cc.Write([]byte("end"))
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("a write past gateMax returned (%v) with the gate up", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := cc.ungate(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write did not go once the gate lifted")
+	}
+	got := make([]byte, gateMax+3)
+	_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got[gateMax:]) != "end" {
+		t.Fatalf("out of order: the last bytes are %q", got[gateMax:])
+	}
+}
