@@ -32,23 +32,8 @@ func TestResendUnderPacketIdentifiers(t *testing.T) {
 	cfg.Admin.Listen = "127.0.0.1:0"
 	tn := openNode(t, cfg)
 
-	sub, _ := dialSession(t, tn, "resumer", true)
-	sub.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/#", QoS: 2}}})
-	sub.Until(packets.SUBACK, 1)
-	tn.subscribed(1)
-
-	pub := mqttraw.Dial(t, tn.MQTTAddr())
-	pub.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "pub", CleanStart: true, KeepAlive: 60})
-	pub.Write(&packets.Publish{Topic: "t/released", QoS: 2, PacketID: 1, Payload: []byte("a")})
-	pub.Until(packets.PUBREC, 1)
-	pub.Write(&packets.Pubrel{PacketID: 1})
-	pub.Until(packets.PUBCOMP, 1)
-	pub.Write(&packets.Publish{Topic: "t/one", QoS: 1, PacketID: 2, Payload: []byte("b")})
-	pub.Until(packets.PUBACK, 2)
-	pub.Write(&packets.Publish{Topic: "t/two", QoS: 2, PacketID: 3, Payload: []byte("c")})
-	pub.Until(packets.PUBREC, 3)
-	pub.Write(&packets.Pubrel{PacketID: 3})
-	pub.Until(packets.PUBCOMP, 3)
+	sub := subscribedSession(t, tn, "resumer")
+	publishAll(t, tn, rawPub{"t/released", 2}, rawPub{"t/one", 1}, rawPub{"t/two", 2})
 
 	// The first connection gets the three, and acknowledges the first
 	// one's PUBLISH (PUBREC) only: the node answers with its PUBREL, and
@@ -148,12 +133,7 @@ func TestPahoQoS2OnceAcrossReconnect(t *testing.T) {
 	subscribe(t, c, "t/#", 2)
 	tn.subscribed(1)
 
-	pub := mqttraw.Dial(t, tn.MQTTAddr())
-	pub.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "pub", CleanStart: true, KeepAlive: 60})
-	pub.Write(&packets.Publish{Topic: "t/once", QoS: 2, PacketID: 1, Payload: []byte("x")})
-	pub.Until(packets.PUBREC, 1)
-	pub.Write(&packets.Pubrel{PacketID: 1})
-	pub.Until(packets.PUBCOMP, 1)
+	publishAll(t, tn, rawPub{"t/once", 2})
 
 	select {
 	case <-c.Done(): // cut at the PUBREL, the handler having run
@@ -249,17 +229,8 @@ func readFrame(r *bufio.Reader) ([]byte, error) {
 // PUBCOMP came nothing of it is left for the next restart.
 func TestResendReleaseAcrossRestart(t *testing.T) {
 	tn := openNode(t, baseConfig(t))
-	sub, _ := dialSession(t, tn, "restarted", true)
-	sub.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/#", QoS: 2}}})
-	sub.Until(packets.SUBACK, 1)
-	tn.subscribed(1)
-	pub := mqttraw.Dial(t, tn.MQTTAddr())
-	pub.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "pub", CleanStart: true, KeepAlive: 60})
-	pub.Write(&packets.Publish{Topic: "t/kept", QoS: 2, PacketID: 1, Payload: []byte("k")})
-	pub.Until(packets.PUBREC, 1)
-	pub.Write(&packets.Pubrel{PacketID: 1})
-	pub.Until(packets.PUBCOMP, 1)
-	pub.Close()
+	sub := subscribedSession(t, tn, "restarted")
+	publishAll(t, tn, rawPub{"t/kept", 2})
 
 	id := sub.Until(packets.PUBLISH, 0).PacketID()
 	sub.Write(&packets.Pubrec{PacketID: id})
@@ -346,20 +317,8 @@ func BenchmarkQoS2Deliver(b *testing.B) {
 // (its PUBREC lost with the connection) knows it for the same message.
 func TestResendPublishAcrossRestart(t *testing.T) {
 	tn := openNode(t, baseConfig(t))
-	sub, _ := dialSession(t, tn, "unacked", true)
-	sub.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/#", QoS: 2}}})
-	sub.Until(packets.SUBACK, 1)
-	tn.subscribed(1)
-	pub := mqttraw.Dial(t, tn.MQTTAddr())
-	pub.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "pub", CleanStart: true, KeepAlive: 60})
-	for i, topic := range []string{"t/done", "t/sent"} {
-		id := uint16(i + 1)
-		pub.Write(&packets.Publish{Topic: topic, QoS: 2, PacketID: id, Payload: []byte(topic)})
-		pub.Until(packets.PUBREC, id)
-		pub.Write(&packets.Pubrel{PacketID: id})
-		pub.Until(packets.PUBCOMP, id)
-	}
-	pub.Close()
+	sub := subscribedSession(t, tn, "unacked")
+	publishAll(t, tn, rawPub{"t/done", 2}, rawPub{"t/sent", 2})
 
 	// t/done completes; t/sent, under the second identifier, does not: a
 	// new connection's first delivery would take the first.
@@ -387,5 +346,42 @@ func TestResendPublishAcrossRestart(t *testing.T) {
 	tn.restart()
 	if n := tn.Status().MQTT.ResendNoted; n != 0 {
 		t.Fatalf("%d noted after the PUBCOMP and a restart, want 0", n)
+	}
+}
+
+// subscribedSession connects client id with a new persistent session,
+// subscribed to t/# at QoS 2.
+func subscribedSession(t *testing.T, tn *testNode, id string) *mqttraw.Conn {
+	t.Helper()
+	sub, _ := dialSession(t, tn, id, true)
+	sub.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/#", QoS: 2}}})
+	sub.Until(packets.SUBACK, 1)
+	tn.subscribed(1)
+	return sub
+}
+
+// rawPub is a publish of publishAll: its topic (and payload) and QoS.
+type rawPub struct {
+	topic string
+	qos   byte
+}
+
+// publishAll publishes each of ps in turn from a clean session, each to
+// the end of its flow (PUBACK, or PUBCOMP).
+func publishAll(t *testing.T, tn *testNode, ps ...rawPub) {
+	t.Helper()
+	pub := mqttraw.Dial(t, tn.MQTTAddr())
+	defer pub.Close()
+	pub.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "pub", CleanStart: true, KeepAlive: 60})
+	for i, p := range ps {
+		id := uint16(i + 1)
+		pub.Write(&packets.Publish{Topic: p.topic, QoS: p.qos, PacketID: id, Payload: []byte(p.topic)})
+		if p.qos == 1 {
+			pub.Until(packets.PUBACK, id)
+			continue
+		}
+		pub.Until(packets.PUBREC, id)
+		pub.Write(&packets.Pubrel{PacketID: id})
+		pub.Until(packets.PUBCOMP, id)
 	}
 }
