@@ -250,14 +250,7 @@ func TestResendReleaseAcrossRestart(t *testing.T) {
 		t.Fatalf("after the restart: %v, want PUBREL %d", p, id)
 	}
 	sub.Write(&packets.Pubcomp{PacketID: id})
-	petreltest.Eventually(t, "completed", func() bool {
-		return tn.Status().MQTT.Acked == 1 && tn.Subscriptions()[0].Depth == 0
-	})
-	sub.Close()
-	tn.restart()
-	if n := tn.Status().MQTT.ResendNoted; n != 0 {
-		t.Fatalf("%d noted after the PUBCOMP and a restart, want 0", n)
-	}
+	completedAndForgotten(t, tn, sub)
 }
 
 // BenchmarkQoS2Deliver is Petrel messages delivered at QoS 2 to one paho
@@ -339,14 +332,7 @@ func TestResendPublishAcrossRestart(t *testing.T) {
 	sub.Write(&packets.Pubrec{PacketID: id})
 	sub.Until(packets.PUBREL, id)
 	sub.Write(&packets.Pubcomp{PacketID: id})
-	petreltest.Eventually(t, "completed", func() bool {
-		return tn.Status().MQTT.Acked == 1 && tn.Subscriptions()[0].Depth == 0
-	})
-	sub.Close()
-	tn.restart()
-	if n := tn.Status().MQTT.ResendNoted; n != 0 {
-		t.Fatalf("%d noted after the PUBCOMP and a restart, want 0", n)
-	}
+	completedAndForgotten(t, tn, sub)
 }
 
 // subscribedSession connects client id with a new persistent session,
@@ -383,5 +369,19 @@ func publishAll(t *testing.T, tn *testNode, ps ...rawPub) {
 		pub.Until(packets.PUBREC, id)
 		pub.Write(&packets.Pubrel{PacketID: id})
 		pub.Until(packets.PUBCOMP, id)
+	}
+}
+
+// completedAndForgotten waits until the delivery sub completed is acked,
+// and checks that nothing of it is kept for a restart.
+func completedAndForgotten(t *testing.T, tn *testNode, sub *mqttraw.Conn) {
+	t.Helper()
+	petreltest.Eventually(t, "completed", func() bool {
+		return tn.Status().MQTT.Acked == 1 && tn.Subscriptions()[0].Depth == 0
+	})
+	sub.Close()
+	tn.restart()
+	if n := tn.Status().MQTT.ResendNoted; n != 0 {
+		t.Fatalf("%d noted after the PUBCOMP and a restart, want 0", n)
 	}
 }
