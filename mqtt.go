@@ -5,11 +5,13 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"time"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/internal/mqttgw"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
@@ -100,11 +102,13 @@ func (n *Node) startMQTT() error {
 		return err
 	}
 	n.mqtt = g
+	n.retainer.Store(g)
 	n.registry.MustRegister(g.Collector())
 	return nil
 }
 
 func (n *Node) stopMQTT() {
+	n.retainer.Store(nil)
 	if n.mqtt != nil {
 		if err := n.mqtt.Close(); err != nil {
 			n.log.Warn("mqtt close", "error", err)
@@ -342,6 +346,21 @@ func (d mqttDelivery) Message() *message.Message { return d.d.Message }
 func (d mqttDelivery) Attempt() int              { return d.d.Attempt }
 func (d mqttDelivery) Ack() error                { return d.d.Ack() }
 func (d mqttDelivery) Nack(reason string) error  { return d.d.Nack(reason) }
+
+// retainArrived keeps, at this site's MQTT front door, a retained
+// publish that arrived from another site, so that a subscriber that comes
+// here later gets it as its topic's retained message: the live publish
+// crosses sites by interest forwarding, and each site keeps what it saw
+// pass. A failure loses the publish nothing: it is only logged.
+func (n *Node) retainArrived(m *message.Message) {
+	g := n.retainer.Load()
+	if g == nil {
+		return
+	}
+	if err := g.RetainArrived(m); err != nil {
+		n.log.Warn("mqtt retained message from another site not kept", slog.String("topic", m.Destination), slog.Any(logkey.Error, err))
+	}
+}
 
 // sharedSecret is the shared secret in force.
 func (n *Node) sharedSecret() string {

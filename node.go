@@ -109,6 +109,10 @@ type Node struct {
 	inboxDone chan struct{}
 	// mqtt is the MQTT listener; nil when it is off.
 	mqtt *mqttgw.Gateway
+	// retainer is mqtt for the inbox pump, which starts before it and
+	// keeps the retained publishes that arrive from other sites
+	// (retainArrived): set once the listener runs, cleared as it stops.
+	retainer atomic.Pointer[mqttgw.Gateway]
 
 	// mu guards addresses, listeners, closed and confStatus.
 	mu        sync.Mutex

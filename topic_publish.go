@@ -183,12 +183,14 @@ func (n *Node) inboxPump(ctx context.Context, q *queue.Queue) {
 func (n *Node) fanOutInbox(batch []*queue.Delivery) {
 	ops := make([]*queue.Op, len(batch))
 	errs := make([]error, len(batch))
+	ms := make([]*message.Message, len(batch))
 	for i, d := range batch {
 		m := decodeOrDeadLetter(n.log, d)
 		if m == nil {
 			batch[i] = nil
 			continue
 		}
+		ms[i] = m
 		name, _, _ := message.ParseDestination(m.Destination)
 		if name == interestAddr {
 			errs[i] = n.applyInterest(context.Background(), m)
@@ -209,6 +211,9 @@ func (n *Node) fanOutInbox(batch []*queue.Delivery) {
 		if err != nil {
 			_ = d.Nack(err.Error())
 			continue
+		}
+		if ops[i] != nil {
+			n.retainArrived(ms[i])
 		}
 		_ = d.Ack()
 	}

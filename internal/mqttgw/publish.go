@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/petrelmq/petrel/message"
 )
 
 // OnPublish hands a client's publish to the node. A QoS 1 publish is
@@ -134,6 +137,32 @@ func (g *Gateway) reserveRetained(pk packets.Packet) (release func(), ok bool) {
 		delete(g.retainPending, topic)
 		g.retainMu.Unlock()
 	}, true
+}
+
+// RetainArrived keeps a retained publish that arrived from another site
+// (a Petrel message whose mqtt.retain property is set) as its topic's
+// retained message here, or deletes the topic's for an empty one, as a
+// publish of a client of this node would. One without that property is
+// none of its business. One whose topic has no MQTT form, or that would
+// add a topic past MaxRetained (counted in petrel_mqtt_refused_total
+// {reason="retained"}), is not kept.
+func (g *Gateway) RetainArrived(m *message.Message) error {
+	if v, ok := m.Properties.Get(propRetain); !ok || !v.Bool() {
+		return nil
+	}
+	name, _, _ := message.ParseDestination(m.Destination)
+	topic, err := TopicFromPetrel(name)
+	if err != nil {
+		return err
+	}
+	pk := toPacket(m, topic, msgQoS(m), time.Now())
+	release, ok := g.reserveRetained(pk)
+	if !ok {
+		g.metrics.refusedRetained.Add(1)
+		return fmt.Errorf("retained messages at their bound (mqtt.max_retained %d)", g.cfg.MaxRetained)
+	}
+	defer release()
+	return g.retain(pk)
 }
 
 // retain stores pk as its topic's retained message (or deletes it, for an
