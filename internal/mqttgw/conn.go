@@ -31,10 +31,14 @@ type connState struct {
 	cancel context.CancelFunc
 	slots  chan struct{}
 
-	mu       sync.Mutex
-	lastID   uint16
-	stopped  bool
-	pumps    map[string]*pump
+	mu      sync.Mutex
+	lastID  uint16
+	stopped bool
+	pumps   map[string]*pump
+	// sys holds the client's $SYS filters, which mochi serves itself:
+	// they count toward MaxSubscriptions as the pumps do, since each is an
+	// entry of mochi's index.
+	sys      map[string]bool
 	inflight map[uint16]sent
 	// acks are the QoS 1 publishes waiting for their commit (ackLater);
 	// nil until the first.
@@ -73,7 +77,7 @@ func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
 		n = rm
 	}
 	st := &connState{g: g, cl: cl, conn: c, slots: make(chan struct{}, n),
-		pumps: map[string]*pump{}, inflight: map[uint16]sent{}}
+		pumps: map[string]*pump{}, sys: map[string]bool{}, inflight: map[uint16]sent{}}
 	st.ctx, st.cancel = context.WithCancel(g.ctx)
 	return st
 }
@@ -82,12 +86,15 @@ func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
 // one running (MQTT-3.8.4-3: a repeated filter replaces the subscription
 // without interrupting its flow).
 func (st *connState) subscribe(sub packets.Subscription, durable, bounded bool) error {
-	if isSys(sub.Filter) {
-		return nil // mochi delivers its own $SYS topics
-	}
-	pattern, err := petrelFilter(sub.Filter)
-	if err != nil {
-		return err
+	sys := isSys(sub.Filter)
+	var (
+		pattern string
+		err     error
+	)
+	if !sys {
+		if pattern, err = petrelFilter(sub.Filter); err != nil {
+			return err
+		}
 	}
 	st.mu.Lock()
 	if p := st.pumps[sub.Filter]; p != nil {
@@ -95,9 +102,14 @@ func (st *connState) subscribe(sub packets.Subscription, durable, bounded bool) 
 		st.mu.Unlock()
 		return nil
 	}
-	if max := st.g.cfg.MaxSubscriptions; bounded && len(st.pumps) >= max {
+	if max := st.g.cfg.MaxSubscriptions; bounded && !st.sys[sub.Filter] && len(st.pumps)+len(st.sys) >= max {
 		st.mu.Unlock()
 		return fmt.Errorf("%w: the client holds %d topic filters (mqtt.max_subscriptions)", errTooManySubscriptions, max)
+	}
+	if sys {
+		st.sys[sub.Filter] = true // mochi delivers its own $SYS topics
+		st.mu.Unlock()
+		return nil
 	}
 	stopped := st.stopped
 	st.mu.Unlock()
@@ -148,6 +160,7 @@ func (st *connState) unsubscribe(filter string) {
 	st.mu.Lock()
 	p := st.pumps[filter]
 	delete(st.pumps, filter)
+	delete(st.sys, filter)
 	st.mu.Unlock()
 	if p != nil {
 		p.stop()

@@ -126,3 +126,39 @@ func TestSysIntervalChecked(t *testing.T) {
 		}
 	}
 }
+
+// $SYS filters count toward max_subscriptions as the others do: each is
+// an entry of the broker's index, so a client cannot add them without
+// bound. One the client holds already is taken again, and one it drops
+// makes room.
+func TestSysFiltersBounded(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.MQTT.MaxSubscriptions = 2
+	tn := openNode(t, cfg)
+	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "many", CleanStart: true}, paho.ClientConfig{})
+	code := func(filter string) byte {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		sa, _ := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 0}}})
+		if sa == nil || len(sa.Reasons) != 1 {
+			t.Fatalf("subscribe %q: %+v", filter, sa)
+		}
+		return sa.Reasons[0]
+	}
+	for _, tc := range []struct {
+		filter string
+		want   byte
+	}{{"$SYS/broker/a", 0}, {"$SYS/broker/b", 0}, {"$SYS/broker/c", 0x97}, {"$SYS/broker/a", 0}, {"sensors/x", 0x97}} {
+		if got := code(tc.filter); got != tc.want {
+			t.Fatalf("subscribe %q: 0x%02x, want 0x%02x", tc.filter, got, tc.want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{"$SYS/broker/a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := code("sensors/x"); got != 0 {
+		t.Fatalf("subscribe sensors/x once a $SYS filter went: 0x%02x, want 0", got)
+	}
+}
