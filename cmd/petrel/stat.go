@@ -137,8 +137,8 @@ func printMQTT(w io.Writer, m *petrel.MQTTStats) {
 	if m.WebSocket != "" {
 		fmt.Fprintf(w, "          websocket %s\n", m.WebSocket)
 	}
-	fmt.Fprintf(w, "          shared groups %d  wills delayed %d  sent %d  discarded %d  qos2 awaiting pubrel %d\n",
-		m.SharedGroups, m.WillsDelayed, m.WillsSent, m.WillsDiscarded, m.QoS2Pending)
+	fmt.Fprintf(w, "          shared groups %d  wills delayed %d  sent %d  discarded %d  qos2 awaiting pubrel %d  to resend %d  pubrels resent %d\n",
+		m.SharedGroups, m.WillsDelayed, m.WillsSent, m.WillsDiscarded, m.QoS2Pending, m.ResendNoted, m.ResentReleases)
 	if len(m.List) == 0 {
 		return
 	}

@@ -117,3 +117,14 @@ topics:
 		}
 	}
 }
+
+// petrel stat's MQTT lines show what a resumed session will get again:
+// the deliveries noted to resend under their identifiers, and the PUBRELs
+// sent again so far.
+func TestStatMQTTResends(t *testing.T) {
+	var b strings.Builder
+	printMQTT(&b, &petrel.MQTTStats{Listen: "127.0.0.1:1883", QoS2Pending: 2, ResendNoted: 3, ResentReleases: 1})
+	if want := "qos2 awaiting pubrel 2  to resend 3  pubrels resent 1"; !strings.Contains(b.String(), want) {
+		t.Fatalf("stat shows\n%s\nwant a line with %q", b.String(), want)
+	}
+}
