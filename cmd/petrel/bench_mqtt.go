@@ -17,7 +17,7 @@ func newBenchMQTTCmd() *cobra.Command {
 		Long: `Measure an MQTT broker with paho clients on loopback: --subscribers clients
 subscribe to ` + bench.MQTTTopicPrefix + `<run>/# at --qos, then --clients clients
 publish --messages messages of --size bytes between them, each to its own
-topic ` + bench.MQTTTopicPrefix + `<run>/<client>, keeping --inflight QoS 1
+topic ` + bench.MQTTTopicPrefix + `<run>/<client>, keeping --inflight QoS 1 or 2
 publishes unacknowledged; <run> is random, so that runs sharing a broker
 keep apart. Every subscriber gets every message.
 
@@ -63,11 +63,11 @@ medians and "rounds" in the JSON lists every round.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.Clients, "clients", 8, "publishing clients")
-	f.IntVar(&o.QoS, "qos", 1, "QoS of the publishes and the subscriptions: 0 or 1")
+	f.IntVar(&o.QoS, "qos", 1, "QoS of the publishes and the subscriptions: 0, 1 or 2")
 	f.IntVar(&o.Messages, "messages", 50000, "messages to publish, shared among the clients")
 	f.IntVar(&o.Size, "size", 128, "payload size in `bytes` (at least 12: a send time and a number)")
 	f.IntVar(&o.Subscribers, "subscribers", 1, "subscribing clients, each getting every message (0: publishing alone)")
-	f.IntVar(&o.Inflight, "inflight", 64, "QoS 1 publishes unacknowledged per client")
+	f.IntVar(&o.Inflight, "inflight", 64, "QoS 1 or 2 publishes unacknowledged per client")
 	f.StringVar(&o.Broker, "broker", "", "measure the MQTT broker at this `URL` (tcp://host:port) instead of a Petrel node")
 	f.BoolVar(&o.AgainstMosquitto, "against-mosquitto", false, "measure mosquitto (persistence on) in each round too, as the baseline")
 	f.StringVar(&o.Mosquitto, "mosquitto", "", "mosquitto `binary` (default: on PATH, else "+bench.DefaultMosquitto+")")

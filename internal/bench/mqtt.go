@@ -123,8 +123,8 @@ func (o MQTTOptions) validate() error {
 	if o.Messages > 1<<31 {
 		return usageErrorf("invalid argument %d for \"--messages\" flag: want at most %d", o.Messages, 1<<31)
 	}
-	if o.QoS != 0 && o.QoS != 1 {
-		return usageErrorf("invalid argument %d for \"--qos\" flag: want 0 or 1", o.QoS)
+	if o.QoS < 0 || o.QoS > 2 {
+		return usageErrorf("invalid argument %d for \"--qos\" flag: want 0, 1 or 2", o.QoS)
 	}
 	if o.Broker != "" {
 		u, err := url.Parse(o.Broker)

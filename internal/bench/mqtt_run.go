@@ -20,7 +20,7 @@ import (
 // One round of the MQTT bench against one broker: --subscribers clients
 // subscribe to MQTTTopicPrefix<run>/#, then --clients clients publish
 // --messages messages between them to MQTTTopicPrefix<run>/<client>, each
-// keeping --inflight QoS 1 publishes unacknowledged. <run> is random, so
+// keeping --inflight QoS 1 or 2 publishes unacknowledged. <run> is random, so
 // that two runs sharing a broker do not count each other's messages. Every message carries its
 // send time and its number, so that each subscriber counts every copy,
 // once, and times publish -> delivery.

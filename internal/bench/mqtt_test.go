@@ -19,7 +19,8 @@ func TestMQTTOptionsValidate(t *testing.T) {
 		flag string
 	}{
 		{"no clients", func(o *MQTTOptions) { o.Clients = 0 }, "--clients"},
-		{"qos 2", func(o *MQTTOptions) { o.QoS = 2 }, "--qos"},
+		{"qos 3", func(o *MQTTOptions) { o.QoS = 3 }, "--qos"},
+		{"qos -1", func(o *MQTTOptions) { o.QoS = -1 }, "--qos"},
 		{"size below the stamp", func(o *MQTTOptions) { o.Size = mqttStamp - 1 }, "--size"},
 		{"negative subscribers", func(o *MQTTOptions) { o.Subscribers = -1 }, "--subscribers"},
 		{"no inflight", func(o *MQTTOptions) { o.Inflight = 0 }, "--inflight"},

@@ -168,6 +168,8 @@ func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 		return pk, h.refuseDollar(cl, pk)
 	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 2 && !pk.FixedHeader.Dup:
 		h.staleQoS2(cl, pk)
+	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 2:
+		h.pendingPubrec(cl, pk.PacketID)
 	case pk.FixedHeader.Type == packets.Pubrec && pk.ReasonCode < packets.ErrUnspecifiedError.Code:
 		// Before mochi answers it with the PUBREL.
 		if st := h.conn(cl); st != nil {
@@ -185,18 +187,8 @@ func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 // mochi then drops the packet, as before.
 func (h *hook) refuseDollar(cl *mqtt.Client, pk packets.Packet) error {
 	h.g.metrics.refused.Add(1)
-	if pk.FixedHeader.Qos == 0 {
-		return nil
-	}
-	if cl.Properties.ProtocolVersion < 5 {
-		return packets.ErrRejectPacket
-	}
-	typ := byte(packets.Puback)
-	if pk.FixedHeader.Qos == 2 {
-		typ = packets.Pubrec
-	}
-	return cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: typ}, PacketID: pk.PacketID,
-		ReasonCode: CodeTopicNameBad, Properties: packets.Properties{ReasonString: "the broker's '$' topics take no publish"}})
+	h.refuse(cl, refOf(pk), &Refusal{Code: CodeTopicNameBad, Reason: "the broker's '$' topics take no publish"})
+	return nil
 }
 
 // OnSessionEstablish runs before mochi takes over an existing session of

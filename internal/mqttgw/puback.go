@@ -4,8 +4,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// pendingAck is a QoS 1 publish submitted to the node, whose PUBACK waits
-// for its commit. It keeps of the publish only what the PUBACK or a
+// pendingAck is a QoS 1 or 2 publish submitted to the node, whose PUBACK
+// or PUBREC waits for its commit. It keeps of the publish only what the PUBACK or a
 // refusal needs: a whole packets.Packet is some 600 bytes, copied into
 // the queue and out of it for every publish.
 type pendingAck struct {
@@ -13,9 +13,9 @@ type pendingAck struct {
 	commit Commit
 }
 
-// ackLater queues pk's PUBACK until its commit. One goroutine per
-// connection, started with its first QoS 1 publish and ended with the
-// connection, sends them in the order the publishes came (MQTT-4.6.0-2);
+// ackLater queues pk's PUBACK or PUBREC until its commit. One goroutine per
+// connection, started with its first QoS 1 or 2 publish and ended with the
+// connection, sends them in the order the publishes came (MQTT-4.6.0-2, -3);
 // the node commits one connection's publishes in that order too. The
 // queue holds the Receive Maximum the node announces: a client with more
 // unacknowledged publishes waits here, its next packets unread.
@@ -88,16 +88,25 @@ func (st *connState) ackLoop(h *hook) {
 	}
 }
 
-// answer sends the PUBACK of a committed publish, or its refusal.
+// answer sends the PUBACK or PUBREC of a committed publish, or its
+// refusal.
 func (st *connState) answer(h *hook, p pendingAck) {
-	if err := p.commit.Err(); err != nil {
+	err := p.commit.Err()
+	if p.ref.qos == 2 {
+		h.pubrecDone(st.cl, p.ref.id, p.commit, err)
+	}
+	if err != nil {
 		h.g.metrics.refused.Add(1)
 		h.refuse(st.cl, p.ref, err)
 		return
 	}
-	h.g.metrics.published[1].Add(1)
+	typ := packets.Puback
+	if p.ref.qos == 2 {
+		typ = packets.Pubrec
+	}
+	h.g.metrics.published[p.ref.qos].Add(1)
 	_ = st.cl.WritePacket(packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: packets.Puback},
+		FixedHeader: packets.FixedHeader{Type: typ},
 		PacketID:    p.ref.id,
 		ReasonCode:  packets.CodeSuccess.Code,
 	})

@@ -13,12 +13,12 @@ import (
 	"github.com/petrelmq/petrel/message"
 )
 
-// OnPublish hands a client's publish to the node. A QoS 1 publish is
-// submitted, and its PUBACK sent by the connection's acker once the node
-// committed it (ackLater): never for what a crash could lose, and without
-// holding up the connection's next publishes, which share the commit. A
-// QoS 2 or retained publish is awaited here, before mochi's PUBREC or
-// PUBACK. QoS 0 is submitted, not awaited.
+// OnPublish hands a client's publish to the node. A QoS 1 or 2 publish is
+// submitted, and its PUBACK or PUBREC sent by the connection's acker once
+// the node committed it (ackLater): never for what a crash could lose,
+// and without holding up the connection's next publishes, which share the
+// commit. A retained publish is awaited here, before mochi's PUBACK or
+// PUBREC. QoS 0 is submitted, not awaited.
 //
 // mochi is told to ignore the message (CodeSuccessIgnore): it acks but
 // does not route it; every delivery comes from a Petrel subscription.
@@ -44,8 +44,19 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	if qos == 2 && persistent(cl) && !h.qos2Admit(cl) {
 		return pk, packets.ErrRejectPacket
 	}
-	// The marker commits with the message, before mochi's PUBREC.
+	// The marker commits with the message, before the PUBREC.
 	mark := qos2Mark(cl, pk)
+	if qos == 2 && !pk.FixedHeader.Retain {
+		c, err := h.g.submit(st.conn, pk, &st.topic, mark)
+		if err != nil {
+			h.g.metrics.refused.Add(1)
+			h.refuse(cl, refOf(pk), err)
+			return pk, packets.ErrRejectPacket
+		}
+		h.awaitPubrec(cl, pk.PacketID, mark, c)
+		st.ackLater(h, refOf(pk), c)
+		return pk, packets.ErrRejectPacket
+	}
 	if err := h.g.publish(st.conn, pk, &st.topic, mark); err != nil {
 		h.g.metrics.refused.Add(1)
 		h.refuse(cl, refOf(pk), err)

@@ -51,9 +51,88 @@ type qos2Markers struct {
 	mu      sync.Mutex
 	pending map[string]map[uint16]struct{} // markers kept, by client id
 	total   int
+	// commits are the QoS 2 publishes whose PUBREC waits for their
+	// commit, by client id and packet identifier (awaitPubrec).
+	commits map[string]map[uint16]Commit
 }
 
-func newQoS2Markers() *qos2Markers { return &qos2Markers{pending: map[string]map[uint16]struct{}{}} }
+func newQoS2Markers() *qos2Markers {
+	return &qos2Markers{pending: map[string]map[uint16]struct{}{}, commits: map[string]map[uint16]Commit{}}
+}
+
+// A QoS 2 publish's PUBREC goes once its commit is done, from the
+// connection's acker (ackLater), so that the reader takes the next
+// publishes meanwhile and they share the commit: awaiting each commit on
+// the reader made a client's QoS 2 publishes one commit each. The PUBREC
+// entry of mochi's in-flight table is set at once, as mochi sets it for
+// its own: the PUBREL finds it, and a PUBLISH sent again under its
+// identifier (MQTT-4.3.3-10) is caught by it rather than stored twice.
+// Such a PUBLISH comes only on a new connection of the session, and may
+// come before that commit is done: OnPacketRead then waits for it
+// (pendingPubrec), and if the commit failed, the entry goes, and the
+// PUBLISH is taken as the first.
+
+// awaitPubrec sets cl's PUBREC entry for id, whose publish was submitted
+// with mark and commits with c, and notes c.
+func (h *hook) awaitPubrec(cl *mqtt.Client, id uint16, mark string, c Commit) {
+	// As mochi does for its own PUBREC; the PUBCOMP gives it back.
+	cl.State.Inflight.DecreaseReceiveQuota()
+	rec := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrec}, PacketID: id, Created: time.Now().Unix()}
+	if cl.State.Inflight.Set(rec) {
+		atomic.AddInt64(&h.g.srv.Info.Inflight, 1)
+	}
+	q := h.g.qos2
+	if mark != "" {
+		q.add(cl.ID, id)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := q.commits[cl.ID]
+	if ids == nil {
+		ids = map[uint16]Commit{}
+		q.commits[cl.ID] = ids
+	}
+	ids[id] = c
+}
+
+// pubrecDone settles id's commit c, which ended with err. The first to
+// settle it forgets it and, when it failed, takes back what awaitPubrec
+// set: the client learns its publish was not taken, and may send it
+// again under the same identifier.
+func (h *hook) pubrecDone(cl *mqtt.Client, id uint16, c Commit, err error) {
+	q := h.g.qos2
+	q.mu.Lock()
+	first := q.commits[cl.ID][id] == c
+	if first {
+		delete(q.commits[cl.ID], id)
+		if len(q.commits[cl.ID]) == 0 {
+			delete(q.commits, cl.ID)
+		}
+	}
+	q.mu.Unlock()
+	if !first || err == nil {
+		return
+	}
+	if cl.State.Inflight.Delete(id) {
+		atomic.AddInt64(&h.g.srv.Info.Inflight, -1)
+		cl.State.Inflight.IncreaseReceiveQuota()
+	}
+	q.remove(cl.ID, id) // its marker did not commit
+}
+
+// pendingPubrec waits, for a PUBLISH sent again under id, until the
+// commit of the first one is done, if it is not: its PUBREC entry then
+// answers it only if that publish was taken.
+func (h *hook) pendingPubrec(cl *mqtt.Client, id uint16) {
+	q := h.g.qos2
+	q.mu.Lock()
+	c := q.commits[cl.ID][id]
+	q.mu.Unlock()
+	if c == nil {
+		return
+	}
+	h.pubrecDone(cl, id, c, waitCommit(h.g.ctx, c))
+}
 
 // qos2Prefix starts every marker's key.
 const qos2Prefix = "qos2/"
@@ -170,6 +249,7 @@ func (g *Gateway) qos2Forget(clientID string) {
 	marks := g.resends.forget(clientID)
 	q := g.qos2
 	q.mu.Lock()
+	delete(q.commits, clientID)
 	ids := q.pending[clientID]
 	q.total -= len(ids)
 	delete(q.pending, clientID)

@@ -1,6 +1,7 @@
 package mqttgw_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 )
@@ -225,5 +227,65 @@ func TestQoS2CleanStartDropsMarkers(t *testing.T) {
 	}
 	if d := tn.depth("all"); d != 5 {
 		t.Fatalf("stored %d, want 5", d)
+	}
+}
+
+// A QoS 2 publish's PUBREC waits for its commit on the connection's
+// acker, while its PUBREC entry is set at once. When the commit fails (the
+// store is full), the PUBREC says so (0x97) and the entry goes: a new
+// publish under the same identifier is taken, not answered as a duplicate
+// of a message the node never stored. A PUBLISH sent again (DUP) while
+// that commit is pending waits for it, and is not answered with success
+// by the entry of a message that then fails to commit.
+func TestQoS2PubrecAfterAFailedCommit(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Store.MaxMessages = 2
+	tn := openNode(t, cfg)
+	tn.durable("t.#", "all")
+	rc, _ := dialSession(t, tn, "full", true)
+	for id := uint16(1); id <= 2; id++ {
+		rc.Write(&packets.Publish{Topic: "t/f", QoS: 1, PacketID: id, Payload: []byte{byte(id)}})
+		rc.Until(packets.PUBACK, id)
+	}
+	// The store is full. A PUBLISH, and the same again with DUP in the
+	// same write: both are refused, neither answered with success.
+	var b bytes.Buffer
+	(&packets.Publish{Topic: "t/f", QoS: 2, PacketID: 7, Payload: []byte("x")}).WriteTo(&b)
+	(&packets.Publish{Topic: "t/f", QoS: 2, PacketID: 7, Duplicate: true, Payload: []byte("x")}).WriteTo(&b)
+	if _, err := rc.Conn.Write(b.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if p := rc.Until(packets.PUBREC, 7).Content.(*packets.Pubrec); p.ReasonCode != 0x97 {
+			t.Fatalf("PUBREC of a publish the full store refused: 0x%02x, want 0x97", p.ReasonCode)
+		}
+	}
+	// Room again: a new publish under identifier 7 is stored.
+	d, err := tn.Subscribe(context.Background(), "t.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		m, err := d.Receive(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	petreltest.Eventually(t, "room", func() bool { return tn.depth("all") == 0 })
+	rc.Write(&packets.Publish{Topic: "t/f", QoS: 2, PacketID: 7, Payload: []byte("y")})
+	if p := rc.Until(packets.PUBREC, 7).Content.(*packets.Pubrec); p.ReasonCode != 0 {
+		t.Fatalf("PUBREC of the new publish under 7: 0x%02x, want success", p.ReasonCode)
+	}
+	rc.Write(&packets.Pubrel{PacketID: 7})
+	rc.Until(packets.PUBCOMP, 7)
+	m, err := d.Receive(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Body) != "y" {
+		t.Fatalf("stored %q, want the new publish", m.Body)
 	}
 }
