@@ -288,8 +288,13 @@ func (st *connState) keep(key string, then func()) bool {
 	st.g.wg.Add(1)
 	go func() {
 		defer st.g.wg.Done()
-		<-c.Done() // the store finishes every op it took
-		done(c.Err())
+		// The store finishes every op it took; a gateway that closes
+		// first (its connections are going) does not wait for it.
+		select {
+		case <-c.Done():
+			done(c.Err())
+		case <-st.g.ctx.Done():
+		}
 		_ = cc.ungate()
 	}()
 	return true
