@@ -40,6 +40,11 @@ type connState struct {
 	// entry of mochi's index.
 	sys      map[string]bool
 	inflight map[uint16]sent
+	// resends is whether the session had deliveries noted to resend when
+	// this connection began (see resends). Only its last connection's end,
+	// or the node's start, notes them, both before this connection
+	// began: a connection without any leaves the notes of others alone.
+	resends bool
 	// acks are the QoS 1 publishes waiting for their commit (ackLater);
 	// nil until the first.
 	acks chan pendingAck
@@ -79,6 +84,7 @@ func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
 	st := &connState{g: g, cl: cl, conn: c, slots: make(chan struct{}, n),
 		pumps: map[string]*pump{}, sys: map[string]bool{}, inflight: map[uint16]sent{}}
 	st.ctx, st.cancel = context.WithCancel(g.ctx)
+	st.resends = g.resends.has(cl.ID)
 	return st
 }
 
@@ -250,7 +256,7 @@ func (st *connState) packetID() (uint16, bool) {
 		if st.lastID < 1<<15 {
 			st.lastID = 1<<16 - 1
 		}
-		if st.idFree(st.lastID) && !st.g.resends.reserved(st.cl.ID, st.lastID) {
+		if st.idFree(st.lastID) && !(st.resends && st.g.resends.reserved(st.cl.ID, st.lastID)) {
 			return st.lastID, true
 		}
 	}
@@ -289,7 +295,7 @@ func (st *connState) idFree(id uint16) bool {
 // under it. The note stays, keeping its identifier from other
 // deliveries, until deliver has d in flight under it: done forgets it.
 func (p *pump) resent(d Delivery) (n resendNote, done func(), ok bool) {
-	if p.shared {
+	if p.shared || !p.st.resends {
 		return resendNote{}, nil, false
 	}
 	st := p.st

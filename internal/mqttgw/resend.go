@@ -146,6 +146,16 @@ func (r *resends) drop(client string, k resendKey) {
 	r.total.Add(-1)
 }
 
+// has reports whether client has any note.
+func (r *resends) has(client string) bool {
+	if r.total.Load() == 0 {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.by[client] != nil
+}
+
 // reserved reports whether id is noted for one of client's deliveries.
 func (r *resends) reserved(client string, id uint16) bool {
 	if r.total.Load() == 0 {
