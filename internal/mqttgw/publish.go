@@ -28,32 +28,24 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		return pk, packets.ErrRejectPacket
 	}
 	qos := pk.FixedHeader.Qos
-	if qos == 1 && !pk.FixedHeader.Retain {
-		// The PUBACK is ours, sent once the commit is done, by the
-		// connection's acker, so that this connection's next publishes
-		// are read meanwhile and share the commit.
-		c, err := h.g.submit(st.conn, pk, &st.topic, "")
-		if err != nil {
-			h.g.metrics.refused.Add(1)
-			h.refuse(cl, refOf(pk), err)
-			return pk, packets.ErrRejectPacket
-		}
-		st.ackLater(h, refOf(pk), c)
-		return pk, packets.ErrRejectPacket
-	}
 	if qos == 2 && persistent(cl) && !h.qos2Admit(cl) {
 		return pk, packets.ErrRejectPacket
 	}
 	// The marker commits with the message, before the PUBREC.
 	mark := qos2Mark(cl, pk)
-	if qos == 2 && !pk.FixedHeader.Retain {
+	if qos > 0 && !pk.FixedHeader.Retain {
+		// The PUBACK or PUBREC is ours, sent once the commit is done,
+		// by the connection's acker, so that this connection's next
+		// publishes are read meanwhile and share the commit.
 		c, err := h.g.submit(st.conn, pk, &st.topic, mark)
 		if err != nil {
 			h.g.metrics.refused.Add(1)
 			h.refuse(cl, refOf(pk), err)
 			return pk, packets.ErrRejectPacket
 		}
-		h.awaitPubrec(cl, pk.PacketID, mark, c)
+		if qos == 2 {
+			h.awaitPubrec(cl, pk.PacketID, mark, c)
+		}
 		st.ackLater(h, refOf(pk), c)
 		return pk, packets.ErrRejectPacket
 	}
