@@ -67,11 +67,10 @@ type pump struct {
 	shared bool
 }
 
-// sent is a delivery in flight, with the filter it went for.
+// sent is a delivery in flight, with the pump of the filter it went for.
 type sent struct {
 	d        Delivery
-	filter   string
-	shared   bool
+	p        *pump
 	mark     string // its key in the store (markSent, markReleased)
 	released bool   // its PUBREC came
 }
@@ -195,10 +194,10 @@ func (st *connState) stop() {
 	bound := maxResendNotes(st.g.cfg)
 	for id, f := range inflight {
 		// Noted before the nack, which may deliver it again at once.
-		if keep && !f.shared {
+		if keep && !f.p.shared {
 			pk, _ := st.cl.State.Inflight.Get(id)
 			n := resendNote{packetID: id, released: f.released || pk.FixedHeader.Type == packets.Pubrel, mark: f.mark}
-			if !st.g.resends.note(st.cl.ID, keyOf(f.filter, f.d.Message()), n, bound) && f.mark != "" {
+			if !st.g.resends.note(st.cl.ID, f.p.key(f.d), n, bound) && f.mark != "" {
 				st.g.unmarkLater(st.cl.ID, f.mark)
 			}
 		}
@@ -299,7 +298,7 @@ func (p *pump) resent(d Delivery) (n resendNote, done func(), ok bool) {
 		return resendNote{}, nil, false
 	}
 	st := p.st
-	k := keyOf(p.filter, d.Message())
+	k := p.key(d)
 	if n, ok = st.g.resends.peek(st.cl.ID, k); !ok {
 		return resendNote{}, nil, false
 	}
@@ -323,7 +322,7 @@ func (p *pump) release(d Delivery, id uint16, mark string) bool {
 		_ = d.Nack("mqtt: connection closed")
 		return false
 	}
-	st.inflight[id] = sent{d: d, filter: p.filter, shared: p.shared, mark: mark, released: true}
+	st.inflight[id] = sent{d: d, p: p, mark: mark, released: true}
 	st.mu.Unlock()
 	st.inflightSet(pk)
 	if err := st.cl.WritePacket(pk); err == nil {
@@ -469,7 +468,7 @@ func (p *pump) deliver(d Delivery) bool {
 		_ = d.Nack("mqtt: connection closed")
 		return false
 	}
-	st.inflight[pk.PacketID] = sent{d: d, filter: p.filter, shared: p.shared, mark: mark}
+	st.inflight[pk.PacketID] = sent{d: d, p: p, mark: mark}
 	st.mu.Unlock()
 	kept := mark
 	mark = "" // the table's now

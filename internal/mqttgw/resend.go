@@ -209,9 +209,10 @@ func (r *resends) attachMark(client string, k resendKey, id uint16, mark string)
 	return true
 }
 
-// keyOf is the note key of a delivery of m for filter.
-func keyOf(filter string, m *message.Message) resendKey {
-	return resendKey{filter: filter, origin: m.Origin, id: m.ID}
+// key is the note key of p's delivery d.
+func (p *pump) key(d Delivery) resendKey {
+	m := d.Message()
+	return resendKey{filter: p.filter, origin: m.Origin, id: m.ID}
 }
 
 // The store's keys of QoS 2 deliveries to persistent sessions: sentPrefix
@@ -326,7 +327,7 @@ func (st *connState) keyFailed(err error) {
 // key, "" if none was kept.
 func (p *pump) markSent(id uint16, d Delivery) string {
 	st := p.st
-	key := outKey(sentPrefix, st.cl.ID, id, keyOf(p.filter, d.Message()))
+	key := outKey(sentPrefix, st.cl.ID, id, p.key(d))
 	if !st.keep(key, nil) {
 		return ""
 	}
@@ -343,10 +344,10 @@ func (st *connState) markReleased(id uint16) {
 	st.mu.Lock()
 	f, ok := st.inflight[id]
 	st.mu.Unlock()
-	if !ok || f.shared || f.released || !persistent(st.cl) {
+	if !ok || f.p.shared || f.released || !persistent(st.cl) {
 		return
 	}
-	k := keyOf(f.filter, f.d.Message())
+	k := f.p.key(f.d)
 	key := outKey(releasePrefix, st.cl.ID, id, k)
 	if !st.keep(key, func() { st.g.unmarkLater(st.cl.ID, f.mark) }) {
 		return
