@@ -24,6 +24,17 @@ func dialSession(t *testing.T, tn *testNode, id string, clean bool) (*mqttraw.Co
 	return mqttraw.Session(t, tn.MQTTAddr(), id, clean)
 }
 
+// resumeSession connects client id, resuming its session, which must be
+// present.
+func resumeSession(t *testing.T, tn *testNode, id string) *mqttraw.Conn {
+	t.Helper()
+	c, ca := dialSession(t, tn, id, false)
+	if !ca.SessionPresent {
+		t.Fatalf("session %q not present", id)
+	}
+	return c
+}
+
 // The PUBRECs of a persistent session's QoS 2 publishes awaiting PUBREL
 // survive a restart (each PUBLISH sent again is not stored again, each
 // PUBREL is answered with success), and are bounded by the Receive
@@ -55,10 +66,7 @@ func TestQoS2PendingBound(t *testing.T) {
 		t.Fatalf("after restart: %d pending, want 10", n)
 	}
 
-	rc, ca := dialSession(t, tn, "burst", false)
-	if !ca.SessionPresent {
-		t.Fatal("session not present")
-	}
+	rc = resumeSession(t, tn, "burst")
 	rc.Write(&packets.Publish{Topic: "t/b", QoS: 2, PacketID: 3, Duplicate: true, Payload: []byte{3}})
 	if p := rc.Until(packets.PUBREC, 3); p.Content.(*packets.Pubrec).ReasonCode != 0 {
 		t.Fatalf("PUBREC of a PUBLISH sent again: %v", p)

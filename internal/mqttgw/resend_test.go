@@ -54,10 +54,7 @@ func TestResendUnderPacketIdentifiers(t *testing.T) {
 		t.Error("/metrics lacks petrel_mqtt_resend_noted 3")
 	}
 
-	sub, ca := dialSession(t, tn, "resumer", false)
-	if !ca.SessionPresent {
-		t.Fatal("session not present")
-	}
+	sub = resumeSession(t, tn, "resumer")
 	got := map[string]bool{}
 	for range 3 {
 		p := sub.Read()
@@ -241,10 +238,7 @@ func TestResendReleaseAcrossRestart(t *testing.T) {
 		t.Fatalf("%d noted after the restart, want 1", n)
 	}
 
-	sub, ca := dialSession(t, tn, "restarted", false)
-	if !ca.SessionPresent {
-		t.Fatal("session not present")
-	}
+	sub = resumeSession(t, tn, "restarted")
 	p := sub.Read()
 	if rel, ok := p.Content.(*packets.Pubrel); !ok || rel.PacketID != id {
 		t.Fatalf("after the restart: %v, want PUBREL %d", p, id)
@@ -324,7 +318,7 @@ func TestResendPublishAcrossRestart(t *testing.T) {
 	sub.Close()
 	tn.restart()
 
-	sub, _ = dialSession(t, tn, "unacked", false)
+	sub = resumeSession(t, tn, "unacked")
 	p, ok := sub.Until(packets.PUBLISH, 0).Content.(*packets.Publish)
 	if !ok || p.PacketID != id || !p.Duplicate || p.Topic != "t/sent" {
 		t.Fatalf("after the restart: %+v, want t/sent again under %d with DUP", p, id)
