@@ -202,7 +202,7 @@ func (st *connState) stop() {
 			}
 		}
 		_ = f.d.Nack("mqtt: connection closed before the client acknowledged it")
-		st.inflightDelete(id)
+		st.g.inflightDelete(st.cl, id)
 	}
 }
 
@@ -262,21 +262,25 @@ func (st *connState) packetID() (uint16, bool) {
 	return 0, false
 }
 
-// inflightSet puts a delivery in mochi's table of packets in flight, and
+// inflightSet puts pk in cl's table of packets in flight (mochi's), and
 // counts it in mochi's figure of them ($SYS/broker/messages/inflight):
-// mochi takes one off that figure at each PUBACK or PUBCOMP, so one not
-// counted in made it drift below zero.
-func (st *connState) inflightSet(pk packets.Packet) {
-	if st.cl.State.Inflight.Set(pk) {
-		atomic.AddInt64(&st.g.srv.Info.Inflight, 1)
+// mochi takes one off that figure at each PUBACK, PUBREL or PUBCOMP, so
+// one not counted in made it drift below zero. Every entry the gateway
+// makes or removes itself goes through here or inflightDelete.
+func (g *Gateway) inflightSet(cl *mqtt.Client, pk packets.Packet) {
+	if cl.State.Inflight.Set(pk) {
+		atomic.AddInt64(&g.srv.Info.Inflight, 1)
 	}
 }
 
-// inflightDelete is inflightSet's inverse, for a delivery given back.
-func (st *connState) inflightDelete(id uint16) {
-	if st.cl.State.Inflight.Delete(id) {
-		atomic.AddInt64(&st.g.srv.Info.Inflight, -1)
+// inflightDelete is inflightSet's inverse; it reports whether id was
+// there.
+func (g *Gateway) inflightDelete(cl *mqtt.Client, id uint16) bool {
+	if !cl.State.Inflight.Delete(id) {
+		return false
 	}
+	atomic.AddInt64(&g.srv.Info.Inflight, -1)
+	return true
 }
 
 // idFree reports whether no packet in flight either way holds id. Called
@@ -324,7 +328,7 @@ func (p *pump) release(d Delivery, id uint16, mark string) bool {
 	}
 	st.inflight[id] = sent{d: d, p: p, mark: mark, released: true}
 	st.mu.Unlock()
-	st.inflightSet(pk)
+	st.g.inflightSet(st.cl, pk)
 	if err := st.cl.WritePacket(pk); err == nil {
 		st.g.metrics.released.Add(1)
 	}
@@ -472,14 +476,14 @@ func (p *pump) deliver(d Delivery) bool {
 	st.mu.Unlock()
 	kept := mark
 	mark = "" // the table's now
-	st.inflightSet(pk)
+	st.g.inflightSet(st.cl, pk)
 	if err := cl.WritePacket(pk); err != nil {
 		if errors.Is(err, packets.ErrPacketTooLarge) {
 			// Larger than the client takes (MQTT-3.1.2-25): discarded.
 			st.mu.Lock()
 			delete(st.inflight, pk.PacketID)
 			st.mu.Unlock()
-			st.inflightDelete(pk.PacketID)
+			st.g.inflightDelete(st.cl, pk.PacketID)
 			st.g.metrics.undeliverable.Add(1)
 			_ = d.Ack()
 			st.g.unmarkLater(cl.ID, kept)

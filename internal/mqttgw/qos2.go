@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -78,9 +77,7 @@ func (h *hook) awaitPubrec(cl *mqtt.Client, id uint16, mark string, c Commit) {
 	// As mochi does for its own PUBREC; the PUBCOMP gives it back.
 	cl.State.Inflight.DecreaseReceiveQuota()
 	rec := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrec}, PacketID: id, Created: time.Now().Unix()}
-	if cl.State.Inflight.Set(rec) {
-		atomic.AddInt64(&h.g.srv.Info.Inflight, 1)
-	}
+	h.g.inflightSet(cl, rec)
 	q := h.g.qos2
 	if mark != "" {
 		q.add(cl.ID, id)
@@ -113,8 +110,7 @@ func (h *hook) pubrecDone(cl *mqtt.Client, id uint16, c Commit, err error) {
 	if !first || err == nil {
 		return
 	}
-	if cl.State.Inflight.Delete(id) {
-		atomic.AddInt64(&h.g.srv.Info.Inflight, -1)
+	if h.g.inflightDelete(cl, id) {
 		cl.State.Inflight.IncreaseReceiveQuota()
 	}
 	q.remove(cl.ID, id) // its marker did not commit
@@ -373,9 +369,7 @@ func (h *hook) staleQoS2(cl *mqtt.Client, pk packets.Packet) {
 	if !ok || old.FixedHeader.Type != packets.Pubrec {
 		return
 	}
-	if cl.State.Inflight.Delete(pk.PacketID) {
-		atomic.AddInt64(&h.g.srv.Info.Inflight, -1)
-	}
+	h.g.inflightDelete(cl, pk.PacketID)
 	h.qos2Released(cl, pk.PacketID)
 	h.g.log.Debug("mqtt stale qos 2 marker dropped", slog.String("client", cl.ID), slog.Int("packet_id", int(pk.PacketID)))
 }
@@ -385,8 +379,8 @@ func (h *hook) staleQoS2(cl *mqtt.Client, pk packets.Packet) {
 // publishes awaiting PUBREL, which a resumed session inherits.
 func (g *Gateway) clearOutbound(cl *mqtt.Client) {
 	for _, pk := range cl.State.Inflight.GetAll(false) {
-		if pk.FixedHeader.Type != packets.Pubrec && cl.State.Inflight.Delete(pk.PacketID) {
-			atomic.AddInt64(&g.srv.Info.Inflight, -1)
+		if pk.FixedHeader.Type != packets.Pubrec {
+			g.inflightDelete(cl, pk.PacketID)
 		}
 	}
 }
