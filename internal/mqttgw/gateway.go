@@ -15,6 +15,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/message"
 )
 
@@ -200,6 +201,9 @@ type Gateway struct {
 	metrics *metrics
 	tcp     *listeners.TCP
 	ws      *wsListener
+
+	// refusedLog holds back repeated lines of refused publishes.
+	refusedLog ratelog.Limiter
 
 	retainMu      sync.Mutex
 	retainPending map[string]struct{} // new retained topics being stored

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -202,8 +203,12 @@ func (h *hook) refuse(cl *mqtt.Client, pk publishRef, err error) {
 	if !errors.As(err, &r) {
 		r = &Refusal{Code: CodeUnspecified, Reason: err.Error()}
 	}
-	h.g.log.Info("mqtt publish refused", slog.String("client", cl.ID), slog.String("topic", clip(pk.topic)),
-		slog.String("code", fmt.Sprintf("0x%02x", r.Code)), slog.String("reason", r.Reason))
+	// One line per client and code a minute: a client that publishes
+	// what is refused, again and again, must not flood the log.
+	if held, ok := h.g.refusedLog.Allow(cl.ID + "\x00" + strconv.Itoa(int(r.Code))); ok {
+		h.g.log.Info("mqtt publish refused", slog.String("client", cl.ID), slog.String("topic", clip(pk.topic)),
+			slog.String("code", fmt.Sprintf("0x%02x", r.Code)), slog.String("reason", r.Reason), slog.Int64("suppressed", held))
+	}
 	if pk.qos == 0 {
 		return
 	}

@@ -2,6 +2,7 @@ package mqttgw_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,5 +161,26 @@ func TestSysFiltersBounded(t *testing.T) {
 	}
 	if got := code("sensors/x"); got != 0 {
 		t.Fatalf("subscribe sensors/x once a $SYS filter went: 0x%02x, want 0", got)
+	}
+}
+
+// A client that publishes what is refused, again and again, gets each
+// refusal, and the log one line a minute for it: it cannot flood the log.
+func TestRefusedPublishesLogOnce(t *testing.T) {
+	cfg := baseConfig(t)
+	var logs petreltest.SyncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	tn := openNode(t, cfg)
+	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "noisy", CleanStart: true}, paho.ClientConfig{})
+	for range 5 {
+		if pr, _ := publish(c, &paho.Publish{Topic: "$SYS/x", QoS: 1, Payload: []byte("x")}); pr == nil || pr.ReasonCode != 0x90 {
+			t.Fatalf("publish to $SYS/x: %+v, want PUBACK 0x90", pr)
+		}
+	}
+	if n := strings.Count(logs.String(), "mqtt publish refused"); n != 1 {
+		t.Fatalf("%d log lines for 5 refusals, want 1:\n%s", n, logs.String())
+	}
+	if n := tn.Status().MQTT.Refused; n != 5 {
+		t.Fatalf("%d refusals counted, want 5", n)
 	}
 }
