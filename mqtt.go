@@ -358,7 +358,10 @@ func (n *Node) retainArrived(m *message.Message) {
 		return
 	}
 	if err := g.RetainArrived(m); err != nil {
-		n.log.Warn("mqtt retained message from another site not kept", slog.String("topic", m.Destination), slog.Any(logkey.Error, err))
+		if held, ok := n.retainLog.Allow(""); ok {
+			n.log.Warn("mqtt retained message from another site not kept", slog.String("topic", m.Destination),
+				slog.Int64("suppressed", held), slog.Any(logkey.Error, err))
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/internal/mqttgw"
+	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/receiver"
@@ -113,6 +114,9 @@ type Node struct {
 	// keeps the retained publishes that arrive from other sites
 	// (retainArrived): set once the listener runs, cleared as it stops.
 	retainer atomic.Pointer[mqttgw.Gateway]
+	// retainLog holds back repeated lines of retained publishes from
+	// other sites not kept: a peer may send them by the thousand.
+	retainLog ratelog.Limiter
 
 	// mu guards addresses, listeners, closed and confStatus.
 	mu        sync.Mutex
