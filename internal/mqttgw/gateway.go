@@ -202,8 +202,9 @@ type Gateway struct {
 	tcp     *listeners.TCP
 	ws      *wsListener
 
-	// refusedLog holds back repeated lines of refused publishes.
-	refusedLog ratelog.Limiter
+	// refusedLog holds back repeated lines of refused publishes, keyLog
+	// those of QoS 2 deliveries' keys not kept.
+	refusedLog, keyLog ratelog.Limiter
 
 	retainMu      sync.Mutex
 	retainPending map[string]struct{} // new retained topics being stored

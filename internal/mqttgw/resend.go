@@ -312,10 +312,14 @@ func (st *connState) keep(key string, then func()) bool {
 }
 
 // keyFailed logs a delivery's key that did not commit.
+// One line a minute: a full store fails every delivery's key.
 func (st *connState) keyFailed(err error) {
-	if err != nil {
+	if err == nil {
+		return
+	}
+	if held, ok := st.g.keyLog.Allow(""); ok {
 		st.g.log.Warn("mqtt qos 2 delivery's state not kept: after a restart it may go again as a new message",
-			slog.String("client", st.cl.ID), slog.Any("error", err))
+			slog.String("client", st.cl.ID), slog.Int64("suppressed", held), slog.Any("error", err))
 	}
 }
 
