@@ -50,43 +50,29 @@ type corkConn struct {
 	err    error
 }
 
-// gate holds back every write until the matching ungate.
-func (c *corkConn) gate() {
+// gate holds back every write until the matching ungate; cork until
+// the matching uncork, up to corkMax bytes.
+func (c *corkConn) gate() { c.hold(&c.gates) }
+func (c *corkConn) cork() { c.hold(&c.corks) }
+
+// ungate and uncork take a gate or a cork out, and write what was held
+// back once none is left.
+func (c *corkConn) ungate() error { return c.release(&c.gates) }
+func (c *corkConn) uncork() error { return c.release(&c.corks) }
+
+func (c *corkConn) hold(n *int) {
 	c.mu.Lock()
-	c.gates++
+	*n++
 	c.mu.Unlock()
 }
 
-// ungate lifts a gate, and writes what was held back once no gate or
-// cork is left.
-func (c *corkConn) ungate() error {
+func (c *corkConn) release(n *int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gates--
-	if c.gates > 0 {
-		return c.err
+	*n--
+	if c.gates == 0 && c.lifted != nil {
+		c.lifted.Broadcast() // a write waiting past gateMax goes on
 	}
-	if c.lifted != nil {
-		c.lifted.Broadcast()
-	}
-	if c.corks > 0 || len(c.buf) == 0 {
-		return c.err
-	}
-	return c.flushLocked()
-}
-
-// cork holds back the writes until the matching uncork.
-func (c *corkConn) cork() {
-	c.mu.Lock()
-	c.corks++
-	c.mu.Unlock()
-}
-
-// uncork writes what was held back, once the last cork is out.
-func (c *corkConn) uncork() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.corks--
 	if c.corks > 0 || c.gates > 0 || len(c.buf) == 0 {
 		return c.err
 	}
