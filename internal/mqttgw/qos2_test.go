@@ -108,29 +108,25 @@ func TestQoS2PendingBound(t *testing.T) {
 }
 
 // BenchmarkQoS2Publish is one client's QoS 2 publishes to a durable
-// subscription, each awaited to its PUBCOMP, from a clean session and from a persistent one, whose
-// PUBREC is kept in mqtt.db until the PUBREL (two more fsyncs):
+// subscription, each awaited to its PUBCOMP, from a clean session and
+// from a persistent one, whose marker commits with the message and goes
+// at the PUBREL (one more commit):
 //
 //	go test -run XXX -bench BenchmarkQoS2Publish ./internal/mqttgw/
 func BenchmarkQoS2Publish(b *testing.B) {
-	for _, tc := range []struct {
-		name   string
-		expiry uint32
-	}{{"clean", 0}, {"persistent", 3600}} {
-		b.Run(tc.name, func(b *testing.B) {
-			tn := openNode(b, baseConfig(b))
-			// Stored: a publish that no subscription matches is not.
-			tn.durable("t.#", "all")
-			c, _ := pahoClient(b, tn, &paho.Connect{ClientID: "bench", CleanStart: true, KeepAlive: 30,
-				Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(tc.expiry)}}, paho.ClientConfig{})
-			b.ResetTimer()
-			for range b.N {
-				if _, err := publish(c, &paho.Publish{Topic: "t/b", QoS: 2, Payload: []byte("x")}); err != nil {
-					b.Fatal(err)
-				}
+	bySession(b, func(b *testing.B, expiry uint32) {
+		tn := openNode(b, baseConfig(b))
+		// Stored: a publish that no subscription matches is not.
+		tn.durable("t.#", "all")
+		c, _ := pahoClient(b, tn, &paho.Connect{ClientID: "bench", CleanStart: true, KeepAlive: 30,
+			Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(expiry)}}, paho.ClientConfig{})
+		b.ResetTimer()
+		for range b.N {
+			if _, err := publish(c, &paho.Publish{Topic: "t/b", QoS: 2, Payload: []byte("x")}); err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
+		}
+	})
 }
 
 // A marker whose removal a crash undid is stale: a new QoS 2 PUBLISH
@@ -296,4 +292,11 @@ func TestQoS2PubrecAfterAFailedCommit(t *testing.T) {
 	if string(m.Body) != "y" {
 		t.Fatalf("stored %q, want the new publish", m.Body)
 	}
+}
+
+// bySession runs f as a sub-benchmark for a clean session (expiry 0) and
+// for a persistent one.
+func bySession(b *testing.B, f func(b *testing.B, expiry uint32)) {
+	b.Run("clean", func(b *testing.B) { f(b, 0) })
+	b.Run("persistent", func(b *testing.B) { f(b, 3600) })
 }

@@ -249,53 +249,49 @@ func TestResendReleaseAcrossRestart(t *testing.T) {
 
 // BenchmarkQoS2Deliver is Petrel messages delivered at QoS 2 to one paho
 // subscriber, each flow to its PUBCOMP, to a clean session and to a
-// persistent one, which keeps each delivery's PUBREC in the node's store
-// before its PUBREL goes (one more commit, waited for):
+// persistent one, which keeps each delivery's identifier, then its
+// PUBREC, in the node's store before the packet goes (the connection
+// gated until each commits):
 //
 //	go test -run XXX -bench BenchmarkQoS2Deliver ./internal/mqttgw/
 func BenchmarkQoS2Deliver(b *testing.B) {
-	for _, tc := range []struct {
-		name   string
-		expiry uint32
-	}{{"clean", 0}, {"persistent", 3600}} {
-		b.Run(tc.name, func(b *testing.B) {
-			tn := openNode(b, baseConfig(b))
-			got := make(chan struct{}, 1024)
-			c, _ := pahoClient(b, tn, &paho.Connect{ClientID: "bench", CleanStart: true, KeepAlive: 30,
-				Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(tc.expiry)}},
-				paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) {
-					got <- struct{}{}
-					return true, nil
-				}}})
-			subscribe(b, c, "t/#", 2)
-			tn.subscribed(1)
-			p := tn.Producer()
-			ctx := context.Background()
-			b.ResetTimer()
-			// Senders enough that each Send's wait for its commit does
-			// not pace the deliveries.
-			const senders = 32
-			for i := range senders {
-				go func() {
-					for range b.N/senders + min(1, max(0, b.N%senders-i)) {
-						if err := p.Send(ctx, p.CreateDataMessage("t.b")); err != nil {
-							b.Error(err)
-							return
-						}
+	bySession(b, func(b *testing.B, expiry uint32) {
+		tn := openNode(b, baseConfig(b))
+		got := make(chan struct{}, 1024)
+		c, _ := pahoClient(b, tn, &paho.Connect{ClientID: "bench", CleanStart: true, KeepAlive: 30,
+			Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(expiry)}},
+			paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(paho.PublishReceived) (bool, error) {
+				got <- struct{}{}
+				return true, nil
+			}}})
+		subscribe(b, c, "t/#", 2)
+		tn.subscribed(1)
+		p := tn.Producer()
+		ctx := context.Background()
+		b.ResetTimer()
+		// Senders enough that each Send's wait for its commit does
+		// not pace the deliveries.
+		const senders = 32
+		for i := range senders {
+			go func() {
+				for range b.N/senders + min(1, max(0, b.N%senders-i)) {
+					if err := p.Send(ctx, p.CreateDataMessage("t.b")); err != nil {
+						b.Error(err)
+						return
 					}
-				}()
-			}
-			for range b.N {
-				select {
-				case <-got:
-				case <-time.After(petreltest.Patience):
-					b.Fatal("delivery stopped")
 				}
+			}()
+		}
+		for range b.N {
+			select {
+			case <-got:
+			case <-time.After(petreltest.Patience):
+				b.Fatal("delivery stopped")
 			}
-			b.StopTimer()
-			petreltest.Eventually(b, "all completed", func() bool { return tn.Subscriptions()[0].Depth == 0 })
-		})
-	}
+		}
+		b.StopTimer()
+		petreltest.Eventually(b, "all completed", func() bool { return tn.Subscriptions()[0].Depth == 0 })
+	})
 }
 
 // A QoS 2 delivery's identifier is kept in the node's store before its
