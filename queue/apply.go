@@ -59,26 +59,16 @@ func (b *batch) delta(q *Queue) *counters {
 // The writer counts the copies of each body in refs, which holds only
 // the bodies with more than one: a body missing from it has one copy, as
 // the body of every single put has, so that a backlog of sends costs no
-// memory per message here. The counts change in place, one map operation
-// per copy of a shared body, and each change is logged with the count
-// before it so that a batch that rolls back undoes it (undoRefs).
+// memory per message here. The counts change in place, most of them by an
+// index into a window of recent ids (see refCounts), and each change is
+// logged with the count before it so that a batch that rolls back undoes
+// it (undoRefs).
 
 // refsOf returns body's count of copies.
-func (w *writer) refsOf(body int64) int32 {
-	if n, ok := w.refs[body]; ok {
-		return n
-	}
-	return 1
-}
+func (w *writer) refsOf(body int64) int32 { return w.refs.get(body) }
 
 // setRefs sets body's count of copies: 0 for a body freed or never made.
-func (w *writer) setRefs(body int64, n int32) {
-	if n > 1 {
-		w.refs[body] = n
-	} else {
-		delete(w.refs, body)
-	}
-}
+func (w *writer) setRefs(body int64, n int32) { w.refs.set(body, n) }
 
 // newBody counts the n copies of a body the batch made.
 func (w *writer) newBody(body int64, n int32) {

@@ -469,10 +469,10 @@ func TestSingleCopiesAreNotCounted(t *testing.T) {
 	wantRefs := func(s *Store, when string) {
 		t.Helper()
 		settle(t, s) // the writer is idle, and its last change happened before
-		if len(s.w.refs) != 1 {
-			t.Fatalf("%s: the writer counts %d bodies, want 1 (the shared one): %v", when, len(s.w.refs), s.w.refs)
+		if s.w.refs.len() != 1 {
+			t.Fatalf("%s: the writer counts %d bodies, want 1 (the shared one)", when, s.w.refs.len())
 		}
-		for body, n := range s.w.refs {
+		for body, n := range s.w.refs.all() {
 			if n != 2 {
 				t.Fatalf("%s: body %d counted %d times, want 2", when, body, n)
 			}
@@ -500,8 +500,8 @@ func TestSingleCopiesAreNotCounted(t *testing.T) {
 		t.Fatalf("a: %d messages, last %q; want 101, the shared one last", len(got), got[len(got)-1])
 	}
 	wantTables(t, s, 0, 0, 0)
-	if len(s.w.refs) != 0 {
-		t.Fatalf("after every ack the writer still counts %v", s.w.refs)
+	if s.w.refs.len() != 0 {
+		t.Fatalf("after every ack the writer still counts %d bodies", s.w.refs.len())
 	}
 	closeAndCheck(t, s, path)
 }

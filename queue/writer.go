@@ -76,7 +76,7 @@ type writer struct {
 	// refs counts the copies of the bodies that have more than one (see
 	// refsOf), the batch's changes included; refLog lists those changes,
 	// undone if it rolls back.
-	refs   map[int64]int32
+	refs   *refCounts
 	refLog []refChange
 	// frees holds bodies whose last copy the batch deleted, those in
 	// freedRanges apart (freedInRanges; see freeRange).
@@ -126,17 +126,18 @@ func (w *writer) loadTotals() error {
 	w.lastRow = dest[0].(int64)
 	// Runs of single copies are not read: each of their bodies has one
 	// copy, which refs leaves out.
-	w.refs = map[int64]int32{}
+	refs := map[int64]int32{}
 	err := scanRuns(w.conn.scan, `SELECT queue, priority, id, items FROM copies WHERE body <> ?`, []driver.Value{singleRun}, func(r run) error {
 		for _, it := range r.items {
-			w.refs[it.body]++
+			refs[it.body]++
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("count shared bodies' copies: %w", err)
 	}
-	maps.DeleteFunc(w.refs, func(_ int64, n int32) bool { return n == 1 })
+	maps.DeleteFunc(refs, func(_ int64, n int32) bool { return n == 1 })
+	w.refs = newRefCounts(refs, w.lastRow+1)
 	return nil
 }
 
@@ -226,6 +227,7 @@ func (w *writer) trim() {
 	w.acks, w.ackSets, w.scratch, w.ackItems, w.ackBlob = nil, nil, nil, nil, nil
 	w.dedupeLast, w.lastRuns = nil, nil
 	w.groupAt, w.plain = map[plainKey]int{}, nil
+	w.refs.trim()
 	for _, q := range w.s.Queues() {
 		q.trim()
 	}
