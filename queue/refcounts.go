@@ -18,8 +18,8 @@ import (
 // id order, so the counts of recent bodies live in a window indexed by id:
 // each subscription walks it along, and the lookup is an index.
 //
-//	 old (map)            win[0]              win[len-1]
-//	 ids < base  |  base  base+1  ...  base+len(win)-1  |  ids above: none yet
+//	old (map)            win[0]              win[len-1]
+//	ids < base  |  base  base+1  ...  base+len(win)-1  |  ids above: none yet
 //
 // A count of 0 or 1 in the window is a body not counted (one copy) or an
 // id that is no body. The window drops its front while the front holds no
