@@ -316,6 +316,15 @@ func (w *writer) applyPut(r *request, b *batch) (parked bool, err error) {
 			}
 			b.delta(q).dedupeEntries++
 		}
+		if p.Optional {
+			// A subscription at its bound (SetMaxDepth) drops the copy,
+			// counted; its message stays remembered for the dedupe
+			// above. q.c is written by this goroutine alone.
+			if m := q.maxDepth.Load(); m > 0 && q.c.depth+b.delta(q).depth >= m {
+				b.delta(q).overflowed++
+				continue
+			}
+		}
 		var exp int64
 		if p.Msg.TTL > 0 {
 			exp = now + int64(p.Msg.TTL)

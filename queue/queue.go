@@ -18,8 +18,9 @@ const levels = message.MaxPriority + 1
 type counters struct {
 	depth, bytes, enqueued, acked, expired, deduped, deadLettered int64
 	// dedupeEntries is the size of the dedupe window, counted at open and
-	// kept in memory: it is not a column of queues.
-	dedupeEntries int64
+	// kept in memory: it is not a column of queues. overflowed counts
+	// the Optional puts refused past maxDepth since the store opened.
+	dedupeEntries, overflowed int64
 }
 
 // entry is a stored message as the queue holds it in memory.
@@ -95,6 +96,8 @@ type Queue struct {
 	ackQueued bool
 	// gone is set once the queue was dropped (see Store.Drop).
 	gone atomic.Bool
+	// maxDepth bounds what Optional puts fill the queue to (SetMaxDepth).
+	maxDepth atomic.Int64
 }
 
 func newQueue(s *Store, id int64, name string, kind Kind) *Queue {
@@ -152,6 +155,17 @@ func (q *Queue) SetPolicy(p Policy) {
 }
 
 // Policy returns the queue's consumer policy with defaults filled in.
+// SetMaxDepth bounds the messages the queue holds for Optional puts,
+// which are a topic subscription's copies: past n, a copy for it is not
+// stored, the publish succeeds for the others, and the queue counts it
+// (Stats.Overflowed), as a broker drops what it would queue past a slow
+// subscriber's bound (Mosquitto's max_queued_messages). Other puts are
+// not bounded by it. n <= 0 removes the bound. Not persisted.
+func (q *Queue) SetMaxDepth(n int64) { q.maxDepth.Store(max(n, 0)) }
+
+// MaxDepth returns the bound SetMaxDepth set, 0 for none.
+func (q *Queue) MaxDepth() int64 { return q.maxDepth.Load() }
+
 func (q *Queue) Policy() Policy {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -266,6 +280,7 @@ func (q *Queue) addCounters(d *counters) {
 	q.c.deduped += d.deduped
 	q.c.deadLettered += d.deadLettered
 	q.c.dedupeEntries += d.dedupeEntries
+	q.c.overflowed += d.overflowed
 	q.mu.Unlock()
 }
 
@@ -301,6 +316,10 @@ type Stats struct {
 	// DedupeEntries is how many (origin, id) pairs the dedupe window holds
 	// now; it is bounded by DedupeMaxEntries and DedupeWindow.
 	DedupeEntries int64 `json:"dedupe_entries"`
+	// Overflowed counts, since the store opened, the Optional puts (a
+	// topic subscription's copies) not stored because the queue held
+	// its MaxDepth; it is not persisted.
+	Overflowed int64 `json:"overflowed,omitempty"`
 }
 
 // Stats returns the queue's figures.
@@ -312,7 +331,7 @@ func (q *Queue) Stats() Stats {
 		Depth: q.c.depth, InFlight: int64(len(q.inflight)), Bytes: q.c.bytes,
 		Enqueued: q.c.enqueued, Acked: q.c.acked, Expired: q.c.expired,
 		Deduped: q.c.deduped, DeadLettered: q.c.deadLettered,
-		DedupeEntries: q.c.dedupeEntries,
+		DedupeEntries: q.c.dedupeEntries, Overflowed: q.c.overflowed,
 	}
 }
 

@@ -1,0 +1,69 @@
+package queue
+
+import (
+	"context"
+	"slices"
+	"testing"
+)
+
+// A queue bounded by SetMaxDepth takes Optional puts (a topic
+// subscription's copies) up to its bound and drops the rest, counted;
+// the other queues of the same publishes get every copy, and the shared
+// bodies of the dropped copies are kept only as long as a copy stored
+// holds them. Puts that are not Optional are not bounded. Acking makes
+// room again.
+func TestMaxDepthDropsOptionalCopiesPastTheBound(t *testing.T) {
+	s, path := openTemp(t, nil)
+	a, b := mustQueue(t, s, "a", KindReceive), mustQueue(t, s, "b", KindReceive)
+	b.SetMaxDepth(3)
+	publish := func(from, n int, optional bool) {
+		t.Helper()
+		var puts []Put
+		for i := from; i < from+n; i++ {
+			m := msg(4, "m"+string(rune('a'+i)))
+			data, err := m.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			puts = append(puts, Put{Queue: a, Msg: m, Data: data, Optional: optional}, Put{Queue: b, Msg: m, Data: data, Optional: optional})
+		}
+		op, err := s.Submit(puts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := op.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(0, 5, true) // one request: the bound holds within it
+	publish(5, 1, true) // and across requests
+	if st := b.Stats(); st.Depth != 3 || st.Overflowed != 3 || st.Enqueued != 3 {
+		t.Fatalf("b: depth %d, overflowed %d, enqueued %d; want 3, 3, 3", st.Depth, st.Overflowed, st.Enqueued)
+	}
+	if st := a.Stats(); st.Depth != 6 || st.Overflowed != 0 {
+		t.Fatalf("a: depth %d, overflowed %d; want 6, 0", st.Depth, st.Overflowed)
+	}
+	wantTables(t, s, 0, 9, 6)
+	if got := drain(t, b); !slices.Equal(got, []string{"ma", "mb", "mc"}) {
+		t.Fatalf("b holds %v, want the first three", got)
+	}
+	settle(t, s)        // the acks are committed
+	publish(6, 1, true) // room again
+	publish(7, 4, false)
+	if st := b.Stats(); st.Depth != 5 || st.Overflowed != 3 {
+		t.Fatalf("b after the acks: depth %d, overflowed %d; want 5 (1 copy, 4 puts not optional), 3", st.Depth, st.Overflowed)
+	}
+	if got := drain(t, a); len(got) != 11 {
+		t.Fatalf("a holds %d messages, want every one of 11", len(got))
+	}
+	b.SetMaxDepth(0)
+	publish(11, 1, true)
+	if got := drain(t, b); !slices.Equal(got, []string{"mg", "mh", "mi", "mj", "mk", "ml"}) {
+		t.Fatalf("b: %v", got)
+	}
+	if got := drain(t, a); !slices.Equal(got, []string{"ml"}) {
+		t.Fatalf("a: %v", got)
+	}
+	wantTables(t, s, 0, 0, 0)
+	closeAndCheck(t, s, path)
+}
