@@ -76,6 +76,10 @@ var (
 		"Messages by event since the queue was created; persists across restarts.",
 		[]string{"queue", "event"}, nil)
 
+	descQueueOverflowed = prometheus.NewDesc("petrel_queue_overflowed_total",
+		"Copies a topic subscription dropped at its bound (topics[].max_queued_messages) since the node started.",
+		queueLabels, nil)
+
 	descLinkUp = prometheus.NewDesc("petrel_link_up",
 		"1 if the link's sender is connected, 0 otherwise.", linkLabels, nil)
 	descLinkReconnects = prometheus.NewDesc("petrel_link_reconnects_total",
@@ -135,7 +139,7 @@ var (
 // Describe implements prometheus.Collector.
 func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		descQueueDepth, descQueueInFlight, descQueueMessages,
+		descQueueDepth, descQueueInFlight, descQueueMessages, descQueueOverflowed,
 		descLinkUp, descLinkReconnects, descLinkMessages, descLinkInFlight, descLinkInFlightBytes,
 		descRecvConnections, descRecvHandshakeFailed, descRecvAuthFailed, descRecvSessionsRefused,
 		descRecvProtocolErrors, descRecvMessages, descRecvTLSFailed, descAccessDenied,
@@ -203,6 +207,9 @@ func collectQueue(ch chan<- prometheus.Metric, q queue.Stats) {
 		{"deduplicated", q.Deduped}, {"dead_lettered", q.DeadLettered},
 	} {
 		ch <- counter(descQueueMessages, e.v, q.Name, e.event)
+	}
+	if q.Overflowed > 0 {
+		ch <- counter(descQueueOverflowed, q.Overflowed, q.Name)
 	}
 }
 

@@ -56,6 +56,16 @@ type TopicConfig struct {
 	// that match no subscription, for the durable subscriptions made
 	// later; the zero value drops them, counted. See TopicKeep.
 	Keep TopicKeep
+	// MaxQueuedMessages bounds each subscription of the space: the
+	// messages it holds, waiting or in flight. A copy for a subscription
+	// at its bound is dropped, and counted (SubscriptionInfo.Overflowed,
+	// petrel_queue_overflowed_total); the publish still reaches the other
+	// subscriptions. So a subscription nobody consumes (an MQTT client's
+	// persistent session that never returns) cannot fill the store, past
+	// whose limits every send is refused. 0, the default, bounds a
+	// subscription by the store's limits alone. Where a subscription's
+	// pattern lies in several spaces, the least bound of theirs holds.
+	MaxQueuedMessages int64
 }
 
 // TopicKeep is a topic space's keep policy. A publish that matches no
@@ -99,6 +109,10 @@ type SubscriptionInfo struct {
 	Queue     string `json:"queue"`
 	Consumers int    `json:"consumers"`
 	Depth     int64  `json:"depth"`
+	// MaxQueued is its bound (TopicConfig.MaxQueuedMessages), 0 for none;
+	// Overflowed counts the copies dropped at it since the node started.
+	MaxQueued  int64 `json:"max_queued,omitempty"`
+	Overflowed int64 `json:"overflowed,omitempty"`
 }
 
 const (
@@ -114,6 +128,8 @@ const (
 // topics is a node's topic spaces and subscriptions.
 type topics struct {
 	spaces []address.Pattern
+	// maxQueued are the spaces' MaxQueuedMessages, in their order.
+	maxQueued []int64
 
 	// subMu serialises the changes of subscriptions (which commit to the
 	// store); mu guards subs, which every publish reads.
@@ -177,6 +193,7 @@ type patternUses struct{ subs, durable int }
 
 // addSub records e. Called with mu held.
 func (t *topics) addSub(e *subEntry) {
+	e.q.SetMaxDepth(t.maxQueuedFor(e.pattern))
 	t.subs[e.name] = e
 	t.index.add(e.pattern.String(), e)
 	t.use(e, 1)
@@ -231,6 +248,10 @@ func newTopics(cfg []TopicConfig) (*topics, error) {
 			return nil, fmt.Errorf("topics: %w", err)
 		}
 		t.spaces = append(t.spaces, p)
+		if c.MaxQueuedMessages < 0 {
+			return nil, fmt.Errorf("topics: %q: max_queued_messages must be 0 (no bound) or more (got %d)", c.Pattern, c.MaxQueuedMessages)
+		}
+		t.maxQueued = append(t.maxQueued, c.MaxQueuedMessages)
 		if c.Keep.Messages < 0 || c.Keep.Age < 0 || c.Keep.Messages == 0 && c.Keep.Age != 0 {
 			return nil, fmt.Errorf("topics: %q: keep: messages must be set, more than 0, and age 0 or more (got messages %d, age %s)", c.Pattern, c.Keep.Messages, c.Keep.Age)
 		}
@@ -252,6 +273,18 @@ func (t *topics) isTopic(name string) bool {
 		}
 	}
 	return false
+}
+
+// maxQueuedFor returns the bound of a subscription to p: the least
+// MaxQueuedMessages of the spaces that cover p, 0 for none.
+func (t *topics) maxQueuedFor(p address.Pattern) int64 {
+	var least int64
+	for i, s := range t.spaces {
+		if m := t.maxQueued[i]; m > 0 && (least == 0 || m < least) && s.Covers(p) {
+			least = m
+		}
+	}
+	return least
 }
 
 // inSpace reports whether every name p matches is a topic.
@@ -484,9 +517,11 @@ func (n *Node) Subscriptions() []SubscriptionInfo {
 	defer t.subMu.Unlock()
 	out := make([]SubscriptionInfo, 0, len(t.subs))
 	for _, e := range t.subs {
+		st := e.q.Stats()
 		out = append(out, SubscriptionInfo{
 			Name: e.name, Pattern: e.pattern.String(), Durable: e.durable,
-			Queue: e.q.Name(), Consumers: e.consumers, Depth: e.q.Stats().Depth,
+			Queue: e.q.Name(), Consumers: e.consumers, Depth: st.Depth,
+			MaxQueued: e.q.MaxDepth(), Overflowed: st.Overflowed,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -248,6 +248,12 @@
 //	  - # Pattern of the space's names (string, required): dot-separated words,
 //	    # '*' for exactly one word, '#' for zero or more.
 //	    pattern: events.#
+//	    # Most messages each subscription of the space holds, waiting or in
+//	    # flight (integer). A copy for a subscription at it is dropped and
+//	    # counted; the publish still reaches the other subscriptions, so one
+//	    # subscription nobody consumes cannot fill the store. Default: 0, no
+//	    # bound but the store's.
+//	    max_queued_messages: 0
 //	    # Hold the publishes that match no subscription, for the durable
 //	    # subscriptions made later (mapping). A new durable subscription takes
 //	    # the held publishes its pattern matches. Default: none; they are

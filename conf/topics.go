@@ -18,6 +18,9 @@ type TopicSection struct {
 	// Keep holds the publishes that match no subscription for the durable
 	// subscriptions made later; see petrel.TopicKeep.
 	Keep *KeepSection `yaml:"keep"`
+	// MaxQueuedMessages bounds each subscription of the space; see
+	// petrel.TopicConfig.MaxQueuedMessages.
+	MaxQueuedMessages int64 `yaml:"max_queued_messages"`
 }
 
 // KeepSection is a topic space's keep policy (petrel.TopicKeep).
@@ -36,6 +39,7 @@ func (s *TopicSection) check(c *checker, path string) {
 	if _, err := address.ParsePattern(s.Pattern); err != nil {
 		c.fail(join(path, "pattern"), reasonf(err, "%v", err))
 	}
+	c.count(join(path, "max_queued_messages"), s.MaxQueuedMessages)
 	if s.Keep != nil {
 		keep := join(path, "keep")
 		c.required(keep, "messages", "a keep policy needs a bound on the publishes it holds, such as messages: 10000")
@@ -62,7 +66,7 @@ func (l topicList) check(c *checker, path string) {
 func (f *File) topicConfigs() []petrel.TopicConfig {
 	var out []petrel.TopicConfig
 	for _, t := range f.Topics {
-		tc := petrel.TopicConfig{Pattern: t.Pattern}
+		tc := petrel.TopicConfig{Pattern: t.Pattern, MaxQueuedMessages: t.MaxQueuedMessages}
 		if t.Keep != nil {
 			tc.Keep = petrel.TopicKeep{Messages: t.Keep.Messages, Age: time.Duration(t.Keep.Age)}
 		}

@@ -17,7 +17,9 @@ func newTopicsCmd() *cobra.Command {
 		Long: `List the topic spaces a running node declares (an address name a space's
 pattern matches is a topic), then its subscriptions: name, pattern, whether
 it is durable, its queue (sub:<name>, which petrel queues, purge and dlq
-take), its consumers and its depth.
+take), its consumers, its depth, its bound (the space's
+max_queued_messages; - for none) and the copies dropped at that bound
+since the node started.
 ` + nodeTargetHelp,
 		Example: `  petrel topics
   petrel topics --json`,
@@ -37,9 +39,13 @@ take), its consumers and its depth.
 			}
 			fmt.Fprintf(out, "topic spaces: %s\n", spaces)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SUBSCRIPTION\tPATTERN\tDURABLE\tQUEUE\tCONSUMERS\tDEPTH")
+			fmt.Fprintln(tw, "SUBSCRIPTION\tPATTERN\tDURABLE\tQUEUE\tCONSUMERS\tDEPTH\tMAX\tDROPPED")
 			for _, s := range resp.Subscriptions {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\n", s.Name, s.Pattern, s.Durable, s.Queue, s.Consumers, s.Depth)
+				bound := "-"
+				if s.MaxQueued > 0 {
+					bound = fmt.Sprint(s.MaxQueued)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\t%d\n", s.Name, s.Pattern, s.Durable, s.Queue, s.Consumers, s.Depth, bound, s.Overflowed)
 			}
 			return tw.Flush()
 		},

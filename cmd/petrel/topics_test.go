@@ -12,11 +12,13 @@ import (
 
 // TestTopicsCommand runs a node with a topic space, publishes to a topic
 // that no subscription wants (dropped, and not an error), and lists the
-// spaces, as JSON and as a table.
+// spaces, as JSON and as a table; then a durable subscription of that
+// space, bounded by its max_queued_messages, holds two of three
+// publishes and says it dropped one.
 func TestTopicsCommand(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "a.yaml")
-	writeFile(t, cfg, "node: {name: a, data_dir: data}\ntopics:\n  - pattern: events.#\n")
+	writeFile(t, cfg, "node: {name: a, data_dir: data}\ntopics:\n  - pattern: events.#\n    max_queued_messages: 2\n")
 	startNode(t, dir, "-c", cfg).ready(t)
 	data := filepath.Join(dir, "data")
 	run := func(args ...string) result {
@@ -32,6 +34,18 @@ func TestTopicsCommand(t *testing.T) {
 	r = run("topics")
 	r.wantCode(t, exitOK)
 	if !strings.Contains(r.stdout, "topic spaces: events.#") || !strings.Contains(r.stdout, "SUBSCRIPTION") {
+		t.Fatalf("topics printed %q", r.stdout)
+	}
+	run("subscribe", "events.#", "--durable", "audit", "--count", "1", "--wait", "100ms")
+	for _, body := range []string{"a", "b", "c"} {
+		run("send", "events.door.open", body).wantCode(t, exitOK)
+	}
+	got = jsonLines[adminapi.Topics](t, run("topics", "--json").stdout)
+	if subs := got[0].Subscriptions; len(subs) != 1 || subs[0].Name != "audit" || subs[0].Depth != 2 || subs[0].MaxQueued != 2 || subs[0].Overflowed != 1 {
+		t.Fatalf("topics --json, subscriptions %+v; want audit with depth 2, max queued 2, overflowed 1", subs)
+	}
+	r = run("topics")
+	if !strings.Contains(r.stdout, "MAX  DROPPED") || !strings.Contains(r.stdout, "2      2    1") {
 		t.Fatalf("topics printed %q", r.stdout)
 	}
 	// A topic is not a queue: nothing was stored for it.

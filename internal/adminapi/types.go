@@ -221,4 +221,8 @@ type Subscription struct {
 	Queue     string `json:"queue"`
 	Consumers int    `json:"consumers"`
 	Depth     int64  `json:"depth"`
+	// MaxQueued is the subscription's bound, 0 for none; Overflowed the
+	// copies dropped at it since the node started.
+	MaxQueued  int64 `json:"max_queued,omitempty"`
+	Overflowed int64 `json:"overflowed,omitempty"`
 }

@@ -181,3 +181,32 @@ func TestMosquittoRefused(t *testing.T) {
 		t.Fatalf("stats: %+v", st)
 	}
 }
+
+// A persistent session whose client stays away holds at most its topic
+// space's max_queued_messages (as Mosquitto's max_queued_messages bounds
+// a client's queue): it gets the first publishes back when it returns,
+// the rest were dropped and counted, and every publish was still
+// acknowledged to its publisher.
+func TestMosquittoOfflineSessionBounded(t *testing.T) {
+	needMosquitto(t)
+	cfg := baseConfig(t)
+	cfg.Topics[0].MaxQueuedMessages = 3
+	tn := openNode(t, cfg)
+	args := []string{"-p", tn.port(), "-i", "away", "-c", "-t", "sensors/#", "-q", "1", "-v"}
+	s := startSub(t, append(args, "-C", "1", "-W", "30")...)
+	tn.subscribed(1)
+	pub(t, tn, "-t", "sensors/x", "-q", "1", "-m", "live")
+	s.wait(t)
+	for i := range 6 {
+		pub(t, tn, "-t", "sensors/x", "-q", "1", "-m", fmt.Sprintf("away-%d", i))
+	}
+	subs := tn.Subscriptions()
+	if len(subs) != 1 || subs[0].Depth != 3 || subs[0].MaxQueued != 3 || subs[0].Overflowed != 3 {
+		t.Fatalf("the session's subscription: %+v; want depth 3, max queued 3, overflowed 3", subs)
+	}
+	s = startSub(t, append(args, "-C", "3", "-W", "30")...)
+	if got, want := lines(s.wait(t)), []string{"sensors/x away-0", "sensors/x away-1", "sensors/x away-2"}; !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	petreltest.Eventually(t, "the session's copies acked", func() bool { return tn.Subscriptions()[0].Depth == 0 })
+}

@@ -1,0 +1,74 @@
+package petrel_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
+)
+
+// A topic space's max_queued_messages bounds each of its subscriptions:
+// one nobody consumes holds the first publishes up to the bound and drops
+// the rest, counted in SubscriptionInfo and petrel_queue_overflowed_total,
+// while a subscription that keeps up gets every publish. The bound holds
+// again for the durable subscription after a restart (its count starts
+// over), and a space without one leaves its subscriptions unbounded.
+func TestTopicMaxQueuedMessages(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "n")
+	open := func() *petrel.Node {
+		return nodes.Open(t, nodes.With(withAdmin), nodes.With(func(c *petrel.Config) {
+			c.DataDir = dir
+			c.Topics = []petrel.TopicConfig{{Pattern: "sensors.#", MaxQueuedMessages: 3}, {Pattern: "logs.#"}}
+		}))
+	}
+	n := open()
+	subscribe(t, n, "sensors.#", petrel.SubscribeOptions{Name: "slow", Durable: true}).Close()
+	fast := subscribe(t, n, "sensors.#", petrel.SubscribeOptions{Name: "fast", Durable: true})
+	logs := subscribe(t, n, "logs.#", petrel.SubscribeOptions{Name: "logs", Durable: true})
+	var got []string
+	for i := range 6 {
+		publish(t, n, "sensors.t", fmt.Sprintf("m%d", i), nil)
+		publish(t, n, "logs.app", fmt.Sprintf("l%d", i), nil)
+		got = append(got, takeAll(t, fast)...)
+	}
+	if want := []string{"m0", "m1", "m2", "m3", "m4", "m5"}; !slices.Equal(got, want) {
+		t.Fatalf("the subscription that keeps up got %v, want %v", got, want)
+	}
+	subs := map[string]petrel.SubscriptionInfo{}
+	for _, s := range n.Subscriptions() {
+		subs[s.Name] = s
+	}
+	if s := subs["slow"]; s.Depth != 3 || s.MaxQueued != 3 || s.Overflowed != 3 {
+		t.Fatalf("slow: depth %d, max queued %d, overflowed %d; want 3, 3, 3", s.Depth, s.MaxQueued, s.Overflowed)
+	}
+	if s := subs["logs"]; s.Depth != 6 || s.MaxQueued != 0 || s.Overflowed != 0 {
+		t.Fatalf("logs: depth %d, max queued %d, overflowed %d; want 6, 0, 0", s.Depth, s.MaxQueued, s.Overflowed)
+	}
+	if m := scrape(t, n); m[`petrel_queue_overflowed_total{queue="sub:slow"}`] != 3 || m[`petrel_queue_overflowed_total{queue="sub:fast"}`] != 0 {
+		t.Fatalf("petrel_queue_overflowed_total: slow %v, fast %v; want 3, 0",
+			m[`petrel_queue_overflowed_total{queue="sub:slow"}`], m[`petrel_queue_overflowed_total{queue="sub:fast"}`])
+	}
+	logs.Close()
+	fast.Close()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n = open()
+	publish(t, n, "sensors.t", "after the restart", nil)
+	for _, s := range n.Subscriptions() {
+		if s.Name == "slow" && (s.Depth != 3 || s.MaxQueued != 3 || s.Overflowed != 1) {
+			t.Fatalf("slow after a restart: depth %d, max queued %d, overflowed %d; want 3, 3, 1", s.Depth, s.MaxQueued, s.Overflowed)
+		}
+	}
+	slow := subscribe(t, n, "sensors.#", petrel.SubscribeOptions{Name: "slow", Durable: true})
+	if got := takeAll(t, slow); !slices.Equal(got, []string{"m0", "m1", "m2"}) {
+		t.Fatalf("slow holds %v, want the first three publishes", got)
+	}
+	if got := takeAll(t, subscribe(t, n, "sensors.#", petrel.SubscribeOptions{Name: "fast", Durable: true})); !slices.Equal(got, []string{"after the restart"}) {
+		t.Fatalf("fast after the restart: %v", got)
+	}
+}
