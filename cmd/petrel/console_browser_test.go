@@ -205,6 +205,8 @@ addresses:
   - {name: work}
   - {name: jobs, max_deliveries: 1}
   - {name: telemetry, role: relay}
+topics:
+  - {pattern: "alerts.#", max_queued_messages: 2}
 `, filepath.Join(dir, "a"), tokenFile, proxy.ln.Addr()))
 	f := startNode(t, dir, "-c", filepath.Join(dir, "a.yaml")).ready(t)
 	cl.admin = f["admin"]
@@ -372,6 +374,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("recv work took %d messages", n)
 	}
 	waitText(t, ctx, "work's depth back to 0", `tr[data-queue="work"] .depth`, func(s string) bool { return atoi(s) == 0 })
+	// A durable subscription nobody consumes holds its space's bound, and
+	// the page says how many copies it dropped.
+	var sub adminapi.RecvResponse
+	if err := cl.api.Do(context.Background(), http.MethodPost, adminapi.PathSubscribe, adminapi.SubscribeRequest{Pattern: "alerts.#", Name: "pager", Wait: time.Millisecond}, &sub); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	for i := range 5 {
+		cl.send(t, "alerts.disk", fmt.Sprintf("alert %d", i))
+	}
+	waitText(t, ctx, "pager holds 2", `tr[data-sub="pager"] .depth`, func(s string) bool { return atoi(s) == 2 })
+	waitText(t, ctx, "pager dropped 3", `tr[data-sub="pager"] .dropped`, func(s string) bool { return atoi(s) == 3 })
+	if got := text(t, ctx, `tr[data-sub="pager"] .bound`); got != "2" {
+		t.Fatalf("pager's bound reads %q, want 2", got)
+	}
 
 	// A request of the page's session without the CSRF token is refused;
 	// with it, it passes.
