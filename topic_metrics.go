@@ -128,6 +128,9 @@ type TopicSpaceStatus struct {
 	Pattern string    `json:"pattern"`
 	Keep    TopicKeep `json:"keep"`
 	Held    int64     `json:"held"`
+	// MaxQueued is the space's bound on each subscription
+	// (TopicConfig.MaxQueuedMessages), 0 for none.
+	MaxQueued int64 `json:"max_queued,omitempty"`
 }
 
 func (n *Node) topicsStatus() TopicsStatus {
@@ -138,8 +141,8 @@ func (n *Node) topicsStatus() TopicsStatus {
 		Pruned: t.prunedUnsub.Load() + t.prunedGrace.Load(), Kept: t.kept.Load(),
 		KeepDropped: t.keepDroppedCount.Load() + t.keepDroppedAge.Load(),
 	}
-	for _, p := range t.spaces {
-		sp := TopicSpaceStatus{Pattern: p.String()}
+	for i, p := range t.spaces {
+		sp := TopicSpaceStatus{Pattern: p.String(), MaxQueued: t.maxQueued[i]}
 		for _, k := range t.keeps {
 			if k.pattern.String() == sp.Pattern && k.q != nil {
 				sp.Keep, sp.Held = k.cfg, k.q.Stats().Depth

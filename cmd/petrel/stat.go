@@ -154,6 +154,14 @@ func printMQTT(w io.Writer, m *petrel.MQTTStats) {
 	tw.Flush()
 }
 
+// bound prints a subscription's bound (max_queued_messages), - for none.
+func bound(n int64) string {
+	if n <= 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
 // printTopicsStatus prints the topic spaces, with their keep policies,
 // and the subscriptions, with pattern, depth and consumers; nothing for a
 // node without topics.
@@ -164,7 +172,7 @@ func printTopicsStatus(w io.Writer, t petrel.TopicsStatus) {
 	fmt.Fprintf(w, "\ntopics  published %d  unrouted %d  forwarded %d  pruned %d  kept %d (dropped %d)  interest learned %d\n",
 		t.Published, t.Unrouted, t.Forwarded, t.Pruned, t.Kept, t.KeepDropped, t.Interest)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  SPACE\tKEEP\tHELD")
+	fmt.Fprintln(tw, "  SPACE\tKEEP\tHELD\tBOUND")
 	for _, s := range t.Spaces {
 		keep := "-"
 		if s.Keep.Messages > 0 {
@@ -173,12 +181,12 @@ func printTopicsStatus(w io.Writer, t petrel.TopicsStatus) {
 				keep += ", " + s.Keep.Age.String()
 			}
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\n", s.Pattern, keep, s.Held)
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", s.Pattern, keep, s.Held, bound(s.MaxQueued))
 	}
 	tw.Flush()
-	fmt.Fprintln(tw, "  SUBSCRIPTION\tPATTERN\tDURABLE\tCONSUMERS\tDEPTH")
+	fmt.Fprintln(tw, "  SUBSCRIPTION\tPATTERN\tDURABLE\tCONSUMERS\tDEPTH\tBOUND\tDROPPED")
 	for _, s := range t.Subscriptions {
-		fmt.Fprintf(tw, "  %s\t%s\t%v\t%d\t%d\n", s.Name, s.Pattern, s.Durable, s.Consumers, s.Depth)
+		fmt.Fprintf(tw, "  %s\t%s\t%v\t%d\t%d\t%s\t%d\n", s.Name, s.Pattern, s.Durable, s.Consumers, s.Depth, bound(s.MaxQueued), s.Overflowed)
 	}
 	tw.Flush()
 }

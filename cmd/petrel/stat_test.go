@@ -80,7 +80,7 @@ func TestStatShowsTopics(t *testing.T) {
 	cfg := filepath.Join(dir, "a.yaml")
 	writeFile(t, cfg, `node: {name: a, data_dir: data}
 topics:
-  - pattern: events.#
+  - {pattern: events.#, max_queued_messages: 50}
   - {pattern: orders.#, keep: {messages: 100, age: 1h}}
 `)
 	startNode(t, dir, "-c", cfg).ready(t)
@@ -103,7 +103,7 @@ topics:
 		t.Fatalf("topic spaces %+v", tp.Spaces)
 	}
 	if len(tp.Subscriptions) != 1 || tp.Subscriptions[0].Name != "audit" || tp.Subscriptions[0].Pattern != "events.door.*" ||
-		tp.Subscriptions[0].Depth != 2 || tp.Subscriptions[0].Consumers != 0 {
+		tp.Subscriptions[0].Depth != 2 || tp.Subscriptions[0].Consumers != 0 || tp.Subscriptions[0].MaxQueued != 50 || tp.Spaces[0].MaxQueued != 50 {
 		t.Fatalf("subscriptions %+v", tp.Subscriptions)
 	}
 	if tp.Published != 3 || tp.Kept != 1 {

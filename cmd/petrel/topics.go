@@ -41,11 +41,7 @@ since the node started.
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SUBSCRIPTION\tPATTERN\tDURABLE\tQUEUE\tCONSUMERS\tDEPTH\tMAX\tDROPPED")
 			for _, s := range resp.Subscriptions {
-				bound := "-"
-				if s.MaxQueued > 0 {
-					bound = fmt.Sprint(s.MaxQueued)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\t%d\n", s.Name, s.Pattern, s.Durable, s.Queue, s.Consumers, s.Depth, bound, s.Overflowed)
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\t%d\n", s.Name, s.Pattern, s.Durable, s.Queue, s.Consumers, s.Depth, bound(s.MaxQueued), s.Overflowed)
 			}
 			return tw.Flush()
 		},
