@@ -315,6 +315,9 @@ func TestAnnouncerUpdate(t *testing.T) {
 		if err := an.Update(Announcement{Name: "-bad", ID: plantID}); !errors.Is(err, ErrAnnouncement) {
 			t.Fatalf("Update with a bad announcement: %v", err)
 		}
+		// The listener may see the packet before the announcer counts it
+		// sent: wait for the bubble to settle.
+		synctest.Wait()
 		if got := an.Stats(); got != (AnnouncerStats{Sent: 2}) {
 			t.Fatalf("Stats = %+v, want 2 sent", got)
 		}
