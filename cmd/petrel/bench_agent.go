@@ -92,6 +92,7 @@ and "ok <key>" once it is durable.`,
 	f.StringVar(&o.FileDir, "file-dir", "", "the `directory` the files of --file-every are written to, and stay in until sent")
 	f.StringVar(&o.Subscribe, "subscribe", "", "make the durable subscription `name=pattern` at start")
 	f.StringVar(&o.WaitInterestOf, "wait-interest-of", "", "before sending, wait for the topic interest of these `nodes` (comma-separated)")
+	f.BoolVar(&o.DirectInterest, "direct-interest", false, "with --wait-interest-of, wait for each node's interest from that node itself, not only through a relay (a mesh)")
 	f.IntVar(&o.WaitInterest, "wait-interest", 0, "first wait until the node learned this many pieces of topic interest from its neighbours")
 	return cmd
 }

@@ -166,7 +166,7 @@ func (cl *chaosCluster) startAgent(name string) error {
 		"--rate", strconv.FormatFloat(cl.o.Rate, 'f', -1, 64), "--priorities", "mixed",
 		"--keys-log", "--key-prefix", fmt.Sprintf("%s.%d", name, inc),
 		"--topic", chaosTopic, "--topic-every", "3", "--subscribe", chaosSubName + "=" + chaosSpace,
-		"--wait-interest-of", strings.Join(cl.names, ",")}
+		"--wait-interest-of", strings.Join(cl.names, ","), "--direct-interest"}
 	if cl.o.FileEvery > 0 {
 		files := filepath.Join(cl.dir, name+"-outgoing")
 		if err := os.MkdirAll(files, 0o755); err != nil {

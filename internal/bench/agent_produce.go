@@ -47,6 +47,12 @@ type ProduceOptions struct {
 	// must be known here before the first send: a publish made earlier
 	// would go nowhere, by the rules of topics.
 	WaitInterestOf string
+	// DirectInterest makes WaitInterestOf wait for each node's interest
+	// from that node itself, a neighbour, and not only through another.
+	// In a mesh a node's interest may come through a relay first: the
+	// publishes made then go the longer way, and may reach that node
+	// after later ones that took the direct link once its interest came.
+	DirectInterest bool
 	// WaitInterest is how many pieces of topic interest the node must have
 	// learned from its neighbours before it publishes: a publish to a topic
 	// that no known subscription wants is dropped as unrouted.
@@ -144,7 +150,7 @@ func RunAgentProduce(ctx context.Context, open OpenFunc, o ProduceOptions, stdin
 	if err := a.waitInterest(ctx, o.WaitInterest); err != nil {
 		return a.close(err)
 	}
-	if err := a.waitInterestOf(ctx, o.WaitInterestOf); err != nil {
+	if err := a.waitInterestOf(ctx, o.WaitInterestOf, o.DirectInterest); err != nil {
 		return a.close(interrupted(ctx, err))
 	}
 	if err := a.produce(ctx, o, prio); err != nil {
@@ -208,8 +214,9 @@ func (a *agent) subscribe(ctx context.Context, o ProduceOptions) error {
 }
 
 // waitInterestOf waits until this node has learned the topic interest of
-// every node of --wait-interest-of but itself.
-func (a *agent) waitInterestOf(ctx context.Context, nodes string) error {
+// every node of --wait-interest-of but itself; with direct, from each of
+// them itself (see ProduceOptions.DirectInterest).
+func (a *agent) waitInterestOf(ctx context.Context, nodes string, direct bool) error {
 	if nodes == "" {
 		return nil
 	}
@@ -218,7 +225,9 @@ func (a *agent) waitInterestOf(ctx context.Context, nodes string) error {
 	for {
 		known := map[string]bool{a.node.Name(): true}
 		for _, in := range a.node.TopicInterest() {
-			known[in.Node] = true
+			if !direct || in.Neighbour == in.Node {
+				known[in.Node] = true
+			}
 		}
 		missing := ""
 		for n := range strings.SplitSeq(nodes, ",") {
