@@ -45,8 +45,8 @@ func (n *Node) janitorTick() time.Duration {
 	return min(max(n.interestGrace()/10, 50*time.Millisecond), time.Second)
 }
 
-// topicJanitor runs the grace and the keep policies' age bound until ctx
-// ends.
+// topicJanitor runs the grace, the keep policies' bounds and the bounds
+// of the subscriptions that drop their oldest until ctx ends.
 func (n *Node) topicJanitor(ctx context.Context) {
 	// No link is up when the node starts: every neighbour is down from
 	// then until its link is seen up.
@@ -86,6 +86,7 @@ func (n *Node) topicJanitor(ctx context.Context) {
 			continue
 		case <-n.topics.keepKick:
 			n.trimKeeps(ctx)
+			n.trimSubscriptions(ctx)
 			// The kicks of the next keepTrimGap wait and make one: a
 			// trim is two commits whatever it drops, and a full keep
 			// queue is kicked by every publish.
@@ -100,6 +101,7 @@ func (n *Node) topicJanitor(ctx context.Context) {
 		n.greetNew(ctx, known, down)
 		n.checkGrace(ctx, down, dropped)
 		n.trimKeeps(ctx)
+		n.trimSubscriptions(ctx)
 		n.retryAnnouncements(ctx)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
@@ -70,5 +71,38 @@ func TestTopicMaxQueuedMessages(t *testing.T) {
 	}
 	if got := takeAll(t, subscribe(t, n, "sensors.#", petrel.SubscribeOptions{Name: "fast", Durable: true})); !slices.Equal(got, []string{"after the restart"}) {
 		t.Fatalf("fast after the restart: %v", got)
+	}
+}
+
+// With overflow drop_oldest a subscription keeps the latest: past its
+// bound the topic janitor drops its oldest messages that no consumer
+// holds, counted as overflowed, and a message a consumer holds stays.
+func TestTopicMaxQueuedDropOldest(t *testing.T) {
+	n := nodes.Open(t, nodes.With(withAdmin), nodes.With(func(c *petrel.Config) {
+		c.Topics = []petrel.TopicConfig{{Pattern: "sensors.#", MaxQueuedMessages: 3, Overflow: "drop_oldest"}}
+	}))
+	c := subscribe(t, n, "sensors.#", petrel.SubscribeOptions{Name: "latest", Durable: true})
+	publish(t, n, "sensors.t", "m0", nil)
+	held, err := c.Poll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 7; i++ {
+		publish(t, n, "sensors.t", fmt.Sprintf("m%d", i), nil)
+	}
+	var s petrel.SubscriptionInfo
+	petreltest.Eventually(t, "latest back to its bound", func() bool {
+		s = n.Subscriptions()[0]
+		return s.Depth == 3
+	}, func() string { return fmt.Sprintf("%+v", s) })
+	if s.MaxQueued != 3 || s.Overflowed != 4 {
+		t.Fatalf("latest: max queued %d, overflowed %d; want 3, 4", s.MaxQueued, s.Overflowed)
+	}
+	waitMetric(t, n, `petrel_queue_overflowed_total{queue="sub:latest"}`, 4)
+	if err := held.Ack(); err != nil {
+		t.Fatalf("ack the message held through the drops: %v", err)
+	}
+	if got := takeAll(t, c); !slices.Equal(got, []string{"m5", "m6"}) {
+		t.Fatalf("latest holds %v, want the two newest beside the one held", got)
 	}
 }

@@ -66,6 +66,16 @@ type TopicConfig struct {
 	// subscription by the store's limits alone. Where a subscription's
 	// pattern lies in several spaces, the least bound of theirs holds.
 	MaxQueuedMessages int64
+	// Overflow says which copies go past MaxQueuedMessages: "drop_new"
+	// (the default, as Mosquitto drops what it would queue past a
+	// client's bound) drops the copy that would pass it; "drop_oldest"
+	// stores it and drops the subscription's oldest messages not in
+	// flight instead, as RabbitMQ's drop-head and JetStream's discard old
+	// do, so that a subscriber that comes back gets the latest. The
+	// oldest are dropped by the node's topic janitor just after the
+	// publishes that passed the bound, so the subscription may hold more
+	// for a moment.
+	Overflow string
 }
 
 // TopicKeep is a topic space's keep policy. A publish that matches no
@@ -128,8 +138,12 @@ const (
 // topics is a node's topic spaces and subscriptions.
 type topics struct {
 	spaces []address.Pattern
-	// maxQueued are the spaces' MaxQueuedMessages, in their order.
-	maxQueued []int64
+	// maxQueued are the spaces' MaxQueuedMessages, and dropOldest
+	// whether their Overflow is drop_oldest, in their order; anyOldest
+	// whether any bounded space's is.
+	maxQueued  []int64
+	dropOldest []bool
+	anyOldest  bool
 
 	// subMu serialises the changes of subscriptions (which commit to the
 	// store); mu guards subs, which every publish reads.
@@ -193,7 +207,12 @@ type patternUses struct{ subs, durable int }
 
 // addSub records e. Called with mu held.
 func (t *topics) addSub(e *subEntry) {
-	e.q.SetMaxDepth(t.maxQueuedFor(e.pattern))
+	e.bound, e.dropOldest = t.maxQueuedFor(e.pattern)
+	if e.dropOldest {
+		e.q.SetMaxDepth(0) // the janitor drops the oldest (trimSubscriptions)
+	} else {
+		e.q.SetMaxDepth(e.bound)
+	}
 	t.subs[e.name] = e
 	t.index.add(e.pattern.String(), e)
 	t.use(e, 1)
@@ -232,6 +251,11 @@ type subEntry struct {
 	durable   bool
 	q         *queue.Queue
 	consumers int // guarded by topics.subMu
+	// bound is its MaxQueuedMessages, 0 for none; dropOldest whether the
+	// janitor keeps it there by dropping its oldest (trimSubscriptions)
+	// rather than its queue refusing new copies (Queue.SetMaxDepth).
+	bound      int64
+	dropOldest bool
 }
 
 // durableRecord is one durable subscription as persisted.
@@ -252,6 +276,15 @@ func newTopics(cfg []TopicConfig) (*topics, error) {
 			return nil, fmt.Errorf("topics: %q: max_queued_messages must be 0 (no bound) or more (got %d)", c.Pattern, c.MaxQueuedMessages)
 		}
 		t.maxQueued = append(t.maxQueued, c.MaxQueuedMessages)
+		switch c.Overflow {
+		case "", overflowDropNew:
+			t.dropOldest = append(t.dropOldest, false)
+		case overflowDropOldest:
+			t.dropOldest = append(t.dropOldest, true)
+			t.anyOldest = t.anyOldest || c.MaxQueuedMessages > 0
+		default:
+			return nil, fmt.Errorf("topics: %q: overflow %q: want %s or %s", c.Pattern, c.Overflow, overflowDropNew, overflowDropOldest)
+		}
 		if c.Keep.Messages < 0 || c.Keep.Age < 0 || c.Keep.Messages == 0 && c.Keep.Age != 0 {
 			return nil, fmt.Errorf("topics: %q: keep: messages must be set, more than 0, and age 0 or more (got messages %d, age %s)", c.Pattern, c.Keep.Messages, c.Keep.Age)
 		}
@@ -275,16 +308,22 @@ func (t *topics) isTopic(name string) bool {
 	return false
 }
 
-// maxQueuedFor returns the bound of a subscription to p: the least
-// MaxQueuedMessages of the spaces that cover p, 0 for none.
-func (t *topics) maxQueuedFor(p address.Pattern) int64 {
-	var least int64
+// The values of TopicConfig.Overflow.
+const (
+	overflowDropNew    = "drop_new"
+	overflowDropOldest = "drop_oldest"
+)
+
+// maxQueuedFor returns the bound of a subscription to p, the least
+// MaxQueuedMessages of the spaces that cover p (0 for none), and whether
+// the space that sets it drops the oldest.
+func (t *topics) maxQueuedFor(p address.Pattern) (least int64, dropOldest bool) {
 	for i, s := range t.spaces {
 		if m := t.maxQueued[i]; m > 0 && (least == 0 || m < least) && s.Covers(p) {
-			least = m
+			least, dropOldest = m, t.dropOldest[i]
 		}
 	}
-	return least
+	return least, dropOldest
 }
 
 // inSpace reports whether every name p matches is a topic.
@@ -521,7 +560,7 @@ func (n *Node) Subscriptions() []SubscriptionInfo {
 		out = append(out, SubscriptionInfo{
 			Name: e.name, Pattern: e.pattern.String(), Durable: e.durable,
 			Queue: e.q.Name(), Consumers: e.consumers, Depth: st.Depth,
-			MaxQueued: e.q.MaxDepth(), Overflowed: st.Overflowed,
+			MaxQueued: e.bound, Overflowed: st.Overflowed,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

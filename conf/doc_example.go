@@ -254,6 +254,12 @@
 //	    # subscription nobody consumes cannot fill the store. Default: 0, no
 //	    # bound but the store's.
 //	    max_queued_messages: 0
+//	    # Which copies go past max_queued_messages (drop_new | drop_oldest).
+//	    # drop_new drops the copy that would pass it, as Mosquitto does;
+//	    # drop_oldest keeps it and drops the subscription's oldest messages not
+//	    # in flight, just after, so a subscriber that returns gets the latest.
+//	    # Default: drop_new.
+//	    overflow: drop_new
 //	    # Hold the publishes that match no subscription, for the durable
 //	    # subscriptions made later (mapping). A new durable subscription takes
 //	    # the held publishes its pattern matches. Default: none; they are

@@ -21,6 +21,8 @@ type TopicSection struct {
 	// MaxQueuedMessages bounds each subscription of the space; see
 	// petrel.TopicConfig.MaxQueuedMessages.
 	MaxQueuedMessages int64 `yaml:"max_queued_messages"`
+	// Overflow is drop_new or drop_oldest; see petrel.TopicConfig.Overflow.
+	Overflow string `yaml:"overflow"`
 }
 
 // KeepSection is a topic space's keep policy (petrel.TopicKeep).
@@ -40,6 +42,11 @@ func (s *TopicSection) check(c *checker, path string) {
 		c.fail(join(path, "pattern"), reasonf(err, "%v", err))
 	}
 	c.count(join(path, "max_queued_messages"), s.MaxQueuedMessages)
+	switch s.Overflow {
+	case "", "drop_new", "drop_oldest":
+	default:
+		c.fail(join(path, "overflow"), reasonf(nil, "want drop_new or drop_oldest, got %q", s.Overflow))
+	}
 	if s.Keep != nil {
 		keep := join(path, "keep")
 		c.required(keep, "messages", "a keep policy needs a bound on the publishes it holds, such as messages: 10000")
@@ -66,7 +73,7 @@ func (l topicList) check(c *checker, path string) {
 func (f *File) topicConfigs() []petrel.TopicConfig {
 	var out []petrel.TopicConfig
 	for _, t := range f.Topics {
-		tc := petrel.TopicConfig{Pattern: t.Pattern, MaxQueuedMessages: t.MaxQueuedMessages}
+		tc := petrel.TopicConfig{Pattern: t.Pattern, MaxQueuedMessages: t.MaxQueuedMessages, Overflow: t.Overflow}
 		if t.Keep != nil {
 			tc.Keep = petrel.TopicKeep{Messages: t.Keep.Messages, Age: time.Duration(t.Keep.Age)}
 		}

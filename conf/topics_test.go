@@ -32,7 +32,7 @@ func TestTopicsSection(t *testing.T) {
 // and topic_interest_grace reach petrel.Config, and their bad values are
 // refused with the key.
 func TestTopicsKeepAndGrace(t *testing.T) {
-	f, err := Parse("t.yaml", []byte("topics:\n  - pattern: orders.#\n    keep: {messages: 50, age: 2h}\n    max_queued_messages: 1000\n  - pattern: alerts.*\ntopic_interest_grace: 90s\n"))
+	f, err := Parse("t.yaml", []byte("topics:\n  - pattern: orders.#\n    keep: {messages: 50, age: 2h}\n    max_queued_messages: 1000\n    overflow: drop_oldest\n  - pattern: alerts.*\ntopic_interest_grace: 90s\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestTopicsKeepAndGrace(t *testing.T) {
 	if k := cfg.Topics[0].Keep; k.Messages != 50 || k.Age != 2*time.Hour {
 		t.Fatalf("keep = %+v", k)
 	}
-	if cfg.Topics[0].MaxQueuedMessages != 1000 || cfg.Topics[1].MaxQueuedMessages != 0 {
+	if cfg.Topics[0].MaxQueuedMessages != 1000 || cfg.Topics[1].MaxQueuedMessages != 0 || cfg.Topics[0].Overflow != "drop_oldest" {
 		t.Fatalf("max_queued_messages = %d and %d, want 1000 and 0", cfg.Topics[0].MaxQueuedMessages, cfg.Topics[1].MaxQueuedMessages)
 	}
 	if k := cfg.Topics[1].Keep; k.Messages != 0 || k.Age != 0 {
@@ -55,6 +55,7 @@ func TestTopicsKeepAndGrace(t *testing.T) {
 		{"topics:\n  - pattern: a.#\n    keep: {messages: 5, age: -1s}\n", "topics[0].keep.age"},
 		{"topics:\n  - pattern: a.#\n    keep: {messages: 5, size: 3}\n", "unknown field"},
 		{"topics:\n  - pattern: a.#\n    max_queued_messages: -1\n", "topics[0].max_queued_messages"},
+		{"topics:\n  - pattern: a.#\n    overflow: drop_head\n", "topics[0].overflow"},
 		{"topic_interest_grace: 0s\n", "topic_interest_grace"},
 	} {
 		_, err := Parse("t.yaml", []byte(tc.yaml))

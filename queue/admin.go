@@ -158,6 +158,21 @@ func (q *Queue) OldestRows(ctx context.Context, n int) ([]Browsed, error) {
 	return q.oldest(ctx, n, true)
 }
 
+// OldestFree is OldestRows without the rows a consumer holds in flight:
+// the n oldest that Delete would take.
+func (q *Queue) OldestFree(ctx context.Context, n int) ([]Browsed, error) {
+	q.mu.Lock()
+	held := len(q.inflight)
+	q.mu.Unlock()
+	rows, err := q.oldest(ctx, n+held, true)
+	if err != nil {
+		return nil, err
+	}
+	q.markInFlight(rows)
+	rows = slices.DeleteFunc(rows, func(r Browsed) bool { return r.InFlight })
+	return rows[:min(n, len(rows))], nil
+}
+
 // oldest returns up to n of q's messages stored first (the lowest ids,
 // whatever their priority), in id order: the first n of each priority,
 // merged.

@@ -67,3 +67,37 @@ func TestMaxDepthDropsOptionalCopiesPastTheBound(t *testing.T) {
 	wantTables(t, s, 0, 0, 0)
 	closeAndCheck(t, s, path)
 }
+
+// OldestFree returns the oldest rows no consumer holds, whatever their
+// priority: what a subscription that drops its oldest may delete.
+func TestOldestFreeSkipsRowsInFlight(t *testing.T) {
+	s, path := openTemp(t, nil)
+	q := mustQueue(t, s, "q", KindReceive)
+	var puts []Put
+	for i, prio := range []uint8{4, 4, 9, 4, 4} {
+		m := msg(prio, "m"+string(rune('a'+i)))
+		data, _ := m.MarshalBinary()
+		puts = append(puts, Put{Queue: q, Msg: m, Data: data})
+	}
+	submitWait(t, s, puts)
+	held := pollAll(t, q, 2) // mc (priority 9) and ma
+	rows, err := q.OldestFree(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].RowID >= rows[1].RowID {
+		t.Fatalf("OldestFree(2) = %+v, want two rows in id order", rows)
+	}
+	if n, err := q.Delete(context.Background(), rows); err != nil || n != 2 {
+		t.Fatalf("Delete = %d, %v; want 2", n, err)
+	}
+	for _, d := range held {
+		if err := d.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := drain(t, q); !slices.Equal(got, []string{"me"}) {
+		t.Fatalf("left %v, want [me]: the two oldest not in flight (mb, md) deleted", got)
+	}
+	closeAndCheck(t, s, path)
+}

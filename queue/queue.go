@@ -163,6 +163,14 @@ func (q *Queue) SetPolicy(p Policy) {
 // not bounded by it. n <= 0 removes the bound. Not persisted.
 func (q *Queue) SetMaxDepth(n int64) { q.maxDepth.Store(max(n, 0)) }
 
+// AddOverflowed counts n messages dropped for the queue's bound by its
+// owner (a subscription that drops its oldest) into Stats.Overflowed.
+func (q *Queue) AddOverflowed(n int64) {
+	q.mu.Lock()
+	q.c.overflowed += n
+	q.mu.Unlock()
+}
+
 // MaxDepth returns the bound SetMaxDepth set, 0 for none.
 func (q *Queue) MaxDepth() int64 { return q.maxDepth.Load() }
 
