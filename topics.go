@@ -57,10 +57,10 @@ type TopicConfig struct {
 	// later; the zero value drops them, counted. See TopicKeep.
 	Keep TopicKeep
 	// MaxQueuedMessages bounds each subscription of the space: the
-	// messages it holds, waiting or in flight. A copy for a subscription
-	// at its bound is dropped, and counted (SubscriptionInfo.Overflowed,
-	// petrel_queue_overflowed_total); the publish still reaches the other
-	// subscriptions. So a subscription nobody consumes (an MQTT client's
+	// messages it holds, waiting or in flight. Past it messages are
+	// dropped, the new copy or the oldest as Overflow says, and counted
+	// (SubscriptionInfo.Overflowed, petrel_queue_overflowed_total); the
+	// publish still reaches the other subscriptions. So a subscription nobody consumes (an MQTT client's
 	// persistent session that never returns) cannot fill the store, past
 	// whose limits every send is refused. 0, the default, bounds a
 	// subscription by the store's limits alone. Where a subscription's

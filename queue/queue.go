@@ -154,7 +154,6 @@ func (q *Queue) SetPolicy(p Policy) {
 	q.mu.Unlock()
 }
 
-// Policy returns the queue's consumer policy with defaults filled in.
 // SetMaxDepth bounds the messages the queue holds for Optional puts,
 // which are a topic subscription's copies: past n, a copy for it is not
 // stored, the publish succeeds for the others, and the queue counts it
@@ -171,9 +170,7 @@ func (q *Queue) AddOverflowed(n int64) {
 	q.mu.Unlock()
 }
 
-// MaxDepth returns the bound SetMaxDepth set, 0 for none.
-func (q *Queue) MaxDepth() int64 { return q.maxDepth.Load() }
-
+// Policy returns the queue's consumer policy with defaults filled in.
 func (q *Queue) Policy() Policy {
 	q.mu.Lock()
 	defer q.mu.Unlock()

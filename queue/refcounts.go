@@ -13,7 +13,7 @@ import (
 // publish to eight subscriptions, and one insert. In a map of every
 // shared body not yet freed, each was a cache miss: in the profile of
 // `bench fanout --subscribers 8 --durable` the map took a seventh of the
-// writer's time, and the writer bounds that bench. But bodies take ids
+// writer's time. But bodies take ids
 // above every earlier one, and subscriptions ack their copies roughly in
 // id order, so the counts of recent bodies live in a window indexed by id:
 // each subscription walks it along, and the lookup is an index.
