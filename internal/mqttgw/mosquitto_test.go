@@ -208,5 +208,6 @@ func TestMosquittoOfflineSessionBounded(t *testing.T) {
 	if got, want := lines(s.wait(t)), []string{"sensors/x away-0", "sensors/x away-1", "sensors/x away-2"}; !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-	petreltest.Eventually(t, "the session's copies acked", func() bool { return tn.Subscriptions()[0].Depth == 0 })
+	// (mosquitto_sub -C 3 may leave before its last PUBACK goes: that
+	// copy stays for the session's next connection, as QoS 1 has it.)
 }
