@@ -193,10 +193,10 @@ func TestMosquittoOfflineSessionBounded(t *testing.T) {
 	cfg.Topics[0].MaxQueuedMessages = 3
 	tn := openNode(t, cfg)
 	args := []string{"-p", tn.port(), "-i", "away", "-c", "-t", "sensors/#", "-q", "1", "-v"}
-	s := startSub(t, append(args, "-C", "1", "-W", "30")...)
-	tn.subscribed(1)
-	pub(t, tn, "-t", "sensors/x", "-q", "1", "-m", "live")
+	// -E: the session subscribes, and its client leaves at once.
+	s := startSub(t, append(args, "-E")...)
 	s.wait(t)
+	tn.subscribed(1)
 	for i := range 6 {
 		pub(t, tn, "-t", "sensors/x", "-q", "1", "-m", fmt.Sprintf("away-%d", i))
 	}
