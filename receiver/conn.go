@@ -24,11 +24,26 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 	if !ok {
 		return
 	}
-	if !s.track(c) {
+	// The connection's context ends with the server or the connection;
+	// every session of the connection derives its own from it (ctxOf).
+	// One goroutine per connection watches it die, rather than one per
+	// session: a connection may carry thousands of idle sessions.
+	cctx, ccancel := context.WithCancel(s.ctx)
+	defer ccancel()
+	if !s.track(c, cctx) {
 		c.Close()
 		return
 	}
 	defer s.untrack(c)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-c.Done():
+			ccancel()
+		case <-cctx.Done():
+		}
+	}()
 	if !s.connected(hctx, c) {
 		c.Close()
 		return
@@ -144,13 +159,13 @@ func isProtocol(err error) bool {
 }
 
 // track registers c so that Stop closes it; false if the server stopped.
-func (s *Server) track(c *session.Conn) bool {
+func (s *Server) track(c *session.Conn, ctx context.Context) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
 		return false
 	}
-	s.conns[c] = struct{}{}
+	s.conns[c] = ctx
 	return true
 }
 
@@ -160,15 +175,17 @@ func (s *Server) untrack(c *session.Conn) {
 	s.mu.Unlock()
 }
 
-// ctxOf returns a context cancelled when the server stops or c dies.
+// ctxOf returns a context cancelled when the server stops or c dies: one
+// of c's context (see serveConn), which costs no goroutine.
 func (s *Server) ctxOf(c *session.Conn) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(s.ctx)
-	go func() {
-		select {
-		case <-c.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+	s.mu.Lock()
+	parent, ok := s.conns[c]
+	s.mu.Unlock()
+	if !ok {
+		// c is gone already: so is what the session would serve.
+		ctx, cancel := context.WithCancel(s.ctx)
+		cancel()
+		return ctx, cancel
+	}
+	return context.WithCancel(parent)
 }

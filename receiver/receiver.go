@@ -82,8 +82,9 @@ type Server struct {
 	drainNow context.CancelFunc
 	wg       sync.WaitGroup
 
-	mu     sync.Mutex
-	conns  map[*session.Conn]struct{}
+	mu sync.Mutex
+	// conns are the connections up, each with its context (see ctxOf).
+	conns  map[*session.Conn]context.Context
 	secret []byte // the secret new connections authenticate with
 
 	stats     Stats
@@ -137,7 +138,7 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 	return &Server{
 		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret, icpt: interceptorOf(router),
 		log:    cfg.Logger.With(slog.String(logkey.Component, "receiver")),
-		conns:  map[*session.Conn]struct{}{},
+		conns:  map[*session.Conn]context.Context{},
 		limits: newConnLimits(cfg),
 		forged: &ratelog.Limiter{Every: forgedLogEvery},
 	}
