@@ -30,7 +30,7 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 	// session: a connection may carry thousands of idle sessions.
 	cctx, ccancel := context.WithCancel(s.ctx)
 	defer ccancel()
-	if !s.track(c, cctx) {
+	if !s.track(cctx, c) {
 		c.Close()
 		return
 	}
@@ -158,8 +158,9 @@ func isProtocol(err error) bool {
 		errors.Is(err, session.ErrWindow)
 }
 
-// track registers c so that Stop closes it; false if the server stopped.
-func (s *Server) track(c *session.Conn, ctx context.Context) bool {
+// track registers c, with its context ctx, so that Stop closes it and
+// ctxOf finds ctx; false if the server stopped.
+func (s *Server) track(ctx context.Context, c *session.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
