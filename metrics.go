@@ -89,6 +89,8 @@ var (
 		[]string{"queue", "next_hop", "event"}, nil)
 	descLinkInFlight = prometheus.NewDesc("petrel_link_in_flight",
 		"Messages sent on the link and not yet acknowledged.", linkLabels, nil)
+	descLinkConnections = prometheus.NewDesc("petrel_link_connections",
+		"Connections the node's links hold to a neighbour: one, and another for each 1024 sessions (send queues, file transfers) past the first connection's.", []string{"next_hop"}, nil)
 	descLinkInFlightBytes = prometheus.NewDesc("petrel_link_in_flight_bytes",
 		"Encoded bytes of the messages sent on the link and not yet acknowledged (link.window_bytes bounds them).", linkLabels, nil)
 
@@ -140,7 +142,7 @@ var (
 func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descQueueDepth, descQueueInFlight, descQueueMessages, descQueueOverflowed,
-		descLinkUp, descLinkReconnects, descLinkMessages, descLinkInFlight, descLinkInFlightBytes,
+		descLinkUp, descLinkReconnects, descLinkMessages, descLinkInFlight, descLinkInFlightBytes, descLinkConnections,
 		descRecvConnections, descRecvHandshakeFailed, descRecvAuthFailed, descRecvSessionsRefused,
 		descRecvProtocolErrors, descRecvMessages, descRecvTLSFailed, descAccessDenied,
 		descStoreCommits, descStoreRequests, descForgedOrigins, descClientLinkRefused,
@@ -169,6 +171,9 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			fs.Failed += l.Files.Failed
 			fs.Early += l.Files.Early
 			sending += len(l.Files.Active)
+		}
+		for hop, n := range c.n.mgr.Pool().Connections() {
+			ch <- gauge(descLinkConnections, int64(n), hop)
 		}
 	}
 	rs := c.n.ReceiverStats()

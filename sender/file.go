@@ -407,17 +407,15 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (
 	if !ok {
 		return fmt.Errorf("no route to node %q", s.dest)
 	}
-	conn, err := s.pool.Get(ctx, hop)
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", hop, err)
-	}
 	cfg := s.files.cfg
 	follows := m.File.FileChecksum == ""
 	window := cfg.Window
 	if follows {
 		window++ // the checksum travels in a packet of its own (see sendChunks)
 	}
-	sess, err := conn.OpenFile(ctx, s.q.Name(), uint32(window))
+	conn, sess, err := s.pool.Open(ctx, hop, func(c *session.Conn) (*session.Session, error) {
+		return c.OpenFile(ctx, s.q.Name(), uint32(window))
+	})
 	if err != nil {
 		return fmt.Errorf("open file session to %s: %w", hop, err)
 	}

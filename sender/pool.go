@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,7 +24,8 @@ var ErrUnknownNode = errors.New("no connector for node")
 // one it was meant to.
 var ErrWrongPeer = errors.New("connector reached the wrong node")
 
-// Pool keeps one connection per neighbour, shared by the senders to it.
+// Pool keeps one connection per neighbour, shared by the senders to it,
+// and more when that one's sessions are all taken (see Open).
 type Pool struct {
 	cfg session.Config
 	dir *address.Directory
@@ -31,8 +34,14 @@ type Pool struct {
 
 	mu     sync.Mutex
 	conns  map[string]*poolConn
+	extra  map[string][]*poolConn // connections past the first, by node
 	closed bool
 }
+
+// maxExtraConns bounds the connections to one neighbour past the first:
+// with session.DefaultMaxSessions sessions each, 16 connections carry
+// 16,384 send queues toward one neighbour.
+const maxExtraConns = 15
 
 // poolConn is a live connection and which connector of its list it used.
 type poolConn struct {
@@ -45,7 +54,7 @@ type poolConn struct {
 
 // NewPool makes a pool dialing with cfg the nodes dir knows.
 func NewPool(cfg session.Config, dir *address.Directory, log *slog.Logger) *Pool {
-	return &Pool{cfg: cfg, dir: dir, log: log, conns: map[string]*poolConn{}}
+	return &Pool{cfg: cfg, dir: dir, log: log, conns: map[string]*poolConn{}, extra: map[string][]*poolConn{}}
 }
 
 // withTLS sets the configuration tls:// connectors dial with.
@@ -97,6 +106,104 @@ func (p *Pool) Get(ctx context.Context, node string) (*session.Conn, error) {
 		return nil, pc.err
 	}
 	return pc.c, nil
+}
+
+// Open opens a session to node with open, on the connection Get returns,
+// or, when that one has as many sessions as a connection may carry
+// (session.ErrLimit), on another connection to node, dialed when none
+// has room. A node with more send queues toward one neighbour than one
+// connection carries (session.DefaultMaxSessions) would otherwise leave
+// those past it backing off for as long as the others stay open.
+func (p *Pool) Open(ctx context.Context, node string, open func(*session.Conn) (*session.Session, error)) (*session.Conn, *session.Session, error) {
+	c, err := p.Get(ctx, node)
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := open(c)
+	if !errors.Is(err, session.ErrLimit) {
+		return c, sess, err
+	}
+	for {
+		extra, err := p.extraConns(node)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, pc := range extra {
+			sess, err := open(pc.c)
+			if !errors.Is(err, session.ErrLimit) {
+				return pc.c, sess, err
+			}
+		}
+		dialing, mine := p.dialExtra(node)
+		if dialing == nil {
+			return nil, nil, fmt.Errorf("%d connections to %s, each with as many sessions as it may carry: %w", len(extra)+1, node, session.ErrLimit)
+		}
+		if mine {
+			p.log.Info("connection full of sessions: dialing another", slog.String(logkey.Node, node), slog.Int("connections", len(extra)+2))
+			p.dial(ctx, node, dialing)
+		}
+		select {
+		case <-dialing.ready:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		if dialing.c == nil {
+			return nil, nil, dialing.err
+		}
+	}
+}
+
+// extraConns returns node's live connections past the first, and drops
+// the dead ones.
+func (p *Pool) extraConns(node string) ([]*poolConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, session.ErrClosed
+	}
+	var live []*poolConn
+	kept := p.extra[node][:0]
+	for _, pc := range p.extra[node] {
+		select {
+		case <-pc.ready:
+			if pc.c == nil {
+				continue
+			}
+			select {
+			case <-pc.c.Done():
+				continue
+			default:
+			}
+			live = append(live, pc)
+		default: // being dialed
+		}
+		kept = append(kept, pc)
+	}
+	p.extra[node] = kept
+	return live, nil
+}
+
+// dialExtra returns the connection to node being dialed past the first,
+// if any; if none is, and the bound is not reached, it makes one, which
+// the caller dials (mine). Concurrent callers for one node share a dial,
+// so that a thousand send queues past a full connection make one more,
+// not a thousand. It returns nil at the bound.
+func (p *Pool) dialExtra(node string) (dialing *poolConn, mine bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pc := range p.extra[node] {
+		select {
+		case <-pc.ready:
+		default:
+			return pc, false
+		}
+	}
+	if p.closed || len(p.extra[node]) >= maxExtraConns {
+		return nil, false
+	}
+	pc := &poolConn{ready: make(chan struct{})}
+	p.extra[node] = append(p.extra[node], pc)
+	return pc, true
 }
 
 // dial tries node's connectors in order: main, then backup; or each of a
@@ -223,6 +330,37 @@ func (p *Pool) TryMain(ctx context.Context, node string) bool {
 	return true
 }
 
+// Connections returns how many live connections the pool holds to each
+// node it has one to: more than one where one connection's sessions were
+// all taken (see Open).
+func (p *Pool) Connections() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	live := func(node string, pc *poolConn) {
+		select {
+		case <-pc.ready:
+			if pc.c != nil {
+				select {
+				case <-pc.c.Done():
+				default:
+					out[node]++
+				}
+			}
+		default:
+		}
+	}
+	for node, pc := range p.conns {
+		live(node, pc)
+	}
+	for node, pcs := range p.extra {
+		for _, pc := range pcs {
+			live(node, pc)
+		}
+	}
+	return out
+}
+
 // Addr returns the address the connection to node uses, "" if none.
 func (p *Pool) Addr(node string) string {
 	p.mu.Lock()
@@ -243,13 +381,16 @@ func (p *Pool) Addr(node string) string {
 // Tests and the demo cut links this way.
 func (p *Pool) Drop(node string) {
 	p.mu.Lock()
-	pc := p.conns[node]
+	pcs := append(p.extra[node], p.conns[node])
 	delete(p.conns, node)
+	delete(p.extra, node)
 	p.mu.Unlock()
-	if pc != nil {
-		<-pc.ready
-		if pc.c != nil {
-			pc.c.Close()
+	for _, pc := range pcs {
+		if pc != nil {
+			<-pc.ready
+			if pc.c != nil {
+				pc.c.Close()
+			}
 		}
 	}
 }
@@ -258,8 +399,11 @@ func (p *Pool) Drop(node string) {
 func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
-	conns := p.conns
-	p.conns = map[string]*poolConn{}
+	conns := slices.Collect(maps.Values(p.conns))
+	for _, pcs := range p.extra {
+		conns = append(conns, pcs...)
+	}
+	p.conns, p.extra = map[string]*poolConn{}, map[string][]*poolConn{}
 	p.mu.Unlock()
 	for _, pc := range conns {
 		select {

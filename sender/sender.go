@@ -12,6 +12,7 @@ import (
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/session"
 )
 
 // Config tunes senders. Zero fields take their defaults.
@@ -184,11 +185,9 @@ func (s *Sender) connectAndStream(ctx context.Context) error {
 		return fmt.Errorf("no route to node %q", s.dest)
 	}
 	s.st.set(StateConnecting, nil, hop)
-	conn, err := s.pool.Get(ctx, hop)
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", hop, err)
-	}
-	sess, err := conn.Open(ctx, s.q.Name(), uint32(s.cfg.Window))
+	conn, sess, err := s.pool.Open(ctx, hop, func(c *session.Conn) (*session.Session, error) {
+		return c.Open(ctx, s.q.Name(), uint32(s.cfg.Window))
+	})
 	if err != nil {
 		return fmt.Errorf("open session to %s: %w", hop, err)
 	}

@@ -1,0 +1,127 @@
+package sender
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/session"
+)
+
+// ackingPeer accepts connections and their sessions, and acks every
+// packet as it reads it. It counts the connections it accepted.
+func ackingPeer(t *testing.T) (addr string, conns *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
+	conns = new(atomic.Int32)
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				c, err := session.Server(ctx, nc, session.Config{Name: "b", ID: message.NodeID{2}, Logger: quiet})
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				conns.Add(1)
+				for {
+					s, err := c.Accept(ctx)
+					if err != nil {
+						return
+					}
+					s.Accept(4)
+					wg.Go(func() {
+						for {
+							d, err := s.Recv(ctx)
+							if err != nil {
+								return
+							}
+							if s.Ack(d.Seq) != nil {
+								return
+							}
+						}
+					})
+				}
+			})
+		}
+	})
+	return ln.Addr().String(), conns
+}
+
+// TestSendQueuesPastAConnectionsSessionsGoOnAnother: with more send
+// queues toward one neighbour than one connection carries sessions, the
+// pool dials more connections to it, and every queue drains. Before, the
+// queues past the bound backed off for as long as the others stayed open.
+func TestSendQueuesPastAConnectionsSessionsGoOnAnother(t *testing.T) {
+	addr, conns := ackingPeer(t)
+	st, err := queue.Open(context.Background(), queue.Config{Path: filepath.Join(t.TempDir(), "petrel.db"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dir := address.NewDirectory()
+	cs, _ := address.ParseConnectors("tcp://" + addr)
+	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
+	const perConn, queues = 2, 5
+	m := NewManager(Config{Window: 4, Logger: quiet},
+		session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet, MaxSessions: perConn}, dir,
+		func(node string) (string, bool) { return node, node == "b" })
+	defer m.Stop()
+	var qs []*queue.Queue
+	id := uint64(0)
+	for i := range queues {
+		name := fmt.Sprintf("orders-%d@b", i)
+		q, err := st.Queue(context.Background(), name, queue.KindSend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			id++
+			msg := &message.Message{ID: id, Origin: message.NodeID{1}, Destination: name, Kind: message.KindData, Priority: 4}
+			if err := q.Put(context.Background(), msg, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.Ensure(q, "b")
+		qs = append(qs, q)
+	}
+	petreltest.Eventually(t, "every send queue drained", func() bool {
+		for _, q := range qs {
+			if q.Stats().Depth != 0 {
+				return false
+			}
+		}
+		return true
+	}, func() string {
+		out := ""
+		for _, s := range m.Statuses() {
+			out += fmt.Sprintf("%s: %s depth %d err %q\n", s.Queue, s.State, s.Depth, s.LastError)
+		}
+		return out
+	})
+	want := (queues + perConn - 1) / perConn
+	if got := conns.Load(); got != int32(want) {
+		t.Errorf("b accepted %d connections, want %d: one per %d send queues", got, want, perConn)
+	}
+	// What petrel_link_connections shows.
+	if got := m.Pool().Connections(); got["b"] != want || len(got) != 1 {
+		t.Errorf("Pool.Connections() = %v, want b: %d", got, want)
+	}
+}
