@@ -55,7 +55,13 @@ bench-0..bench-<N-1> at b, so N send queues (each its own sender and
 session) share one connection. a then waits until every send queue is
 drained, and a second more, idle, and reports go_kib_per_queue and
 rss_kib_per_queue: its memory grown from before the first send to then,
-after a GC, divided by N, an upper bound of what an idle send queue costs.
+after a GC, divided by N, an upper bound of what an idle send queue costs,
+since it counts the caches and buffers the burst grew too. Then a sends
+one message to each of N more addresses, bench-N..bench-<2N-1>, waits
+the same way, and reports more_go_kib_per_queue and more_rss_kib_per_queue:
+the growth since the first sample, divided by N, the cost of one more idle
+send queue. Past 1,024 sessions on a connection, a's links open another
+connection to b.
 
 --runs N measures N rounds, one after the other, each with its own
 baselines (local enqueue, fsync, raw copy) measured first and then its own

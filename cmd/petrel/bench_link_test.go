@@ -74,7 +74,7 @@ func TestBenchLinkJSON(t *testing.T) {
 }
 
 // --queues spreads the messages over send queues of their own, all of
-// which b drains, and a weighs them once idle.
+// which b drains, and a weighs them once idle, and as many more.
 func TestBenchLinkQueues(t *testing.T) {
 	r := runPetrel(t, 3*time.Minute, "bench", "link", "--queues", "5", "--messages", "500", "--json")
 	r.wantCode(t, exitOK)
@@ -85,7 +85,7 @@ func TestBenchLinkQueues(t *testing.T) {
 	if v, _ := got["msgs_per_sec"].(float64); v <= 0 {
 		t.Errorf("msgs_per_sec = %v, want > 0", got["msgs_per_sec"])
 	}
-	for _, k := range []string{"go_kib_per_queue", "rss_kib_per_queue"} {
+	for _, k := range []string{"go_kib_per_queue", "rss_kib_per_queue", "more_go_kib_per_queue", "more_rss_kib_per_queue"} {
 		if _, ok := got[k].(float64); !ok {
 			t.Errorf("%s = %v, want a number", k, got[k])
 		}

@@ -84,6 +84,13 @@ type DrainedEvent struct {
 	// set (which counts SQLite's own caches too), in KiB.
 	GoMemGrowthKiB float64 `json:"go_mem_growth_kib"`
 	RSSGrowthKiB   float64 `json:"rss_growth_kib"`
+	// With --queues above 1, the same growth for MoreQueues more send
+	// queues, one message each, made once the first were drained and
+	// idle: what the caches and buffers that the first burst grew do not
+	// weigh, the cost of one more idle send queue.
+	MoreQueues         int     `json:"more_queues,omitempty"`
+	MoreGoMemGrowthKiB float64 `json:"more_go_mem_growth_kib,omitempty"`
+	MoreRSSGrowthKiB   float64 `json:"more_rss_growth_kib,omitempty"`
 }
 
 // validate returns the fixed priority, or -1 for mixed.
@@ -290,8 +297,42 @@ func (a *agent) produce(ctx context.Context, o ProduceOptions, prio int) (err er
 	if err := heapProfile("a"); err != nil {
 		return err
 	}
-	return a.event(DrainedEvent{Event: "drained", DrainedNs: drained.UnixNano(), PeakRSSMB: currentPeakRSS(),
-		GoMemGrowthKiB: round(after.goKiB-before.goKiB, 1), RSSGrowthKiB: round(after.rssKiB-before.rssKiB, 1)})
+	ev2 := DrainedEvent{Event: "drained", DrainedNs: drained.UnixNano(), PeakRSSMB: currentPeakRSS(),
+		GoMemGrowthKiB: round(after.goKiB-before.goKiB, 1), RSSGrowthKiB: round(after.rssKiB-before.rssKiB, 1)}
+	if o.Queues > 1 {
+		more, err := a.moreQueues(ctx, o)
+		if err != nil {
+			return err
+		}
+		ev2.MoreQueues = o.Queues
+		ev2.MoreGoMemGrowthKiB, ev2.MoreRSSGrowthKiB = round(more.goKiB-after.goKiB, 1), round(more.rssKiB-after.rssKiB, 1)
+	}
+	return a.event(ev2)
+}
+
+// moreQueues sends one message to each of o.Queues more addresses, the
+// next names after those of the run (see destinations), waits until they
+// are drained and idle, and samples the memory then.
+func (a *agent) moreQueues(ctx context.Context, o ProduceOptions) (memSample, error) {
+	p := a.node.Producer()
+	var pending []*petrel.Pending
+	for i, to := range destinations(o.To, 2*o.Queues)[o.Queues:] {
+		m := p.CreateDataMessage(to)
+		m.Body = keyedBody(fmt.Sprintf("%smore-%d", o.KeyPrefix, i), o.Size)
+		pending = append(pending, p.SendAsync(m))
+	}
+	for _, pd := range pending {
+		if err := pd.Wait(ctx); err != nil {
+			return memSample{}, fmt.Errorf("send to the more queues: %w", err)
+		}
+	}
+	if err := a.waitDrained(ctx); err != nil {
+		return memSample{}, err
+	}
+	if err := sleepUntil(ctx, time.Now().Add(idleBeforeSample)); err != nil {
+		return memSample{}, err
+	}
+	return sampleMemory(), nil
 }
 
 // keyedPending is a send in flight and its key ("" without --keys-log).

@@ -89,6 +89,12 @@ type linkResult struct {
 	// traffic left behind as well.
 	GoKiBPerQueue  float64 `json:"go_kib_per_queue"`
 	RSSKiBPerQueue float64 `json:"rss_kib_per_queue"`
+	// The same per queue for as many more send queues, one message each,
+	// made once the first were drained and idle: the growth of one more
+	// idle send queue, without the caches and buffers the run's burst
+	// grew once for all of them.
+	MoreGoKiBPerQueue  float64 `json:"more_go_kib_per_queue"`
+	MoreRSSKiBPerQueue float64 `json:"more_rss_kib_per_queue"`
 	// Runs is the rounds measured. With more than one, the rates, the
 	// baselines, the ratios and the latencies above are the medians of
 	// Rounds' (each ratio the median of the rounds' ratios, not a ratio
@@ -314,6 +320,8 @@ func (r *linkResult) figures() []figure {
 	if r.Queues > 1 {
 		figs = append(figs, figure{"idle send queue", fmt.Sprintf("%.1f KiB Go heap+stacks, %.1f KiB RSS per queue at a (growth once drained / %d)",
 			r.GoKiBPerQueue, r.RSSKiBPerQueue, r.Queues)})
+		figs = append(figs, figure{"one more idle", fmt.Sprintf("%.1f KiB Go heap+stacks, %.1f KiB RSS per queue at a (growth for %d more send queues, one message each, made once the first were idle)",
+			r.MoreGoKiBPerQueue, r.MoreRSSKiBPerQueue, r.Queues)})
 	}
 	figs = append(figs, r.baseline.ratioFigures("end-to-end", r.RatioToLocal)...)
 	figs = append(figs, r.rawBaseline.ratioFigures("bodies end to end", r.RatioToRaw)...)

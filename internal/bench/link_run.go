@@ -58,9 +58,14 @@ func (r *linkRun) startProducer(ctx context.Context, hop string, extra ...string
 // n messages.
 func (r *linkRun) startConsumer(ctx context.Context, port, n int, extra ...string) (*nodeproc.Proc, nodeproc.ReadyInfo, error) {
 	return r.startListening(ctx, "b", port, func(listen string) ([]string, error) {
+		// With several queues, a weighs as many more idle send queues
+		// after the run (agent moreQueues): b takes what they carry too.
 		receive := make([]string, r.o.Queues)
+		if r.o.Queues > 1 {
+			receive = make([]string, 2*r.o.Queues)
+		}
 		for i := range receive {
-			receive[i] = QueueName(Addr, i, r.o.Queues)
+			receive[i] = QueueName(Addr, i, len(receive))
 		}
 		cfg, err := r.fileFor(nodeproc.NodeFile{Name: "b", Listen: listen, Receive: receive})
 		args := []string{"bench", "agent", "consume", "-c", cfg, "--from", Addr, "--messages", strconv.Itoa(n),
@@ -116,6 +121,10 @@ func (r *linkRun) runLink(ctx context.Context) (*linkResult, error) {
 		}
 		res.GoKiBPerQueue = round(dr.GoMemGrowthKiB/float64(r.o.Queues), 2)
 		res.RSSKiBPerQueue = round(dr.RSSGrowthKiB/float64(r.o.Queues), 2)
+		if dr.MoreQueues > 0 {
+			res.MoreGoKiBPerQueue = round(dr.MoreGoMemGrowthKiB/float64(dr.MoreQueues), 2)
+			res.MoreRSSKiBPerQueue = round(dr.MoreRSSGrowthKiB/float64(dr.MoreQueues), 2)
+		}
 	}
 	return res, nil
 }
