@@ -322,9 +322,28 @@ func (p *Pool) TryMain(ctx context.Context, node string) bool {
 	pc := &poolConn{c: c, index: 0, addr: e.Connectors.List[0].Addr, ready: make(chan struct{})}
 	close(pc.ready)
 	p.conns[node] = pc
+	// The connections past the first that are on a backup go too: their
+	// senders come back on main, on the new connection or on more.
+	var onBackup []*poolConn
+	kept := p.extra[node][:0]
+	for _, x := range p.extra[node] {
+		select {
+		case <-x.ready:
+			if x.c != nil && x.index > 0 {
+				onBackup = append(onBackup, x)
+				continue
+			}
+		default:
+		}
+		kept = append(kept, x)
+	}
+	p.extra[node] = kept
 	p.mu.Unlock()
 	if old != nil && old.c != nil {
 		old.c.Close()
+	}
+	for _, x := range onBackup {
+		x.c.Close()
 	}
 	p.log.Info("failover: back on main connector", slog.String(logkey.Node, node), slog.String(logkey.Addr, pc.addr))
 	return true

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/petreltest"
@@ -24,6 +25,12 @@ func ackingPeer(t *testing.T) (addr string, conns *atomic.Int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ln.Addr().String(), ackingPeerOn(t, ln)
+}
+
+// ackingPeerOn is ackingPeer on ln.
+func ackingPeerOn(t *testing.T, ln net.Listener) (conns *atomic.Int32) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); ln.Close(); wg.Wait() })
@@ -62,7 +69,7 @@ func ackingPeer(t *testing.T) (addr string, conns *atomic.Int32) {
 			})
 		}
 	})
-	return ln.Addr().String(), conns
+	return conns
 }
 
 // TestSendQueuesPastAConnectionsSessionsGoOnAnother: with more send
@@ -123,5 +130,56 @@ func TestSendQueuesPastAConnectionsSessionsGoOnAnother(t *testing.T) {
 	// What petrel_link_connections shows.
 	if got := m.Pool().Connections(); got["b"] != want || len(got) != 1 {
 		t.Errorf("Pool.Connections() = %v, want b: %d", got, want)
+	}
+}
+
+// TestTryMainMovesEveryConnectionOffTheBackup: when a failover's main is
+// back, the connections past the first that are on the backup close too,
+// so that their senders come back on main as well.
+func TestTryMainMovesEveryConnectionOffTheBackup(t *testing.T) {
+	backup, _ := ackingPeer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := ln.Addr().String()
+	ln.Close() // main is down
+	dir := address.NewDirectory()
+	cs, err := address.ParseConnectors("failover:(tcp://" + main + ",tcp://" + backup + ")")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
+	p := NewPool(session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet, MaxSessions: 1}, dir, quiet)
+	defer p.Close()
+	ctx := context.Background()
+	var onBackup []*session.Conn
+	for i := range 2 {
+		c, _, err := p.Open(ctx, "b", func(c *session.Conn) (*session.Session, error) { return c.Open(ctx, fmt.Sprint("q", i), 4) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		onBackup = append(onBackup, c)
+	}
+	if n := p.Connections()["b"]; n != 2 || !p.OnBackup("b") || onBackup[0] == onBackup[1] {
+		t.Fatalf("%d connections, on backup %v: want 2 on the backup", n, p.OnBackup("b"))
+	}
+	ln, err = net.Listen("tcp", main)
+	if err != nil {
+		t.Skipf("main's port was taken meanwhile: %v", err)
+	}
+	ackingPeerOn(t, ln)
+	if !p.TryMain(ctx, "b") {
+		t.Fatal("TryMain did not move to main")
+	}
+	for i, c := range onBackup {
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("connection %d stayed on the backup", i)
+		}
+	}
+	if got := p.Addr("b"); got != main {
+		t.Errorf("Addr = %s, want main %s", got, main)
 	}
 }
