@@ -51,7 +51,11 @@ type Session struct {
 	eof       bool          // ended by the peer's SessionClose
 	done      chan struct{}
 	buf       sessionBuffer // server: the bytes of inbound, in the connection's budget
+	afterEnd  []*afterEnd   // see AfterEnd
 }
+
+// afterEnd is a function AfterEnd registered.
+type afterEnd struct{ f func() }
 
 type state uint8
 
@@ -102,6 +106,34 @@ func (s *Session) Window() uint32 {
 // Done is closed when the session has ended: closed by either side, refused,
 // or with its connection.
 func (s *Session) Done() <-chan struct{} { return s.done }
+
+// AfterEnd arranges for f to run, in a goroutine of its own, once the
+// session has ended, at once if it has, as context.AfterFunc does for a
+// context. Nothing waits for the end meanwhile: a sender whose queue is
+// idle learns that its session ended this way, without a goroutine of its
+// own per session. stop unregisters f, and reports whether it did so
+// before f was started.
+func (s *Session) AfterEnd(f func()) (stop func() bool) {
+	a := &afterEnd{f: f}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == stateEnded {
+		go f()
+		return func() bool { return false }
+	}
+	s.afterEnd = append(s.afterEnd, a)
+	return func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, x := range s.afterEnd {
+			if x == a {
+				s.afterEnd = append(s.afterEnd[:i], s.afterEnd[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
 
 // Err returns why the session ended, or nil while it is open. After an
 // orderly close it wraps ErrClosed (with the peer's reason if the peer
@@ -428,5 +460,9 @@ func (s *Session) end(err error, eof bool) bool {
 		close(s.acks)
 	}
 	close(s.done)
+	for _, a := range s.afterEnd {
+		go a.f()
+	}
+	s.afterEnd = nil
 	return true
 }
