@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -182,4 +184,69 @@ func TestTryMainMovesEveryConnectionOffTheBackup(t *testing.T) {
 	if got := p.Addr("b"); got != main {
 		t.Errorf("Addr = %s, want main %s", got, main)
 	}
+}
+
+// TestIdleSendQueueIsOneGoroutine: once what it sent is acked, a send
+// queue's ack loop ends, and the sender alone waits for the next message;
+// a connection that dies meanwhile still ends its session, and the sender
+// connects again and sends what comes next.
+func TestIdleSendQueueIsOneGoroutine(t *testing.T) {
+	addr, _ := ackingPeer(t)
+	st, err := queue.Open(context.Background(), queue.Config{Path: filepath.Join(t.TempDir(), "petrel.db"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dir := address.NewDirectory()
+	cs, _ := address.ParseConnectors("tcp://" + addr)
+	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
+	m := NewManager(Config{Window: 4, Logger: quiet}, session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet}, dir,
+		func(node string) (string, bool) { return node, node == "b" })
+	defer m.Stop()
+	q, err := st.Queue(context.Background(), "orders@b", queue.KindSend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(id uint64) {
+		t.Helper()
+		msg := &message.Message{ID: id, Origin: message.NodeID{1}, Destination: "orders@b", Kind: message.KindData, Priority: 4}
+		if err := q.Put(context.Background(), msg, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drained := func(what string) {
+		t.Helper()
+		petreltest.Eventually(t, what, func() bool { return q.Stats().Depth == 0 && m.Statuses()[0].InFlight == 0 },
+			func() string { return fmt.Sprintf("%+v", m.Statuses()[0]) })
+	}
+	m.Ensure(q, "b")
+	put(1)
+	drained("the first message acked")
+	petreltest.Eventually(t, "no ack loop once nothing is in flight", func() bool { return goroutinesIn("sender.(*Sender).ackLoop") == 0 },
+		func() string { return fmt.Sprintf("%d ack loops", goroutinesIn("sender.(*Sender).ackLoop")) })
+	if n := goroutinesIn("sender.(*Sender).linkLoop"); n != 1 {
+		t.Fatalf("%d link loops, want 1", n)
+	}
+	// The connection dies while the queue is idle: nothing but the
+	// session's end tells the sender.
+	m.Pool().Drop("b")
+	petreltest.Eventually(t, "the sender saw its session end and connected again", func() bool {
+		s := m.Statuses()[0]
+		return s.Reconnects >= 1 && s.State == StateConnected
+	}, func() string { return fmt.Sprintf("%+v", m.Statuses()[0]) })
+	put(2)
+	drained("the message after the reconnect acked")
+}
+
+// goroutinesIn counts the goroutines whose stack holds fn.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
 }

@@ -29,6 +29,9 @@ type flight struct {
 	bytes int64
 	room  chan struct{}
 	st    *status
+	// acking says an ack loop runs: one does while anything is in
+	// flight, and none while nothing is (see stream).
+	acking bool
 }
 
 func newFlight(st *status) *flight { return &flight{room: make(chan struct{}, 1), st: st} }
@@ -84,6 +87,32 @@ func (f *flight) waitRoom(ctx context.Context, limit int64, now func() time.Time
 	}
 }
 
+// startAcking reports whether the caller, which just pushed a delivery,
+// must start the ack loop: none runs.
+func (f *flight) startAcking() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	start := !f.acking
+	f.acking = true
+	return start
+}
+
+// stopAcking reports whether the ack loop, which just settled a batch,
+// must end: nothing is in flight but refused deliveries' places, which
+// the next cumulative ack clears. A delivery pushed after it starts
+// another.
+func (f *flight) stopAcking() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, d := range f.ds {
+		if d != nil {
+			return false
+		}
+	}
+	f.acking = false
+	return true
+}
+
 // upTo removes and returns the deliveries with seq <= to. Refused ones
 // come back nil.
 func (f *flight) upTo(to uint64) []*queue.Delivery {
@@ -125,25 +154,33 @@ func (f *flight) take(seq uint64) *queue.Delivery {
 
 // stream sends the queue on sess until the session or ctx ends. One
 // goroutine (this one) leases and sends; ackLoop settles what the next hop
-// acked or refused; probeLoop, on a failover backup only, returns to the
-// main. When the session
-// ends, what is still in flight goes back to the queue, to be sent again
-// in its order on the next session.
+// acked or refused, while anything is in flight; probeLoop, on a failover
+// backup only, returns to the main. When the session ends, what is still
+// in flight goes back to the queue, to be sent again in its order on the
+// next session.
+//
+// An idle send queue is this goroutine alone, waiting for a message: the
+// ack loop starts with the first message in flight and ends when none is,
+// and the session's end, when the queue is idle, cancels the wait through
+// Session.AfterEnd. A node with thousands of idle send queues kept an ack
+// loop waiting for each.
 func (s *Sender) stream(ctx context.Context, conn *session.Conn, sess *session.Session, hop string) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	stopEnd := sess.AfterEnd(func() { cancel(endCause(conn)) })
+	defer stopEnd()
 	fl := newFlight(&s.st)
 	// The window the receiver agreed to, which may be smaller than ours.
 	slots := make(chan struct{}, max(int(sess.Window()), 1))
 	var wg sync.WaitGroup
-	wg.Go(func() { s.ackLoop(conn, sess, fl, slots, cancel) })
+	acks := func() { wg.Go(func() { s.ackLoop(conn, sess, fl, slots, cancel) }) }
 	if s.pool.OnBackup(hop) {
 		// A connection stays on the connector it was dialled on, so a
 		// session that starts on the main one never needs the probe; not
 		// running it keeps an idle send queue at one goroutine less.
 		wg.Go(func() { s.probeLoop(sctx, hop) })
 	}
-	err := s.sendLoop(sctx, sess, fl, slots)
+	err := s.sendLoop(sctx, sess, fl, slots, acks)
 	cancel(err)
 	// The ack loop ends when the session does; make sure it does.
 	sess.CloseWithin("sender stopping or link reset", closeWait)
@@ -162,7 +199,10 @@ func (s *Sender) stream(ctx context.Context, conn *session.Conn, sess *session.S
 	return err
 }
 
-func (s *Sender) sendLoop(ctx context.Context, sess *session.Session, fl *flight, slots chan struct{}) error {
+// sendLoop leases and sends until ctx ends or a send fails; acks starts
+// the ack loop, which it does when it puts a delivery in a flight that
+// has none running.
+func (s *Sender) sendLoop(ctx context.Context, sess *session.Session, fl *flight, slots chan struct{}, acks func()) error {
 	var seq uint64
 	for {
 		select {
@@ -204,6 +244,9 @@ func (s *Sender) sendLoop(ctx context.Context, sess *session.Session, fl *flight
 		}
 		seq++
 		fl.push(seq, d)
+		if fl.startAcking() {
+			acks()
+		}
 		s.st.inFlight.Add(1)
 		if err := sess.SendData(ctx, seq, data); err != nil {
 			return fmt.Errorf("send packet %d: %w", seq, err)
@@ -212,21 +255,9 @@ func (s *Sender) sendLoop(ctx context.Context, sess *session.Session, fl *flight
 	}
 }
 
-// ackLoop settles acks and refusals until the session ends, then cancels
-// the stream.
+// ackLoop settles acks and refusals until nothing is in flight, or until
+// the session ends, when it cancels the stream.
 func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, slots chan struct{}, cancel context.CancelCauseFunc) {
-	defer func() {
-		// Say why: the connection's error if it died, else the session's end.
-		select {
-		case <-conn.Done():
-			if err := conn.Err(); err != nil {
-				cancel(fmt.Errorf("connection to %s lost: %w", conn.Peer().Name, err))
-				return
-			}
-		default:
-		}
-		cancel(errSessionEnded)
-	}()
 	var batch []session.Ack
 	for {
 		var ok bool
@@ -235,9 +266,26 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 			s.settle(fl, slots, batch)
 		}
 		if !ok {
+			cancel(endCause(conn))
+			return
+		}
+		if fl.stopAcking() {
 			return
 		}
 	}
+}
+
+// endCause says why a stream's session ended: its connection's error if
+// the connection died, else the session's end.
+func endCause(conn *session.Conn) error {
+	select {
+	case <-conn.Done():
+		if err := conn.Err(); err != nil {
+			return fmt.Errorf("connection to %s lost: %w", conn.Peer().Name, err)
+		}
+	default:
+	}
+	return errSessionEnded
 }
 
 // settle applies a batch of acks and refusals, in arrival order. The
