@@ -107,20 +107,22 @@ func (s *Session) Window() uint32 {
 // or with its connection.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
-// AfterEnd arranges for f to run, in a goroutine of its own, once the
-// session has ended, at once if it has, as context.AfterFunc does for a
-// context. Nothing waits for the end meanwhile: a sender whose queue is
-// idle learns that its session ended this way, without a goroutine of its
-// own per session. stop unregisters f, and reports whether it did so
-// before f was started.
+// AfterEnd arranges for f to run once the session has ended, as
+// context.AfterFunc does for a context, but in the goroutine that ends
+// it (or in AfterEnd's caller, if it has ended already), after the
+// session's lock is released: f must not block. Nothing waits for the end
+// meanwhile: a sender whose queue is idle learns that its session ended
+// this way, without a goroutine of its own per session. stop unregisters
+// f, and reports whether it did so before f was run.
 func (s *Session) AfterEnd(f func()) (stop func() bool) {
 	a := &afterEnd{f: f}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.state == stateEnded {
-		go f()
+		s.mu.Unlock()
+		f()
 		return func() bool { return false }
 	}
+	defer s.mu.Unlock()
 	s.afterEnd = append(s.afterEnd, a)
 	return func() bool {
 		s.mu.Lock()
@@ -450,8 +452,8 @@ func (s *Session) stateErr(op string) error {
 // reports whether this call ended it. The caller removes s from the table.
 func (s *Session) end(err error, eof bool) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.state == stateEnded {
+		s.mu.Unlock()
 		return false
 	}
 	s.state, s.err, s.eof = stateEnded, err, eof
@@ -460,9 +462,11 @@ func (s *Session) end(err error, eof bool) bool {
 		close(s.acks)
 	}
 	close(s.done)
-	for _, a := range s.afterEnd {
-		go a.f()
-	}
+	after := s.afterEnd
 	s.afterEnd = nil
+	s.mu.Unlock()
+	for _, a := range after {
+		a.f()
+	}
 	return true
 }
