@@ -276,14 +276,11 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 }
 
 // endCause says why a stream's session ended: its connection's error if
-// the connection died, else the session's end.
+// the connection died (set before the connection ends its sessions),
+// else the session's end.
 func endCause(conn *session.Conn) error {
-	select {
-	case <-conn.Done():
-		if err := conn.Err(); err != nil {
-			return fmt.Errorf("connection to %s lost: %w", conn.Peer().Name, err)
-		}
-	default:
+	if err := conn.Err(); err != nil {
+		return fmt.Errorf("connection to %s lost: %w", conn.Peer().Name, err)
 	}
 	return errSessionEnded
 }
