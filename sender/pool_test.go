@@ -27,11 +27,13 @@ func ackingPeer(t *testing.T) (addr string, conns *atomic.Int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ln.Addr().String(), ackingPeerOn(t, ln)
+	return ln.Addr().String(), peerOn(t, ln, true)
 }
 
-// ackingPeerOn is ackingPeer on ln.
-func ackingPeerOn(t *testing.T, ln net.Listener) (conns *atomic.Int32) {
+// peerOn is a next hop on ln: it accepts connections and their sessions,
+// and reads their data, acking each packet if ack is set. It counts the
+// connections it accepted.
+func peerOn(t *testing.T, ln net.Listener, ack bool) (conns *atomic.Int32) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -62,7 +64,7 @@ func ackingPeerOn(t *testing.T, ln net.Listener) (conns *atomic.Int32) {
 							if err != nil {
 								return
 							}
-							if s.Ack(d.Seq) != nil {
+							if ack && s.Ack(d.Seq) != nil {
 								return
 							}
 						}
@@ -80,19 +82,8 @@ func ackingPeerOn(t *testing.T, ln net.Listener) (conns *atomic.Int32) {
 // queues past the bound backed off for as long as the others stayed open.
 func TestSendQueuesPastAConnectionsSessionsGoOnAnother(t *testing.T) {
 	addr, conns := ackingPeer(t)
-	st, err := queue.Open(context.Background(), queue.Config{Path: filepath.Join(t.TempDir(), "petrel.db"), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	dir := address.NewDirectory()
-	cs, _ := address.ParseConnectors("tcp://" + addr)
-	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
 	const perConn, queues = 2, 5
-	m := NewManager(Config{Window: 4, Logger: quiet},
-		session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet, MaxSessions: perConn}, dir,
-		func(node string) (string, bool) { return node, node == "b" })
-	defer m.Stop()
+	st, m := linkTo(t, addr, Config{Window: 4}, session.Config{MaxSessions: perConn})
 	var qs []*queue.Queue
 	id := uint64(0)
 	for i := range queues {
@@ -170,7 +161,7 @@ func TestTryMainMovesEveryConnectionOffTheBackup(t *testing.T) {
 	if err != nil {
 		t.Skipf("main's port was taken meanwhile: %v", err)
 	}
-	ackingPeerOn(t, ln)
+	peerOn(t, ln, true)
 	if !p.TryMain(ctx, "b") {
 		t.Fatal("TryMain did not move to main")
 	}
@@ -192,17 +183,7 @@ func TestTryMainMovesEveryConnectionOffTheBackup(t *testing.T) {
 // connects again and sends what comes next.
 func TestIdleSendQueueIsOneGoroutine(t *testing.T) {
 	addr, _ := ackingPeer(t)
-	st, err := queue.Open(context.Background(), queue.Config{Path: filepath.Join(t.TempDir(), "petrel.db"), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	dir := address.NewDirectory()
-	cs, _ := address.ParseConnectors("tcp://" + addr)
-	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
-	m := NewManager(Config{Window: 4, Logger: quiet}, session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet}, dir,
-		func(node string) (string, bool) { return node, node == "b" })
-	defer m.Stop()
+	st, m := linkTo(t, addr, Config{Window: 4}, session.Config{})
 	q, err := st.Queue(context.Background(), "orders@b", queue.KindSend)
 	if err != nil {
 		t.Fatal(err)
@@ -249,4 +230,27 @@ func goroutinesIn(fn string) int {
 		}
 	}
 	return n
+}
+
+// linkTo opens a store, and a link manager from node a to node b at addr
+// with cfg and scfg, whose names, ids and loggers it sets. Both close with
+// the test, the manager first.
+func linkTo(t *testing.T, addr string, cfg Config, scfg session.Config) (*queue.Store, *Manager) {
+	t.Helper()
+	st, err := queue.Open(context.Background(), queue.Config{Path: filepath.Join(t.TempDir(), "petrel.db"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dir := address.NewDirectory()
+	cs, err := address.ParseConnectors("tcp://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
+	cfg.Logger = quiet
+	scfg.Name, scfg.ID, scfg.Logger = "a", message.NodeID{1}, quiet
+	m := NewManager(cfg, scfg, dir, func(node string) (string, bool) { return node, node == "b" })
+	t.Cleanup(m.Stop)
+	return st, m
 }
