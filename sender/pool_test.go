@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,9 +201,9 @@ func TestIdleSendQueueIsOneGoroutine(t *testing.T) {
 	m.Ensure(q, "b")
 	put(1)
 	drained("the first message acked")
-	petreltest.Eventually(t, "no ack loop once nothing is in flight", func() bool { return goroutinesIn("sender.(*Sender).ackLoop") == 0 },
-		func() string { return fmt.Sprintf("%d ack loops", goroutinesIn("sender.(*Sender).ackLoop")) })
-	if n := goroutinesIn("sender.(*Sender).linkLoop"); n != 1 {
+	petreltest.Eventually(t, "no ack loop once nothing is in flight", func() bool { return petreltest.GoroutinesIn("sender.(*Sender).ackLoop") == 0 },
+		func() string { return fmt.Sprintf("%d ack loops", petreltest.GoroutinesIn("sender.(*Sender).ackLoop")) })
+	if n := petreltest.GoroutinesIn("sender.(*Sender).linkLoop"); n != 1 {
 		t.Fatalf("%d link loops, want 1", n)
 	}
 	// The connection dies while the queue is idle: nothing but the
@@ -217,19 +215,6 @@ func TestIdleSendQueueIsOneGoroutine(t *testing.T) {
 	}, func() string { return fmt.Sprintf("%+v", m.Statuses()[0]) })
 	put(2)
 	drained("the message after the reconnect acked")
-}
-
-// goroutinesIn counts the goroutines whose stack holds fn.
-func goroutinesIn(fn string) int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, fn) {
-			n++
-		}
-	}
-	return n
 }
 
 // linkTo opens a store, and a link manager from node a to node b at addr
