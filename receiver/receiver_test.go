@@ -228,3 +228,52 @@ func TestWrongSecretNeverTouchesQueues(t *testing.T) {
 		t.Fatal("auth failure not counted once")
 	}
 }
+
+// TestIdleSessionHoldsNoAckLoop: once what a session sent is acked, the
+// receiver holds no ack loop for it; what comes next, a refusal among it,
+// starts one again and is acked in order, cumulatively past the last ack.
+func TestIdleSessionHoldsNoAckLoop(t *testing.T) {
+	f := newFixture(t)
+	_, s := f.dial(t)
+	ctx := context.Background()
+	for seq := uint64(1); seq <= 3; seq++ {
+		if err := s.SendData(ctx, seq, encoded(t, seq, "orders@b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for acked := uint64(0); acked < 3; {
+		acked = nextAck(t, s).Seq
+	}
+	petreltest.Eventually(t, "no ack loop while the session is idle", func() bool {
+		return petreltest.GoroutinesIn("receiver.(*Server).ackLoop") == 0
+	}, func() string { return fmt.Sprint(petreltest.GoroutinesIn("receiver.(*Server).ackLoop"), " ack loops") })
+	if n := petreltest.GoroutinesIn("receiver.(*Server).readLoop"); n != 1 {
+		t.Fatalf("%d read loops, want 1", n)
+	}
+	for _, p := range []struct {
+		seq  uint64
+		dest string
+	}{{4, "orders@b"}, {5, "nope@b"}, {6, "orders@b"}} {
+		if err := s.SendData(ctx, p.seq, encoded(t, p.seq, p.dest)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var refused []uint64
+	for acked := uint64(0); acked < 6; {
+		a := nextAck(t, s)
+		if a.Refused {
+			refused = append(refused, a.Seq)
+			continue
+		}
+		if a.Seq <= 3 {
+			t.Fatalf("ack of %d again after 3", a.Seq)
+		}
+		acked = a.Seq
+	}
+	if len(refused) != 1 || refused[0] != 5 {
+		t.Fatalf("refused %v, want [5]", refused)
+	}
+	if st := f.q.Stats(); st.Depth != 5 {
+		t.Fatalf("the queue holds %d, want 5", st.Depth)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
@@ -36,33 +37,27 @@ const maxGather = 256
 
 // sessionLoop stores what one session carries. It reads Data packets and
 // submits their puts (readLoop, this goroutine); ackLoop waits for the
-// commits in order and acks cumulatively. Sequence numbers must run 1, 2,
-// 3...: a session is new on every reconnect, so anything else is a broken
-// peer.
+// commits in order and acks cumulatively, while any wait (see pendQueue).
+// Sequence numbers must run 1, 2, 3...: a session is new on every
+// reconnect, so anything else is a broken peer.
 func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	ctx, cancel := s.ctxOf(c)
 	defer cancel()
 	// The identity is the one the peer proved in the handshake, whatever
 	// its SessionCreate says: routing and access rules go by it.
 	peer := c.Peer()
-	// One entry per store operation or refusal, in sequence order; the
-	// read loop waits when it is full, the ack loop drains it as commits
-	// land. Each entry covers at least one packet of the window, usually
-	// hundreds, so a few hundred are plenty; a channel the size of the
-	// window would be allocated whole for every session, idle or not.
-	pend := make(chan pending, min(s.cfg.Window, maxPending))
-	ackDone := make(chan error, 1)
-	go func() {
-		err := s.ackLoop(ctx, sess, pend)
-		if err != nil {
-			cancel() // stop readLoop: nothing it reads could be acked
-		}
-		ackDone <- err
-	}()
+	pend := &pendQueue{max: int(min(s.cfg.Window, maxPending)), room: make(chan struct{}, 1)}
+	pend.start = func() {
+		pend.loops.Go(func() {
+			if err := s.ackLoop(ctx, sess, pend); err != nil {
+				pend.fail(err)
+				cancel() // stop readLoop: nothing it reads could be acked
+			}
+		})
+	}
 	err := s.readLoop(ctx, sess, peer, pend)
-	close(pend)
-	ackErr := <-ackDone
-	if err == nil {
+	pend.loops.Wait()
+	if ackErr := pend.failed(); err == nil {
 		err = ackErr
 	}
 	if errors.Is(err, errDrained) {
@@ -80,8 +75,89 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 }
 
 // maxPending bounds a session's queue of operations awaiting their commit
-// (see sessionLoop).
+// (see pendQueue).
 const maxPending = 256
+
+// pendQueue is a session's operations awaiting their commit, one entry per
+// store operation or refusal, in sequence order: the read loop pushes
+// them, waiting while max are there; the ack loop takes them as commits
+// land. Each entry covers at least one packet of the window, usually
+// hundreds, so a few hundred are plenty.
+//
+// The ack loop runs while entries wait: push starts one when none runs,
+// and it ends once it has drained them. An idle session holds neither an
+// ack loop nor an array of entries; a node that receives thousands of
+// idle send queues from its neighbours kept both for each, a goroutine
+// and 12 KiB of channel.
+type pendQueue struct {
+	max   int
+	room  chan struct{} // cap 1: signalled when the ack loop took entries
+	start func()        // starts an ack loop (in loops)
+	loops sync.WaitGroup
+
+	mu     sync.Mutex
+	items  []pending
+	acking bool   // an ack loop runs
+	acked  uint64 // the last seq acked, across ack loops
+	err    error  // why an ack loop failed
+}
+
+// push adds p, waiting while the queue is full, and starts an ack loop if
+// none runs.
+func (q *pendQueue) push(ctx context.Context, p pending) error {
+	for {
+		q.mu.Lock()
+		if len(q.items) < q.max {
+			q.items = append(q.items, p)
+			start := !q.acking
+			q.acking = true
+			q.mu.Unlock()
+			if start {
+				q.start()
+			}
+			return nil
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// take hands the ack loop every entry waiting, appended to dst; none
+// means the queue is drained, and the loop ends: the next push starts
+// another.
+func (q *pendQueue) take(dst []pending) []pending {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		q.acking = false
+		q.items = nil // a burst's array is not kept by an idle session
+		return dst
+	}
+	dst = append(dst, q.items...)
+	clear(q.items)
+	q.items = q.items[:0]
+	select {
+	case q.room <- struct{}{}:
+	default:
+	}
+	return dst
+}
+
+func (q *pendQueue) fail(err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.err = err
+}
+
+func (q *pendQueue) failed() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
+}
 
 // errDrained ends a session that stopped because the server is stopping.
 var errDrained = errors.New("node shutting down")
@@ -95,7 +171,7 @@ type gatherer struct {
 	ctx  context.Context
 	sess *session.Session
 	peer session.Peer
-	pend chan<- pending
+	pend *pendQueue
 	last uint64      // the last seq taken
 	puts []queue.Put // gathered, not yet submitted
 	// put checks and routes one packet's message: linkPut for a link,
@@ -103,7 +179,7 @@ type gatherer struct {
 	put func(ctx context.Context, peer session.Peer, d session.Data) (queue.Put, refusal, error)
 }
 
-func (s *Server) readLoop(ctx context.Context, sess *session.Session, peer session.Peer, pend chan<- pending) error {
+func (s *Server) readLoop(ctx context.Context, sess *session.Session, peer session.Peer, pend *pendQueue) error {
 	g := &gatherer{s: s, ctx: ctx, sess: sess, peer: peer, pend: pend, put: s.linkPut}
 	if sess.Publish() {
 		g.put = s.publishPut
@@ -176,14 +252,7 @@ func (g *gatherer) flush() error {
 	return g.emit(pending{last: g.last, op: op, puts: n})
 }
 
-func (g *gatherer) emit(p pending) error {
-	select {
-	case g.pend <- p:
-		return nil
-	case <-g.ctx.Done():
-		return g.ctx.Err()
-	}
-}
+func (g *gatherer) emit(p pending) error { return g.pend.push(g.ctx, p) }
 
 // linkPut is put for a link's session.
 func (s *Server) linkPut(ctx context.Context, peer session.Peer, d session.Data) (queue.Put, refusal, error) {
@@ -225,39 +294,32 @@ func (s *Server) put(ctx context.Context, peer session.Peer, d session.Data) (qu
 	return queue.Put{Queue: q, Msg: m, Data: d.Message, Dedupe: true}, "", nil
 }
 
-// ackLoop acks committed puts in sequence order. After each wait it takes
-// every following put that is already committed, then sends one cumulative
-// DataAck: one ack per group commit, not per packet.
-func (s *Server) ackLoop(ctx context.Context, sess *session.Session, pend <-chan pending) error {
-	var acked, done uint64
-	for p := range pend {
-		if err := s.settle(ctx, sess, p); err != nil {
-			return err
+// ackLoop acks committed puts in sequence order, until pend is drained.
+// It takes every entry waiting, waits for each in turn, then sends one
+// cumulative DataAck: one ack per group commit, not per packet.
+func (s *Server) ackLoop(ctx context.Context, sess *session.Session, pend *pendQueue) error {
+	var batch []pending
+	for {
+		batch = pend.take(batch[:0])
+		if len(batch) == 0 {
+			return nil
 		}
-		done = p.last
-	more:
-		for {
-			select {
-			case p, ok := <-pend:
-				if !ok {
-					break more
-				}
-				if err := s.settle(ctx, sess, p); err != nil {
-					return err
-				}
-				done = p.last
-			default:
-				break more
+		var done uint64
+		for _, p := range batch {
+			if err := s.settle(ctx, sess, p); err != nil {
+				return err
 			}
+			done = p.last
 		}
-		if done > acked {
+		// Only this loop touches acked, and one runs at a time; the
+		// next one starts after this one's last take.
+		if done > pend.acked {
 			if err := sess.Ack(done); err != nil {
 				return err
 			}
-			acked = done
+			pend.acked = done
 		}
 	}
-	return nil
 }
 
 // settle waits for one pending entry: its commit, or its refusal sent.
