@@ -103,6 +103,17 @@ func encoded(t *testing.T, id uint64, dest string) []byte {
 	return b
 }
 
+// sendOrders sends messages from to to, each on the seq of its id, to
+// orders@b.
+func sendOrders(t *testing.T, s *session.Session, from, to uint64) {
+	t.Helper()
+	for seq := from; seq <= to; seq++ {
+		if err := s.SendData(context.Background(), seq, encoded(t, seq, "orders@b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // nextAck waits for the next ack or refusal.
 func nextAck(t *testing.T, s *session.Session) session.Ack {
 	t.Helper()
@@ -122,11 +133,7 @@ func TestAcksAfterCommitAndDedupesResends(t *testing.T) {
 	f := newFixture(t)
 	_, s := f.dial(t)
 	ctx := context.Background()
-	for seq := uint64(1); seq <= 3; seq++ {
-		if err := s.SendData(ctx, seq, encoded(t, seq, "orders@b")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendOrders(t, s, 1, 3)
 	var acked uint64
 	for acked < 3 {
 		a := nextAck(t, s)
@@ -236,11 +243,7 @@ func TestIdleSessionHoldsNoAckLoop(t *testing.T) {
 	f := newFixture(t)
 	_, s := f.dial(t)
 	ctx := context.Background()
-	for seq := uint64(1); seq <= 3; seq++ {
-		if err := s.SendData(ctx, seq, encoded(t, seq, "orders@b")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendOrders(t, s, 1, 3)
 	for acked := uint64(0); acked < 3; {
 		acked = nextAck(t, s).Seq
 	}
