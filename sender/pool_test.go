@@ -2,9 +2,11 @@ package sender
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,4 +240,36 @@ func linkTo(t *testing.T, addr string, cfg Config, scfg session.Config) (*queue.
 	m := NewManager(cfg, scfg, dir, func(node string) (string, bool) { return node, node == "b" })
 	t.Cleanup(m.Stop)
 	return st, m
+}
+
+// TestPoolOpenStopsAtItsBound: past maxExtraConns more connections to one
+// neighbour, each full, Open says so rather than dial another.
+func TestPoolOpenStopsAtItsBound(t *testing.T) {
+	addr, conns := ackingPeer(t)
+	dir := address.NewDirectory()
+	cs, err := address.ParseConnectors("tcp://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
+	p := NewPool(session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet, MaxSessions: 1}, dir, quiet)
+	defer p.Close()
+	ctx := context.Background()
+	open := func(i int) error {
+		_, _, err := p.Open(ctx, "b", func(c *session.Conn) (*session.Session, error) { return c.Open(ctx, fmt.Sprint("q", i), 4) })
+		return err
+	}
+	for i := range maxExtraConns + 1 {
+		if err := open(i); err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+	}
+	err = open(maxExtraConns + 1)
+	if !errors.Is(err, session.ErrLimit) || !strings.Contains(err.Error(), fmt.Sprintf("%d connections to b", maxExtraConns+1)) {
+		t.Fatalf("past the bound: %v, want ErrLimit naming %d connections", err, maxExtraConns+1)
+	}
+	if got := p.Connections()["b"]; got != maxExtraConns+1 {
+		t.Errorf("%d connections, want %d", got, maxExtraConns+1)
+	}
+	petreltest.Eventually(t, "b saw every connection", func() bool { return conns.Load() == maxExtraConns+1 })
 }
