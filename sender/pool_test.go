@@ -137,13 +137,7 @@ func TestTryMainMovesEveryConnectionOffTheBackup(t *testing.T) {
 	}
 	main := ln.Addr().String()
 	ln.Close() // main is down
-	dir := address.NewDirectory()
-	cs, err := address.ParseConnectors("failover:(tcp://" + main + ",tcp://" + backup + ")")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
-	p := NewPool(session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet, MaxSessions: 1}, dir, quiet)
+	p := NewPool(session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet, MaxSessions: 1}, dirOf(t, "failover:(tcp://"+main+",tcp://"+backup+")"), quiet)
 	defer p.Close()
 	ctx := context.Background()
 	var onBackup []*session.Conn
@@ -229,12 +223,7 @@ func linkTo(t *testing.T, addr string, cfg Config, scfg session.Config) (*queue.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	dir := address.NewDirectory()
-	cs, err := address.ParseConnectors("tcp://" + addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
+	dir := dirOf(t, "tcp://"+addr)
 	cfg.Logger = quiet
 	scfg.Name, scfg.ID, scfg.Logger = "a", message.NodeID{1}, quiet
 	m := NewManager(cfg, scfg, dir, func(node string) (string, bool) { return node, node == "b" })
@@ -246,13 +235,7 @@ func linkTo(t *testing.T, addr string, cfg Config, scfg session.Config) (*queue.
 // neighbour, each full, Open says so rather than dial another.
 func TestPoolOpenStopsAtItsBound(t *testing.T) {
 	addr, conns := ackingPeer(t)
-	dir := address.NewDirectory()
-	cs, err := address.ParseConnectors("tcp://" + addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
-	p := NewPool(session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet, MaxSessions: 1}, dir, quiet)
+	p := NewPool(session.Config{Name: "a", ID: message.NodeID{1}, Logger: quiet, MaxSessions: 1}, dirOf(t, "tcp://"+addr), quiet)
 	defer p.Close()
 	ctx := context.Background()
 	open := func(i int) error {
@@ -264,7 +247,7 @@ func TestPoolOpenStopsAtItsBound(t *testing.T) {
 			t.Fatalf("session %d: %v", i, err)
 		}
 	}
-	err = open(maxExtraConns + 1)
+	err := open(maxExtraConns + 1)
 	if !errors.Is(err, session.ErrLimit) || !strings.Contains(err.Error(), fmt.Sprintf("%d connections to b", maxExtraConns+1)) {
 		t.Fatalf("past the bound: %v, want ErrLimit naming %d connections", err, maxExtraConns+1)
 	}
@@ -272,4 +255,16 @@ func TestPoolOpenStopsAtItsBound(t *testing.T) {
 		t.Errorf("%d connections, want %d", got, maxExtraConns+1)
 	}
 	petreltest.Eventually(t, "b saw every connection", func() bool { return conns.Load() == maxExtraConns+1 })
+}
+
+// dirOf is a directory that knows node b at connector.
+func dirOf(t *testing.T, connector string) *address.Directory {
+	t.Helper()
+	cs, err := address.ParseConnectors(connector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := address.NewDirectory()
+	dir.SetStatic([]address.Entry{{Name: "b", Connectors: cs, Source: address.SourceStatic}})
+	return dir
 }
