@@ -471,6 +471,10 @@ func remoteErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrDenied, err)
 	case errors.Is(err, session.ErrRefused):
 		return fmt.Errorf("%w: %w", ErrRefused, err)
+	case errors.Is(err, session.ErrLimit):
+		// A link opens another connection past the bound; a client does
+		// not, and says what to do.
+		return fmt.Errorf("%w (a client's connection carries %d sessions: one for its producers and one per consumer; Dial another client for more)", err, session.DefaultMaxSessions)
 	}
 	return err
 }

@@ -392,3 +392,47 @@ func dial(t *testing.T, n *petrel.Node, opts petrel.DialOptions) *petrel.Client 
 	t.Helper()
 	return nodes.Dial(t, n, opts)
 }
+
+// A client's connection carries a bounded number of sessions, one per
+// consumer: the consumer past it gets an error that says so and what to
+// do, and the consumers before it still work.
+func TestRemoteConsumersPastTheSessionBound(t *testing.T) {
+	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
+	ctx := context.Background()
+	c, err := petrel.Dial(ctx, "tcp://"+n.ListenAddr(), petrel.DialOptions{Name: "app-1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var first *petrel.Consumer
+	for i := range session.DefaultMaxSessions {
+		cons, err := c.Consumer(fmt.Sprint("q", i))
+		if err != nil {
+			if !errors.Is(err, session.ErrLimit) || !strings.Contains(err.Error(), "Dial another client") {
+				t.Fatalf("consumer %d: %v, want ErrLimit with what to do", i, err)
+			}
+			if i < session.DefaultMaxSessions-1 {
+				t.Fatalf("consumer %d refused, before the bound of %d sessions", i, session.DefaultMaxSessions)
+			}
+			p := c.Producer()
+			m := p.CreateDataMessage("q0")
+			if err := p.Send(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			d, err := first.Receive(rctx)
+			if err != nil {
+				t.Fatalf("the first consumer after the refusal: %v", err)
+			}
+			if err := d.Ack(); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if first == nil {
+			first = cons
+		}
+	}
+	t.Fatalf("%d consumers on one client, none refused", session.DefaultMaxSessions)
+}
