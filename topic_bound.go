@@ -45,8 +45,7 @@ func (n *Node) trimSubscription(ctx context.Context, e *subEntry) error {
 		if err != nil || len(rows) == 0 {
 			return err
 		}
-		dropped, err := e.q.Delete(ctx, rows)
-		e.q.AddOverflowed(int64(dropped))
+		dropped, err := e.q.DeleteOverflowed(ctx, rows)
 		if err != nil || dropped == 0 {
 			return err // what is left over is in flight, or gone already
 		}

@@ -120,7 +120,8 @@ type SubscriptionInfo struct {
 	Consumers int    `json:"consumers"`
 	Depth     int64  `json:"depth"`
 	// MaxQueued is its bound (TopicConfig.MaxQueuedMessages), 0 for none;
-	// Overflowed counts the copies dropped at it since the node started.
+	// Overflowed counts the copies dropped at it since the subscription
+	// was made; it survives restarts.
 	MaxQueued  int64 `json:"max_queued,omitempty"`
 	Overflowed int64 `json:"overflowed,omitempty"`
 }

@@ -351,7 +351,10 @@ func (q *Queue) Move(ctx context.Context, moves []Move) (int, error) {
 // moveRows moves rows of q, or deletes those whose To is nil, in one
 // request, and returns how many it took out of q.
 func (q *Queue) moveRows(ctx context.Context, moves []Move, what string) (int, error) {
-	r := &request{kind: reqMoveRows, q: q, moves: moves, op: newOp()}
+	return q.submitMoveRows(ctx, &request{kind: reqMoveRows, q: q, moves: moves, op: newOp()}, what)
+}
+
+func (q *Queue) submitMoveRows(ctx context.Context, r *request, what string) (int, error) {
 	if err := q.s.w.submit(r); err != nil {
 		return 0, fmt.Errorf("%s messages of %q: %w", what, q.name, err)
 	}
@@ -366,11 +369,25 @@ func (q *Queue) moveRows(ctx context.Context, moves []Move, what string) (int, e
 // flight (or being settled), gone already or not of q are skipped. Depth
 // and bytes go down; no other counter moves, as with Purge.
 func (q *Queue) Delete(ctx context.Context, rows []Browsed) (int, error) {
+	return q.moveRows(ctx, deletes(rows), "delete")
+}
+
+// DeleteOverflowed deletes rows of q as Delete does, and counts those it
+// deleted into Stats.Overflowed in the same transaction: what the owner
+// of a bounded queue drops at its bound (a subscription that drops its
+// oldest).
+func (q *Queue) DeleteOverflowed(ctx context.Context, rows []Browsed) (int, error) {
+	r := &request{kind: reqMoveRows, q: q, moves: deletes(rows), overflow: true, op: newOp()}
+	return q.submitMoveRows(ctx, r, "drop")
+}
+
+// deletes are the moves that delete rows.
+func deletes(rows []Browsed) []Move {
 	moves := make([]Move, len(rows))
 	for i, r := range rows {
 		moves[i] = Move{RowID: r.RowID, Priority: r.Priority} // no To: deleted
 	}
-	return q.moveRows(ctx, moves, "delete")
+	return moves
 }
 
 // applyPurge deletes r.q's rows that the freeze leaves free.
@@ -512,6 +529,9 @@ func (w *writer) applyMoveRows(r *request, b *batch) error {
 		b.appends = append(b.appends, appendEffect{q: m.To, prio: uint8(prio), e: e})
 	}
 	r.n = len(moved)
+	if r.overflow {
+		b.delta(r.q).overflowed += int64(r.n)
+	}
 	f.gone = func(rowid int64, _ uint8) bool {
 		_, ok := moved[rowid]
 		return ok

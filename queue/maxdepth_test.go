@@ -66,6 +66,48 @@ func TestMaxDepthDropsOptionalCopiesPastTheBound(t *testing.T) {
 	}
 	wantTables(t, s, 0, 0, 0)
 	closeAndCheck(t, s, path)
+	// The count was stored with the drops.
+	s = openAt(t, path, nil)
+	if st := mustQueue(t, s, "b", KindReceive).Stats(); st.Overflowed != 3 {
+		t.Fatalf("b reopened: overflowed %d, want 3", st.Overflowed)
+	}
+}
+
+// DeleteOverflowed deletes as Delete does, and counts what it deleted
+// into Overflowed, which survives a restart; Delete counts nothing.
+func TestDeleteOverflowedCountsTheDrops(t *testing.T) {
+	s, path := openTemp(t, nil)
+	q := mustQueue(t, s, "q", KindReceive)
+	var puts []Put
+	for i := range 5 {
+		m := msg(4, "m"+string(rune('a'+i)))
+		data, _ := m.MarshalBinary()
+		puts = append(puts, Put{Queue: q, Msg: m, Data: data})
+	}
+	submitWait(t, s, puts)
+	ctx := context.Background()
+	rows, err := q.OldestFree(ctx, 3)
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("OldestFree(3) = %+v, %v", rows, err)
+	}
+	if n, err := q.DeleteOverflowed(ctx, rows[:2]); err != nil || n != 2 {
+		t.Fatalf("DeleteOverflowed = %d, %v; want 2", n, err)
+	}
+	if n, err := q.Delete(ctx, rows[2:]); err != nil || n != 1 {
+		t.Fatalf("Delete = %d, %v; want 1", n, err)
+	}
+	if st := q.Stats(); st.Depth != 2 || st.Overflowed != 2 {
+		t.Fatalf("depth %d, overflowed %d; want 2, 2", st.Depth, st.Overflowed)
+	}
+	closeAndCheck(t, s, path)
+	s = openAt(t, path, nil)
+	q = mustQueue(t, s, "q", KindReceive)
+	if st := q.Stats(); st.Depth != 2 || st.Overflowed != 2 {
+		t.Fatalf("reopened: depth %d, overflowed %d; want 2, 2", st.Depth, st.Overflowed)
+	}
+	if got := drain(t, q); !slices.Equal(got, []string{"md", "me"}) {
+		t.Fatalf("left %v, want the two newest", got)
+	}
 }
 
 // OldestFree returns the oldest rows no consumer holds, whatever their

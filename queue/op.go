@@ -125,6 +125,7 @@ type request struct {
 	deliv           int      // reqUpdate
 	notBf           int64    // reqUpdate
 	dlq             bool     // reqMove: counts as dead-lettered (else expired)
+	overflow        bool     // reqMoveRows: the deletes count as overflowed
 	acks            []ackRow // reqAck of many rows (AckAll); else ref
 	moves           []Move   // reqMoveRows
 	// n is set by reqPurge and reqMoveRows to the rows they removed from

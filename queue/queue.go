@@ -17,10 +17,12 @@ const levels = message.MaxPriority + 1
 // counters are a queue's persisted statistics.
 type counters struct {
 	depth, bytes, enqueued, acked, expired, deduped, deadLettered int64
+	// overflowed counts what the queue dropped at its bound: the Optional
+	// puts refused past maxDepth, and the rows DeleteOverflowed deleted.
+	overflowed int64
 	// dedupeEntries is the size of the dedupe window, counted at open and
-	// kept in memory: it is not a column of queues. overflowed counts
-	// the Optional puts refused past maxDepth since the store opened.
-	dedupeEntries, overflowed int64
+	// kept in memory: it is not a column of queues.
+	dedupeEntries int64
 }
 
 // entry is a stored message as the queue holds it in memory.
@@ -161,14 +163,6 @@ func (q *Queue) SetPolicy(p Policy) {
 // subscriber's bound (Mosquitto's max_queued_messages). Other puts are
 // not bounded by it. n <= 0 removes the bound. Not persisted.
 func (q *Queue) SetMaxDepth(n int64) { q.maxDepth.Store(max(n, 0)) }
-
-// AddOverflowed counts n messages dropped for the queue's bound by its
-// owner (a subscription that drops its oldest) into Stats.Overflowed.
-func (q *Queue) AddOverflowed(n int64) {
-	q.mu.Lock()
-	q.c.overflowed += n
-	q.mu.Unlock()
-}
 
 // Policy returns the queue's consumer policy with defaults filled in.
 func (q *Queue) Policy() Policy {
@@ -321,9 +315,10 @@ type Stats struct {
 	// DedupeEntries is how many (origin, id) pairs the dedupe window holds
 	// now; it is bounded by DedupeMaxEntries and DedupeWindow.
 	DedupeEntries int64 `json:"dedupe_entries"`
-	// Overflowed counts, since the store opened, the Optional puts (a
-	// topic subscription's copies) not stored because the queue held
-	// its MaxDepth; it is not persisted.
+	// Overflowed counts what the queue dropped at its bound: the
+	// Optional puts (a topic subscription's copies) not stored because
+	// it held its MaxDepth, and the rows DeleteOverflowed deleted. It is
+	// persisted with the drop, as the counters above are.
 	Overflowed int64 `json:"overflowed,omitempty"`
 }
 

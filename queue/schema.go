@@ -124,6 +124,12 @@ INSERT INTO dedupe_runs (queue, origin, max_id, min_id, at, n, ids)
 	SELECT queue, origin, msg_id, msg_id, at, 1, X'' FROM dedupe;
 DROP TABLE dedupe;
 `,
+	// 5: the count of a subscription's drops at its bound.
+	`
+-- What a queue dropped at its bound (Queue.SetMaxDepth, DeleteOverflowed)
+-- is counted with the drop, as the other counters are.
+ALTER TABLE queues ADD COLUMN overflowed INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // migrationData runs Go code after a migration's DDL, in its transaction,

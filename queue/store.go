@@ -236,7 +236,7 @@ func (s *Store) closeDBs() {
 
 // load reads the queues and their persisted counters.
 func (s *Store) load(ctx context.Context) error {
-	rows, err := s.wdb.QueryContext(ctx, `SELECT id, name, kind, depth, bytes, enqueued, acked, expired, deduped, dead_lettered FROM queues`)
+	rows, err := s.wdb.QueryContext(ctx, `SELECT id, name, kind, depth, bytes, enqueued, acked, expired, deduped, dead_lettered, overflowed FROM queues`)
 	if err != nil {
 		return fmt.Errorf("load queues: %w", err)
 	}
@@ -246,7 +246,7 @@ func (s *Store) load(ctx context.Context) error {
 		var name string
 		var kind Kind
 		var c counters
-		if err := rows.Scan(&id, &name, &kind, &c.depth, &c.bytes, &c.enqueued, &c.acked, &c.expired, &c.deduped, &c.deadLettered); err != nil {
+		if err := rows.Scan(&id, &name, &kind, &c.depth, &c.bytes, &c.enqueued, &c.acked, &c.expired, &c.deduped, &c.deadLettered, &c.overflowed); err != nil {
 			return fmt.Errorf("load queues: %w", err)
 		}
 		q := newQueue(s, id, name, kind)

@@ -525,8 +525,8 @@ func (w *writer) setMeta(key string, value []byte) error {
 func (w *writer) writeCounters(b *batch) error {
 	for q, d := range b.deltas {
 		if _, err := w.conn.exec(`UPDATE queues SET depth = depth + ?, bytes = bytes + ?, enqueued = enqueued + ?, acked = acked + ?,
-			expired = expired + ?, deduped = deduped + ?, dead_lettered = dead_lettered + ? WHERE id = ?`,
-			d.depth, d.bytes, d.enqueued, d.acked, d.expired, d.deduped, d.deadLettered, q.id); err != nil {
+			expired = expired + ?, deduped = deduped + ?, dead_lettered = dead_lettered + ?, overflowed = overflowed + ? WHERE id = ?`,
+			d.depth, d.bytes, d.enqueued, d.acked, d.expired, d.deduped, d.deadLettered, d.overflowed, q.id); err != nil {
 			return fmt.Errorf("update counters of %q: %w", q.name, err)
 		}
 	}
