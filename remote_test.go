@@ -399,11 +399,7 @@ func dial(t *testing.T, n *petrel.Node, opts petrel.DialOptions) *petrel.Client 
 func TestRemoteConsumersPastTheSessionBound(t *testing.T) {
 	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
 	ctx := context.Background()
-	c, err := petrel.Dial(ctx, "tcp://"+n.ListenAddr(), petrel.DialOptions{Name: "app-1", Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := nodes.Dial(t, n, petrel.DialOptions{})
 	var first *petrel.Consumer
 	for i := range session.DefaultMaxSessions {
 		cons, err := c.Consumer(fmt.Sprint("q", i))
