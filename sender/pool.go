@@ -52,6 +52,34 @@ type poolConn struct {
 	err   error
 }
 
+// live reports whether pc's dial ended with a connection that is still up.
+func (pc *poolConn) live() bool {
+	select {
+	case <-pc.ready:
+	default:
+		return false // being dialed
+	}
+	if pc.c == nil {
+		return false
+	}
+	select {
+	case <-pc.c.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// dialing reports whether pc's dial is still under way.
+func (pc *poolConn) dialing() bool {
+	select {
+	case <-pc.ready:
+		return false
+	default:
+		return true
+	}
+}
+
 // NewPool makes a pool dialing with cfg the nodes dir knows.
 func NewPool(cfg session.Config, dir *address.Directory, log *slog.Logger) *Pool {
 	return &Pool{cfg: cfg, dir: dir, log: log, conns: map[string]*poolConn{}, extra: map[string][]*poolConn{}}
@@ -72,22 +100,13 @@ func (p *Pool) Get(ctx context.Context, node string) (*session.Conn, error) {
 		return nil, session.ErrClosed
 	}
 	pc := p.conns[node]
-	if pc != nil {
-		select {
-		case <-pc.ready:
-			if pc.c != nil {
-				select {
-				case <-pc.c.Done():
-					pc = nil // dead: dial again
-				default:
-					p.mu.Unlock()
-					return pc.c, nil
-				}
-			} else {
-				pc = nil
-			}
-		default: // a dial is under way: wait for it below
-		}
+	switch {
+	case pc == nil, pc.dialing(): // none, or one to wait for below
+	case pc.live():
+		p.mu.Unlock()
+		return pc.c, nil
+	default:
+		pc = nil // failed or dead: dial again
 	}
 	if pc == nil {
 		pc = &poolConn{ready: make(chan struct{})}
@@ -164,18 +183,11 @@ func (p *Pool) extraConns(node string) ([]*poolConn, error) {
 	var live []*poolConn
 	kept := p.extra[node][:0]
 	for _, pc := range p.extra[node] {
-		select {
-		case <-pc.ready:
-			if pc.c == nil {
-				continue
-			}
-			select {
-			case <-pc.c.Done():
-				continue
-			default:
-			}
+		switch {
+		case pc.live():
 			live = append(live, pc)
-		default: // being dialed
+		case !pc.dialing():
+			continue // failed or dead: dropped
 		}
 		kept = append(kept, pc)
 	}
@@ -192,9 +204,7 @@ func (p *Pool) dialExtra(node string) (dialing *poolConn, mine bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pc := range p.extra[node] {
-		select {
-		case <-pc.ready:
-		default:
+		if pc.dialing() {
 			return pc, false
 		}
 	}
@@ -327,13 +337,9 @@ func (p *Pool) TryMain(ctx context.Context, node string) bool {
 	var onBackup []*poolConn
 	kept := p.extra[node][:0]
 	for _, x := range p.extra[node] {
-		select {
-		case <-x.ready:
-			if x.c != nil && x.index > 0 {
-				onBackup = append(onBackup, x)
-				continue
-			}
-		default:
+		if x.live() && x.index > 0 {
+			onBackup = append(onBackup, x)
+			continue
 		}
 		kept = append(kept, x)
 	}
@@ -356,25 +362,16 @@ func (p *Pool) Connections() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string]int{}
-	live := func(node string, pc *poolConn) {
-		select {
-		case <-pc.ready:
-			if pc.c != nil {
-				select {
-				case <-pc.c.Done():
-				default:
-					out[node]++
-				}
-			}
-		default:
-		}
-	}
 	for node, pc := range p.conns {
-		live(node, pc)
+		if pc.live() {
+			out[node]++
+		}
 	}
 	for node, pcs := range p.extra {
 		for _, pc := range pcs {
-			live(node, pc)
+			if pc.live() {
+				out[node]++
+			}
 		}
 	}
 	return out
@@ -400,7 +397,7 @@ func (p *Pool) Addr(node string) string {
 // Tests and the demo cut links this way.
 func (p *Pool) Drop(node string) {
 	p.mu.Lock()
-	pcs := append(p.extra[node], p.conns[node])
+	pcs := append([]*poolConn{p.conns[node]}, p.extra[node]...)
 	delete(p.conns, node)
 	delete(p.extra, node)
 	p.mu.Unlock()
