@@ -46,15 +46,13 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	// The identity is the one the peer proved in the handshake, whatever
 	// its SessionCreate says: routing and access rules go by it.
 	peer := c.Peer()
-	pend := &pendQueue{max: int(min(s.cfg.Window, maxPending)), room: make(chan struct{}, 1)}
-	pend.start = func() {
-		pend.loops.Go(func() {
-			if err := s.ackLoop(ctx, sess, pend); err != nil {
-				pend.fail(err)
-				cancel() // stop readLoop: nothing it reads could be acked
-			}
-		})
-	}
+	pend := newPendQueue(int(min(s.cfg.Window, maxPending)), func(pend *pendQueue) error {
+		err := s.ackLoop(ctx, sess, pend)
+		if err != nil {
+			cancel() // stop readLoop: nothing it reads could be acked
+		}
+		return err
+	})
 	err := s.readLoop(ctx, sess, peer, pend)
 	pend.loops.Wait()
 	if ackErr := pend.failed(); err == nil {
@@ -91,8 +89,8 @@ const maxPending = 256
 // and 12 KiB of channel.
 type pendQueue struct {
 	max   int
-	room  chan struct{} // cap 1: signalled when the ack loop took entries
-	start func()        // starts an ack loop (in loops)
+	room  chan struct{}          // cap 1: signalled when the ack loop took entries
+	ack   func(*pendQueue) error // an ack loop, run in loops
 	loops sync.WaitGroup
 
 	mu     sync.Mutex
@@ -101,6 +99,16 @@ type pendQueue struct {
 	acked  uint64 // the last seq acked, across ack loops
 	err    error  // why an ack loop failed
 }
+
+func newPendQueue(limit int, ack func(*pendQueue) error) *pendQueue {
+	return &pendQueue{max: limit, room: make(chan struct{}, 1), ack: ack}
+}
+
+// keptPending is the most entries the array of an idle session's queue
+// keeps between bursts: a loop that drains it after each commit reuses
+// it rather than grow one every time, and an idle session keeps a few
+// hundred bytes, not a burst's array.
+const keptPending = 16
 
 // push adds p, waiting while the queue is full, and starts an ack loop if
 // none runs.
@@ -113,7 +121,11 @@ func (q *pendQueue) push(ctx context.Context, p pending) error {
 			q.acking = true
 			q.mu.Unlock()
 			if start {
-				q.start()
+				q.loops.Go(func() {
+					if err := q.ack(q); err != nil {
+						q.fail(err)
+					}
+				})
 			}
 			return nil
 		}
@@ -134,7 +146,9 @@ func (q *pendQueue) take(dst []pending) []pending {
 	defer q.mu.Unlock()
 	if len(q.items) == 0 {
 		q.acking = false
-		q.items = nil // a burst's array is not kept by an idle session
+		if cap(q.items) > keptPending {
+			q.items = nil
+		}
 		return dst
 	}
 	dst = append(dst, q.items...)
