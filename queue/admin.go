@@ -354,6 +354,8 @@ func (q *Queue) moveRows(ctx context.Context, moves []Move, what string) (int, e
 	return q.submitMoveRows(ctx, &request{kind: reqMoveRows, q: q, moves: moves, op: newOp()}, what)
 }
 
+// submitMoveRows submits r, a reqMoveRows of q, waits for its commit and
+// returns how many rows it took out of q; what names it in errors.
 func (q *Queue) submitMoveRows(ctx context.Context, r *request, what string) (int, error) {
 	if err := q.s.w.submit(r); err != nil {
 		return 0, fmt.Errorf("%s messages of %q: %w", what, q.name, err)
