@@ -164,9 +164,12 @@ type Client struct {
 	wg     sync.WaitGroup // connLoop, ackLoops, flushLoop
 	flush  chan struct{}  // capacity 1: a consumer has acks to send
 
+	extraMu sync.Mutex // one dial of a connection past the first at a time (openExtra)
+
 	mu        sync.Mutex
-	conn      *session.Conn // nil while the connection is down
-	node      session.Peer  // the node, as of the last connection
+	conn      *session.Conn   // nil while the connection is down
+	extras    []*session.Conn // connections past the first, for consumers past its sessions
+	node      session.Peer    // the node, as of the last connection
 	subs      map[*subscription]struct{}
 	listeners map[*Listener]struct{}
 	closed    bool
@@ -316,13 +319,12 @@ func (c *Client) attach(conn *session.Conn) error {
 		return ErrClosed
 	}
 	c.conn, c.node = conn, conn.Peer()
-	subs := make([]*subscription, 0, len(c.subs))
-	for s := range c.subs {
-		subs = append(subs, s)
-	}
+	subs := c.subsLocked()
 	c.mu.Unlock()
 	for _, s := range subs {
-		s.resubscribe(conn)
+		if !s.onLiveConn() { // those on a connection past the first stay there
+			s.resubscribe(conn)
+		}
 	}
 	return nil
 }
@@ -347,20 +349,17 @@ func (c *Client) connLoop(conn *session.Conn) {
 }
 
 // detach forgets a dead connection: publishes wait for the next one,
-// consumers' sessions are gone.
+// the sessions of the consumers on it are gone.
 func (c *Client) detach(conn *session.Conn) {
 	c.mu.Lock()
 	if c.conn == conn {
 		c.conn = nil
 	}
-	subs := make([]*subscription, 0, len(c.subs))
-	for s := range c.subs {
-		subs = append(subs, s)
-	}
+	subs := c.subsLocked()
 	c.mu.Unlock()
 	c.pub.detach()
 	for _, s := range subs {
-		s.detach()
+		s.detachFrom(conn)
 	}
 }
 
@@ -423,10 +422,7 @@ func (c *Client) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.HandshakeTimeout)
 	defer cancel()
 	c.mu.Lock()
-	subs := make([]*subscription, 0, len(c.subs))
-	for s := range c.subs {
-		subs = append(subs, s)
-	}
+	subs := c.subsLocked()
 	c.mu.Unlock()
 	for _, s := range subs {
 		s.shutdown(ctx)
@@ -435,11 +431,13 @@ func (c *Client) close() {
 	c.cancel()
 	c.pub.fail(fmt.Errorf("client closed before the node confirmed the message: %w", ErrClosed))
 	c.mu.Lock()
-	conn := c.conn
-	c.conn = nil
+	conns := append(c.extras, c.conn)
+	c.conn, c.extras = nil, nil
 	c.mu.Unlock()
-	if conn != nil {
-		conn.Close()
+	for _, conn := range conns {
+		if conn != nil {
+			conn.Close()
+		}
 	}
 	c.wg.Wait()
 }
@@ -472,9 +470,8 @@ func remoteErr(err error) error {
 	case errors.Is(err, session.ErrRefused):
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	case errors.Is(err, session.ErrLimit):
-		// A link opens another connection past the bound; a client does
-		// not, and says what to do.
-		return fmt.Errorf("%w (a client's connection carries %d sessions: one for its producers and one per consumer; Dial another client for more)", err, session.DefaultMaxSessions)
+		// Past the connections a client opens (maxExtraConns), what to do.
+		return fmt.Errorf("%w (a client opens up to %d connections of %d sessions each: one session for its producers and one per consumer; Dial another client for more)", err, maxExtraConns+1, session.DefaultMaxSessions)
 	}
 	return err
 }

@@ -103,9 +103,9 @@ func (s *subscription) start(ctx context.Context) error {
 		s.unregister()
 		return err
 	}
-	sess, err := s.open(ctx, conn)
+	conn, sess, err := s.openSession(ctx, conn)
 	if err != nil {
-		if conn.Err() != nil && ctx.Err() == nil {
+		if conn != nil && conn.Err() != nil && ctx.Err() == nil {
 			return nil // lost with the connection: resubscribed with the next one
 		}
 		s.unregister()
@@ -142,9 +142,9 @@ func (s *subscription) unregister() {
 func (s *subscription) resubscribe(conn *session.Conn) {
 	ctx, cancel := context.WithTimeout(s.c.ctx, s.c.opts.HandshakeTimeout)
 	defer cancel()
-	sess, err := s.open(ctx, conn)
+	conn, sess, err := s.openSession(ctx, conn)
 	if err != nil {
-		if conn.Err() == nil && s.c.ctx.Err() == nil {
+		if (conn == nil || conn.Err() == nil) && s.c.ctx.Err() == nil {
 			s.c.log.Warn("consumer refused on reconnect", slog.String(logkey.Address, s.addr), slog.Any(logkey.Error, err))
 			s.fail(fmt.Errorf("consumer of %q ended: the node refused it on reconnect: %w: %w", s.addr, remoteErr(err), ErrClosed))
 		}
@@ -153,12 +153,14 @@ func (s *subscription) resubscribe(conn *session.Conn) {
 	s.set(conn, sess)
 }
 
-// set makes sess the subscription's session, unless conn is no longer the
-// client's (a reconnect overtook this subscribe) or the subscription
-// ended.
+// set makes sess the subscription's session, unless conn is no longer one
+// of the client's (a reconnect overtook this subscribe), the subscription
+// ended, or it has a live session already (the reconnect of the client's
+// connection and the loss of one past it both subscribe the consumers of
+// the lost one again).
 func (s *subscription) set(conn *session.Conn, sess *session.Session) {
 	s.mu.Lock()
-	if s.err != nil || s.c.current() != conn {
+	if s.err != nil || !s.c.holds(conn) || s.sess != nil && s.conn.Err() == nil {
 		s.mu.Unlock()
 		closeSession(sess, s.c.opts.HandshakeTimeout)
 		return
@@ -173,16 +175,37 @@ func (s *subscription) set(conn *session.Conn, sess *session.Session) {
 	s.mu.Unlock()
 }
 
-// detach forgets the session of a lost connection, or sess if given and
-// still current.
-func (s *subscription) detach() { s.detachIf(nil) }
+// detachFrom forgets the session on conn, lost, and reports whether it
+// had one there.
+func (s *subscription) detachFrom(conn *session.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == nil || s.conn != conn {
+		return false
+	}
+	s.detachLocked()
+	return true
+}
 
+// onLiveConn reports whether the subscription has a session on a live
+// connection.
+func (s *subscription) onLiveConn() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess != nil && s.conn.Err() == nil
+}
+
+// detachIf forgets sess, if it is still the subscription's session.
 func (s *subscription) detachIf(sess *session.Session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sess == nil || sess != nil && s.sess != sess {
+	if s.sess == nil || s.sess != sess {
 		return
 	}
+	s.detachLocked()
+}
+
+func (s *subscription) detachLocked() {
 	s.conn, s.sess = nil, nil
 	s.taken, s.acks = 0, s.acks[:0]
 	s.changedLocked()

@@ -22,6 +22,7 @@ type flapProxy struct {
 	target string
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
+	pairs  [][2]net.Conn // in accept order, for cutLast
 	wg     sync.WaitGroup
 }
 
@@ -51,6 +52,7 @@ func (p *flapProxy) acceptLoop() {
 		}
 		p.mu.Lock()
 		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+		p.pairs = append(p.pairs, [2]net.Conn{in, out})
 		p.mu.Unlock()
 		p.wg.Add(2)
 		go p.pipe(in, out)
@@ -77,6 +79,22 @@ func (p *flapProxy) cut() int {
 		c.Close()
 	}
 	return len(p.conns) / 2
+}
+
+// cutLast drops the connection accepted last, of those still open, and
+// reports whether there was one.
+func (p *flapProxy) cutLast() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.pairs) - 1; i >= 0; i-- {
+		in, out := p.pairs[i][0], p.pairs[i][1]
+		if _, open := p.conns[in]; open {
+			in.Close()
+			out.Close()
+			return true
+		}
+	}
+	return false
 }
 
 func (p *flapProxy) close() {

@@ -25,3 +25,24 @@ func FileState(n *Node, id uint64) (filetransfer.State, string) {
 	p := n.fileProgress(id)
 	return p.State, p.Error
 }
+
+// SetMaxExtraConns sets the connections a client opens past its first,
+// until restore.
+func SetMaxExtraConns(n int) (restore func()) {
+	old := maxExtraConns
+	maxExtraConns = n
+	return func() { maxExtraConns = old }
+}
+
+// ClientConns counts a client's live connections.
+func ClientConns(c *Client) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, conn := range append(c.extras, c.conn) {
+		if conn != nil && conn.Err() == nil {
+			n++
+		}
+	}
+	return n
+}

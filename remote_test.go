@@ -393,42 +393,93 @@ func dial(t *testing.T, n *petrel.Node, opts petrel.DialOptions) *petrel.Client 
 	return nodes.Dial(t, n, opts)
 }
 
-// A client's connection carries a bounded number of sessions, one per
-// consumer: the consumer past it gets an error that says so and what to
-// do, and the consumers before it still work.
-func TestRemoteConsumersPastTheSessionBound(t *testing.T) {
+// A client's connection carries a bounded number of sessions: one for
+// its producers, one per consumer. The consumers past it go on another
+// connection the client opens, and when that one drops they subscribe
+// again on a new one, without the others noticing; when every connection
+// drops, all of them come back.
+func TestRemoteConsumersPastOneConnection(t *testing.T) {
 	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
-	ctx := context.Background()
-	c := nodes.Dial(t, n, petrel.DialOptions{})
-	var first *petrel.Consumer
-	for i := range session.DefaultMaxSessions {
-		cons, err := c.Consumer(fmt.Sprint("q", i))
-		if err != nil {
-			if !errors.Is(err, session.ErrLimit) || !strings.Contains(err.Error(), "Dial another client") {
-				t.Fatalf("consumer %d: %v, want ErrLimit with what to do", i, err)
-			}
-			if i < session.DefaultMaxSessions-1 {
-				t.Fatalf("consumer %d refused, before the bound of %d sessions", i, session.DefaultMaxSessions)
-			}
-			p := c.Producer()
-			m := p.CreateDataMessage("q0")
-			if err := p.Send(ctx, m); err != nil {
-				t.Fatal(err)
-			}
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			d, err := first.Receive(rctx)
-			if err != nil {
-				t.Fatalf("the first consumer after the refusal: %v", err)
-			}
-			if err := d.Ack(); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		if first == nil {
-			first = cons
+	proxy := newFlapProxy(t, n.ListenAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := petrel.Dial(ctx, "tcp://"+proxy.ln.Addr().String(), petrel.DialOptions{
+		Name: "app-1", Logger: quiet, ConsumerWindow: 4,
+		ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	total := session.DefaultMaxSessions + 8
+	cons := openConsumers(t, c, total)
+	if got := petrel.ClientConns(c); got != 2 {
+		t.Fatalf("%d connections for %d consumers, want 2", got, total)
+	}
+	first, last := 0, total-1
+	roundTrip(t, c, cons, first, last)
+	if !proxy.cutLast() {
+		t.Fatal("no connection to cut")
+	}
+	roundTrip(t, c, cons, last, first, total-2)
+	petreltest.Eventually(t, "two connections again", func() bool { return petrel.ClientConns(c) == 2 })
+	if proxy.cut() == 0 {
+		t.Fatal("no connection to cut")
+	}
+	roundTrip(t, c, cons, first, last, total/2)
+}
+
+// Past the connections a client opens, the next consumer gets an error
+// that says so and what to do, and the consumers before it still work.
+func TestRemoteConsumersPastTheConnectionBound(t *testing.T) {
+	defer petrel.SetMaxExtraConns(1)()
+	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
+	c := nodes.Dial(t, n, petrel.DialOptions{ConsumerWindow: 4})
+	fit := 2*session.DefaultMaxSessions - 1 // the producers' session is one
+	cons := openConsumers(t, c, fit)
+	if _, err := c.Consumer("one-more"); !errors.Is(err, session.ErrLimit) || !strings.Contains(err.Error(), "Dial another client") {
+		t.Fatalf("consumer past two connections: %v, want ErrLimit with what to do", err)
+	}
+	roundTrip(t, c, cons, 0, fit-1)
+}
+
+// openConsumers opens consumers of q0 … q<n-1>, failing t at the first
+// error.
+func openConsumers(t *testing.T, c *petrel.Client, n int) []*petrel.Consumer {
+	t.Helper()
+	cons := make([]*petrel.Consumer, n)
+	for i := range n {
+		var err error
+		if cons[i], err = c.Consumer(fmt.Sprint("q", i)); err != nil {
+			t.Fatalf("consumer %d of %d: %v", i, n, err)
 		}
 	}
-	t.Fatalf("%d consumers on one client, none refused", session.DefaultMaxSessions)
+	return cons
+}
+
+// roundTrip sends a message to the address of each consumer of cons it
+// names, through c, and has that consumer receive and ack it, waiting
+// for reconnects.
+func roundTrip(t *testing.T, c *petrel.Client, cons []*petrel.Consumer, which ...int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := c.Producer()
+	for _, i := range which {
+		m := p.CreateDataMessage(fmt.Sprint("q", i))
+		m.Body = []byte(fmt.Sprint("to ", i))
+		if err := p.Send(ctx, m); err != nil {
+			t.Fatalf("send to q%d: %v", i, err)
+		}
+		d, err := cons[i].Receive(ctx)
+		if err != nil {
+			t.Fatalf("consumer %d: %v", i, err)
+		}
+		if string(d.Body) != fmt.Sprint("to ", i) {
+			t.Fatalf("consumer %d received %q", i, d.Body)
+		}
+		if err := d.Ack(); err != nil {
+			t.Fatalf("consumer %d: ack: %v", i, err)
+		}
+	}
 }

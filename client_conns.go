@@ -1,0 +1,121 @@
+package petrel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/session"
+)
+
+// maxExtraConns bounds the connections a client opens past its first, for
+// consumers past the sessions one connection carries
+// (session.DefaultMaxSessions: one for the producers, one per consumer).
+// A link's pool stops at the same number toward a neighbour: 16
+// connections carry the producers and 16,383 consumers.
+var maxExtraConns = 15 // a variable for the test of the bound
+
+// openSession opens s's session on conn, the client's connection, or on
+// another when conn carries as many sessions as it may (openExtra). It
+// returns the connection the session is on; nil if there was none.
+func (s *subscription) openSession(ctx context.Context, conn *session.Conn) (*session.Conn, *session.Session, error) {
+	sess, err := s.open(ctx, conn)
+	if !errors.Is(err, session.ErrLimit) {
+		return conn, sess, err
+	}
+	return s.c.openExtra(ctx, s)
+}
+
+// openExtra opens s's session on a connection past the first that has
+// room, dialling one more if none has. One dial at a time: consumers that
+// find no room meanwhile wait for it and try it, so a thousand consumers
+// past the bound make one connection, not a thousand.
+func (c *Client) openExtra(ctx context.Context, s *subscription) (*session.Conn, *session.Session, error) {
+	c.extraMu.Lock()
+	defer c.extraMu.Unlock()
+	c.mu.Lock()
+	extras := slices.Clone(c.extras)
+	c.mu.Unlock()
+	for _, conn := range extras {
+		sess, err := s.open(ctx, conn)
+		if errors.Is(err, session.ErrLimit) || err != nil && conn.Err() != nil {
+			continue // full, or going: its loop subscribes its consumers again
+		}
+		return conn, sess, err
+	}
+	if len(extras) >= maxExtraConns {
+		return nil, nil, fmt.Errorf("%d connections to the node, each with as many sessions as it may carry: %w", len(extras)+1, session.ErrLimit)
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("another connection for consumers past the %d sessions of one: %w", session.DefaultMaxSessions, err)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		conn.Close()
+		return nil, nil, ErrClosed
+	}
+	c.extras = append(c.extras, conn)
+	// Under mu, where closed is false: close waits for this goroutine.
+	c.wg.Go(func() { c.extraLoop(conn) })
+	c.mu.Unlock()
+	c.log.Info("opened another connection to the node for consumers past the sessions of one",
+		slog.Int("connections", len(extras)+2), slog.Int("max_sessions", session.DefaultMaxSessions))
+	sess, err := s.open(ctx, conn)
+	return conn, sess, err
+}
+
+// extraLoop waits for a connection past the first to die, then forgets
+// it and subscribes its consumers again: on the client's connection, or
+// on another past it. While the client's connection is down too, its
+// reconnect subscribes them.
+func (c *Client) extraLoop(conn *session.Conn) {
+	select {
+	case <-conn.Done():
+	case <-c.ctx.Done():
+		return // close closes it
+	}
+	c.mu.Lock()
+	c.extras = slices.DeleteFunc(c.extras, func(x *session.Conn) bool { return x == conn })
+	subs := c.subsLocked()
+	c.mu.Unlock()
+	lost := 0
+	for _, s := range subs {
+		if s.detachFrom(conn) {
+			lost++
+		}
+	}
+	c.log.Warn("a connection for consumers lost; subscribing them again", slog.Int("consumers", lost), slog.Any(logkey.Error, conn.Err()))
+	primary := c.current()
+	if primary == nil {
+		return
+	}
+	// Every consumer without a live session, as attach does: one whose
+	// subscribe on conn succeeded just before it died has none, and set
+	// refused the session rather than give it one on a dead connection.
+	for _, s := range subs {
+		if !s.onLiveConn() {
+			s.resubscribe(primary)
+		}
+	}
+}
+
+// holds reports whether conn is one of the client's live connections.
+func (c *Client) holds(conn *session.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return conn.Err() == nil && (conn == c.conn || slices.Contains(c.extras, conn))
+}
+
+// subsLocked returns the client's subscriptions. c.mu is held.
+func (c *Client) subsLocked() []*subscription {
+	subs := make([]*subscription, 0, len(c.subs))
+	for s := range c.subs {
+		subs = append(subs, s)
+	}
+	return subs
+}
