@@ -89,6 +89,19 @@ type Config struct {
 	// kept whatever the outage. Default DefaultTopicInterestGrace (5m). A
 	// change needs a restart.
 	TopicInterestGrace time.Duration
+	// TopicForwardMaxQueued bounds the topic publishes that wait toward
+	// one neighbour, in its send queue for topic traffic
+	// ("_petrel.topics@<neighbour>"), sent or not, for the interest
+	// learned from it: a site that is away for long would otherwise fill
+	// this node's store until every send here fails. Past it, a publish
+	// gets no copy toward that neighbour, counted in
+	// petrel_queue_overflowed_total{queue="_petrel.topics@<neighbour>"};
+	// its copies for the others are stored and the publish succeeds, as
+	// for a subscription at its max_queued_messages. At least link.window
+	// when set, so that a link that keeps up never drops. 0 (the default):
+	// none but the store's bound, so that durable interest keeps every
+	// publish while its site is away. A change needs a restart.
+	TopicForwardMaxQueued int64
 
 	// MQTT is the node's MQTT listener; off unless MQTT.Listen is set. A
 	// change needs a restart.

@@ -77,7 +77,7 @@ var (
 		[]string{"queue", "event"}, nil)
 
 	descQueueOverflowed = prometheus.NewDesc("petrel_queue_overflowed_total",
-		"Copies a topic subscription dropped at its bound (topics[].max_queued_messages) since it was made; persisted.",
+		"Copies a topic subscription dropped at its bound (topics[].max_queued_messages), or a neighbour's send queue for topic traffic past topic_forward_max_queued, since the queue was made; persisted.",
 		queueLabels, nil)
 
 	descLinkUp = prometheus.NewDesc("petrel_link_up",

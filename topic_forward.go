@@ -163,6 +163,7 @@ func (n *Node) forwardPuts(m *message.Message, topic string, arrived bool) ([]qu
 	if err != nil {
 		return nil, fmt.Errorf("forward %q: %w", topic, err)
 	}
+	bound := n.cfg.TopicForwardMaxQueued
 	puts := make([]queue.Put, 0, len(next))
 	for _, nb := range next {
 		q, err := n.sendQueue(context.Background(), interestAddr, nb)
@@ -180,7 +181,14 @@ func (n *Node) forwardPuts(m *message.Message, topic string, arrived bool) ([]qu
 		if len(puts) > 0 {
 			b = append([]byte(nil), data...)
 		}
-		puts = append(puts, queue.Put{Queue: q, Msg: c, Data: b, Dedupe: true})
+		if bound > 0 {
+			// Optional puts past the queue's depth bound are dropped and
+			// counted (Queue.SetMaxDepth); interest messages, which are
+			// not Optional, always go. A send queue dropped meanwhile
+			// skips the copy too, as a subscription that ended does.
+			q.SetMaxDepth(bound)
+		}
+		puts = append(puts, queue.Put{Queue: q, Msg: c, Data: b, Dedupe: true, Optional: bound > 0})
 	}
 	n.topics.forwarded.Add(int64(len(puts)))
 	return puts, nil

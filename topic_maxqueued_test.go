@@ -1,9 +1,11 @@
 package petrel_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/petrelmq/petrel"
@@ -106,5 +108,45 @@ func TestTopicMaxQueuedDropOldest(t *testing.T) {
 	}
 	if got := takeAll(t, c); !slices.Equal(got, []string{"m5", "m6"}) {
 		t.Fatalf("latest holds %v, want the two newest beside the one held", got)
+	}
+}
+
+// topic_forward_max_queued bounds what waits toward a neighbour that is
+// away: a's publishes past it get no copy toward b, counted at a, and
+// still succeed; b's durable subscription gets the ones before the bound
+// once b is back, each once. A bound below the link's window, which a
+// link that keeps up would pass, is refused at open.
+func TestTopicForwardMaxQueued(t *testing.T) {
+	m := newMesh(t, "a", "b")
+	dirB := filepath.Join(t.TempDir(), "b")
+	openB := func() *petrel.Node { return m.open(t, "b", dirB, "a") }
+	b := openB()
+	a := nodes.Open(t, nodes.Name("a"), nodes.Listen(m["a"]), withTopics("orders.#"), nodes.With(withAdmin), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + m["b"]}}
+		c.Link.Window = 4
+		c.TopicForwardMaxQueued = 5
+	}))
+	subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}).Close()
+	waitInterest(t, a, "b/b/orders.#")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bodies := publishN(t, a, "orders.eu.created", 12)
+	st, ok := a.QueueStat("_petrel.topics@b")
+	if !ok {
+		t.Fatal("a has no send queue toward b for topic traffic")
+	}
+	if st.Depth != 5 || st.Overflowed != 7 {
+		t.Fatalf("a's send queue toward b: depth %d, overflowed %d; want 5 and 7", st.Depth, st.Overflowed)
+	}
+	if got := scrape(t, a)[`petrel_queue_overflowed_total{queue="_petrel.topics@b"}`]; got != 7 {
+		t.Fatalf("petrel_queue_overflowed_total for a's send queue toward b: %v, want 7", got)
+	}
+	b = openB()
+	drainSub(t, subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}), bodies[:5], a)
+
+	_, err := petrel.Open(context.Background(), petrel.Config{Name: "c", DataDir: t.TempDir(), TopicForwardMaxQueued: 100})
+	if err == nil || !strings.Contains(err.Error(), "topic_forward_max_queued") || !strings.Contains(err.Error(), "link.window") {
+		t.Fatalf("a bound below the default window of 4096: %v, want an error naming topic_forward_max_queued and link.window", err)
 	}
 }

@@ -1,6 +1,7 @@
 package petrel
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -648,6 +649,12 @@ func (c Config) validateTopics() error {
 	}
 	if c.TopicInterestGrace < 0 {
 		return cfgErr("topic_interest_grace", fmt.Sprintf("%s is negative; leave it out for the default %s", c.TopicInterestGrace, DefaultTopicInterestGrace), nil)
+	}
+	if m := c.TopicForwardMaxQueued; m != 0 {
+		window := int64(cmp.Or(max(c.Link.Window, 0), defaultLinkWindow))
+		if m < window {
+			return cfgErr("topic_forward_max_queued", fmt.Sprintf("%d is below the %d messages a link keeps in flight (link.window): a link that keeps up would drop publishes; set at least %d, or 0 for no bound but the store's", m, window, window), nil)
+		}
 	}
 	for _, a := range c.Addresses {
 		if a.Name == interestAddr {

@@ -277,6 +277,13 @@
 //	# is kept whatever the outage. Default: 5m.
 //	topic_interest_grace: 5m
 //
+//	# How many topic publishes may wait toward one neighbour, sent or not, for
+//	# the interest learned from it; past it a publish gets no copy toward that
+//	# neighbour, counted in petrel_queue_overflowed_total, and still goes to the
+//	# others (count, at least link.window). Default: 0, none but the store's
+//	# bound: durable interest keeps every publish while its site is away.
+//	topic_forward_max_queued: 0
+//
 //	files:
 //	  # Where files being received are kept until whole and verified, and where
 //	  # a relay holds the files it forwards (path). Keep it on the filesystem of

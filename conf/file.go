@@ -63,6 +63,9 @@ type File struct {
 	// the non-durable topic interest learned from it is dropped. Default:
 	// petrel.DefaultTopicInterestGrace.
 	TopicInterestGrace Duration `yaml:"topic_interest_grace"`
+	// TopicForwardMaxQueued bounds the topic publishes waiting toward one
+	// neighbour; see petrel.Config.TopicForwardMaxQueued.
+	TopicForwardMaxQueued int64 `yaml:"topic_forward_max_queued"`
 	// MQTT is the node's MQTT listener; see MQTTSection.
 	MQTT MQTTSection `yaml:"mqtt"`
 }
@@ -270,5 +273,6 @@ func (f *File) NodeConfig() petrel.Config {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())
 	}
 	cfg.TopicInterestGrace = time.Duration(f.TopicInterestGrace)
+	cfg.TopicForwardMaxQueued = f.TopicForwardMaxQueued
 	return cfg
 }

@@ -83,9 +83,10 @@ func (f *File) topicConfigs() []petrel.TopicConfig {
 }
 
 // topicKeys are the top-level keys of topics outside the list:
-// topic_interest_grace.
+// topic_interest_grace and topic_forward_max_queued.
 type topicKeys struct{ f *File }
 
 func (k topicKeys) check(c *checker, _ string) {
 	c.positive("topic_interest_grace", k.f.TopicInterestGrace)
+	c.count("topic_forward_max_queued", k.f.TopicForwardMaxQueued)
 }

@@ -71,8 +71,9 @@ type Put struct {
 	// made messages need not dedupe: their ids are unique by construction.
 	Dedupe bool
 	// Optional skips the put, successfully, when Queue was dropped before
-	// the commit: a topic's copy for a subscription that ended meanwhile.
-	// Without it, such a put fails the whole operation.
+	// the commit (a topic's copy for a subscription that ended meanwhile)
+	// or holds its depth bound (Queue.SetMaxDepth). Without it, such a put
+	// fails the whole operation, and the bound does not apply.
 	Optional bool
 }
 

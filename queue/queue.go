@@ -156,8 +156,9 @@ func (q *Queue) SetPolicy(p Policy) {
 	q.mu.Unlock()
 }
 
-// SetMaxDepth bounds the messages the queue holds for Optional puts,
-// which are a topic subscription's copies: past n, a copy for it is not
+// SetMaxDepth bounds the messages the queue holds for Optional puts, such
+// as a topic subscription's copies, or a node's copies of topic publishes
+// toward a neighbour (Config.TopicForwardMaxQueued): past n, a copy for it is not
 // stored, the publish succeeds for the others, and the queue counts it
 // (Stats.Overflowed), as a broker drops what it would queue past a slow
 // subscriber's bound (Mosquitto's max_queued_messages). Other puts are

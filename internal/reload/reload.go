@@ -98,6 +98,9 @@ var Rules = []Rule{
 	{Key: "topics", Field: "Topics"},
 	// The topic janitor takes the grace when it starts, with the node.
 	{Key: "topic_interest_grace", Field: "TopicInterestGrace"},
+	// Read as each publish is forwarded, from the configuration the node
+	// opened with.
+	{Key: "topic_forward_max_queued", Field: "TopicForwardMaxQueued"},
 	// The MQTT listeners are bound at start, as listen is, and their
 	// clients' sessions hang on them.
 	{Key: "mqtt", Field: "MQTT"},
