@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
@@ -79,6 +80,27 @@ func (p *flapProxy) cut() int {
 		c.Close()
 	}
 	return len(p.conns) / 2
+}
+
+// dial dials the node behind p, as client app-1 unless opts names
+// another, reconnecting within 5–20 ms; the client closes with the test.
+func (p *flapProxy) dial(t *testing.T, opts petrel.DialOptions) *petrel.Client {
+	t.Helper()
+	if opts.Name == "" {
+		opts.Name = "app-1"
+	}
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	opts.ReconnectMin, opts.ReconnectMax = 5*time.Millisecond, 20*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), petreltest.Patience)
+	defer cancel()
+	c, err := petrel.Dial(ctx, "tcp://"+p.ln.Addr().String(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // cutLast drops the connection accepted last, of those still open, and

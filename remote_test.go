@@ -103,14 +103,7 @@ func TestRemoteReconnectResendsAndResubscribes(t *testing.T) {
 	proxy := newFlapProxy(t, n.ListenAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := petrel.Dial(ctx, "tcp://"+proxy.ln.Addr().String(), petrel.DialOptions{
-		Name: "app-1", Logger: quiet, Window: 64, ConsumerWindow: 32,
-		ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := proxy.dial(t, petrel.DialOptions{Window: 64, ConsumerWindow: 32})
 	cons, err := c.Consumer("orders")
 	if err != nil {
 		t.Fatal(err)
@@ -401,16 +394,7 @@ func dial(t *testing.T, n *petrel.Node, opts petrel.DialOptions) *petrel.Client 
 func TestRemoteConsumersPastOneConnection(t *testing.T) {
 	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
 	proxy := newFlapProxy(t, n.ListenAddr())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := petrel.Dial(ctx, "tcp://"+proxy.ln.Addr().String(), petrel.DialOptions{
-		Name: "app-1", Logger: quiet, ConsumerWindow: 4,
-		ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := proxy.dial(t, petrel.DialOptions{ConsumerWindow: 4})
 	total := session.DefaultMaxSessions + 8
 	cons := openConsumers(t, c, total)
 	if got := petrel.ClientConns(c); got != 2 {

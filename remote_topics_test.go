@@ -93,13 +93,7 @@ func TestRemoteSubscribeDurableAcrossReconnect(t *testing.T) {
 	proxy := newFlapProxy(t, n.ListenAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl, err := petrel.Dial(ctx, "tcp://"+proxy.ln.Addr().String(), petrel.DialOptions{
-		Name: "app-1", Logger: quiet, ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := proxy.dial(t, petrel.DialOptions{})
 	durable, err := cl.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: "keep", Durable: true})
 	if err != nil {
 		t.Fatal(err)
