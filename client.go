@@ -161,8 +161,9 @@ type Client struct {
 
 	ctx    context.Context // ends when Close begins
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // connLoop, ackLoops, flushLoop
+	wg     sync.WaitGroup // connLoop, extraLoops, flushLoop, placeLoop
 	flush  chan struct{}  // capacity 1: a consumer has acks to send
+	place  chan struct{}  // capacity 1: a consumer found no connection (placeLoop)
 
 	extraMu sync.Mutex // one dial of a connection past the first at a time (openExtra)
 
@@ -198,6 +199,7 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*Client, error) {
 		},
 		log:       opts.Logger.With(slog.String(logkey.Component, "client"), slog.String("client", opts.Name)),
 		flush:     make(chan struct{}, 1),
+		place:     make(chan struct{}, 1),
 		subs:      map[*subscription]struct{}{},
 		listeners: map[*Listener]struct{}{},
 	}
@@ -218,6 +220,7 @@ func Dial(ctx context.Context, url string, opts DialOptions) (*Client, error) {
 	}
 	c.wg.Go(func() { c.connLoop(conn) })
 	c.wg.Go(c.flushLoop)
+	c.wg.Go(c.placeLoop)
 	return c, nil
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/session"
@@ -118,4 +120,65 @@ func (c *Client) subsLocked() []*subscription {
 		subs = append(subs, s)
 	}
 	return subs
+}
+
+// wakePlace has the placeLoop subscribe again the consumers without a
+// connection.
+func (c *Client) wakePlace() {
+	select {
+	case c.place <- struct{}{}:
+	default:
+	}
+}
+
+// placeLoop subscribes again, with a backoff, the consumers that found no
+// connection when they were subscribed again (the dial of another
+// connection failed), until each has one or the client closes. Without
+// it they would wait for the next reconnect of the client's connection,
+// which may never come.
+func (c *Client) placeLoop() {
+	for {
+		select {
+		case <-c.place:
+		case <-c.ctx.Done():
+			return
+		}
+		for delay := c.opts.ReconnectMin; ; delay = min(2*delay, c.opts.ReconnectMax) {
+			t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+			select {
+			case <-t.C:
+			case <-c.ctx.Done():
+				t.Stop()
+				return
+			}
+			if c.placeOrphans() == 0 {
+				break
+			}
+		}
+	}
+}
+
+// placeOrphans subscribes again the consumers without a live session, on
+// the client's connection or past it, and returns how many still have
+// none. While the client's connection is down it does nothing: its
+// reconnect subscribes them.
+func (c *Client) placeOrphans() int {
+	primary := c.current()
+	if primary == nil {
+		return 0
+	}
+	c.mu.Lock()
+	subs := c.subsLocked()
+	c.mu.Unlock()
+	left := 0
+	for _, s := range subs {
+		if s.onLiveConn() {
+			continue
+		}
+		s.resubscribe(primary)
+		if !s.onLiveConn() && !s.over() {
+			left++
+		}
+	}
+	return left
 }

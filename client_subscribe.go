@@ -2,6 +2,7 @@ package petrel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -144,6 +145,13 @@ func (s *subscription) resubscribe(conn *session.Conn) {
 	defer cancel()
 	conn, sess, err := s.openSession(ctx, conn)
 	if err != nil {
+		if conn == nil && !errors.Is(err, session.ErrLimit) && s.c.ctx.Err() == nil {
+			// No connection with room, and the dial of another failed:
+			// the placeLoop tries again.
+			s.c.log.Warn("no connection for a consumer; trying again", slog.String(logkey.Address, s.addr), slog.Any(logkey.Error, err))
+			s.c.wakePlace()
+			return
+		}
 		if (conn == nil || conn.Err() == nil) && s.c.ctx.Err() == nil {
 			s.c.log.Warn("consumer refused on reconnect", slog.String(logkey.Address, s.addr), slog.Any(logkey.Error, err))
 			s.fail(fmt.Errorf("consumer of %q ended: the node refused it on reconnect: %w: %w", s.addr, remoteErr(err), ErrClosed))
@@ -185,6 +193,13 @@ func (s *subscription) detachFrom(conn *session.Conn) bool {
 	}
 	s.detachLocked()
 	return true
+}
+
+// over reports whether the subscription ended for good.
+func (s *subscription) over() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil
 }
 
 // onLiveConn reports whether the subscription has a session on a live

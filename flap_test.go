@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,8 @@ type flapProxy struct {
 	conns  map[net.Conn]struct{}
 	pairs  [][2]net.Conn // in accept order, for cutLast
 	wg     sync.WaitGroup
+	// refusing closes each new connection as soon as it is accepted.
+	refusing atomic.Bool
 }
 
 func newFlapProxy(t *testing.T, target string) *flapProxy {
@@ -45,6 +48,10 @@ func (p *flapProxy) acceptLoop() {
 		in, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.refusing.Load() {
+			in.Close()
+			continue
 		}
 		out, err := net.Dial("tcp", p.target)
 		if err != nil {

@@ -413,6 +413,48 @@ func TestRemoteConsumersPastOneConnection(t *testing.T) {
 	roundTrip(t, c, cons, first, last, total/2)
 }
 
+// When a connection past the first drops and another cannot be dialled
+// (here the node's side refuses it), its consumers wait, neither ended
+// nor lost, and come back once a connection can be made again.
+func TestRemoteConsumersWaitForAnotherConnection(t *testing.T) {
+	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
+	proxy := newFlapProxy(t, n.ListenAddr())
+	c := proxy.dial(t, petrel.DialOptions{ConsumerWindow: 4, HandshakeTimeout: 2 * time.Second})
+	total := session.DefaultMaxSessions + 2
+	cons := openConsumers(t, c, total)
+	last := total - 1
+	proxy.refusing.Store(true)
+	if !proxy.cutLast() {
+		t.Fatal("no connection to cut")
+	}
+	p := c.Producer()
+	m := p.CreateDataMessage(fmt.Sprint("q", last))
+	m.Body = []byte("while no connection can be made")
+	ctx, cancel := context.WithTimeout(context.Background(), petreltest.Patience)
+	defer cancel()
+	if err := p.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err := cons[last].Receive(wctx)
+	wcancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("consumer %d while no connection can be made: %v, want it to wait", last, err)
+	}
+	proxy.refusing.Store(false)
+	d, err := cons[last].Receive(ctx)
+	if err != nil {
+		t.Fatalf("consumer %d once a connection can be made: %v", last, err)
+	}
+	if string(d.Body) != "while no connection can be made" {
+		t.Fatalf("consumer %d received %q", last, d.Body)
+	}
+	if err := d.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, c, cons, 0, last)
+}
+
 // Past the connections a client opens, the next consumer gets an error
 // that says so and what to do, and the consumers before it still work.
 func TestRemoteConsumersPastTheConnectionBound(t *testing.T) {
