@@ -75,11 +75,27 @@ func (c *Client) openExtra(ctx context.Context, s *subscription) (*session.Conn,
 // it and subscribes its consumers again: on the client's connection, or
 // on another past it. While the client's connection is down too, its
 // reconnect subscribes them.
+//
+// A connection that carried no session for a whole idleConnCheck is
+// closed: its consumers are gone, and the node counts it against its
+// link.max_connections.
 func (c *Client) extraLoop(conn *session.Conn) {
-	select {
-	case <-conn.Done():
-	case <-c.ctx.Done():
-		return // close closes it
+	tick := time.NewTicker(idleConnCheck)
+	defer tick.Stop()
+	idle := false
+wait:
+	for {
+		select {
+		case <-conn.Done():
+			break wait
+		case <-c.ctx.Done():
+			return // close closes it
+		case <-tick.C:
+			if idle && c.closeIfIdle(conn) {
+				return
+			}
+			idle = conn.Stats().Sessions == 0
+		}
 	}
 	c.mu.Lock()
 	c.extras = slices.DeleteFunc(c.extras, func(x *session.Conn) bool { return x == conn })
@@ -104,6 +120,27 @@ func (c *Client) extraLoop(conn *session.Conn) {
 			s.resubscribe(primary)
 		}
 	}
+}
+
+// idleConnCheck is how often a connection past the first is checked for
+// sessions; a variable for the tests.
+var idleConnCheck = 30 * time.Second
+
+// closeIfIdle closes conn, a connection past the first, and forgets it,
+// if it carries no session. It holds extraMu, so that no consumer opens a
+// session on it meanwhile.
+func (c *Client) closeIfIdle(conn *session.Conn) bool {
+	c.extraMu.Lock()
+	defer c.extraMu.Unlock()
+	if conn.Stats().Sessions > 0 {
+		return false
+	}
+	c.mu.Lock()
+	c.extras = slices.DeleteFunc(c.extras, func(x *session.Conn) bool { return x == conn })
+	c.mu.Unlock()
+	conn.Close()
+	c.log.Info("closed a connection to the node that no consumer uses any more")
+	return true
 }
 
 // holds reports whether conn is one of the client's live connections.

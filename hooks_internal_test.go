@@ -1,6 +1,8 @@
 package petrel
 
 import (
+	"time"
+
 	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
 )
@@ -45,4 +47,12 @@ func ClientConns(c *Client) int {
 		}
 	}
 	return n
+}
+
+// SetIdleConnCheck sets how often a client checks its connections past
+// the first for sessions, until restore.
+func SetIdleConnCheck(d time.Duration) (restore func()) {
+	old := idleConnCheck
+	idleConnCheck = d
+	return func() { idleConnCheck = old }
 }

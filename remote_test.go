@@ -390,10 +390,12 @@ func dial(t *testing.T, n *petrel.Node, opts petrel.DialOptions) *petrel.Client 
 // its producers, one per consumer. The consumers past it go on another
 // connection the client opens, and when that one drops they subscribe
 // again on a new one, without the others noticing; when every connection
-// drops, all of them come back.
+// drops, all of them come back. Once its consumers closed, the client
+// closes the connection past the first.
 func TestRemoteConsumersPastOneConnection(t *testing.T) {
 	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
 	proxy := newFlapProxy(t, n.ListenAddr())
+	t.Cleanup(petrel.SetIdleConnCheck(20 * time.Millisecond)) // after the client's Close
 	c := proxy.dial(t, petrel.DialOptions{ConsumerWindow: 4})
 	total := session.DefaultMaxSessions + 8
 	cons := openConsumers(t, c, total)
@@ -411,6 +413,12 @@ func TestRemoteConsumersPastOneConnection(t *testing.T) {
 		t.Fatal("no connection to cut")
 	}
 	roundTrip(t, c, cons, first, last, total/2)
+	petreltest.Eventually(t, "two connections again after the cut", func() bool { return petrel.ClientConns(c) == 2 })
+	for _, cn := range cons[1:] { // which are past the first is random since the cut
+		cn.Close()
+	}
+	petreltest.Eventually(t, "the connection past the first closed once its consumers did", func() bool { return petrel.ClientConns(c) == 1 })
+	roundTrip(t, c, cons, first)
 }
 
 // When a connection past the first drops and another cannot be dialled
