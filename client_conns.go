@@ -188,9 +188,11 @@ func (c *Client) placeLoop() {
 				t.Stop()
 				return
 			}
-			if c.placeOrphans() == 0 {
+			left := c.placeOrphans()
+			if left == 0 {
 				break
 			}
+			c.log.Warn("consumers without a connection to the node; trying again", slog.Int("consumers", left), slog.Duration("retry_in", min(2*delay, c.opts.ReconnectMax)))
 		}
 	}
 }

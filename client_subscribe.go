@@ -147,8 +147,7 @@ func (s *subscription) resubscribe(conn *session.Conn) {
 	if err != nil {
 		if conn == nil && !errors.Is(err, session.ErrLimit) && s.c.ctx.Err() == nil {
 			// No connection with room, and the dial of another failed:
-			// the placeLoop tries again.
-			s.c.log.Warn("no connection for a consumer; trying again", slog.String(logkey.Address, s.addr), slog.Any(logkey.Error, err))
+			// the placeLoop tries again, and logs once for all.
 			s.c.wakePlace()
 			return
 		}
