@@ -102,6 +102,13 @@ type Config struct {
 	// none but the store's bound, so that durable interest keeps every
 	// publish while its site is away. A change needs a restart.
 	TopicForwardMaxQueued int64
+	// TopicForwardOverflow is which publishes go past
+	// TopicForwardMaxQueued: "drop_new" (the default) keeps the first and
+	// drops what comes after; "drop_oldest" keeps the latest, the topic
+	// janitor dropping the oldest that are not in flight just after the
+	// publishes that passed the bound (interest messages always stay). A
+	// change needs a restart.
+	TopicForwardOverflow string
 
 	// MQTT is the node's MQTT listener; off unless MQTT.Listen is set. A
 	// change needs a restart.

@@ -3,8 +3,11 @@ package petrel
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
 )
 
 // trimSubscriptions brings every subscription whose space drops its
@@ -48,6 +51,68 @@ func (n *Node) trimSubscription(ctx context.Context, e *subEntry) error {
 		dropped, err := e.q.DeleteOverflowed(ctx, rows)
 		if err != nil || dropped == 0 {
 			return err // what is left over is in flight, or gone already
+		}
+	}
+}
+
+// forwardDropsOldest reports whether the send queues toward neighbours
+// for topic traffic keep their latest publishes past
+// Config.TopicForwardMaxQueued (drop_oldest).
+func (n *Node) forwardDropsOldest() bool {
+	return n.cfg.TopicForwardMaxQueued > 0 && n.cfg.TopicForwardOverflow == overflowDropOldest
+}
+
+// trimForwards brings each send queue toward a neighbour for topic
+// traffic back to Config.TopicForwardMaxQueued when it drops its oldest:
+// it deletes the oldest publishes not in flight, counted into the queue's
+// Overflowed. Interest messages stay whatever their age: dropping one
+// would leave the neighbour without interest it should have learned.
+func (n *Node) trimForwards(ctx context.Context) {
+	if !n.forwardDropsOldest() {
+		return
+	}
+	bound := n.cfg.TopicForwardMaxQueued
+	for _, q := range n.store.Queues() {
+		if q.Kind() != queue.KindSend || !strings.HasPrefix(q.Name(), interestAddr+"@") || q.Stats().Depth <= bound {
+			continue
+		}
+		if err := trimForward(ctx, q, bound); err != nil && ctx.Err() == nil {
+			n.log.Warn("drop the oldest publishes waiting toward a neighbour past topic_forward_max_queued; tried again at the next publish or tick",
+				slog.String(logkey.Queue, q.Name()), slog.Any(logkey.Error, err))
+		}
+	}
+}
+
+func trimForward(ctx context.Context, q *queue.Queue, bound int64) error {
+	for {
+		over := q.Stats().Depth - bound
+		if over <= 0 {
+			return nil
+		}
+		// A few more than over: interest messages among the oldest stay.
+		rows, err := q.OldestFreeData(ctx, int(min(over, pruneBatch))+16)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		drop := rows[:0]
+		for _, r := range rows {
+			var m message.Message
+			if m.UnmarshalBinary(r.Data) != nil {
+				continue // left for the sender, which dead-letters it
+			}
+			if name, _, _ := message.ParseDestination(m.Destination); name == interestAddr {
+				continue
+			}
+			if drop = append(drop, queue.Browsed{RowID: r.RowID, Priority: r.Priority}); int64(len(drop)) == over {
+				break
+			}
+		}
+		if len(drop) == 0 {
+			return nil // what is left over is in flight, or interest
+		}
+		dropped, err := q.DeleteOverflowed(ctx, drop)
+		if err != nil || dropped == 0 {
+			return err
 		}
 	}
 }

@@ -163,7 +163,12 @@ func (n *Node) forwardPuts(m *message.Message, topic string, arrived bool) ([]qu
 	if err != nil {
 		return nil, fmt.Errorf("forward %q: %w", topic, err)
 	}
+	// Past the bound the store drops the new copy (drop_new), or the
+	// janitor the oldest (drop_oldest, trimForwards).
 	bound := n.cfg.TopicForwardMaxQueued
+	if n.forwardDropsOldest() {
+		bound = 0
+	}
 	puts := make([]queue.Put, 0, len(next))
 	for _, nb := range next {
 		q, err := n.sendQueue(context.Background(), interestAddr, nb)

@@ -87,6 +87,7 @@ func (n *Node) topicJanitor(ctx context.Context) {
 		case <-n.topics.keepKick:
 			n.trimKeeps(ctx)
 			n.trimSubscriptions(ctx)
+			n.trimForwards(ctx)
 			// The kicks of the next keepTrimGap wait and make one: a
 			// trim is two commits whatever it drops, and a full keep
 			// queue is kicked by every publish.
@@ -102,6 +103,7 @@ func (n *Node) topicJanitor(ctx context.Context) {
 		n.checkGrace(ctx, down, dropped)
 		n.trimKeeps(ctx)
 		n.trimSubscriptions(ctx)
+		n.trimForwards(ctx)
 		n.retryAnnouncements(ctx)
 	}
 }

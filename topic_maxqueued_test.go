@@ -150,3 +150,43 @@ func TestTopicForwardMaxQueued(t *testing.T) {
 		t.Fatalf("a bound below the default window of 4096: %v, want an error naming topic_forward_max_queued and link.window", err)
 	}
 }
+
+// With topic_forward_overflow drop_oldest the send queue toward an absent
+// neighbour keeps the latest publishes: the janitor drops the oldest past
+// the bound, counted, and keeps the interest message among them, which
+// the neighbour then learns.
+func TestTopicForwardDropOldest(t *testing.T) {
+	m := newMesh(t, "a", "b")
+	dirB := filepath.Join(t.TempDir(), "b")
+	openB := func() *petrel.Node { return m.open(t, "b", dirB, "a") }
+	b := openB()
+	a := nodes.Open(t, nodes.Name("a"), nodes.Listen(m["a"]), withTopics("orders.#"), nodes.With(withAdmin), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + m["b"]}}
+		c.Link.Window = 4
+		c.TopicForwardMaxQueued = 5
+		c.TopicForwardOverflow = "drop_oldest"
+	}))
+	subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}).Close()
+	waitInterest(t, a, "b/b/orders.#")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// a's own interest, announced to b while it is away: the oldest row
+	// of the queue toward b.
+	subscribe(t, a, "orders.#", petrel.SubscribeOptions{Name: "local", Durable: true}).Close()
+	bodies := publishN(t, a, "orders.eu.created", 12)
+	var st petrel.QueueStats
+	petreltest.Eventually(t, "a's send queue toward b trimmed to its bound", func() bool {
+		st, _ = a.QueueStat("_petrel.topics@b")
+		return st.Depth == 5
+	}, func() string { return fmt.Sprintf("%+v", st) })
+	if st.Overflowed != 8 {
+		t.Fatalf("a's send queue toward b counts %d dropped, want 8: the interest message and the last 4 publishes stay", st.Overflowed)
+	}
+	if got := scrape(t, a)[`petrel_queue_overflowed_total{queue="_petrel.topics@b"}`]; got != 8 {
+		t.Fatalf("petrel_queue_overflowed_total for a's send queue toward b: %v, want 8", got)
+	}
+	b = openB()
+	drainSub(t, subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}), bodies[8:], a)
+	waitInterest(t, b, "a/a/orders.#")
+}

@@ -75,8 +75,8 @@ func (n *Node) fanOut(m *message.Message, topic string, dedupe bool, mark string
 	if err != nil {
 		return nil, fmt.Errorf("publish to %q: %w", topic, err)
 	}
-	if n.topics.anyOldest {
-		n.kickKeeps() // a subscription that drops its oldest may be past its bound
+	if n.topics.anyOldest || len(fwd) > 0 && n.forwardDropsOldest() {
+		n.kickKeeps() // a subscription or a send queue that drops its oldest may be past its bound
 	}
 	return op, nil
 }

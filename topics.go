@@ -650,6 +650,11 @@ func (c Config) validateTopics() error {
 	if c.TopicInterestGrace < 0 {
 		return cfgErr("topic_interest_grace", fmt.Sprintf("%s is negative; leave it out for the default %s", c.TopicInterestGrace, DefaultTopicInterestGrace), nil)
 	}
+	switch c.TopicForwardOverflow {
+	case "", overflowDropNew, overflowDropOldest:
+	default:
+		return cfgErr("topic_forward_overflow", fmt.Sprintf("%q: want %s or %s", c.TopicForwardOverflow, overflowDropNew, overflowDropOldest), nil)
+	}
 	if m := c.TopicForwardMaxQueued; m != 0 {
 		window := int64(cmp.Or(max(c.Link.Window, 0), defaultLinkWindow))
 		if m < window {

@@ -283,6 +283,9 @@
 //	# others (count, at least link.window). Default: 0, none but the store's
 //	# bound: durable interest keeps every publish while its site is away.
 //	topic_forward_max_queued: 0
+//	# Which publishes go past topic_forward_max_queued: drop_new keeps the first,
+//	# drop_oldest the latest (interest messages always stay). Default: drop_new.
+//	topic_forward_overflow: drop_new
 //
 //	files:
 //	  # Where files being received are kept until whole and verified, and where

@@ -66,6 +66,9 @@ type File struct {
 	// TopicForwardMaxQueued bounds the topic publishes waiting toward one
 	// neighbour; see petrel.Config.TopicForwardMaxQueued.
 	TopicForwardMaxQueued int64 `yaml:"topic_forward_max_queued"`
+	// TopicForwardOverflow is drop_new or drop_oldest; see
+	// petrel.Config.TopicForwardOverflow.
+	TopicForwardOverflow string `yaml:"topic_forward_overflow"`
 	// MQTT is the node's MQTT listener; see MQTTSection.
 	MQTT MQTTSection `yaml:"mqtt"`
 }
@@ -274,5 +277,6 @@ func (f *File) NodeConfig() petrel.Config {
 	}
 	cfg.TopicInterestGrace = time.Duration(f.TopicInterestGrace)
 	cfg.TopicForwardMaxQueued = f.TopicForwardMaxQueued
+	cfg.TopicForwardOverflow = f.TopicForwardOverflow
 	return cfg
 }

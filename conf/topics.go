@@ -42,11 +42,7 @@ func (s *TopicSection) check(c *checker, path string) {
 		c.fail(join(path, "pattern"), reasonf(err, "%v", err))
 	}
 	c.count(join(path, "max_queued_messages"), s.MaxQueuedMessages)
-	switch s.Overflow {
-	case "", "drop_new", "drop_oldest":
-	default:
-		c.fail(join(path, "overflow"), reasonf(nil, "want drop_new or drop_oldest, got %q", s.Overflow))
-	}
+	checkOverflow(c, join(path, "overflow"), s.Overflow)
 	if s.Keep != nil {
 		keep := join(path, "keep")
 		c.required(keep, "messages", "a keep policy needs a bound on the publishes it holds, such as messages: 10000")
@@ -83,10 +79,21 @@ func (f *File) topicConfigs() []petrel.TopicConfig {
 }
 
 // topicKeys are the top-level keys of topics outside the list:
-// topic_interest_grace and topic_forward_max_queued.
+// topic_interest_grace, topic_forward_max_queued and
+// topic_forward_overflow.
 type topicKeys struct{ f *File }
 
 func (k topicKeys) check(c *checker, _ string) {
 	c.positive("topic_interest_grace", k.f.TopicInterestGrace)
 	c.count("topic_forward_max_queued", k.f.TopicForwardMaxQueued)
+	checkOverflow(c, "topic_forward_overflow", k.f.TopicForwardOverflow)
+}
+
+// checkOverflow checks an overflow policy: drop_new or drop_oldest.
+func checkOverflow(c *checker, path, v string) {
+	switch v {
+	case "", "drop_new", "drop_oldest":
+	default:
+		c.fail(path, reasonf(nil, "want drop_new or drop_oldest, got %q", v))
+	}
 }

@@ -32,7 +32,7 @@ func TestTopicsSection(t *testing.T) {
 // and topic_interest_grace reach petrel.Config, and their bad values are
 // refused with the key.
 func TestTopicsKeepAndGrace(t *testing.T) {
-	f, err := Parse("t.yaml", []byte("topics:\n  - pattern: orders.#\n    keep: {messages: 50, age: 2h}\n    max_queued_messages: 1000\n    overflow: drop_oldest\n  - pattern: alerts.*\ntopic_interest_grace: 90s\ntopic_forward_max_queued: 100000\n"))
+	f, err := Parse("t.yaml", []byte("topics:\n  - pattern: orders.#\n    keep: {messages: 50, age: 2h}\n    max_queued_messages: 1000\n    overflow: drop_oldest\n  - pattern: alerts.*\ntopic_interest_grace: 90s\ntopic_forward_max_queued: 100000\ntopic_forward_overflow: drop_oldest\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +46,8 @@ func TestTopicsKeepAndGrace(t *testing.T) {
 	if k := cfg.Topics[1].Keep; k.Messages != 0 || k.Age != 0 {
 		t.Fatalf("a space without keep got %+v", k)
 	}
-	if cfg.TopicInterestGrace != 90*time.Second || cfg.TopicForwardMaxQueued != 100000 {
-		t.Fatalf("grace = %v, topic_forward_max_queued = %d", cfg.TopicInterestGrace, cfg.TopicForwardMaxQueued)
+	if cfg.TopicInterestGrace != 90*time.Second || cfg.TopicForwardMaxQueued != 100000 || cfg.TopicForwardOverflow != "drop_oldest" {
+		t.Fatalf("grace = %v, topic_forward_max_queued = %d, topic_forward_overflow = %q", cfg.TopicInterestGrace, cfg.TopicForwardMaxQueued, cfg.TopicForwardOverflow)
 	}
 	for _, tc := range []struct{ yaml, want string }{
 		{"topics:\n  - pattern: a.#\n    keep: {age: 1h}\n", "topics[0].keep: a keep policy needs a bound"},
@@ -58,6 +58,7 @@ func TestTopicsKeepAndGrace(t *testing.T) {
 		{"topics:\n  - pattern: a.#\n    overflow: drop_head\n", "topics[0].overflow"},
 		{"topic_interest_grace: 0s\n", "topic_interest_grace"},
 		{"topic_forward_max_queued: -5\n", "topic_forward_max_queued"},
+		{"topic_forward_overflow: drop_head\n", "topic_forward_overflow"},
 	} {
 		_, err := Parse("t.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

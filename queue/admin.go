@@ -161,10 +161,20 @@ func (q *Queue) OldestRows(ctx context.Context, n int) ([]Browsed, error) {
 // OldestFree is OldestRows without the rows a consumer holds in flight:
 // the n oldest that Delete would take.
 func (q *Queue) OldestFree(ctx context.Context, n int) ([]Browsed, error) {
+	return q.oldestFree(ctx, n, true)
+}
+
+// OldestFreeData is OldestFree with each row's data: a caller that picks
+// among them by content.
+func (q *Queue) OldestFreeData(ctx context.Context, n int) ([]Browsed, error) {
+	return q.oldestFree(ctx, n, false)
+}
+
+func (q *Queue) oldestFree(ctx context.Context, n int, noData bool) ([]Browsed, error) {
 	q.mu.Lock()
 	held := len(q.inflight)
 	q.mu.Unlock()
-	rows, err := q.oldest(ctx, n+held, true)
+	rows, err := q.oldest(ctx, n+held, noData)
 	if err != nil {
 		return nil, err
 	}

@@ -101,6 +101,7 @@ var Rules = []Rule{
 	// Read as each publish is forwarded, from the configuration the node
 	// opened with.
 	{Key: "topic_forward_max_queued", Field: "TopicForwardMaxQueued"},
+	{Key: "topic_forward_overflow", Field: "TopicForwardOverflow"},
 	// The MQTT listeners are bound at start, as listen is, and their
 	// clients' sessions hang on them.
 	{Key: "mqtt", Field: "MQTT"},
