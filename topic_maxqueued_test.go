@@ -117,20 +117,7 @@ func TestTopicMaxQueuedDropOldest(t *testing.T) {
 // once b is back, each once. A bound below the link's window, which a
 // link that keeps up would pass, is refused at open.
 func TestTopicForwardMaxQueued(t *testing.T) {
-	m := newMesh(t, "a", "b")
-	dirB := filepath.Join(t.TempDir(), "b")
-	openB := func() *petrel.Node { return m.open(t, "b", dirB, "a") }
-	b := openB()
-	a := nodes.Open(t, nodes.Name("a"), nodes.Listen(m["a"]), withTopics("orders.#"), nodes.With(withAdmin), nodes.With(func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + m["b"]}}
-		c.Link.Window = 4
-		c.TopicForwardMaxQueued = 5
-	}))
-	subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}).Close()
-	waitInterest(t, a, "b/b/orders.#")
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
+	a, openB := absentNeighbour(t, "")
 	bodies := publishN(t, a, "orders.eu.created", 12)
 	st, ok := a.QueueStat("_petrel.topics@b")
 	if !ok {
@@ -142,7 +129,7 @@ func TestTopicForwardMaxQueued(t *testing.T) {
 	if got := scrape(t, a)[`petrel_queue_overflowed_total{queue="_petrel.topics@b"}`]; got != 7 {
 		t.Fatalf("petrel_queue_overflowed_total for a's send queue toward b: %v, want 7", got)
 	}
-	b = openB()
+	b := openB()
 	drainSub(t, subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}), bodies[:5], a)
 
 	_, err := petrel.Open(context.Background(), petrel.Config{Name: "c", DataDir: t.TempDir(), TopicForwardMaxQueued: 100})
@@ -156,21 +143,7 @@ func TestTopicForwardMaxQueued(t *testing.T) {
 // the bound, counted, and keeps the interest message among them, which
 // the neighbour then learns.
 func TestTopicForwardDropOldest(t *testing.T) {
-	m := newMesh(t, "a", "b")
-	dirB := filepath.Join(t.TempDir(), "b")
-	openB := func() *petrel.Node { return m.open(t, "b", dirB, "a") }
-	b := openB()
-	a := nodes.Open(t, nodes.Name("a"), nodes.Listen(m["a"]), withTopics("orders.#"), nodes.With(withAdmin), nodes.With(func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + m["b"]}}
-		c.Link.Window = 4
-		c.TopicForwardMaxQueued = 5
-		c.TopicForwardOverflow = "drop_oldest"
-	}))
-	subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}).Close()
-	waitInterest(t, a, "b/b/orders.#")
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
+	a, openB := absentNeighbour(t, "drop_oldest")
 	// a's own interest, announced to b while it is away: the oldest row
 	// of the queue toward b.
 	subscribe(t, a, "orders.#", petrel.SubscribeOptions{Name: "local", Durable: true}).Close()
@@ -186,7 +159,31 @@ func TestTopicForwardDropOldest(t *testing.T) {
 	if got := scrape(t, a)[`petrel_queue_overflowed_total{queue="_petrel.topics@b"}`]; got != 8 {
 		t.Fatalf("petrel_queue_overflowed_total for a's send queue toward b: %v, want 8", got)
 	}
-	b = openB()
+	b := openB()
 	drainSub(t, subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}), bodies[8:], a)
 	waitInterest(t, b, "a/a/orders.#")
+}
+
+// absentNeighbour opens b, with the durable subscription audit to
+// orders.#, and a, which learns that interest, with a link window of 4
+// and a bound of 5 publishes waiting toward b (overflow the policy past
+// it); then closes b. It returns a, and how to open b again.
+func absentNeighbour(t *testing.T, overflow string) (a *petrel.Node, openB func() *petrel.Node) {
+	t.Helper()
+	m := newMesh(t, "a", "b")
+	dirB := filepath.Join(t.TempDir(), "b")
+	openB = func() *petrel.Node { return m.open(t, "b", dirB, "a") }
+	b := openB()
+	a = nodes.Open(t, nodes.Name("a"), nodes.Listen(m["a"]), withTopics("orders.#"), nodes.With(withAdmin), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + m["b"]}}
+		c.Link.Window = 4
+		c.TopicForwardMaxQueued = 5
+		c.TopicForwardOverflow = overflow
+	}))
+	subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}).Close()
+	waitInterest(t, a, "b/b/orders.#")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return a, openB
 }
