@@ -89,30 +89,45 @@ func trimForward(ctx context.Context, q *queue.Queue, bound int64) error {
 		if over <= 0 {
 			return nil
 		}
-		// A few more than over: interest messages among the oldest stay.
-		rows, err := q.OldestFreeData(ctx, int(min(over, pruneBatch))+16)
-		if err != nil || len(rows) == 0 {
-			return err
-		}
-		drop := rows[:0]
-		for _, r := range rows {
-			var m message.Message
-			if m.UnmarshalBinary(r.Data) != nil {
-				continue // left for the sender, which dead-letters it
-			}
-			if name, _, _ := message.ParseDestination(m.Destination); name == interestAddr {
-				continue
-			}
-			if drop = append(drop, queue.Browsed{RowID: r.RowID, Priority: r.Priority}); int64(len(drop)) == over {
-				break
-			}
-		}
-		if len(drop) == 0 {
-			return nil // what is left over is in flight, or interest
+		drop, err := oldestPublishes(ctx, q, int(min(over, pruneBatch)))
+		if err != nil || len(drop) == 0 {
+			return err // or what is left over is in flight, or interest
 		}
 		dropped, err := q.DeleteOverflowed(ctx, drop)
 		if err != nil || dropped == 0 {
 			return err
+		}
+	}
+}
+
+// oldestPublishes returns up to want of the oldest publishes of q, a send
+// queue for topic traffic, that are not in flight: its rows but interest
+// messages and rows it cannot read (left for the sender, which
+// dead-letters them). Interest messages may be many among the oldest (a
+// node whose clients subscribed to many patterns while its neighbour was
+// away): it reads further, twice as far each time, until it has want or
+// the queue ends.
+func oldestPublishes(ctx context.Context, q *queue.Queue, want int) ([]queue.Browsed, error) {
+	for n := want + 16; ; n *= 2 {
+		rows, err := q.OldestFreeData(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		drop := make([]queue.Browsed, 0, want)
+		for _, r := range rows {
+			var m message.Message
+			if m.UnmarshalBinary(r.Data) != nil {
+				continue
+			}
+			if name, _, _ := message.ParseDestination(m.Destination); name == interestAddr {
+				continue
+			}
+			if drop = append(drop, queue.Browsed{RowID: r.RowID, Priority: r.Priority}); len(drop) == want {
+				return drop, nil
+			}
+		}
+		if len(rows) < n {
+			return drop, nil
 		}
 	}
 }

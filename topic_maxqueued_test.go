@@ -117,7 +117,7 @@ func TestTopicMaxQueuedDropOldest(t *testing.T) {
 // once b is back, each once. A bound below the link's window, which a
 // link that keeps up would pass, is refused at open.
 func TestTopicForwardMaxQueued(t *testing.T) {
-	a, openB := absentNeighbour(t, "")
+	a, openB := absentNeighbour(t, 5, "")
 	bodies := publishN(t, a, "orders.eu.created", 12)
 	st, ok := a.QueueStat("_petrel.topics@b")
 	if !ok {
@@ -140,35 +140,37 @@ func TestTopicForwardMaxQueued(t *testing.T) {
 
 // With topic_forward_overflow drop_oldest the send queue toward an absent
 // neighbour keeps the latest publishes: the janitor drops the oldest past
-// the bound, counted, and keeps the interest message among them, which
-// the neighbour then learns.
+// the bound, counted, and keeps the interest messages among them, which
+// the neighbour then learns. Here 20 of them, from a's own subscriptions
+// made while b is away, are the oldest rows, more than the janitor reads
+// at first.
 func TestTopicForwardDropOldest(t *testing.T) {
-	a, openB := absentNeighbour(t, "drop_oldest")
-	// a's own interest, announced to b while it is away: the oldest row
-	// of the queue toward b.
-	subscribe(t, a, "orders.#", petrel.SubscribeOptions{Name: "local", Durable: true}).Close()
+	a, openB := absentNeighbour(t, 30, "drop_oldest")
+	for i := range 20 {
+		subscribe(t, a, fmt.Sprintf("orders.k%d.#", i), petrel.SubscribeOptions{Name: fmt.Sprint("local-", i), Durable: true}).Close()
+	}
 	bodies := publishN(t, a, "orders.eu.created", 12)
 	var st petrel.QueueStats
 	petreltest.Eventually(t, "a's send queue toward b trimmed to its bound", func() bool {
 		st, _ = a.QueueStat("_petrel.topics@b")
-		return st.Depth == 5
+		return st.Depth == 30
 	}, func() string { return fmt.Sprintf("%+v", st) })
-	if st.Overflowed != 8 {
-		t.Fatalf("a's send queue toward b counts %d dropped, want 8: the interest message and the last 4 publishes stay", st.Overflowed)
+	if st.Overflowed != 2 {
+		t.Fatalf("a's send queue toward b counts %d dropped, want 2: the 20 interest messages and the last 10 publishes stay", st.Overflowed)
 	}
-	if got := scrape(t, a)[`petrel_queue_overflowed_total{queue="_petrel.topics@b"}`]; got != 8 {
-		t.Fatalf("petrel_queue_overflowed_total for a's send queue toward b: %v, want 8", got)
+	if got := scrape(t, a)[`petrel_queue_overflowed_total{queue="_petrel.topics@b"}`]; got != 2 {
+		t.Fatalf("petrel_queue_overflowed_total for a's send queue toward b: %v, want 2", got)
 	}
 	b := openB()
-	drainSub(t, subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}), bodies[8:], a)
-	waitInterest(t, b, "a/a/orders.#")
+	drainSub(t, subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}), bodies[2:], a)
+	waitInterest(t, b, "a/a/orders.k0.#", "a/a/orders.k19.#")
 }
 
 // absentNeighbour opens b, with the durable subscription audit to
 // orders.#, and a, which learns that interest, with a link window of 4
-// and a bound of 5 publishes waiting toward b (overflow the policy past
-// it); then closes b. It returns a, and how to open b again.
-func absentNeighbour(t *testing.T, overflow string) (a *petrel.Node, openB func() *petrel.Node) {
+// and a bound on what waits toward b (overflow the policy past it); then
+// closes b. It returns a, and how to open b again.
+func absentNeighbour(t *testing.T, bound int64, overflow string) (a *petrel.Node, openB func() *petrel.Node) {
 	t.Helper()
 	m := newMesh(t, "a", "b")
 	dirB := filepath.Join(t.TempDir(), "b")
@@ -177,7 +179,7 @@ func absentNeighbour(t *testing.T, overflow string) (a *petrel.Node, openB func(
 	a = nodes.Open(t, nodes.Name("a"), nodes.Listen(m["a"]), withTopics("orders.#"), nodes.With(withAdmin), nodes.With(func(c *petrel.Config) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + m["b"]}}
 		c.Link.Window = 4
-		c.TopicForwardMaxQueued = 5
+		c.TopicForwardMaxQueued = bound
 		c.TopicForwardOverflow = overflow
 	}))
 	subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}).Close()
