@@ -2,14 +2,18 @@ package petrel
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/queue"
 )
 
 // The admin API's topic endpoint (see routes for the others):
 //
-//	GET /api/topics                 → adminapi.Topics: the topic spaces and
-//	                                  the subscriptions
+//	GET /api/topics                 → adminapi.Topics: the topic spaces, the
+//	                                  subscriptions, and what waits toward
+//	                                  each neighbour
 func (s *adminServer) handleTopics(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, s.node.topicsResponse())
 }
@@ -22,5 +26,15 @@ func (n *Node) topicsResponse() adminapi.Topics {
 	for _, s := range n.Subscriptions() {
 		r.Subscriptions = append(r.Subscriptions, adminapi.Subscription(s))
 	}
+	for _, q := range n.store.Queues() {
+		nb, ok := strings.CutPrefix(q.Name(), interestAddr+"@")
+		if !ok || q.Kind() != queue.KindSend {
+			continue
+		}
+		st := q.Stats()
+		r.Forwards = append(r.Forwards, adminapi.Forward{Neighbour: nb, Queue: q.Name(), Depth: st.Depth,
+			MaxQueued: n.cfg.TopicForwardMaxQueued, Overflowed: st.Overflowed})
+	}
+	slices.SortFunc(r.Forwards, func(a, b adminapi.Forward) int { return strings.Compare(a.Neighbour, b.Neighbour) })
 	return r
 }

@@ -2,6 +2,7 @@ package petrel_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
@@ -128,6 +130,16 @@ func TestTopicForwardMaxQueued(t *testing.T) {
 	}
 	if got := scrape(t, a)[`petrel_queue_overflowed_total{queue="_petrel.topics@b"}`]; got != 7 {
 		t.Fatalf("petrel_queue_overflowed_total for a's send queue toward b: %v, want 7", got)
+	}
+	// petrel topics shows it too.
+	code, body := adminGet(t, a, adminapi.PathTopics)
+	var topics adminapi.Topics
+	if err := json.Unmarshal([]byte(body), &topics); code != 200 || err != nil {
+		t.Fatalf("GET %s: %d %v %s", adminapi.PathTopics, code, err, body)
+	}
+	want := []adminapi.Forward{{Neighbour: "b", Queue: "_petrel.topics@b", Depth: 5, MaxQueued: 5, Overflowed: 7}}
+	if !slices.Equal(topics.Forwards, want) {
+		t.Fatalf("forwards in %s: %+v, want %+v", adminapi.PathTopics, topics.Forwards, want)
 	}
 	b := openB()
 	drainSub(t, subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "audit", Durable: true}), bodies[:5], a)

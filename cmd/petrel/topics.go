@@ -19,7 +19,10 @@ pattern matches is a topic), then its subscriptions: name, pattern, whether
 it is durable, its queue (sub:<name>, which petrel queues, purge and dlq
 take), its consumers, its depth, its bound (the space's
 max_queued_messages; - for none) and the copies dropped at that bound
-since the node started.
+since the subscription was made. Then, for each neighbour whose interest
+the node forwards publishes for, what waits toward it: its send queue,
+its depth, its bound (topic_forward_max_queued; - for none) and the
+publishes dropped at that bound.
 ` + nodeTargetHelp,
 		Example: `  petrel topics
   petrel topics --json`,
@@ -43,9 +46,18 @@ since the node started.
 			for _, s := range resp.Subscriptions {
 				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\t%d\n", s.Name, s.Pattern, s.Durable, s.Queue, s.Consumers, s.Depth, bound(s.MaxQueued), s.Overflowed)
 			}
+			if err := tw.Flush(); err != nil || len(resp.Forwards) == 0 {
+				return err
+			}
+			fmt.Fprintln(out)
+			tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOWARD\tQUEUE\tDEPTH\tMAX\tDROPPED")
+			for _, f := range resp.Forwards {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", f.Neighbour, f.Queue, f.Depth, bound(f.MaxQueued), f.Overflowed)
+			}
 			return tw.Flush()
 		},
 	}
-	node.add(cmd, `print {"spaces": [...], "subscriptions": [...]} as one JSON line`)
+	node.add(cmd, `print {"spaces": [...], "subscriptions": [...], "forwards": [...]} as one JSON line`)
 	return cmd
 }

@@ -210,6 +210,22 @@ type Topics struct {
 	// Spaces are the declared topic spaces' patterns.
 	Spaces        []string       `json:"spaces"`
 	Subscriptions []Subscription `json:"subscriptions"`
+	// Forwards are the send queues toward neighbours for topic traffic,
+	// with what waits in each; none when the node has no neighbour's
+	// interest.
+	Forwards []Forward `json:"forwards,omitempty"`
+}
+
+// Forward is the send queue toward one neighbour for topic traffic: the
+// publishes forwarded for its interest, and the node's interest messages.
+type Forward struct {
+	Neighbour string `json:"neighbour"`
+	Queue     string `json:"queue"`
+	Depth     int64  `json:"depth"`
+	// MaxQueued is topic_forward_max_queued, 0 for none; Overflowed the
+	// publishes dropped at it since the queue was made.
+	MaxQueued  int64 `json:"max_queued,omitempty"`
+	Overflowed int64 `json:"overflowed,omitempty"`
 }
 
 // Subscription is one subscription of a node: its queue, the pattern it
@@ -222,7 +238,7 @@ type Subscription struct {
 	Consumers int    `json:"consumers"`
 	Depth     int64  `json:"depth"`
 	// MaxQueued is the subscription's bound, 0 for none; Overflowed the
-	// copies dropped at it since the node started.
+	// copies dropped at it since the subscription was made.
 	MaxQueued  int64 `json:"max_queued,omitempty"`
 	Overflowed int64 `json:"overflowed,omitempty"`
 }
