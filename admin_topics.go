@@ -2,11 +2,8 @@ package petrel
 
 import (
 	"net/http"
-	"slices"
-	"strings"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
-	"github.com/petrelmq/petrel/queue"
 )
 
 // The admin API's topic endpoint (see routes for the others):
@@ -26,15 +23,10 @@ func (n *Node) topicsResponse() adminapi.Topics {
 	for _, s := range n.Subscriptions() {
 		r.Subscriptions = append(r.Subscriptions, adminapi.Subscription(s))
 	}
-	for _, q := range n.store.Queues() {
-		nb, ok := strings.CutPrefix(q.Name(), interestAddr+"@")
-		if !ok || q.Kind() != queue.KindSend {
-			continue
-		}
-		st := q.Stats()
-		r.Forwards = append(r.Forwards, adminapi.Forward{Neighbour: nb, Queue: q.Name(), Depth: st.Depth,
+	for _, f := range n.forwardQueues() {
+		st := f.q.Stats()
+		r.Forwards = append(r.Forwards, adminapi.Forward{Neighbour: f.neighbour, Queue: f.q.Name(), Depth: st.Depth,
 			MaxQueued: n.cfg.TopicForwardMaxQueued, Overflowed: st.Overflowed})
 	}
-	slices.SortFunc(r.Forwards, func(a, b adminapi.Forward) int { return strings.Compare(a.Neighbour, b.Neighbour) })
 	return r
 }

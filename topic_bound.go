@@ -3,6 +3,7 @@ package petrel
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/petrelmq/petrel/internal/logkey"
@@ -31,26 +32,29 @@ func (n *Node) trimSubscriptions(ctx context.Context) {
 	}
 	t.mu.RUnlock()
 	for _, e := range due {
-		if err := n.trimSubscription(ctx, e); err != nil && ctx.Err() == nil {
+		if err := trimOldest(ctx, e.q, e.bound, e.q.OldestFree); err != nil && ctx.Err() == nil {
 			n.log.Warn("drop a subscription's oldest messages past its bound; tried again at the next publish or tick",
 				slog.String("subscription", e.name), slog.Any(logkey.Error, err))
 		}
 	}
 }
 
-func (n *Node) trimSubscription(ctx context.Context, e *subEntry) error {
+// trimOldest deletes q's oldest rows that oldest picks, pruneBatch at a
+// time, counted into its Overflowed, until q holds bound or oldest finds
+// none to drop (what is left over is in flight, or kept).
+func trimOldest(ctx context.Context, q *queue.Queue, bound int64, oldest func(context.Context, int) ([]queue.Browsed, error)) error {
 	for {
-		over := e.q.Stats().Depth - e.bound
+		over := q.Stats().Depth - bound
 		if over <= 0 {
 			return nil
 		}
-		rows, err := e.q.OldestFree(ctx, int(min(over, pruneBatch)))
+		rows, err := oldest(ctx, int(min(over, pruneBatch)))
 		if err != nil || len(rows) == 0 {
 			return err
 		}
-		dropped, err := e.q.DeleteOverflowed(ctx, rows)
+		dropped, err := q.DeleteOverflowed(ctx, rows)
 		if err != nil || dropped == 0 {
-			return err // what is left over is in flight, or gone already
+			return err // gone already
 		}
 	}
 }
@@ -72,32 +76,31 @@ func (n *Node) trimForwards(ctx context.Context) {
 		return
 	}
 	bound := n.cfg.TopicForwardMaxQueued
-	for _, q := range n.store.Queues() {
-		if q.Kind() != queue.KindSend || !strings.HasPrefix(q.Name(), interestAddr+"@") || q.Stats().Depth <= bound {
-			continue
-		}
-		if err := trimForward(ctx, q, bound); err != nil && ctx.Err() == nil {
+	for _, f := range n.forwardQueues() {
+		if err := trimOldest(ctx, f.q, bound, func(ctx context.Context, n int) ([]queue.Browsed, error) { return oldestPublishes(ctx, f.q, n) }); err != nil && ctx.Err() == nil {
 			n.log.Warn("drop the oldest publishes waiting toward a neighbour past topic_forward_max_queued; tried again at the next publish or tick",
-				slog.String(logkey.Queue, q.Name()), slog.Any(logkey.Error, err))
+				slog.String(logkey.Queue, f.q.Name()), slog.Any(logkey.Error, err))
 		}
 	}
 }
 
-func trimForward(ctx context.Context, q *queue.Queue, bound int64) error {
-	for {
-		over := q.Stats().Depth - bound
-		if over <= 0 {
-			return nil
-		}
-		drop, err := oldestPublishes(ctx, q, int(min(over, pruneBatch)))
-		if err != nil || len(drop) == 0 {
-			return err // or what is left over is in flight, or interest
-		}
-		dropped, err := q.DeleteOverflowed(ctx, drop)
-		if err != nil || dropped == 0 {
-			return err
+// forwardQueue is the send queue toward neighbour for topic traffic.
+type forwardQueue struct {
+	neighbour string
+	q         *queue.Queue
+}
+
+// forwardQueues returns the node's send queues toward neighbours for
+// topic traffic ("_petrel.topics@<neighbour>"), by neighbour.
+func (n *Node) forwardQueues() []forwardQueue {
+	var out []forwardQueue
+	for _, q := range n.store.Queues() {
+		if nb, ok := strings.CutPrefix(q.Name(), interestAddr+"@"); ok && q.Kind() == queue.KindSend {
+			out = append(out, forwardQueue{nb, q})
 		}
 	}
+	slices.SortFunc(out, func(a, b forwardQueue) int { return strings.Compare(a.neighbour, b.neighbour) })
+	return out
 }
 
 // oldestPublishes returns up to want of the oldest publishes of q, a send
