@@ -324,11 +324,7 @@ func (c *Client) attach(conn *session.Conn) error {
 	c.conn, c.node = conn, conn.Peer()
 	subs := c.subsLocked()
 	c.mu.Unlock()
-	for _, s := range subs {
-		if !s.onLiveConn() { // those on a connection past the first stay there
-			s.resubscribe(conn)
-		}
-	}
+	c.subscribeOrphans(conn, subs) // those on a connection past the first stay there
 	return nil
 }
 

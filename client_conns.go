@@ -115,11 +115,23 @@ wait:
 	// Every consumer without a live session, as attach does: one whose
 	// subscribe on conn succeeded just before it died has none, and set
 	// refused the session rather than give it one on a dead connection.
+	c.subscribeOrphans(primary, subs)
+}
+
+// subscribeOrphans subscribes again those of subs without a live session,
+// on conn, the client's connection, or past it, and returns how many
+// still have none (and have not ended).
+func (c *Client) subscribeOrphans(conn *session.Conn, subs []*subscription) (left int) {
 	for _, s := range subs {
-		if !s.onLiveConn() {
-			s.resubscribe(primary)
+		if s.onLiveConn() {
+			continue
+		}
+		s.resubscribe(conn)
+		if !s.onLiveConn() && !s.over() {
+			left++
 		}
 	}
+	return left
 }
 
 // idleConnCheck is how often a connection past the first is checked for
@@ -209,15 +221,5 @@ func (c *Client) placeOrphans() int {
 	c.mu.Lock()
 	subs := c.subsLocked()
 	c.mu.Unlock()
-	left := 0
-	for _, s := range subs {
-		if s.onLiveConn() {
-			continue
-		}
-		s.resubscribe(primary)
-		if !s.onLiveConn() && !s.over() {
-			left++
-		}
-	}
-	return left
+	return c.subscribeOrphans(primary, subs)
 }
