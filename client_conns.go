@@ -15,10 +15,10 @@ import (
 
 // maxExtraConns bounds the connections a client opens past its first, for
 // consumers past the sessions one connection carries
-// (session.DefaultMaxSessions: one for the producers, one per consumer).
-// A link's pool stops at the same number toward a neighbour: 16
-// connections carry the producers and 16,383 consumers.
-var maxExtraConns = 15 // a variable for the test of the bound
+// (session.DefaultMaxSessions: one for the producers, one per consumer):
+// session.MaxConnsPerPeer in all, as a link's pool toward a neighbour, so
+// 16 connections carry the producers and 16,383 consumers.
+var maxExtraConns = session.MaxConnsPerPeer - 1 // a variable for the test of the bound
 
 // openSession opens s's session on conn, the client's connection, or on
 // another when conn carries as many sessions as it may (openExtra). It

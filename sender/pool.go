@@ -38,10 +38,9 @@ type Pool struct {
 	closed bool
 }
 
-// maxExtraConns bounds the connections to one neighbour past the first:
-// with session.DefaultMaxSessions sessions each, 16 connections carry
-// 16,384 send queues toward one neighbour.
-const maxExtraConns = 15
+// maxExtraConns bounds the connections to one neighbour past the first
+// (session.MaxConnsPerPeer in all).
+const maxExtraConns = session.MaxConnsPerPeer - 1
 
 // poolConn is a live connection and which connector of its list it used.
 type poolConn struct {

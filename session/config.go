@@ -21,6 +21,13 @@ const (
 	DefaultMaxSessions      = 1024
 )
 
+// MaxConnsPerPeer bounds the connections one side opens to the same peer
+// when each already carries as many sessions as it may (ErrLimit): a
+// link's senders toward one neighbour, a client's consumers toward its
+// node. With DefaultMaxSessions each, 16 connections carry 16,384
+// sessions.
+const MaxConnsPerPeer = 16
+
 // MaxWindow is the largest session window. Open and Accept lower larger
 // windows to it. It bounds the queues a session allocates up front: Data
 // waiting for Recv and acks waiting to be read.
