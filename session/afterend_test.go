@@ -27,24 +27,10 @@ func TestAfterEnd(t *testing.T) {
 	if err := rcv.Close(context.Background(), "done"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-ran:
-		if r != "first" {
-			t.Fatalf("%s ran, want first", r)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("AfterEnd's function did not run when the peer closed the session")
-	}
+	expectRan(t, ran, "first", "AfterEnd's function did not run when the peer closed the session")
 	<-snd.Done()
 	late := snd.AfterEnd(func() { ran <- "late" })
-	select {
-	case r := <-ran:
-		if r != "late" {
-			t.Fatalf("%s ran, want late", r)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("AfterEnd after the end did not run its function")
-	}
+	expectRan(t, ran, "late", "AfterEnd after the end did not run its function")
 	if late() {
 		t.Error("stop after the function ran reported true")
 	}
@@ -52,5 +38,19 @@ func TestAfterEnd(t *testing.T) {
 	case r := <-ran:
 		t.Fatalf("%s ran again", r)
 	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// expectRan waits for the next function to run, which must be want;
+// none within 5 s fails t with missing.
+func expectRan(t *testing.T, ran <-chan string, want, missing string) {
+	t.Helper()
+	select {
+	case r := <-ran:
+		if r != want {
+			t.Fatalf("%s ran, want %s", r, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(missing)
 	}
 }
