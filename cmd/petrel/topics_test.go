@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/internal/nodeproc"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // TestTopicsCommand runs a node with a topic space, publishes to a topic
@@ -67,5 +72,66 @@ func TestPurgeSubscriptionQueue(t *testing.T) {
 	// No such subscription: the node says so (not the argument check).
 	if r.code == exitOK || strings.Contains(r.stderr, "has ':'") {
 		t.Fatalf("purge sub:audit: code %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestTopicsCommandForwards runs two linked node processes. b holds a
+// durable subscription, which a learns; with b killed, a keeps two of
+// three publishes toward b under topic_forward_max_queued and counts the
+// third, and `petrel topics` at a prints that table.
+func TestTopicsCommandForwards(t *testing.T) {
+	dir := t.TempDir()
+	listen := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		port, err := nodeproc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen[name] = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	space := "topics:\n  - pattern: events.#\n"
+	files := map[string]nodeproc.NodeFile{
+		"a": {Name: "a", DataDir: filepath.Join(dir, "a"), Listen: listen["a"], Nodes: [][2]string{{"b", "tcp://" + listen["b"]}},
+			ReconnectMin: 10 * time.Millisecond, ReconnectMax: 100 * time.Millisecond, Window: 2,
+			Extra: space + "topic_forward_max_queued: 2\n"},
+		"b": {Name: "b", DataDir: filepath.Join(dir, "b"), Listen: listen["b"], Nodes: [][2]string{{"a", "tcp://" + listen["a"]}},
+			ReconnectMin: 10 * time.Millisecond, ReconnectMax: 100 * time.Millisecond, Extra: space},
+	}
+	procs := map[string]*nodeproc.Proc{}
+	for _, name := range []string{"b", "a"} {
+		if err := files[name].Write(filepath.Join(dir, name+".yaml")); err != nil {
+			t.Fatal(err)
+		}
+		procs[name] = startProc(t, context.Background(), dir, name, "node", "-c", filepath.Join(dir, name+".yaml"))
+		t.Cleanup(procs[name].Kill)
+	}
+	at := func(name string, args ...string) result {
+		return runPetrel(t, 20*time.Second, append(args, "--data-dir", files[name].DataDir)...)
+	}
+	at("b", "subscribe", "events.#", "--durable", "audit", "--count", "1", "--wait", "100ms")
+	// A publish at a that reaches b's subscription: a has learned b's
+	// interest, and its queue toward b is drained.
+	at("a", "send", "events.door.open", "first").wantCode(t, exitOK)
+	depthAtB := func() int64 {
+		got := jsonLines[adminapi.Topics](t, at("b", "topics", "--json").stdout)
+		if len(got) != 1 || len(got[0].Subscriptions) != 1 {
+			return -1
+		}
+		return got[0].Subscriptions[0].Depth
+	}
+	petreltest.Eventually(t, "the first publish at b's subscription", func() bool { return depthAtB() == 1 })
+	procs["b"].Kill()
+	for _, body := range []string{"second", "third", "fourth"} {
+		at("a", "send", "events.door.open", body).wantCode(t, exitOK)
+	}
+	got := jsonLines[adminapi.Topics](t, at("a", "topics", "--json").stdout)
+	if fw := got[0].Forwards; len(fw) != 1 || fw[0] != (adminapi.Forward{Neighbour: "b", Queue: "_petrel.topics@b", Depth: 2, MaxQueued: 2, Overflowed: 1}) {
+		t.Fatalf("topics --json at a, forwards %+v; want b's queue with depth 2, max 2, overflowed 1", fw)
+	}
+	r := at("a", "topics")
+	r.wantCode(t, exitOK)
+	if !regexp.MustCompile(`(?m)^TOWARD\s+QUEUE\s+DEPTH\s+MAX\s+DROPPED$`).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^b\s+_petrel\.topics@b\s+2\s+2\s+1$`).MatchString(r.stdout) {
+		t.Fatalf("topics at a printed %q; want the forwards table with b's queue at depth 2, max 2, 1 dropped", r.stdout)
 	}
 }
