@@ -64,3 +64,42 @@ func TestParseBindings(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseBindings: the bindings file is read at start from the data
+// directory, where anything may have been written to it. Whatever it
+// holds, parsing returns an error or bindings that hold: no more clients
+// than the bound, each with a valid name and still in force, each indexed.
+func FuzzParseBindings(f *testing.F) {
+	for _, s := range []string{
+		`{"plant-7": "706c616e742d37000000000000000000"}`,
+		`{"nodes": {"plant-7": "706c616e742d37000000000000000000"}, "clients": {"01000000000000000000000000000000": {"identity": "app-1", "seen": "1970-01-12T13:46:40Z"}}}`,
+		`{"clients": {"01000000000000000000000000000000": {"identity": "../x"}}}`,
+		`{"nodes": null, "clients": {}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	now := time.Unix(1_000_000, 0).UTC()
+	const ttl, bound = 24 * time.Hour, 3
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		c := newClientBindings(ttl, bound)
+		nodes, err := parseBindings(raw, c, now)
+		if err != nil {
+			if len(nodes) != 0 {
+				t.Fatalf("error %v with %d node bindings", err, len(nodes))
+			}
+			return
+		}
+		if c.order.Len() > bound || len(c.byID) != c.order.Len() {
+			t.Fatalf("%d client bindings, %d indexed; bound %d", c.order.Len(), len(c.byID), bound)
+		}
+		for e := c.order.Front(); e != nil; e = e.Next() {
+			b := e.Value.(*clientBinding)
+			if err := message.ValidName(b.name); err != nil {
+				t.Fatalf("client binding %s kept an invalid name: %v", b.id, err)
+			}
+			if now.Sub(b.seen) >= ttl {
+				t.Fatalf("client binding %s kept past its time: seen %v", b.id, b.seen)
+			}
+		}
+	})
+}
