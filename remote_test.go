@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -465,16 +466,29 @@ func TestRemoteConsumersWaitForAnotherConnection(t *testing.T) {
 
 // Past the connections a client opens, the next consumer gets an error
 // that says so and what to do, and the consumers before it still work.
+// The bound is lowered to one connection past the first; PETREL_LONG=1
+// runs it at the real bound, session.MaxConnsPerPeer connections in all
+// (16,383 consumers):
+//
+//	PETREL_LONG=1 go test -run TestRemoteConsumersPastTheConnectionBound -v .
 func TestRemoteConsumersPastTheConnectionBound(t *testing.T) {
-	defer petrel.SetMaxExtraConns(1)()
-	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
-	c := nodes.Dial(t, n, petrel.DialOptions{ConsumerWindow: 4})
-	fit := 2*session.DefaultMaxSessions - 1 // the producers' session is one
-	cons := openConsumers(t, c, fit)
-	if _, err := c.Consumer("one-more"); !errors.Is(err, session.ErrLimit) || !strings.Contains(err.Error(), "Dial another client") {
-		t.Fatalf("consumer past two connections: %v, want ErrLimit with what to do", err)
+	conns := 2
+	if os.Getenv("PETREL_LONG") == "1" {
+		conns = session.MaxConnsPerPeer
 	}
-	roundTrip(t, c, cons, 0, fit-1)
+	defer petrel.SetMaxExtraConns(conns - 1)()
+	fit := conns*session.DefaultMaxSessions - 1 // the producers' session is one
+	// Each consumer's address is a queue of its own.
+	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) { c.MaxAutoQueues = fit + 1 }))
+	c := nodes.Dial(t, n, petrel.DialOptions{ConsumerWindow: 4})
+	cons := openConsumers(t, c, fit)
+	if got := petrel.ClientConns(c); got != conns {
+		t.Fatalf("%d consumers on %d connections, want %d", fit, got, conns)
+	}
+	if _, err := c.Consumer("one-more"); !errors.Is(err, session.ErrLimit) || !strings.Contains(err.Error(), "Dial another client") {
+		t.Fatalf("consumer past %d connections: %v, want ErrLimit with what to do", conns, err)
+	}
+	roundTrip(t, c, cons, 0, fit/2, fit-1)
 }
 
 // openConsumers opens consumers of q0 … q<n-1>, failing t at the first
