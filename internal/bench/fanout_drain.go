@@ -10,7 +10,8 @@ import (
 
 // drainers are the fan-out bench's consumers, one per subscription: each
 // Receives and Acks until its subscription delivered target messages,
-// timing each from its publish (the message's Timestamp, set at submit).
+// timing each from its publish (the message's Timestamp, set at submit)
+// into a histogram of its own, merged into lat as it ends.
 type drainers struct {
 	parent context.Context
 	cancel context.CancelFunc
@@ -21,7 +22,7 @@ type drainers struct {
 	mu    sync.Mutex
 	total int64
 	end   time.Time // the last ack of all
-	lat   latencies
+	lat   latencyHist
 	err   error
 }
 
@@ -39,7 +40,7 @@ func startDrainers(ctx context.Context, subs []*petrel.Consumer, target int64, b
 // that wait never waits on one blocked in Receive.
 func (g *drainers) drain(ctx context.Context, c *petrel.Consumer) {
 	defer g.wg.Done()
-	lat := make(latencies, 0, g.target)
+	lat := new(latencyHist)
 	var n int64
 	var err error
 	for n < g.target {
@@ -51,7 +52,7 @@ func (g *drainers) drain(ctx context.Context, c *petrel.Consumer) {
 		// times all of it.
 		now := time.Now()
 		for _, d := range ds {
-			lat = append(lat, now.Sub(d.Timestamp))
+			lat.add(now.Sub(d.Timestamp))
 			if err = d.Ack(); err != nil {
 				break
 			}
@@ -68,7 +69,7 @@ func (g *drainers) drain(ctx context.Context, c *petrel.Consumer) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.total += n
-	g.lat = append(g.lat, lat...)
+	g.lat.merge(lat)
 	if last.After(g.end) {
 		g.end = last
 	}
@@ -80,7 +81,7 @@ func (g *drainers) drain(ctx context.Context, c *petrel.Consumer) {
 
 // wait blocks until every drainer stopped and returns the copies acked,
 // when the last was, and their latencies.
-func (g *drainers) wait() (int64, time.Time, latencies, error) {
+func (g *drainers) wait() (int64, time.Time, *latencyHist, error) {
 	g.wg.Wait()
 	g.cancel()
 	if g.err != nil {
@@ -89,7 +90,7 @@ func (g *drainers) wait() (int64, time.Time, latencies, error) {
 		}
 		return g.total, time.Time{}, nil, g.err
 	}
-	return g.total, g.end, g.lat, nil
+	return g.total, g.end, &g.lat, nil
 }
 
 // stop stops the drainers early, when the publisher failed.
