@@ -18,6 +18,9 @@ func TestHistBuckets(t *testing.T) {
 		}
 		last = i
 	}
+	if last != histBuckets-1 {
+		t.Fatalf("the longest duration in bucket %d of %d: the array is not its size", last, histBuckets)
+	}
 	for range 100_000 {
 		d := time.Duration(r.Int64N(int64(10 * time.Second)))
 		mid := bucketMid(bucketOf(d))
