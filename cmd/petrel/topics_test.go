@@ -119,7 +119,12 @@ func TestTopicsCommandForwards(t *testing.T) {
 		}
 		return got[0].Subscriptions[0].Depth
 	}
-	petreltest.Eventually(t, "the first publish at b's subscription", func() bool { return depthAtB() == 1 })
+	// And acked: what a holds toward b is empty before b goes.
+	drainedAtA := func() bool {
+		fw := jsonLines[adminapi.Topics](t, at("a", "topics", "--json").stdout)[0].Forwards
+		return len(fw) == 1 && fw[0].Depth == 0
+	}
+	petreltest.Eventually(t, "the first publish at b's subscription, acked to a", func() bool { return depthAtB() == 1 && drainedAtA() })
 	procs["b"].Kill()
 	for _, body := range []string{"second", "third", "fourth"} {
 		at("a", "send", "events.door.open", body).wantCode(t, exitOK)
