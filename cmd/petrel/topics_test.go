@@ -112,25 +112,23 @@ func TestTopicsCommandForwards(t *testing.T) {
 	// A publish at a that reaches b's subscription: a has learned b's
 	// interest, and its queue toward b is drained.
 	at("a", "send", "events.door.open", "first").wantCode(t, exitOK)
-	depthAtB := func() int64 {
-		got := jsonLines[adminapi.Topics](t, at("b", "topics", "--json").stdout)
-		if len(got) != 1 || len(got[0].Subscriptions) != 1 {
-			return -1
+	topics := func(name string) adminapi.Topics {
+		got := jsonLines[adminapi.Topics](t, at(name, "topics", "--json").stdout)
+		if len(got) != 1 {
+			t.Fatalf("topics --json at %s printed %d lines, want 1", name, len(got))
 		}
-		return got[0].Subscriptions[0].Depth
+		return got[0]
 	}
 	// And acked: what a holds toward b is empty before b goes.
-	drainedAtA := func() bool {
-		fw := jsonLines[adminapi.Topics](t, at("a", "topics", "--json").stdout)[0].Forwards
-		return len(fw) == 1 && fw[0].Depth == 0
-	}
-	petreltest.Eventually(t, "the first publish at b's subscription, acked to a", func() bool { return depthAtB() == 1 && drainedAtA() })
+	petreltest.Eventually(t, "the first publish at b's subscription, acked to a", func() bool {
+		subs, fw := topics("b").Subscriptions, topics("a").Forwards
+		return len(subs) == 1 && subs[0].Depth == 1 && len(fw) == 1 && fw[0].Depth == 0
+	})
 	procs["b"].Kill()
 	for _, body := range []string{"second", "third", "fourth"} {
 		at("a", "send", "events.door.open", body).wantCode(t, exitOK)
 	}
-	got := jsonLines[adminapi.Topics](t, at("a", "topics", "--json").stdout)
-	if fw := got[0].Forwards; len(fw) != 1 || fw[0] != (adminapi.Forward{Neighbour: "b", Queue: "_petrel.topics@b", Depth: 2, MaxQueued: 2, Overflowed: 1}) {
+	if fw := topics("a").Forwards; len(fw) != 1 || fw[0] != (adminapi.Forward{Neighbour: "b", Queue: "_petrel.topics@b", Depth: 2, MaxQueued: 2, Overflowed: 1}) {
 		t.Fatalf("topics --json at a, forwards %+v; want b's queue with depth 2, max 2, overflowed 1", fw)
 	}
 	r := at("a", "topics")
