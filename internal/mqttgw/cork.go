@@ -48,6 +48,20 @@ type corkConn struct {
 	gates  int
 	buf    []byte
 	err    error
+
+	// pre is the state before the CONNECT (see preConnect), nil for a
+	// connection that was never guarded. Only the reading goroutine uses
+	// it, and OnConnect, which that goroutine runs.
+	pre *preConnect
+}
+
+// Read reads through the pre-CONNECT guard, which lets bytes through
+// unchanged once the CONNECT's fixed header has passed it.
+func (c *corkConn) Read(b []byte) (int, error) {
+	if c.pre != nil {
+		return c.pre.read(c.Conn, b)
+	}
+	return c.Conn.Read(b)
 }
 
 // gate holds back every write until the matching ungate; cork until
@@ -125,13 +139,11 @@ func (c *corkConn) ConnectionState() tls.ConnectionState {
 	return tls.ConnectionState{}
 }
 
-// corked makes every connection of a listener a corkConn.
-type corked struct{ listeners.Listener }
-
-func (l corked) Serve(establish listeners.EstablishFn) {
-	l.Listener.Serve(func(id string, c net.Conn) error {
-		return establish(id, &corkConn{Conn: c})
-	})
+// corked makes every connection of a listener a corkConn, guarded until
+// its CONNECT (see connecting.go).
+type corked struct {
+	listeners.Listener
+	g *Gateway
 }
 
 // corkOf is the corkConn of a client's connection, or nil when it has

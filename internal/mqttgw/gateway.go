@@ -201,6 +201,8 @@ type Gateway struct {
 	metrics *metrics
 	tcp     *listeners.TCP
 	ws      *wsListener
+	// connecting bounds the connections that have not sent their CONNECT.
+	connecting connecting
 
 	// refusedLog holds back repeated lines of refused publishes, keyLog
 	// those of QoS 2 deliveries' keys not kept.
@@ -279,13 +281,13 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 		return nil, err
 	}
 	g.tcp = listeners.NewTCP(listeners.Config{ID: "mqtt", Address: cfg.Listen, TLSConfig: cfg.TLS})
-	if err := g.srv.AddListener(corked{g.tcp}); err != nil {
+	if err := g.srv.AddListener(corked{g.tcp, g}); err != nil {
 		_ = st.close()
 		return nil, fmt.Errorf("mqtt listen %s: %w", cfg.Listen, err)
 	}
 	if cfg.WebSocket != "" {
 		g.ws = newWSListener("mqtt-ws", cfg.WebSocket, cfg.TLS)
-		if err := g.srv.AddListener(corked{g.ws}); err != nil {
+		if err := g.srv.AddListener(corked{g.ws, g}); err != nil {
 			g.tcp.Close(func(string) {})
 			_ = st.close()
 			return nil, fmt.Errorf("mqtt websocket listen %s: %w", cfg.WebSocket, err)

@@ -25,6 +25,7 @@ type hook struct {
 	g *Gateway
 
 	pending sync.Map // *mqtt.Client -> Conn, from authentication to OnDisconnect
+	proven  sync.Map // *mqtt.Client -> identity, from OnConnect to OnConnectAuthenticate
 	// willProps are the will of a CONNECT with its properties (mochi
 	// keeps only the user properties), from authentication to
 	// OnDisconnect.
@@ -87,14 +88,86 @@ func durableName(clientID, filter string) string {
 // (Capabilities.MaximumClients) is left off: it refuses before any hook,
 // so it could not be counted. Clients connecting at the very same moment
 // may pass the checks together, and overshoot a bound by that many.
-func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
+func (h *hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if cc := corkOf(cl.Net.Conn); cc != nil && cc.pre != nil {
+		cc.pre.connected()
+	}
 	if atomic.LoadInt64(&h.g.srv.Info.ClientsConnected) >= int64(h.g.cfg.MaxClients) {
 		return h.refuseConnect(cl, "clients", &h.g.metrics.refusedClients)
 	}
 	if persistent(cl) && !h.hasPersistent(cl.ID) && h.persistentSessions() >= h.g.cfg.MaxSessions {
 		return h.refuseConnect(cl, "sessions", &h.g.metrics.refusedSessions)
 	}
+	// Authenticated here rather than in OnConnectAuthenticate, where
+	// mochi answers every refusal as bad credentials: a client id held by
+	// another identity gets its own reason code.
+	id, err := h.authenticate(cl, pk)
+	if err != nil {
+		h.g.metrics.authFailed.Add(1)
+		h.g.log.Info("mqtt connection refused", slog.String("client", cl.ID), slog.String("remote", cl.Net.Remote), slog.Any("error", err))
+		_ = h.g.srv.SendConnack(cl, packets.ErrBadUsernameOrPassword, false, nil)
+		return packets.ErrBadUsernameOrPassword
+	}
+	if owner, held := h.owner(cl.ID); held && owner != id {
+		return h.refuseClientID(cl, id, owner)
+	}
+	h.proven.Store(cl, id)
 	return nil
+}
+
+// authenticate returns the identity cl's CONNECT proves.
+func (h *hook) authenticate(cl *mqtt.Client, pk packets.Packet) (string, error) {
+	var certCN string
+	// A *tls.Conn, or a wss connection (wsConn).
+	if tc, ok := cl.Net.Conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		cs := tc.ConnectionState()
+		if len(cs.VerifiedChains) > 0 && len(cs.PeerCertificates) > 0 {
+			certCN = cs.PeerCertificates[0].Subject.CommonName
+		}
+	}
+	return h.g.be.Authenticate(string(cl.Properties.Username), pk.Connect.Password, certCN)
+}
+
+// owner returns the identity whose session holds clientID: the one
+// connected with it now, else the one that made its stored persistent
+// session, and false when no session holds it. A session is its
+// identity's: its subscriptions were authorized for that identity, and
+// resuming or taking it over as another would hand that identity's
+// messages, and its will, to whoever claims the client id; a clean start
+// would discard them. A session stored before sessions had an owner
+// (addOwnerColumn) is held by nobody, so the first identity to resume it
+// takes it. A store that cannot be read holds the id, to nobody's name:
+// the connection is refused rather than trusted.
+func (h *hook) owner(clientID string) (string, bool) {
+	if old, ok := h.g.srv.Clients.Get(clientID); ok {
+		if st := h.conn(old); st != nil {
+			return st.conn.Identity, true
+		}
+	}
+	owner, ok, err := h.g.store.sessionOwner(h.g.ctx, clientID)
+	if err != nil {
+		h.g.log.Warn("mqtt session owner not read", slog.String("client", clientID), slog.Any("error", err))
+		return "\x00unreadable", true
+	}
+	return owner, ok && owner != ""
+}
+
+// refuseClientID answers cl's CONNECT, which identity proved, with client
+// identifier not valid (0x85; 0x02 identifier rejected for MQTT 3.1.1):
+// its client id holds owner's session. Counted and logged; the session is
+// untouched.
+func (h *hook) refuseClientID(cl *mqtt.Client, identity, owner string) error {
+	h.g.metrics.refusedOwner.Add(1)
+	h.g.log.Info("mqtt connection refused", slog.String("client", cl.ID), slog.String("remote", cl.Net.Remote),
+		slog.String("identity", identity), slog.String("reason", "the client id holds a session of another identity"))
+	code := packets.ErrClientIdentifierNotValid
+	if cl.Properties.ProtocolVersion >= 5 {
+		// The reason string says why; MQTT 3.1.1 has none (and mochi
+		// maps only its own codes to 3.1.1's).
+		code = packets.Code{Code: code.Code, Reason: "client identifier held by another identity's session"}
+	}
+	_ = h.g.srv.SendConnack(cl, code, false, nil)
+	return code
 }
 
 // hasPersistent reports whether id has a persistent session already,
@@ -129,22 +202,14 @@ func (h *hook) refuseConnect(cl *mqtt.Client, bound string, n *atomic.Int64) err
 	return code
 }
 
+// OnConnectAuthenticate takes the identity OnConnect proved, which always
+// runs first, and lets the interceptors refuse the connection.
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
-	var certCN string
-	// A *tls.Conn, or a wss connection (wsConn).
-	if tc, ok := cl.Net.Conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
-		cs := tc.ConnectionState()
-		if len(cs.VerifiedChains) > 0 && len(cs.PeerCertificates) > 0 {
-			certCN = cs.PeerCertificates[0].Subject.CommonName
-		}
-	}
-	id, err := h.g.be.Authenticate(string(cl.Properties.Username), pk.Connect.Password, certCN)
-	if err != nil {
-		h.g.metrics.authFailed.Add(1)
-		h.g.log.Info("mqtt connection refused", slog.String("client", cl.ID), slog.String("remote", cl.Net.Remote), slog.Any("error", err))
+	v, ok := h.proven.LoadAndDelete(cl)
+	if !ok {
 		return false
 	}
-	c := Conn{Identity: id, ClientID: cl.ID, Remote: cl.Net.Remote}
+	c := Conn{Identity: v.(string), ClientID: cl.ID, Remote: cl.Net.Remote}
 	if err := h.g.be.Connect(h.g.ctx, c); err != nil {
 		h.g.log.Info("mqtt connection refused", slog.String("client", cl.ID), slog.Any("error", err))
 		return false
@@ -228,7 +293,7 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		h.g.qos2Forget(cl.ID)
 	}
 	if persistent(cl) {
-		if err := h.g.store.saveSession(ctx, cl); err != nil {
+		if err := h.g.store.saveSession(ctx, cl, st.conn.Identity); err != nil {
 			h.g.log.Warn("mqtt session not saved", slog.String("client", cl.ID), slog.Any("error", err))
 		}
 	}

@@ -13,6 +13,7 @@ type metrics struct {
 	connections   atomic.Int64 // open now
 	connected     atomic.Int64 // accepted since start
 	authFailed    atomic.Int64
+	refusedOwner  atomic.Int64    // client ids that hold another identity's session
 	published     [3]atomic.Int64 // by QoS
 	refused       atomic.Int64
 	delivered     [3]atomic.Int64 // by QoS
@@ -35,21 +36,33 @@ func newMetrics() *metrics { return &metrics{} }
 
 // Stats are the gateway's figures.
 type Stats struct {
-	Listen        string   `json:"listen"`
-	WebSocket     string   `json:"websocket,omitempty"`
-	Clients       int64    `json:"clients"`
-	Sessions      int      `json:"sessions"`
-	Persistent    int      `json:"persistent_sessions"`
-	Subscriptions int      `json:"subscriptions"`
-	Connections   int64    `json:"connections_total"`
-	AuthFailed    int64    `json:"auth_failed"`
-	Published     [3]int64 `json:"published_by_qos"`
-	Refused       int64    `json:"publishes_refused"`
-	Delivered     [3]int64 `json:"delivered_by_qos"`
-	Acked         int64    `json:"deliveries_acked"`
-	Inflight      int      `json:"inflight"`
-	Undeliverable int64    `json:"undeliverable"`
-	Retained      int64    `json:"retained"`
+	Listen        string `json:"listen"`
+	WebSocket     string `json:"websocket,omitempty"`
+	Clients       int64  `json:"clients"`
+	Sessions      int    `json:"sessions"`
+	Persistent    int    `json:"persistent_sessions"`
+	Subscriptions int    `json:"subscriptions"`
+	Connections   int64  `json:"connections_total"`
+	AuthFailed    int64  `json:"auth_failed"`
+	// RefusedClientIDs counts connections refused because their client
+	// id holds a session of another identity.
+	RefusedClientIDs int64 `json:"refused_client_ids"`
+	// Connecting counts the connections awaiting their CONNECT;
+	// RefusedConnecting those closed past the bound on them,
+	// RefusedConnectBytes those whose CONNECT passed the bytes all
+	// CONNECTs being read may claim, ConnectTimeouts those that did not
+	// send their CONNECT in time.
+	Connecting          int64    `json:"connecting"`
+	RefusedConnecting   int64    `json:"refused_connecting"`
+	RefusedConnectBytes int64    `json:"refused_connect_bytes"`
+	ConnectTimeouts     int64    `json:"connect_timeouts"`
+	Published           [3]int64 `json:"published_by_qos"`
+	Refused             int64    `json:"publishes_refused"`
+	Delivered           [3]int64 `json:"delivered_by_qos"`
+	Acked               int64    `json:"deliveries_acked"`
+	Inflight            int      `json:"inflight"`
+	Undeliverable       int64    `json:"undeliverable"`
+	Retained            int64    `json:"retained"`
 	// RefusedClients counts connections refused past MaxClients.
 	RefusedClients int64 `json:"refused_clients"`
 	// RefusedRetained counts retained publishes refused past MaxRetained.
@@ -105,6 +118,9 @@ func (g *Gateway) Stats() Stats {
 	s := Stats{
 		Listen: g.Addr(), WebSocket: g.WebSocketAddr(),
 		Clients: m.connections.Load(), Connections: m.connected.Load(), AuthFailed: m.authFailed.Load(),
+		RefusedClientIDs: m.refusedOwner.Load(),
+		Connecting:       g.connecting.conns.Load(), RefusedConnecting: g.connecting.refusedConns.Load(),
+		RefusedConnectBytes: g.connecting.refusedBytes.Load(), ConnectTimeouts: g.connecting.timedOut.Load(),
 		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
 		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
 		RefusedSessions: m.refusedSessions.Load(), RefusedSubscriptions: m.refusedSubs.Load(),
@@ -151,23 +167,26 @@ func (g *Gateway) Stats() Stats {
 }
 
 var (
-	descConns     = prometheus.NewDesc("petrel_mqtt_connections", "MQTT connections open.", nil, nil)
-	descConnTotal = prometheus.NewDesc("petrel_mqtt_connections_total", "MQTT connections accepted.", nil, nil)
-	descAuth      = prometheus.NewDesc("petrel_mqtt_auth_failures_total", "MQTT connections refused by authentication.", nil, nil)
-	descSessions  = prometheus.NewDesc("petrel_mqtt_sessions", "MQTT sessions known, connected or not, by persistence.", []string{"persistent"}, nil)
-	descPub       = prometheus.NewDesc("petrel_mqtt_published_total", "MQTT publishes accepted, by QoS.", []string{"qos"}, nil)
-	descRefused   = prometheus.NewDesc("petrel_mqtt_publishes_refused_total", "MQTT publishes refused with a reason code.", nil, nil)
-	descDeliv     = prometheus.NewDesc("petrel_mqtt_delivered_total", "Messages delivered to MQTT clients, by QoS, redeliveries included.", []string{"qos"}, nil)
-	descAcked     = prometheus.NewDesc("petrel_mqtt_deliveries_acked_total", "QoS 1 and 2 deliveries acknowledged by MQTT clients.", nil, nil)
-	descInflight  = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
-	descRetained  = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
-	descQoS2      = prometheus.NewDesc("petrel_mqtt_qos2_pending", "QoS 2 publishes of persistent MQTT sessions awaiting their PUBREL, kept across restarts.", nil, nil)
-	descResend    = prometheus.NewDesc("petrel_mqtt_resend_noted", "Deliveries of persistent MQTT sessions in flight when their connection ended, noted to be sent again under their packet identifiers.", nil, nil)
-	descReleases  = prometheus.NewDesc("petrel_mqtt_resent_releases_total", "PUBRELs of QoS 2 deliveries sent again to a resumed MQTT session.", nil, nil)
-	descShared    = prometheus.NewDesc("petrel_mqtt_shared_groups", "MQTT shared subscriptions ($share/<group>/<filter>) with members.", nil, nil)
-	descWillsWait = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
-	descWills     = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
-	descBound     = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections, retained publishes, topic filters and QoS 2 publishes refused past a bound, by bound: clients, retained, sessions, subscriptions, qos2_pending.", []string{"reason"}, nil)
+	descConns       = prometheus.NewDesc("petrel_mqtt_connections", "MQTT connections open.", nil, nil)
+	descConnTotal   = prometheus.NewDesc("petrel_mqtt_connections_total", "MQTT connections accepted.", nil, nil)
+	descAuth        = prometheus.NewDesc("petrel_mqtt_auth_failures_total", "MQTT connections refused by authentication.", nil, nil)
+	descConnecting  = prometheus.NewDesc("petrel_mqtt_connecting", "MQTT connections awaiting their CONNECT.", nil, nil)
+	descConnTimeout = prometheus.NewDesc("petrel_mqtt_connect_timeouts_total", "MQTT connections closed because they did not send their CONNECT in time.", nil, nil)
+	descOwner       = prometheus.NewDesc("petrel_mqtt_client_id_refused_total", "MQTT connections refused because their client identifier holds a session of another identity.", nil, nil)
+	descSessions    = prometheus.NewDesc("petrel_mqtt_sessions", "MQTT sessions known, connected or not, by persistence.", []string{"persistent"}, nil)
+	descPub         = prometheus.NewDesc("petrel_mqtt_published_total", "MQTT publishes accepted, by QoS.", []string{"qos"}, nil)
+	descRefused     = prometheus.NewDesc("petrel_mqtt_publishes_refused_total", "MQTT publishes refused with a reason code.", nil, nil)
+	descDeliv       = prometheus.NewDesc("petrel_mqtt_delivered_total", "Messages delivered to MQTT clients, by QoS, redeliveries included.", []string{"qos"}, nil)
+	descAcked       = prometheus.NewDesc("petrel_mqtt_deliveries_acked_total", "QoS 1 and 2 deliveries acknowledged by MQTT clients.", nil, nil)
+	descInflight    = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
+	descRetained    = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
+	descQoS2        = prometheus.NewDesc("petrel_mqtt_qos2_pending", "QoS 2 publishes of persistent MQTT sessions awaiting their PUBREL, kept across restarts.", nil, nil)
+	descResend      = prometheus.NewDesc("petrel_mqtt_resend_noted", "Deliveries of persistent MQTT sessions in flight when their connection ended, noted to be sent again under their packet identifiers.", nil, nil)
+	descReleases    = prometheus.NewDesc("petrel_mqtt_resent_releases_total", "PUBRELs of QoS 2 deliveries sent again to a resumed MQTT session.", nil, nil)
+	descShared      = prometheus.NewDesc("petrel_mqtt_shared_groups", "MQTT shared subscriptions ($share/<group>/<filter>) with members.", nil, nil)
+	descWillsWait   = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
+	descWills       = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
+	descBound       = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections, retained publishes, topic filters and QoS 2 publishes refused past a bound, by bound: clients, retained, sessions, subscriptions, qos2_pending, connecting (connections awaiting their CONNECT), connect_bytes (the bytes their CONNECTs claim).", []string{"reason"}, nil)
 )
 
 // Collector returns the gateway's Prometheus collector.
@@ -176,7 +195,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases} {
 		ch <- d
 	}
 }
@@ -186,6 +205,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(s.Clients))
 	ch <- prometheus.MustNewConstMetric(descConnTotal, prometheus.CounterValue, float64(s.Connections))
 	ch <- prometheus.MustNewConstMetric(descAuth, prometheus.CounterValue, float64(s.AuthFailed))
+	ch <- prometheus.MustNewConstMetric(descOwner, prometheus.CounterValue, float64(s.RefusedClientIDs))
+	ch <- prometheus.MustNewConstMetric(descConnecting, prometheus.GaugeValue, float64(s.Connecting))
+	ch <- prometheus.MustNewConstMetric(descConnTimeout, prometheus.CounterValue, float64(s.ConnectTimeouts))
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedConnecting), "connecting")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedConnectBytes), "connect_bytes")
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(s.Persistent), "true")
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(s.Sessions-s.Persistent), "false")
 	for q := range 3 {

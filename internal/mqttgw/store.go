@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -35,9 +36,13 @@ CREATE TABLE IF NOT EXISTS retained (
 	topic TEXT PRIMARY KEY,
 	packet BLOB NOT NULL
 );
+-- identity is the session's owner, the identity that made it: only that
+-- identity may resume or take it over (addOwnerColumn adds it to a store
+-- made before).
 CREATE TABLE IF NOT EXISTS sessions (
 	client_id TEXT PRIMARY KEY,
-	client BLOB NOT NULL
+	client BLOB NOT NULL,
+	identity TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS wills (
 	client_id TEXT PRIMARY KEY,
@@ -75,7 +80,28 @@ func openStore(path string) (*sessionStore, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
 	}
+	if err := addOwnerColumn(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
+	}
 	return &sessionStore{db: db}, nil
+}
+
+// addOwnerColumn gives a store made before sessions had an owner the
+// sessions.identity column. Its sessions keep an empty owner, which the
+// first identity that resumes one takes (see hook.ownerRefusal).
+func addOwnerColumn(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('sessions') WHERE name = 'identity'`).Scan(&n); err != nil {
+		return fmt.Errorf("read the sessions table: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE sessions ADD COLUMN identity TEXT NOT NULL DEFAULT ''`); err != nil {
+		return fmt.Errorf("add the sessions' owner: %w", err)
+	}
+	return nil
 }
 
 func openDB(path, synchronous string) (*sql.DB, error) {
@@ -160,8 +186,8 @@ func (s *sessionStore) retained(ctx context.Context) ([]storage.Message, error) 
 	return out, rows.Err()
 }
 
-// saveSession records a persistent session's client.
-func (s *sessionStore) saveSession(ctx context.Context, cl *mqtt.Client) error {
+// saveSession records a persistent session's client, owned by identity.
+func (s *sessionStore) saveSession(ctx context.Context, cl *mqtt.Client, identity string) error {
 	c := storage.Client{
 		ID:              cl.ID,
 		T:               storage.ClientKey,
@@ -180,9 +206,24 @@ func (s *sessionStore) saveSession(ctx context.Context, cl *mqtt.Client) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (client_id, client) VALUES (?, ?)
-		ON CONFLICT (client_id) DO UPDATE SET client = excluded.client`, cl.ID, b)
+	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (client_id, client, identity) VALUES (?, ?, ?)
+		ON CONFLICT (client_id) DO UPDATE SET client = excluded.client, identity = excluded.identity`, cl.ID, b, identity)
 	return err
+}
+
+// sessionOwner returns the identity that owns clientID's stored session,
+// and false when none is stored. A session stored before sessions had an
+// owner has an empty one.
+func (s *sessionStore) sessionOwner(ctx context.Context, clientID string) (string, bool, error) {
+	var owner string
+	err := s.db.QueryRowContext(ctx, `SELECT identity FROM sessions WHERE client_id = ?`, clientID).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return owner, true, nil
 }
 
 // dropSession forgets a session and its subscriptions; qos2Forget drops

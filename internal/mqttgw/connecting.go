@@ -1,0 +1,174 @@
+package mqttgw
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/petrelmq/petrel/internal/ratelog"
+)
+
+// Bounds on connections that have not yet sent their CONNECT. mochi reads
+// the CONNECT with no deadline, allocates the whole packet its fixed header
+// claims (up to the largest packet, limits.max_body and then some) before
+// reading it, and checks max_clients only once it has it: a peer that
+// opens connections and sends nothing, or claims a large CONNECT and
+// trickles it, would otherwise hold a goroutine pair and that memory each,
+// for ever. A CONNECT is small; only a will's payload makes it large.
+var (
+	// connectTimeout is the most time a connection has to send its whole
+	// CONNECT (and, over TLS, finish its handshake); then it is closed.
+	connectTimeout = 10 * time.Second
+	// maxConnecting is the most connections awaiting their CONNECT at
+	// once, from every address together; past it, a new connection is
+	// closed as soon as it is accepted.
+	maxConnecting int64 = 256
+	// maxConnectingBytes is the most bytes that the CONNECT packets being
+	// read may claim together; a CONNECT that would pass it closes its
+	// connection.
+	maxConnectingBytes int64 = 64 << 20
+)
+
+// connectBounds are the bounds in force, which tests lower while
+// connections come and go (atomics, so the race detector agrees).
+var connectBounds struct {
+	timeout, conns, bytes atomic.Int64
+}
+
+func init() {
+	connectBounds.timeout.Store(int64(connectTimeout))
+	connectBounds.conns.Store(maxConnecting)
+	connectBounds.bytes.Store(maxConnectingBytes)
+}
+
+// errConnectBudget refuses a CONNECT whose claimed size passes the budget.
+var errConnectBudget = errors.New("mqtt: connections awaiting CONNECT claim too many bytes")
+
+// connecting counts the connections awaiting their CONNECT, and the bytes
+// their CONNECTs claim.
+type connecting struct {
+	conns, bytes atomic.Int64
+	// refused counts connections closed past a bound: maxConnecting, or
+	// maxConnectingBytes; timedOut those closed by connectTimeout.
+	refusedConns, refusedBytes, timedOut atomic.Int64
+	log                                  ratelog.Limiter
+}
+
+// preConnect is a connection's state until its CONNECT has been read.
+type preConnect struct {
+	g       *connecting
+	once    sync.Once
+	hdr     []byte // the fixed header read so far, not yet handed on
+	pending []byte // header bytes read, to hand to mochi
+	claimed int64
+	done    bool
+}
+
+// guard counts c, sets the deadline of its CONNECT and reports false when
+// too many connections await theirs.
+func (g *connecting) guard(c *corkConn) bool {
+	if g.conns.Add(1) > connectBounds.conns.Load() {
+		g.conns.Add(-1)
+		g.refusedConns.Add(1)
+		return false
+	}
+	c.pre = &preConnect{g: g}
+	_ = c.SetReadDeadline(time.Now().Add(time.Duration(connectBounds.timeout.Load())))
+	return true
+}
+
+// connected ends the pre-CONNECT state: mochi has the CONNECT, sets the
+// keepalive's deadline itself (which replaces connectTimeout's), and the
+// bytes it claimed are given back. Idempotent; also run when the
+// connection ends before its CONNECT.
+func (p *preConnect) connected() {
+	p.once.Do(func() {
+		p.g.conns.Add(-1)
+		p.g.bytes.Add(-p.claimed)
+		p.claimed = 0
+	})
+}
+
+// read passes the CONNECT's first bytes on once its fixed header is
+// whole and the size it claims fits the budget. It is only called from
+// mochi's reading goroutine, before the CONNECT is read.
+func (p *preConnect) read(conn net.Conn, b []byte) (int, error) {
+	if p.done {
+		return conn.Read(b)
+	}
+	if len(p.pending) == 0 {
+		if err := p.readHeader(conn); err != nil {
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				p.g.timedOut.Add(1)
+			}
+			return 0, err
+		}
+	}
+	n := copy(b, p.pending)
+	p.pending = p.pending[n:]
+	if len(p.pending) == 0 {
+		p.done = true
+	}
+	return n, nil
+}
+
+// readHeader reads the fixed header (a byte of type and flags, then the
+// remaining length in up to four bytes), decoded with mochi's own
+// decoders, and claims the remaining length from the budget.
+func (p *preConnect) readHeader(conn net.Conn) error {
+	var one [1]byte
+	for {
+		if _, err := conn.Read(one[:]); err != nil {
+			return err
+		}
+		p.hdr = append(p.hdr, one[0])
+		if len(p.hdr) >= 2 && one[0]&0x80 == 0 || len(p.hdr) == 5 {
+			break
+		}
+	}
+	var fh packets.FixedHeader
+	if err := fh.Decode(p.hdr[0]); err != nil {
+		return err
+	}
+	remaining, _, err := packets.DecodeLength(bytes.NewReader(p.hdr[1:]))
+	if err != nil {
+		return err
+	}
+	claim := int64(remaining)
+	if p.g.bytes.Add(claim) > connectBounds.bytes.Load() {
+		p.g.bytes.Add(-claim)
+		p.g.refusedBytes.Add(1)
+		return fmt.Errorf("%w: %d bytes", errConnectBudget, remaining)
+	}
+	p.claimed = claim
+	p.pending, p.hdr = p.hdr, nil
+	return nil
+}
+
+// Serve guards every connection of the listener until its CONNECT.
+func (l corked) Serve(establish listeners.EstablishFn) {
+	l.Listener.Serve(func(id string, c net.Conn) error {
+		cc := &corkConn{Conn: c}
+		if !l.g.connecting.guard(cc) {
+			if held, ok := l.g.connecting.log.Allow("connecting"); ok {
+				l.g.log.Warn("mqtt connection closed: too many connections awaiting CONNECT",
+					slog.String("remote", c.RemoteAddr().String()), slog.Int64("bound", connectBounds.conns.Load()), slog.Int64("held_back", held))
+			}
+			_ = c.Close()
+			return errTooManyConnecting
+		}
+		defer cc.pre.connected()
+		return establish(id, cc)
+	})
+}
+
+// errTooManyConnecting closes a connection past maxConnecting.
+var errTooManyConnecting = errors.New("mqtt: too many connections awaiting CONNECT")
