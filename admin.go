@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -82,6 +81,9 @@ type adminServer struct {
 	// limiter counts the wrong tokens per remote address on the TCP
 	// listener, for its rate limit of guesses.
 	limiter *authlimit.Limiter
+	// conns bounds the connections open on the TCP listener
+	// (admin_conns.go).
+	conns *adminConnLimit
 }
 
 // newAdminServer makes the admin server of n, and registers its counter
@@ -100,6 +102,7 @@ func newAdminServer(n adminNode, log *slog.Logger, reg *prometheus.Registry, lim
 	}
 	reg.MustRegister(s.refused)
 	s.limiter = newAuthLimiter(reg)
+	s.conns = newAdminConnLimit(reg, s.log)
 	return s
 }
 
@@ -197,7 +200,7 @@ func (s *adminServer) listenTCP(cfg AdminConfig) error {
 			s.console.Close()
 			return fmt.Errorf("admin listen on %s: %w", cfg.Listen, err)
 		}
-		s.tcp = s.serve(ln, s.tcpHandler(cfg, ln.Addr()), "admin endpoint")
+		s.tcp = s.serve(s.conns.listener(ln), s.tcpHandler(cfg, ln.Addr()), "admin endpoint")
 		s.log.Info("admin endpoint listening", slog.String(logkey.Addr, ln.Addr().String()),
 			slog.Bool("token", cfg.Token != ""), slog.Int("file_roots", len(cfg.FileRoots)))
 	}
@@ -234,11 +237,12 @@ type adminEndpoint struct {
 	done chan struct{}
 }
 
-// serve serves h on ln until stop; what names the listener in logs.
+// serve serves h on ln until stop; what names the listener in logs. The
+// timeouts, and why there are no others, are in admin_conns.go.
 func (s *adminServer) serve(ln net.Listener, h http.Handler, what string) *adminEndpoint {
 	e := &adminEndpoint{
 		ln:   ln,
-		srv:  &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second},
+		srv:  &http.Server{Handler: h, ReadHeaderTimeout: adminHeaderTimeout, IdleTimeout: adminIdleTimeout},
 		done: make(chan struct{}),
 	}
 	go func() {
