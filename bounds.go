@@ -99,13 +99,15 @@ var (
 		"Nodes discovery keeps in the directory now (at most discovery.max_nodes).", nil, nil)
 	descDiscoveryFull = prometheus.NewDesc("petrel_discovery_dropped_full_total",
 		"Announcements of new nodes dropped because the directory held discovery.max_nodes.", nil, nil)
+	descTransfersEvicted = prometheus.NewDesc("petrel_file_transfers_evicted_total",
+		"Paused received file transfers dropped from the list past its bounds (64 per peer, 4096 in all), paused longest ago first; the transfer itself still resumes.", nil, nil)
 )
 
 var boundDescs = []*prometheus.Desc{
 	descConnsRejected, descConnsOpen, descConnBuffered, descReadPauses,
 	descSpoolUsed, descSpoolHeld, descSpoolQuota, descSpoolQuotaEvents, descAutoRefused,
 	descPrefetched, descPrefetchLimit,
-	descDiscoveryNodes, descDiscoveryFull,
+	descDiscoveryNodes, descDiscoveryFull, descTransfersEvicted,
 }
 
 // collectBounds sends the bounds' figures.
@@ -120,6 +122,7 @@ func collectBounds(ch chan<- prometheus.Metric, n *Node) {
 		bs := n.srv.BufferStats()
 		ch <- gauge(descConnBuffered, bs.Buffered.Load())
 		ch <- counter(descReadPauses, int64(bs.Pauses.Load()))
+		ch <- counter(descTransfersEvicted, n.srv.TransfersEvicted())
 	}
 	if n.spool != nil {
 		qs := n.spool.QuotaStats()

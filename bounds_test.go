@@ -14,6 +14,8 @@ import (
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/receiver"
 )
 
@@ -158,6 +160,89 @@ func TestSpoolQuotaPausesThenResumes(t *testing.T) {
 	if m[`petrel_spool_quota_total{outcome="paused"}`] < 1 || m[`petrel_spool_quota_bytes{scope="total"}`] != size+size/2 {
 		t.Errorf("spool metrics: paused %v, quota %v", m[`petrel_spool_quota_total{outcome="paused"}`], m[`petrel_spool_quota_bytes{scope="total"}`])
 	}
+}
+
+// TestSpoolQuotaPausedTransfersBounded: a peer announces more files than
+// b lists paused for one peer (64), none of which fits b's spool quota now.
+// b lists at most 64 of them, drops the entries paused longest ago and
+// counts them; once the peer's link closes, b lists none, and the gauge of
+// the files it receives is back to 0. Before, b kept one entry per file
+// announced, connection gone or not.
+func TestSpoolQuotaPausedTransfersBounded(t *testing.T) {
+	const (
+		perPeer = 64 // the receiver's maxPausedPerPeer
+		files   = perPeer + 16
+		quota   = 64 << 10
+	)
+	addrB := freeAddr(t)
+	a := nodes.Open(t, nodes.Name("a"), nodes.LeasesMayRemain(), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + addrB}}
+		c.Files.Concurrency = files // every file announced at once
+	}))
+	// Another transfer's partial file, left in b's spool by an earlier
+	// run, takes the whole quota until its sender resumes it.
+	src := t.TempDir()
+	_, blockerSum := writeRandom(t, src, "blocker.bin", quota)
+	spoolDir := filepath.Join(t.TempDir(), "spool")
+	sp, err := filetransfer.OpenSpool(spoolDir, filetransfer.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := sp.Begin("blocker", filetransfer.Info{Filename: "blocker.bin", Size: quota, SHA256: blockerSum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Write(0, make([]byte, 1<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(addrB), nodes.With(func(c *petrel.Config) {
+		c.Files = petrel.FilesConfig{Spool: spoolDir, MaxSpoolBytes: quota, MaxSpoolBytesPerPeer: quota}
+		withAdmin(c)
+	}))
+
+	for i := range files {
+		path, _ := writeRandom(t, src, fmt.Sprintf("f%02d.bin", i), 1<<10)
+		m := a.Producer().CreateFileMessage("files@b")
+		m.File.SendFilePath = path
+		if err := a.Producer().Send(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const receiving = `petrel_file_transfers_active{direction="receiving"}`
+	var most int
+	var m map[string]float64
+	var listed []petrel.TransferStatus
+	named := map[string]bool{} // the files b listed paused, at one time or another
+	petreltest.Eventually(t, "b dropping the paused entries past its bound", func() bool {
+		listed, m = b.Transfers(), scrape(t, b)
+		most = max(most, len(listed), int(m[receiving]))
+		for _, tr := range listed {
+			if tr.State == "paused" && strings.Contains(tr.Error, "spool quota") {
+				named[tr.Filename] = true
+			}
+		}
+		return len(named) == files && m["petrel_file_transfers_evicted_total"] >= files-perPeer
+	}, func() string {
+		return fmt.Sprintf("%d files seen paused, %v evicted; %d listed, the first %+v", len(named), m["petrel_file_transfers_evicted_total"], len(listed), listed[:min(len(listed), 2)])
+	})
+	t.Logf("%d files announced; b listed at most %d, evicted %v", files, most, m["petrel_file_transfers_evicted_total"])
+	if most > perPeer {
+		t.Fatalf("b listed up to %d transfers of one peer, want at most %d", most, perPeer)
+	}
+	// The link closes: nothing on it can resume a file any more.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	petreltest.Eventually(t, "b listing nothing once the link closed", func() bool {
+		listed, m = b.Transfers(), scrape(t, b)
+		return len(listed) == 0 && m[receiving] == 0
+	}, func() string {
+		return fmt.Sprintf("gauge %v; %d listed, the first %+v", m[receiving], len(listed), listed[:min(len(listed), 2)])
+	})
 }
 
 // TestConnectionBoundsMetrics: a connection past the per-IP handshake

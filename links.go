@@ -279,7 +279,11 @@ func (n *Node) ReceiverStats() ReceiverStats {
 }
 
 // Transfers returns the files this node is receiving, and those paused
-// (a full spool, a cut link) until their sender comes back.
+// (a full spool, the spool quota) while the connection they came on is
+// up: their sender tries them again. The paused ones are bounded, 64 per
+// peer and 4,096 in all, the oldest dropped first
+// (petrel_file_transfers_evicted_total). A transfer whose connection
+// ended is listed again once its sender resumes it.
 func (n *Node) Transfers() []TransferStatus {
 	if n.srv == nil {
 		return nil

@@ -125,7 +125,7 @@ var (
 		"File content bytes since the node started: sent (acknowledged by next hops) and received.",
 		[]string{"direction"}, nil)
 	descFileActive = prometheus.NewDesc("petrel_file_transfers_active",
-		"File transfers under way: sending, and receiving (paused ones included).", []string{"direction"}, nil)
+		"File transfers under way: sending, and receiving (paused ones included while the connection they came on is up).", []string{"direction"}, nil)
 	descFiles = prometheus.NewDesc("petrel_files_total",
 		"Files by event since the node started: handed over to a next hop, failed for good, forwarded early (a relay's cut-through), taken here, refused, corrupt.",
 		[]string{"event"}, nil)

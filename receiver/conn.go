@@ -49,6 +49,10 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 		return
 	}
 	defer s.disconnected(c)
+	// serveSessions returns once every session of c has ended: the file
+	// transfers c paused can only resume on another connection, and are
+	// no longer listed.
+	defer s.transfers.connClosed(c)
 	s.log.Info("link up", slog.String(logkey.Peer, c.Peer().Name), slog.String("addr", nc.RemoteAddr().String()))
 	s.serveSessions(c)
 }

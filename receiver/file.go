@@ -146,7 +146,7 @@ func TransferID(origin message.NodeID, id uint64) string {
 func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 	ctx, cancel := s.ctxOf(c)
 	defer cancel()
-	err := s.receiveFile(ctx, sess, c.Peer())
+	err := s.receiveFile(ctx, c, sess)
 	if errors.Is(err, errDrained) {
 		s.closeDrained(sess)
 		return
@@ -162,7 +162,8 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 	sess.CloseWithin(err.Error(), 0)
 }
 
-func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer session.Peer) (err error) {
+func (s *Server) receiveFile(ctx context.Context, c *session.Conn, sess *session.Session) (err error) {
+	peer := c.Peer()
 	rctx, rcancel := s.readCtx(ctx)
 	d, err := sess.Recv(rctx)
 	rcancel()
@@ -208,7 +209,7 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 	defer cancel(nil)
 	in, err := s.beginFile(ctx, id, m, peer)
 	if err != nil {
-		s.transfers.failed(id, m, peer.Name, err)
+		s.transfers.failed(c, id, m, peer.Name, err)
 		return fmt.Errorf("file %q from %s: %w", m.File.Filename, peer.Name, err)
 	}
 	defer s.holders.hold(id, peer.Name, func() { cancel(errSuperseded) })()
@@ -218,7 +219,7 @@ func (s *Server) receiveFile(ctx context.Context, sess *session.Session, peer se
 		}
 	}()
 	defer in.Close()
-	tr := s.transfers.begin(id, m, peer.Name, in.Offset())
+	tr := s.transfers.begin(c, id, m, peer.Name, in.Offset())
 	defer s.transfers.end(tr)
 	if in.Offset() < size {
 		if t.Relay {
