@@ -37,6 +37,14 @@ func (n *Node) clientPublish(ctx context.Context, peer session.Peer, m *message.
 	if err != nil {
 		return nil, "", clientRefusal(err)
 	}
+	if q.Name() == topicInbox {
+		// Stored naming this node, so that the inbox pump never takes it
+		// for a copy a neighbour forwarded (addressed to the topic alone),
+		// whose petrel.hops a node wrote: a client's counts for nothing
+		// (nodeHops).
+		name, _, _ := message.ParseDestination(dest)
+		dest = message.JoinDestination(name, n.cfg.Name)
+	}
 	return q, dest, nil
 }
 

@@ -136,17 +136,36 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 	return nil
 }
 
+// nodeHops returns the nodes m crossed, as its hops property says, when
+// a node wrote it: on a copy a neighbour forwarded (forwardPuts), which
+// arrives over a link addressed to the topic alone. arrived tells whether
+// m came out of the topic inbox rather than from a local producer.
+//
+// On any other message the property counts for nothing: it is the
+// nodes' record, and hops an application set (by hand, or copied from a
+// delivery it publishes again) would keep its message from the
+// subscriptions behind the nodes they name, while the publish succeeded.
+// An application's publish never looks like a forwarded copy: a remote
+// client's publish to a topic of its node is stored naming that node
+// (clientPublish), and what a producer or client sends to a topic of
+// another node names that node, as every message that leaves a node does
+// (nodePublisher.submit, route).
+func nodeHops(m *message.Message, arrived bool) []string {
+	if !arrived {
+		return nil
+	}
+	if _, node, err := message.ParseDestination(m.Destination); err != nil || node != "" {
+		return nil
+	}
+	return hopsOf(m)
+}
+
 // forwardPuts returns the puts of m's copies for the next hops whose
 // interest matches topic: one per neighbour, whatever the number of
-// subscriptions behind it, never to a node m crossed. Each copy names the
-// topic alone as destination and carries m's hops with this node added;
-// arrived tells whether m came from a link or client, whose hops count,
-// rather than from a local producer.
-func (n *Node) forwardPuts(m *message.Message, topic string, arrived bool) ([]queue.Put, error) {
-	var hops []string
-	if arrived {
-		hops = hopsOf(m)
-	}
+// subscriptions behind it, never to a node m crossed. hops are the nodes
+// m crossed, as nodeHops read them. Each copy names the topic alone as
+// destination and carries hops with this node added.
+func (n *Node) forwardPuts(m *message.Message, topic string, hops []string) ([]queue.Put, error) {
 	if len(hops) >= maxInterestHops {
 		n.topics.interestDropped.Add(1)
 		return nil, nil

@@ -28,18 +28,25 @@ const inboxBatch = 256
 
 // fanOut submits m's copies for the subscriptions its topic matches, and
 // returns the operation, or nil when none matches: then m is counted as
-// unrouted and dropped, as topic brokers do. mark, when not empty, is a
-// meta key committed with the copies (queue.Store.SubmitMarked), or
-// alone for an unrouted m.
+// unrouted and dropped, as topic brokers do. dedupe is true for a message
+// out of the topic inbox, the pump's own, false for a local producer's.
+// mark, when not empty, is a meta key committed with the copies
+// (queue.Store.SubmitMarked), or alone for an unrouted m.
 func (n *Node) fanOut(m *message.Message, topic string, dedupe bool, mark string) (*queue.Op, error) {
 	qs := n.topics.matching(topic)
 	n.topics.published.Add(1)
 	// A local publish (dedupe false: its id is new) has crossed no node,
-	// whatever petrel.hops property its producer set.
-	fwd, err := n.forwardPuts(m, topic, dedupe)
+	// whatever petrel.hops property its producer set; nor has a client's,
+	// or any the inbox holds but a neighbour's forwarded copy (nodeHops).
+	fwd, err := n.forwardPuts(m, topic, nodeHops(m, dedupe))
 	if err != nil {
 		return nil, err
 	}
+	// The forwarded copies carry their own hops. The local ones, kept ones
+	// too, go to consumers without any: the property is the nodes', and a
+	// consumer that publishes again what it received, its properties
+	// copied, must not hand it back to them.
+	m = withoutHops(m, dedupe)
 	keep := n.topics.keepFor(topic)
 	if len(qs) == 0 && len(fwd) == 0 && keep == nil {
 		n.topics.unrouted.Add(1)
@@ -79,6 +86,20 @@ func (n *Node) fanOut(m *message.Message, topic string, dedupe bool, mark string
 		n.kickKeeps() // a subscription or a send queue that drops its oldest may be past its bound
 	}
 	return op, nil
+}
+
+// withoutHops returns m without its hops property. A message out of the
+// inbox (owned, decoded by the pump) loses it in place; a producer's own
+// message is left as its caller made it, and a copy returned.
+func withoutHops(m *message.Message, owned bool) *message.Message {
+	if _, ok := m.Properties.Get(propHops); !ok {
+		return m
+	}
+	if !owned {
+		m = m.Clone()
+	}
+	m.Properties.Delete(propHops)
+	return m
 }
 
 // publish is a local Producer's send to a topic; the Pending completes
