@@ -184,6 +184,10 @@ const (
 	defaultMaxSubscriptions      = 100
 	defaultMaxSessionExpiry      = 7 * 24 * time.Hour
 	defaultSysInterval           = 10 * time.Second
+	// maxTopicAliases is the most topics one MQTT 5 connection may alias
+	// (a higher alias closes it, 0x94). mochi does not announce it in
+	// CONNACK, so a client that keeps to the specification aliases none.
+	maxTopicAliases = 10
 )
 
 // Gateway is a running MQTT listener in front of a Backend.
@@ -263,6 +267,10 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	caps.MaximumSessionExpiryInterval = uint32(min(max(cfg.MaxSessionExpiry/time.Second, 1), math.MaxUint32))
 	caps.MaximumPacketSize = uint32(maxBody + maxPacketOverhead)
 	caps.ReceiveMaximum = g.receiveMaximum()
+	// A client's topic aliases are topics mochi keeps for its connection,
+	// each up to 64 KiB; its default, 65,535 of them, would let one
+	// connection hold gigabytes. Mosquitto's default is the same 10.
+	caps.TopicAliasMaximum = maxTopicAliases
 	// mochi publishes the $SYS topics itself, retained, to the filters
 	// in its own index: a $SYS filter is the one kind that is no Petrel
 	// subscription (see isSys).

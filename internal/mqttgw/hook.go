@@ -339,7 +339,11 @@ func (h *hook) stopAll() {
 	}
 }
 
-func (h *hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+func (h *hook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
+	if errors.Is(err, packets.ErrTopicAliasInvalid) {
+		// Past maxTopicAliases (or alias 0): mochi closed it, 0x94.
+		h.g.metrics.refusedAliases.Add(1)
+	}
 	h.pending.Delete(cl)
 	h.willProps.Delete(cl)
 	h.willDone.Delete(cl)

@@ -10,15 +10,16 @@ import (
 
 // metrics counts the gateway's traffic for petrel stat and Prometheus.
 type metrics struct {
-	connections   atomic.Int64 // open now
-	connected     atomic.Int64 // accepted since start
-	authFailed    atomic.Int64
-	refusedOwner  atomic.Int64    // client ids that hold another identity's session
-	published     [3]atomic.Int64 // by QoS
-	refused       atomic.Int64
-	delivered     [3]atomic.Int64 // by QoS
-	acked         atomic.Int64
-	undeliverable atomic.Int64 // Petrel topics with no MQTT form
+	connections    atomic.Int64 // open now
+	connected      atomic.Int64 // accepted since start
+	authFailed     atomic.Int64
+	refusedOwner   atomic.Int64    // client ids that hold another identity's session
+	refusedAliases atomic.Int64    // connections closed for a topic alias past maxTopicAliases
+	published      [3]atomic.Int64 // by QoS
+	refused        atomic.Int64
+	delivered      [3]atomic.Int64 // by QoS
+	acked          atomic.Int64
+	undeliverable  atomic.Int64 // Petrel topics with no MQTT form
 	// refusals by the bound that made them
 	refusedClients  atomic.Int64
 	refusedRetained atomic.Int64
@@ -52,10 +53,13 @@ type Stats struct {
 	// RefusedConnectBytes those whose CONNECT passed the bytes all
 	// CONNECTs being read may claim, ConnectTimeouts those that did not
 	// send their CONNECT in time.
-	Connecting          int64    `json:"connecting"`
-	RefusedConnecting   int64    `json:"refused_connecting"`
-	RefusedConnectBytes int64    `json:"refused_connect_bytes"`
-	ConnectTimeouts     int64    `json:"connect_timeouts"`
+	Connecting          int64 `json:"connecting"`
+	RefusedConnecting   int64 `json:"refused_connecting"`
+	RefusedConnectBytes int64 `json:"refused_connect_bytes"`
+	ConnectTimeouts     int64 `json:"connect_timeouts"`
+	// RefusedTopicAliases counts the connections closed (0x94) for a
+	// topic alias past the 10 a connection may use.
+	RefusedTopicAliases int64    `json:"refused_topic_aliases"`
 	Published           [3]int64 `json:"published_by_qos"`
 	Refused             int64    `json:"publishes_refused"`
 	Delivered           [3]int64 `json:"delivered_by_qos"`
@@ -118,8 +122,9 @@ func (g *Gateway) Stats() Stats {
 	s := Stats{
 		Listen: g.Addr(), WebSocket: g.WebSocketAddr(),
 		Clients: m.connections.Load(), Connections: m.connected.Load(), AuthFailed: m.authFailed.Load(),
-		RefusedClientIDs: m.refusedOwner.Load(),
-		Connecting:       g.connecting.conns.Load(), RefusedConnecting: g.connecting.refusedConns.Load(),
+		RefusedClientIDs:    m.refusedOwner.Load(),
+		RefusedTopicAliases: m.refusedAliases.Load(),
+		Connecting:          g.connecting.conns.Load(), RefusedConnecting: g.connecting.refusedConns.Load(),
 		RefusedConnectBytes: g.connecting.refusedBytes.Load(), ConnectTimeouts: g.connecting.timedOut.Load(),
 		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
 		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
@@ -186,7 +191,7 @@ var (
 	descShared      = prometheus.NewDesc("petrel_mqtt_shared_groups", "MQTT shared subscriptions ($share/<group>/<filter>) with members.", nil, nil)
 	descWillsWait   = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
 	descWills       = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
-	descBound       = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections, retained publishes, topic filters and QoS 2 publishes refused past a bound, by bound: clients, retained, sessions, subscriptions, qos2_pending, connecting (connections awaiting their CONNECT), connect_bytes (the bytes their CONNECTs claim).", []string{"reason"}, nil)
+	descBound       = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections, retained publishes, topic filters and QoS 2 publishes refused past a bound, by bound: clients, retained, sessions, subscriptions, qos2_pending, connecting (connections awaiting their CONNECT), connect_bytes (the bytes their CONNECTs claim), topic_aliases (connections closed for an alias past the 10 allowed).", []string{"reason"}, nil)
 )
 
 // Collector returns the gateway's Prometheus collector.
@@ -210,6 +215,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descConnTimeout, prometheus.CounterValue, float64(s.ConnectTimeouts))
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedConnecting), "connecting")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedConnectBytes), "connect_bytes")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedTopicAliases), "topic_aliases")
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(s.Persistent), "true")
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(s.Sessions-s.Persistent), "false")
 	for q := range 3 {

@@ -393,3 +393,73 @@ func TestPahoSessionExpiry(t *testing.T) {
 	}
 	petreltest.Eventually(t, "clean start drops the durable subscription", func() bool { return len(tn.Subscriptions()) == 0 })
 }
+
+// A PUBLISH with more user properties than a message may hold is refused
+// by their count, before they are read one by one: 50,000 of them, each
+// looked up among those before it, were seconds of a core.
+func TestPahoManyUserPropertiesRefusedByCount(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "props", CleanStart: true}, paho.ClientConfig{})
+	many := make(paho.UserProperties, 50_000)
+	for i := range many {
+		many[i] = paho.UserProperty{Key: fmt.Sprintf("k%d", i), Value: "v"}
+	}
+	pr, err := publish(c, &paho.Publish{Topic: "sensors/a", QoS: 1, Properties: &paho.PublishProperties{User: many}})
+	if pr == nil || pr.ReasonCode != 0x83 {
+		t.Fatalf("response %+v, %v; want 0x83", pr, err)
+	}
+	if pr.Properties == nil || !strings.Contains(pr.Properties.ReasonString, "50000 user properties exceed limit 64") {
+		t.Fatalf("reason %+v, want the count refused before the properties are read", pr.Properties)
+	}
+	if _, err := publish(c, &paho.Publish{Topic: "sensors/ok", QoS: 1}); err != nil {
+		t.Fatalf("the connection after the refusal: %v", err)
+	}
+}
+
+// Topic aliases are bounded to 10 (mochi's default of 65,535 would let a
+// connection keep that many topics of up to 64 KiB): an alias within it
+// names its topic, one past it closes the connection. mochi does not
+// announce the maximum in CONNACK, so a client that keeps to the
+// specification uses none; this one uses them anyway.
+func TestPahoTopicAliasesBounded(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	ctx := context.Background()
+	all, err := tn.Subscribe(ctx, "sensors.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "aliases", CleanStart: true}, paho.ClientConfig{})
+	alias := func(topic string, n uint16) (*paho.PublishResponse, error) {
+		return publish(c, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(topic), Properties: &paho.PublishProperties{TopicAlias: &n}})
+	}
+	if _, err := alias("sensors/aliased", 10); err != nil {
+		t.Fatalf("alias 10: %v", err)
+	}
+	if _, err := alias("", 10); err != nil {
+		t.Fatalf("alias 10 without its topic: %v", err)
+	}
+	for range 2 {
+		rctx, cancel := context.WithTimeout(ctx, petreltest.Patience)
+		d, err := all.Receive(rctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Destination != "sensors.aliased" {
+			t.Fatalf("published to %q, want sensors.aliased", d.Destination)
+		}
+		if err := d.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// At QoS 0, so as not to wait for the PUBACK that will not come.
+	past := uint16(11)
+	_, _ = c.Publish(ctx, &paho.Publish{Topic: "sensors/past", QoS: 0, Properties: &paho.PublishProperties{TopicAlias: &past}})
+	select {
+	case <-c.Done():
+	case <-time.After(petreltest.Patience):
+		t.Fatal("the connection outlived an alias past the maximum")
+	}
+	petreltest.Eventually(t, "the refusal counted", func() bool { return tn.Status().MQTT.RefusedTopicAliases == 1 })
+}

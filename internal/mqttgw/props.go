@@ -52,6 +52,13 @@ func toMessage(m *message.Message, pk packets.Packet, clientID string, lim messa
 	}
 	m.Properties.Set(propClient, message.String(clientID))
 	p := pk.Properties
+	// Counted before the loop, whose look for a repeated name is linear
+	// in the properties already set: an 8 MiB PUBLISH holds a million
+	// empty user properties, which would cost a core minutes before
+	// Validate's count refused them.
+	if maxProps := effectiveMaxProperties(lim); len(p.User) > maxProps {
+		return &Refusal{Code: CodeImplementation, Reason: fmt.Sprintf("%d user properties exceed limit %d: %v", len(p.User), maxProps, message.ErrTooManyProperties)}
+	}
 	for _, u := range p.User {
 		if strings.HasPrefix(u.Key, "mqtt.") || strings.HasPrefix(u.Key, "petrel.") {
 			return &Refusal{Code: CodeImplementation, Reason: fmt.Sprintf("user property %q: names starting with mqtt. or petrel. are reserved", clip(u.Key))}
@@ -82,6 +89,13 @@ func toMessage(m *message.Message, pk packets.Packet, clientID string, lim messa
 		return &Refusal{Code: code, Reason: err.Error()}
 	}
 	return nil
+}
+
+func effectiveMaxProperties(lim message.Limits) int {
+	if lim.MaxProperties > 0 {
+		return lim.MaxProperties
+	}
+	return message.DefaultLimits().MaxProperties
 }
 
 func effectiveMaxBody(lim message.Limits) int {
