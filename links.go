@@ -267,9 +267,11 @@ func (n *Node) ReceiverStats() ReceiverStats {
 		return ReceiverStats{}
 	}
 	st := n.srv.StatsRef()
+	overLimit := int64(n.srv.RefuseStats().OverLimit.Load())
 	return ReceiverStats{
 		Connections: st.Connections.Load(), HandshakeFailed: st.HandshakeFailed.Load(), AuthFailed: st.AuthFailed.Load(),
-		TLSFailed: st.TLSFailed.Load(), SessionsRefused: st.SessionsRefused.Load(), Received: st.Received.Load(), Stored: st.Stored.Load(),
+		TLSFailed: st.TLSFailed.Load(), SessionsRefused: st.SessionsRefused.Load() + overLimit, SessionsOverLimit: overLimit,
+		Received: st.Received.Load(), Stored: st.Stored.Load(),
 		Deduped: st.Deduped.Load(), Refused: st.Refused.Load(), ProtocolErrors: st.ProtocolErrors.Load(),
 		FilesTaken: st.FilesTaken.Load(), FilesRefused: st.FilesRefused.Load(), FilesCorrupt: st.FilesCorrupt.Load(),
 		FileBytes: st.FileBytes.Load(), ClientDenied: st.Denied.Load(), ClientDelivered: st.Delivered.Load(),
@@ -300,6 +302,10 @@ type ReceiverStats struct {
 	TLSFailed                                                 int64 // of HandshakeFailed, at the TLS handshake
 	Received, Stored, Deduped, Refused, ProtocolErrors        int64
 	FilesTaken, FilesRefused, FilesCorrupt, FileBytes         int64
+	// SessionsOverLimit counts, of SessionsRefused, the sessions a peer
+	// asked for past the 1,024 one connection holds
+	// (session.DefaultMaxSessions).
+	SessionsOverLimit int64
 	// ClientDenied counts the remote clients' publishes and subscriptions
 	// the access rules refused; ClientDelivered the messages pushed to
 	// their consumers, redeliveries included.

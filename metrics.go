@@ -101,7 +101,8 @@ var (
 	descRecvAuthFailed = prometheus.NewDesc("petrel_receiver_auth_failures_total",
 		"Connections refused at authentication: a wrong or missing secret, or a name the client's certificate does not carry.", nil, nil)
 	descRecvSessionsRefused = prometheus.NewDesc("petrel_receiver_sessions_refused_total",
-		"Sessions the receiver refused to open.", nil, nil)
+		"Sessions the receiver refused to open, by reason: max_sessions (past the 1024 sessions one connection holds), policy (an address, identity or access rule the node refuses).",
+		[]string{"reason"}, nil)
 	descRecvTLSFailed = prometheus.NewDesc("petrel_receiver_tls_failures_total",
 		"Connections that failed the TLS handshake: plain TCP, or no or an untrusted certificate.", nil, nil)
 	descAccessDenied = prometheus.NewDesc("petrel_access_denied_total",
@@ -237,7 +238,8 @@ func collectReceiver(ch chan<- prometheus.Metric, r ReceiverStats) {
 	ch <- counter(descRecvHandshakeFailed, r.HandshakeFailed)
 	ch <- counter(descRecvAuthFailed, r.AuthFailed)
 	ch <- counter(descRecvTLSFailed, r.TLSFailed)
-	ch <- counter(descRecvSessionsRefused, r.SessionsRefused)
+	ch <- counter(descRecvSessionsRefused, r.SessionsRefused-r.SessionsOverLimit, "policy")
+	ch <- counter(descRecvSessionsRefused, r.SessionsOverLimit, "max_sessions")
 	ch <- counter(descRecvProtocolErrors, r.ProtocolErrors)
 	ch <- counter(descRecvMessages, r.Received, "received")
 	ch <- counter(descRecvMessages, r.Stored, "stored")

@@ -207,3 +207,8 @@ func (s *Server) handshakeFailed(msg, remote string, err error) {
 // for their sessions, and how often their read loops paused at
 // Session.MaxConnBuffer.
 func (s *Server) BufferStats() *session.BufferStats { return s.cfg.Session.BufferStats }
+
+// RefuseStats returns the sessions the server's connections refused
+// before Accept saw them, past Session.MaxSessions (session.DefaultMaxSessions
+// unless set) on one connection. Stats.SessionsRefused does not count them.
+func (s *Server) RefuseStats() *session.RefuseStats { return s.cfg.Session.RefuseStats }

@@ -99,7 +99,7 @@ type Stats struct {
 	Connections     atomic.Int64 // accepted TCP connections
 	HandshakeFailed atomic.Int64 // connections dropped before or at the handshake (bad frames, wrong secret, timeouts)
 	AuthFailed      atomic.Int64 // of those, refused for the secret
-	SessionsRefused atomic.Int64
+	SessionsRefused atomic.Int64 // by the Router or the peer's kind; those past MaxSessions are in RefuseStats
 	Received        atomic.Int64 // Data packets received
 	Stored          atomic.Int64 // of those, stored (not deduped, not refused)
 	Deduped         atomic.Int64
@@ -134,6 +134,9 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 	}
 	if cfg.Session.BufferStats == nil {
 		cfg.Session.BufferStats = &session.BufferStats{}
+	}
+	if cfg.Session.RefuseStats == nil {
+		cfg.Session.RefuseStats = &session.RefuseStats{}
 	}
 	return &Server{
 		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret, icpt: interceptorOf(router),

@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/petrelmq/petrel/message"
@@ -96,7 +97,8 @@ type Config struct {
 	Certified string
 
 	// MaxSessions bounds the sessions open or waiting for Accept on one
-	// connection; a SessionCreate past it is refused. Default 1024.
+	// connection; a SessionCreate past it is refused, and counted in
+	// RefuseStats. Default 1024.
 	MaxSessions int
 
 	// MaxConnBuffer bounds the bytes of Data a server connection holds
@@ -117,6 +119,9 @@ type Config struct {
 	// BufferStats, when set, is fed by every connection made with this
 	// Config: buffered bytes and read pauses (see MaxConnBuffer).
 	BufferStats *BufferStats
+	// RefuseStats, when set, is fed by every server connection made with
+	// this Config: the SessionCreates refused past MaxSessions.
+	RefuseStats *RefuseStats
 
 	// Logger receives lifecycle logs at Debug level; slog.Default() when
 	// nil. Errors are returned (Conn.Err, Session.Err), not logged.
@@ -237,4 +242,12 @@ type ConnStats struct {
 	// often the read loop stopped reading for want of room.
 	Buffered, BufferedPeak int64
 	ReadPauses             uint64
+}
+
+// RefuseStats count, for every server connection that shares them, the
+// SessionCreates the package refused itself, before Accept saw them, for
+// a bound: those past MaxSessions. A node gives one to all its
+// connections (Config.RefuseStats) to export them.
+type RefuseStats struct {
+	OverLimit atomic.Uint64 // past MaxSessions open or waiting for Accept
 }

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/bits"
 	"os"
+
+	"github.com/petrelmq/petrel/internal/logkey"
 )
 
 // readLoop reads frames until the connection dies and dispatches each to
@@ -213,7 +216,7 @@ func (c *Conn) onCreate(h Header, p []byte) error {
 	s.peer = Peer{Name: req.Name, ID: req.ID, Addr: c.peer.Addr}
 	if err := c.tab.addServer(id, s); err != nil {
 		if errors.Is(err, ErrLimit) {
-			return c.refuseCreate(id, 0, err.Error())
+			return c.refuseOverLimit(id, err.Error())
 		}
 		return err
 	}
@@ -222,8 +225,18 @@ func (c *Conn) onCreate(h Header, p []byte) error {
 		return nil
 	default: // cannot happen while accepts holds MaxSessions; refuse rather than block
 		c.tab.remove(id, s)
-		return c.refuseCreate(id, 0, "too many sessions waiting to be accepted")
+		return c.refuseOverLimit(id, "too many sessions waiting to be accepted")
 	}
+}
+
+// refuseOverLimit refuses a SessionCreate past MaxSessions, and counts it
+// in Config.RefuseStats.
+func (c *Conn) refuseOverLimit(id uint32, reason string) error {
+	if st := c.cfg.RefuseStats; st != nil {
+		st.OverLimit.Add(1)
+	}
+	c.log.Debug("session refused", slog.Uint64(logkey.Session, uint64(id)), slog.String(logkey.Reason, reason))
+	return c.refuseCreate(id, 0, reason)
 }
 
 func (c *Conn) refuseCreate(id uint32, flags uint8, reason string) error {
