@@ -108,7 +108,13 @@ func (h *hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		_ = h.g.srv.SendConnack(cl, packets.ErrBadUsernameOrPassword, false, nil)
 		return packets.ErrBadUsernameOrPassword
 	}
-	if owner, held := h.owner(cl.ID); held && owner != id {
+	owner, held, err := h.owner(cl.ID)
+	if err != nil {
+		h.g.log.Warn("mqtt connection refused: session owner not read", slog.String("client", cl.ID), slog.Any("error", err))
+		_ = h.g.srv.SendConnack(cl, packets.ErrServerUnavailable, false, nil)
+		return packets.ErrServerUnavailable
+	}
+	if held && owner != id {
 		return h.refuseClientID(cl, id, owner)
 	}
 	h.proven.Store(cl, id)
@@ -136,20 +142,19 @@ func (h *hook) authenticate(cl *mqtt.Client, pk packets.Packet) (string, error) 
 // messages, and its will, to whoever claims the client id; a clean start
 // would discard them. A session stored before sessions had an owner
 // (addOwnerColumn) is held by nobody, so the first identity to resume it
-// takes it. A store that cannot be read holds the id, to nobody's name:
-// the connection is refused rather than trusted.
-func (h *hook) owner(clientID string) (string, bool) {
+// takes it. An error reading the store refuses the connection (server
+// unavailable) rather than trust it.
+func (h *hook) owner(clientID string) (string, bool, error) {
 	if old, ok := h.g.srv.Clients.Get(clientID); ok {
 		if st := h.conn(old); st != nil {
-			return st.conn.Identity, true
+			return st.conn.Identity, true, nil
 		}
 	}
 	owner, ok, err := h.g.store.sessionOwner(h.g.ctx, clientID)
 	if err != nil {
-		h.g.log.Warn("mqtt session owner not read", slog.String("client", clientID), slog.Any("error", err))
-		return "\x00unreadable", true
+		return "", false, err
 	}
-	return owner, ok && owner != ""
+	return owner, ok && owner != "", nil
 }
 
 // refuseClientID answers cl's CONNECT, which identity proved, with client
