@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
@@ -33,12 +34,27 @@ const inboxBatch = 256
 // mark, when not empty, is a meta key committed with the copies
 // (queue.Store.SubmitMarked), or alone for an unrouted m.
 func (n *Node) fanOut(m *message.Message, topic string, dedupe bool, mark string) (*queue.Op, error) {
-	qs := n.topics.matching(topic)
-	n.topics.published.Add(1)
 	// A local publish (dedupe false: its id is new) has crossed no node,
 	// whatever petrel.hops property its producer set; nor has a client's,
 	// or any the inbox holds but a neighbour's forwarded copy (nodeHops).
-	fwd, err := n.forwardPuts(m, topic, nodeHops(m, dedupe))
+	hops := nodeHops(m, dedupe)
+	if slices.Contains(hops, n.cfg.Name) {
+		// A copy whose hops name this node came back to a node it
+		// visited, which fanned it out then: a neighbour with stale
+		// routing metadata (no correct one sends a copy to a node in its
+		// hops). Dropped, counted as the interest that loops back is
+		// (applyInterest): neither delivered again, which the inbox's
+		// dedupe would not catch for this node's own publishes (their
+		// local copies never cross it) nor past its window, nor passed on.
+		n.topics.interestDropped.Add(1)
+		if mark != "" {
+			return n.store.SubmitMeta(mark, []byte{})
+		}
+		return nil, nil
+	}
+	qs := n.topics.matching(topic)
+	n.topics.published.Add(1)
+	fwd, err := n.forwardPuts(m, topic, hops)
 	if err != nil {
 		return nil, err
 	}
