@@ -114,8 +114,10 @@ func serverHandshake(nc net.Conn, cfg *Config) (Peer, error) {
 		auth, err = DecodeAuth(p)
 	}
 	if err == nil && (auth.Version < hello.MinVersion || auth.Version > hello.MaxVersion) {
-		err = fmt.Errorf("client %q chose version %d, server speaks %d to %d: %w",
-			auth.Name, auth.Version, hello.MinVersion, hello.MaxVersion, ErrVersion)
+		// quote: the name is the peer's, unproven and as long as a frame
+		// lets it be, and this error goes back to it.
+		err = fmt.Errorf("client %s chose version %d, server speaks %d to %d: %w",
+			quote(auth.Name), auth.Version, hello.MinVersion, hello.MaxVersion, ErrVersion)
 	}
 	peer := Peer{Name: auth.Name, ID: auth.ID, Addr: addrOf(nc)}
 	var secret []byte
@@ -185,8 +187,8 @@ func clientHandshake(nc net.Conn, cfg *Config) (Peer, error) {
 	}
 	v := min(hello.MaxVersion, cfg.versions[1])
 	if v < hello.MinVersion || v < cfg.versions[0] || v == 0 {
-		err := fmt.Errorf("server %q speaks versions %d to %d, client %q speaks %d to %d: %w",
-			hello.Name, hello.MinVersion, hello.MaxVersion, cfg.Name, cfg.versions[0], cfg.versions[1], ErrVersion)
+		err := fmt.Errorf("server %s speaks versions %d to %d, client %q speaks %d to %d: %w",
+			quote(hello.Name), hello.MinVersion, hello.MaxVersion, cfg.Name, cfg.versions[0], cfg.versions[1], ErrVersion)
 		refuse(nc, err)
 		return Peer{}, err
 	}
