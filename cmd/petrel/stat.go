@@ -105,7 +105,7 @@ func printStatus(w io.Writer, st petrel.Status) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nqueues")
-	fmt.Fprintln(tw, "  NAME\tKIND\tDEPTH\tIN FLIGHT\tENQUEUED\tACKED\tEXPIRED\tDEDUPED\tDEAD-LETTERED\tDEDUPE WINDOW")
+	fmt.Fprintln(tw, "  NAME\tKIND\tDEPTH\tIN FLIGHT\tENQUEUED\tACKED\tEXPIRED\tDEDUPED\tDEAD-LETTERED\tDEDUPE ENTRIES")
 	for _, q := range st.Queues {
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, q.Kind, q.Depth, q.InFlight, q.Enqueued, q.Acked, q.Expired, q.Deduped, q.DeadLettered, q.DedupeEntries)
 	}
