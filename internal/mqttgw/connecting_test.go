@@ -1,9 +1,7 @@
 package mqttgw_test
 
 import (
-	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -91,17 +89,12 @@ func TestConnectionsAwaitingConnectBounded(t *testing.T) {
 		t.Fatalf("publish past the connect timeout: %v", err)
 	}
 
-	resp, err := http.Get("http://" + tn.AdminAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	b := metricsText(t, tn)
 	for _, want := range []string{
 		"petrel_mqtt_connecting 0", "petrel_mqtt_connect_timeouts_total 1",
 		`petrel_mqtt_refused_total{reason="connecting"} 1`, `petrel_mqtt_refused_total{reason="connect_bytes"} 1`,
 	} {
-		if !strings.Contains(string(b), want+"\n") {
+		if !strings.Contains(b, want+"\n") {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
