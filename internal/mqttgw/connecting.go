@@ -69,7 +69,8 @@ type preConnect struct {
 	hdr     []byte // the fixed header read so far, not yet handed on
 	pending []byte // header bytes read, to hand to mochi
 	claimed int64
-	done    bool
+	done    bool // the fixed header has been handed on
+	over    bool // the CONNECT has been read (connected ran)
 }
 
 // guard counts c, sets the deadline of its CONNECT and reports false when
@@ -91,6 +92,7 @@ func (g *connecting) guard(c *corkConn) bool {
 // connection ends before its CONNECT.
 func (p *preConnect) connected() {
 	p.once.Do(func() {
+		p.over = true
 		p.g.conns.Add(-1)
 		p.g.bytes.Add(-p.claimed)
 		p.claimed = 0
@@ -98,17 +100,22 @@ func (p *preConnect) connected() {
 }
 
 // read passes the CONNECT's first bytes on once its fixed header is
-// whole and the size it claims fits the budget. It is only called from
-// mochi's reading goroutine, before the CONNECT is read.
+// whole and the size it claims fits the budget, then everything as it
+// comes. It is only called from mochi's reading goroutine, which also
+// runs OnConnect and so connected: p needs no lock.
 func (p *preConnect) read(conn net.Conn, b []byte) (int, error) {
-	if p.done {
+	if p.over {
 		return conn.Read(b)
+	}
+	if p.done {
+		// The CONNECT's body, under the connect timeout still.
+		n, err := conn.Read(b)
+		p.countTimeout(err)
+		return n, err
 	}
 	if len(p.pending) == 0 {
 		if err := p.readHeader(conn); err != nil {
-			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-				p.g.timedOut.Add(1)
-			}
+			p.countTimeout(err)
 			return 0, err
 		}
 	}
@@ -118,6 +125,13 @@ func (p *preConnect) read(conn net.Conn, b []byte) (int, error) {
 		p.done = true
 	}
 	return n, nil
+}
+
+// countTimeout counts err if it is the connect timeout's.
+func (p *preConnect) countTimeout(err error) {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		p.g.timedOut.Add(1)
+	}
 }
 
 // readHeader reads the fixed header (a byte of type and flags, then the

@@ -80,6 +80,15 @@ func TestConnectionsAwaitingConnectBounded(t *testing.T) {
 		t.Fatalf("closed after %v, before the connect timeout", took)
 	}
 	petreltest.Eventually(t, "timeout counted", func() bool { return tn.Status().MQTT.ConnectTimeouts == 1 })
+	// A CONNECT whose header came but whose body trickles: the same.
+	slow := dial()
+	if _, err := slow.Write([]byte{0x10, 0x20, 0x00}); err != nil {
+		t.Fatal(err)
+	}
+	if !closedWithin(slow, 5*time.Second) {
+		t.Fatal("a CONNECT whose body never came was kept")
+	}
+	petreltest.Eventually(t, "second timeout counted", func() bool { return tn.Status().MQTT.ConnectTimeouts == 2 })
 
 	// A proper client connects, and its keepalive, not the connect
 	// timeout, governs it afterwards.
@@ -91,7 +100,7 @@ func TestConnectionsAwaitingConnectBounded(t *testing.T) {
 
 	b := metricsText(t, tn)
 	for _, want := range []string{
-		"petrel_mqtt_connecting 0", "petrel_mqtt_connect_timeouts_total 1",
+		"petrel_mqtt_connecting 0", "petrel_mqtt_connect_timeouts_total 2",
 		`petrel_mqtt_refused_total{reason="connecting"} 1`, `petrel_mqtt_refused_total{reason="connect_bytes"} 1`,
 	} {
 		if !strings.Contains(b, want+"\n") {
