@@ -23,22 +23,23 @@ import (
 // opens connections and sends nothing, or claims a large CONNECT and
 // trickles it, would otherwise hold a goroutine pair and that memory each,
 // for ever. A CONNECT is small; only a will's payload makes it large.
-var (
+const (
 	// connectTimeout is the most time a connection has to send its whole
 	// CONNECT (and, over TLS, finish its handshake); then it is closed.
 	connectTimeout = 10 * time.Second
 	// maxConnecting is the most connections awaiting their CONNECT at
 	// once, from every address together; past it, a new connection is
 	// closed as soon as it is accepted.
-	maxConnecting int64 = 256
+	maxConnecting = 256
 	// maxConnectingBytes is the most bytes that the CONNECT packets being
 	// read may claim together; a CONNECT that would pass it closes its
 	// connection.
-	maxConnectingBytes int64 = 64 << 20
+	maxConnectingBytes = 64 << 20
 )
 
-// connectBounds are the bounds in force, which tests lower while
-// connections come and go (atomics, so the race detector agrees).
+// connectBounds are the bounds in force: the constants above, which tests
+// lower while connections come and go (atomics, so the race detector
+// agrees).
 var connectBounds struct {
 	timeout, conns, bytes atomic.Int64
 }
