@@ -298,6 +298,10 @@ type LinkConfig struct {
 	// MainProbe is how often a link running on a failover backup checks
 	// whether the main connector is back (default 5s).
 	MainProbe time.Duration
+	// StallAfter is how long a sender's full window may go without an ack
+	// before its link is reported stalled (LinkStatus.Stalled, "(stalled)"
+	// in petrel stat): connected, yet nothing moves (default 10s).
+	StallAfter time.Duration
 	// MaxHandshakes bounds the inbound connections still in their TLS or
 	// session handshake (default 256), MaxHandshakesPerIP those from one
 	// remote IP (default 16), and MaxConnections every inbound connection

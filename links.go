@@ -88,7 +88,8 @@ func linkConfigs(lc fx.Lifecycle, n *Node, t nodeTLS) (linkOut, error) {
 		Session: dial,
 		Sender: sender.Config{
 			Window: window, WindowBytes: c.Link.WindowBytes, ReconnectMin: c.Link.ReconnectMin, ReconnectMax: c.Link.ReconnectMax, MainProbe: c.Link.MainProbe,
-			Files: n.senderFiles(), Now: c.Store.Now, Logger: c.Logger, TLS: t.client,
+			StallAfter: c.Link.StallAfter,
+			Files:      n.senderFiles(), Now: c.Store.Now, Logger: c.Logger, TLS: t.client,
 		},
 		Receiver: receiver.Config{
 			Listen: c.Listen, Session: listen, Window: uint32(window), Limits: c.Limits, Logger: c.Logger,

@@ -281,15 +281,15 @@ func silentNode(t *testing.T, name string, window uint32) (string, *atomic.Int64
 
 // linkWindowStalled: a's next hop reads every message and answers
 // heartbeats but acks nothing. a's window fills, and after the stall
-// delay (10 s, sender.Config.StallAfter's default, which the node's
-// configuration does not change) Links() says the link is stalled while
-// it stays connected.
+// delay (link.stall_after, 2 s here, 10 s by default) Links() says the
+// link is stalled while it stays connected.
 func linkWindowStalled(t *testing.T) {
 	const window = 8
 	addr, read := silentNode(t, "b", window)
 	a := nodes.Open(t, nodes.Name("a"), nodes.LeasesMayRemain(), nodes.With(func(c *petrel.Config) {
 		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: addr}}
 		c.Link.IdleTimeout = time.Second // heartbeats, not traffic, keep it up
+		c.Link.StallAfter = 2 * time.Second
 	}))
 	p := a.Producer()
 	for i := range 3 * window {

@@ -102,6 +102,10 @@
 //	  reconnect_min: 100ms
 //	  # Longest wait before a sender reconnects (duration). Default: 1s.
 //	  reconnect_max: 1s
+//	  # How long a sender's full window may go without an ack before its link
+//	  # is reported stalled ("(stalled)" in petrel stat, stalled in the admin
+//	  # API's links): connected, yet nothing moves (duration). Default: 10s.
+//	  stall_after: 10s
 //	  # Inbound connections still in their TLS or session handshake, from every
 //	  # address together (integer, at least 1). A connection past it is closed
 //	  # as soon as it is accepted, counted and logged at most once every 10s.

@@ -188,7 +188,7 @@ nodes:
     connector: static:(tcp://a:01,  tcp://[0::1]:2)
 routes:
   - {node: plant-9, via: hub-1}
-link: {window: 5, max_frame: 2MiB, handshake_timeout: 1s, write_timeout: 2s, idle_timeout: 3s, reconnect_min: 4s, reconnect_max: 5s}
+link: {window: 5, max_frame: 2MiB, handshake_timeout: 1s, write_timeout: 2s, idle_timeout: 3s, reconnect_min: 4s, reconnect_max: 5s, stall_after: 6s}
 addresses:
   - name: orders
     max_deliveries: 4
@@ -222,7 +222,7 @@ addresses:
 		Nodes:  []petrel.NodeConfig{{Name: "hub-1", Connector: "static:(tcp://a:1,tcp://[::1]:2)"}},
 		Routes: []petrel.RouteConfig{{Node: "plant-9", Via: "hub-1"}},
 		Link: petrel.LinkConfig{Window: 5, MaxFrame: 2 << 20, HandshakeTimeout: time.Second, WriteTimeout: 2 * time.Second,
-			IdleTimeout: 3 * time.Second, ReconnectMin: 4 * time.Second, ReconnectMax: 5 * time.Second},
+			IdleTimeout: 3 * time.Second, ReconnectMin: 4 * time.Second, ReconnectMax: 5 * time.Second, StallAfter: 6 * time.Second},
 	}
 	if got := f.NodeConfig(); !reflect.DeepEqual(got, want) {
 		t.Errorf("NodeConfig() =\n%+v\nwant\n%+v", got, want)

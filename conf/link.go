@@ -21,6 +21,7 @@ type LinkSection struct {
 	IdleTimeout      Duration `yaml:"idle_timeout"`
 	ReconnectMin     Duration `yaml:"reconnect_min"`
 	ReconnectMax     Duration `yaml:"reconnect_max"`
+	StallAfter       Duration `yaml:"stall_after"`
 	// The bounds on inbound connections and their buffers; see the
 	// README's "Bounded resources".
 	MaxHandshakes      int  `yaml:"max_handshakes"`
@@ -48,6 +49,7 @@ func (s *LinkSection) check(c *checker, path string) {
 	c.positive(join(path, "idle_timeout"), s.IdleTimeout)
 	c.positive(join(path, "reconnect_min"), s.ReconnectMin)
 	c.positive(join(path, "reconnect_max"), s.ReconnectMax)
+	c.positive(join(path, "stall_after"), s.StallAfter)
 	// Only when both are written: the defaults are the sender's, and conf
 	// does not repeat them.
 	if s.ReconnectMin > 0 && s.ReconnectMax > 0 && s.ReconnectMin > s.ReconnectMax {
@@ -76,6 +78,7 @@ func (s *LinkSection) linkConfig() petrel.LinkConfig {
 		IdleTimeout:      time.Duration(s.IdleTimeout),
 		ReconnectMin:     time.Duration(s.ReconnectMin),
 		ReconnectMax:     time.Duration(s.ReconnectMax),
+		StallAfter:       time.Duration(s.StallAfter),
 		MaxHandshakes:    s.MaxHandshakes, MaxHandshakesPerIP: s.MaxHandshakesPerIP,
 		MaxConnections: s.MaxConnections, MaxConnBuffer: int64(s.MaxConnBuffer),
 	}

@@ -81,6 +81,7 @@ func TestParseLinkErrors(t *testing.T) {
 		{"max_frame zero", "link:\n  max_frame: 0\n", 2, 3, "link.max_frame", nil, "must be more than 0 and at most 4GiB-1"},
 		{"max_frame too big", "link:\n  max_frame: 4GiB\n", 2, 3, "link.max_frame", nil, "got 4GiB"},
 		{"idle_timeout zero", "link:\n  idle_timeout: 0s\n", 2, 3, "link.idle_timeout", nil, "must be more than 0, got 0s"},
+		{"stall_after zero", "link:\n  stall_after: 0s\n", 2, 3, "link.stall_after", nil, "must be more than 0, got 0s"},
 		{"handshake_timeout bare number", "link:\n  handshake_timeout: 10\n", 2, 3, "link.handshake_timeout", nil, `invalid duration "10"`},
 		{"reconnect_min above max", "link:\n  reconnect_max: 1s\n  reconnect_min: 2s\n", 3, 3, "link.reconnect_min", nil, "2s is more than reconnect_max 1s"},
 		{"link unknown key", "link:\n  windw: 5\n", 2, 3, "link.windw", nil, `did you mean "window"?`},
