@@ -66,6 +66,30 @@ func (tn *testNode) durable(pattern, name string) {
 	pc.Close()
 }
 
+// consumer joins the durable subscription name to pattern, closed when
+// the test ends.
+func (tn *testNode) consumer(pattern, name string) *petrel.Consumer {
+	tn.t.Helper()
+	pc, err := tn.Subscribe(context.Background(), pattern, petrel.SubscribeOptions{Name: name, Durable: true})
+	if err != nil {
+		tn.t.Fatal(err)
+	}
+	tn.t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+// nextDelivery is pc's next delivery, within petreltest.Patience.
+func nextDelivery(t testing.TB, pc *petrel.Consumer) *petrel.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), petreltest.Patience)
+	defer cancel()
+	d, err := pc.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func (tn *testNode) restart() {
 	tn.t.Helper()
 	if err := tn.Close(); err != nil {

@@ -424,11 +424,7 @@ func TestPahoManyUserPropertiesRefusedByCount(t *testing.T) {
 func TestPahoTopicAliasesBounded(t *testing.T) {
 	tn := openNode(t, baseConfig(t))
 	ctx := context.Background()
-	all, err := tn.Subscribe(ctx, "sensors.#", petrel.SubscribeOptions{Name: "all", Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer all.Close()
+	all := tn.consumer("sensors.#", "all")
 	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "aliases", CleanStart: true}, paho.ClientConfig{})
 	alias := func(topic string, n uint16) (*paho.PublishResponse, error) {
 		return publish(c, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(topic), Properties: &paho.PublishProperties{TopicAlias: &n}})
@@ -440,12 +436,7 @@ func TestPahoTopicAliasesBounded(t *testing.T) {
 		t.Fatalf("alias 10 without its topic: %v", err)
 	}
 	for range 2 {
-		rctx, cancel := context.WithTimeout(ctx, petreltest.Patience)
-		d, err := all.Receive(rctx)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := nextDelivery(t, all)
 		if d.Destination != "sensors.aliased" {
 			t.Fatalf("published to %q, want sensors.aliased", d.Destination)
 		}

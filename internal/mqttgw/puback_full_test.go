@@ -1,13 +1,11 @@
 package mqttgw_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 
-	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -26,12 +24,7 @@ func TestPahoPubackOnlyOnceStored(t *testing.T) {
 			cfg := baseConfig(t)
 			cfg.Store = queue.Config{MaxMessages: 2, OnFull: tc.onFull}
 			tn := openNode(t, cfg)
-			ctx := context.Background()
-			all, err := tn.Subscribe(ctx, "sensors.#", petrel.SubscribeOptions{Name: "all", Durable: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer all.Close()
+			all := tn.consumer("sensors.#", "all")
 			c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "full", CleanStart: true}, paho.ClientConfig{})
 			for _, body := range []string{"one", "two"} {
 				if _, err := publish(c, &paho.Publish{Topic: "sensors/a", QoS: 1, Payload: []byte(body)}); err != nil {
@@ -62,13 +55,7 @@ func TestPahoPubackOnlyOnceStored(t *testing.T) {
 				t.Fatalf("PUBACK %+v, %v while the store is full", r.pr, r.err)
 			case <-time.After(500 * time.Millisecond):
 			}
-			rctx, cancel := context.WithTimeout(ctx, petreltest.Patience)
-			d, err := all.Receive(rctx)
-			cancel()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := d.Ack(); err != nil {
+			if err := nextDelivery(t, all).Ack(); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -81,12 +68,7 @@ func TestPahoPubackOnlyOnceStored(t *testing.T) {
 			}
 			var bodies []string
 			for range 2 {
-				rctx, cancel := context.WithTimeout(ctx, petreltest.Patience)
-				d, err := all.Receive(rctx)
-				cancel()
-				if err != nil {
-					t.Fatal(err)
-				}
+				d := nextDelivery(t, all)
 				bodies = append(bodies, string(d.Body))
 				_ = d.Ack()
 			}
