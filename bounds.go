@@ -3,6 +3,7 @@ package petrel
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/queue"
@@ -51,12 +52,21 @@ func (n *Node) maxAutoQueues() int {
 // store, so a queue removed or declared since gives its room back. This
 // runs only when a queue is about to be created, never per message to a
 // queue that exists.
+//
+// The node's own queues are not counted: the topic inbox, which topics
+// make, and the queues of the topic spaces' keep policies, which the
+// configuration declares. Subscriptions are: each is made on a peer's,
+// a client's or an application's request.
 func (n *Node) autoCreateRoom(name string) error {
 	limit := n.maxAutoQueues()
 	n.mu.Lock()
 	count := 0
 	for _, q := range n.store.Queues() {
-		if _, declared := n.addresses[q.Name()]; !declared && q.Kind() == queue.KindReceive {
+		qn := q.Name()
+		if qn == topicInbox || strings.HasPrefix(qn, keepQueuePrefix) {
+			continue
+		}
+		if _, declared := n.addresses[qn]; !declared && q.Kind() == queue.KindReceive {
 			count++
 		}
 	}

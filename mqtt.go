@@ -292,6 +292,11 @@ func storeRefusal(err error) error {
 func (b mqttBackend) Subscribe(ctx context.Context, pattern, name string, durable bool, c mqttgw.Conn) (mqttgw.Subscription, error) {
 	n := b.n
 	con, err := n.subscribe(ctx, pattern, SubscribeOptions{Name: name, Durable: durable, Policy: mqttPolicy})
+	if errors.Is(err, ErrTooManyQueues) {
+		// A subscription is a queue, and the node holds max_auto_queues:
+		// the client is told quota exceeded, as past max_subscriptions.
+		return nil, &mqttgw.Refusal{Code: mqttgw.CodeQuotaExceeded, Reason: err.Error()}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -429,11 +429,17 @@ func (h *hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 		if err != nil {
 			h.g.log.Info("mqtt subscription refused", slog.String("client", cl.ID), slog.String("filter", sub.Filter), slog.Any("error", err))
 			codes[i] = CodeUnspecified
-			if errors.Is(err, errTooManySubscriptions) {
+			var r *Refusal
+			switch {
+			case errors.Is(err, errTooManySubscriptions):
 				h.g.metrics.refusedSubs.Add(1)
 				if cl.Properties.ProtocolVersion >= 5 {
 					codes[i] = CodeQuotaExceeded
 				}
+			case errors.As(err, &r) && cl.Properties.ProtocolVersion >= 5:
+				// The node's own reason code (quota exceeded past
+				// max_auto_queues); MQTT 3.1.1 has only 0x80.
+				codes[i] = r.Code
 			}
 			cl.State.Subscriptions.Delete(sub.Filter)
 			h.g.srv.Topics.Unsubscribe(sub.Filter, cl.ID)
