@@ -13,30 +13,12 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
-
-// syncBuffer is a log sink the node writes from its goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // openAdminNode opens a node with an admin TCP listener on loopback, its
 // log written to logs, and closes it when the test ends.
@@ -121,7 +103,7 @@ func metricLine(body, name string) string {
 // accepted, counted and logged once; the unix socket still answers; and
 // as soon as some held ones close, a GET /healthz gets through again.
 func TestAdminConnectionsBounded(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &petreltest.SyncBuffer{}
 	n := openAdminNode(t, logs)
 	addr := n.AdminAddr()
 	held := make([]net.Conn, 0, maxAdminConns)

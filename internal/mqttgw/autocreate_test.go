@@ -1,7 +1,6 @@
 package mqttgw_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -34,17 +33,7 @@ func TestMaxAutoQueuesThroughMQTTSubscribe(t *testing.T) {
 		paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){r.handler}})
 	sub := func(filters ...string) []byte {
 		t.Helper()
-		var opts []paho.SubscribeOptions
-		for _, f := range filters {
-			opts = append(opts, paho.SubscribeOptions{Topic: f, QoS: 1})
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: opts})
-		if sa == nil || len(sa.Reasons) != len(filters) {
-			t.Fatalf("subscribe %v: %+v %v, no SUBACK with a code per filter", filters, sa, err)
-		}
-		return sa.Reasons
+		return subscribeCodes(t, c, filters...)
 	}
 	const metric = "petrel_auto_create_refused_total"
 	refusedCode := func(code byte) bool { return code == 0x97 }

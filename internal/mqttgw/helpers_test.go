@@ -204,6 +204,23 @@ func pahoClient(t testing.TB, tn *testNode, cp *paho.Connect, cfg paho.ClientCon
 	return c, ca
 }
 
+// subscribeCodes subscribes c to filters at QoS 1 in one SUBSCRIBE, and
+// returns the SUBACK's reason code for each.
+func subscribeCodes(t testing.TB, c *paho.Client, filters ...string) []byte {
+	t.Helper()
+	var opts []paho.SubscribeOptions
+	for _, f := range filters {
+		opts = append(opts, paho.SubscribeOptions{Topic: f, QoS: 1})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: opts})
+	if sa == nil || len(sa.Reasons) != len(filters) {
+		t.Fatalf("subscribe %v: %+v %v, no SUBACK with a code per filter", filters, sa, err)
+	}
+	return sa.Reasons
+}
+
 // received collects what a paho client receives.
 type received struct {
 	ch chan *paho.Publish
