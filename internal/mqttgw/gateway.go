@@ -185,8 +185,8 @@ const (
 	defaultMaxSessionExpiry      = 7 * 24 * time.Hour
 	defaultSysInterval           = 10 * time.Second
 	// maxTopicAliases is the most topics one MQTT 5 connection may alias
-	// (a higher alias closes it, 0x94). mochi does not announce it in
-	// CONNACK, so a client that keeps to the specification aliases none.
+	// (a higher alias closes it, 0x94), announced in its CONNACK
+	// (OnPacketEncode).
 	maxTopicAliases = 10
 )
 

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 	"github.com/petrelmq/petrel/message"
 )
 
@@ -417,15 +420,16 @@ func TestPahoManyUserPropertiesRefusedByCount(t *testing.T) {
 }
 
 // Topic aliases are bounded to 10 (mochi's default of 65,535 would let a
-// connection keep that many topics of up to 64 KiB): an alias within it
-// names its topic, one past it closes the connection. mochi does not
-// announce the maximum in CONNACK, so a client that keeps to the
-// specification uses none; this one uses them anyway.
+// connection keep that many topics of up to 64 KiB), which CONNACK
+// announces: an alias within it names its topic, one past it closes the
+// connection.
 func TestPahoTopicAliasesBounded(t *testing.T) {
 	tn := openNode(t, baseConfig(t))
-	ctx := context.Background()
 	all := tn.consumer("sensors.#", "all")
-	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "aliases", CleanStart: true}, paho.ClientConfig{})
+	c, ca := pahoClient(t, tn, &paho.Connect{ClientID: "aliases", CleanStart: true}, paho.ClientConfig{})
+	if ca.Properties == nil || ca.Properties.TopicAliasMaximum == nil || *ca.Properties.TopicAliasMaximum != 10 {
+		t.Fatalf("CONNACK properties %+v, want a topic alias maximum of 10", ca.Properties)
+	}
 	alias := func(topic string, n uint16) (*paho.PublishResponse, error) {
 		return publish(c, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(topic), Properties: &paho.PublishProperties{TopicAlias: &n}})
 	}
@@ -444,13 +448,18 @@ func TestPahoTopicAliasesBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// At QoS 0, so as not to wait for the PUBACK that will not come.
+	// paho keeps to the maximum it was told; a raw connection does not.
+	raw, _ := mqttraw.Session(t, tn.MQTTAddr(), "past-aliases", true)
 	past := uint16(11)
-	_, _ = c.Publish(ctx, &paho.Publish{Topic: "sensors/past", QoS: 0, Properties: &paho.PublishProperties{TopicAlias: &past}})
-	select {
-	case <-c.Done():
-	case <-time.After(petreltest.Patience):
-		t.Fatal("the connection outlived an alias past the maximum")
+	raw.Write(&packets.Publish{Topic: "sensors/past", QoS: 0, Payload: []byte("x"), Properties: &packets.Properties{TopicAlias: &past}})
+	_ = raw.SetReadDeadline(time.Now().Add(petreltest.Patience))
+	for {
+		if _, err := packets.ReadPacket(raw.Conn); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the connection outlived an alias past the maximum")
+			}
+			break // closed by the node (after its DISCONNECT 0x94)
+		}
 	}
 	petreltest.Eventually(t, "the refusal counted", func() bool { return tn.Status().MQTT.RefusedTopicAliases == 1 })
 }

@@ -341,8 +341,16 @@ func (g *Gateway) moveLegacyQoS2(ctx context.Context) error {
 // by which a client learns its message was not taken and drops its flow,
 // although the node has it (MQTT-4.3.3-10: the receiver acknowledges it
 // again).
+//
+// An MQTT 5 CONNACK of success announces the topic aliases a client may
+// use (maxTopicAliases), which mochi enforces but does not announce: a
+// client that keeps to the specification used none (MQTT-3.2.2-17/-18).
 func (h *hook) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	switch pk.FixedHeader.Type {
+	case packets.Connack:
+		if pk.ReasonCode == packets.CodeSuccess.Code && cl != nil && cl.Properties.ProtocolVersion >= 5 {
+			pk.Properties.TopicAliasMaximum = maxTopicAliases
+		}
 	case packets.Puback:
 		if plainPuback(pk) {
 			pk.ProtocolVersion = 4
