@@ -3,9 +3,6 @@ package petrel_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,89 +10,6 @@ import (
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
-
-// rateProxy forwards TCP connections to target, each direction of each
-// connection at most bps bytes a second, like a slow WAN link. It counts
-// the bytes it carried toward target.
-type rateProxy struct {
-	ln      net.Listener
-	target  string
-	bps     int
-	forward atomic.Int64 // bytes carried toward target
-	mu      sync.Mutex
-	conns   []net.Conn
-	wg      sync.WaitGroup
-}
-
-func newRateProxy(t *testing.T, target string, bps int) *rateProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &rateProxy{ln: ln, target: target, bps: bps}
-	p.wg.Add(1)
-	go p.acceptLoop()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *rateProxy) addr() string { return "tcp://" + p.ln.Addr().String() }
-
-func (p *rateProxy) acceptLoop() {
-	defer p.wg.Done()
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, in, out)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(out, in, &p.forward)
-		go p.pipe(in, out, nil)
-	}
-}
-
-// pipe copies src to dst in chunks of at most 16 KiB, sleeping after
-// each for the time it takes at bps, and adds what it wrote to count.
-func (p *rateProxy) pipe(dst, src net.Conn, count *atomic.Int64) {
-	defer p.wg.Done()
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 16<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-			if count != nil {
-				count.Add(int64(n))
-			}
-			time.Sleep(time.Duration(n) * time.Second / time.Duration(p.bps))
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *rateProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
 
 // TestFileOverASlowLinkHasNoWholeTransferTimeout: a file that takes
 // several times every configured timeout to cross a slow link still
@@ -121,9 +35,9 @@ func TestFileOverASlowLinkHasNoWholeTransferTimeout(t *testing.T) {
 		c.Files.AbandonAfter = timeout
 	}
 	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(short))
-	proxy := newRateProxy(t, b.ListenAddr(), rate)
+	proxy := petreltest.NewProxy(t, b.ListenAddr(), petreltest.Pace(rate, rate))
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: proxy.addr()}}
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + proxy.Addr()}}
 		short(c)
 	}))
 
@@ -167,9 +81,9 @@ func TestFileOverASlowLinkHasNoWholeTransferTimeout(t *testing.T) {
 	if l.Files.Wire != size {
 		t.Fatalf("a sent %d content bytes for a %d-byte file: the transfer was cut and sent again, whole or in part", l.Files.Wire, size)
 	}
-	if carried := proxy.forward.Load(); carried < size || carried > size+size/50 {
+	if carried := proxy.Forwarded(); carried < size || carried > size+size/50 {
 		t.Fatalf("the proxy carried %d bytes toward b for a %d-byte file", carried, size)
 	}
 	t.Logf("%d bytes in %v (%.1f× the %v timeouts); proxy carried %d bytes toward b",
-		size, took.Round(time.Millisecond), took.Seconds()/timeout.Seconds(), timeout, proxy.forward.Load())
+		size, took.Round(time.Millisecond), took.Seconds()/timeout.Seconds(), timeout, proxy.Forwarded())
 }

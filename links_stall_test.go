@@ -18,112 +18,6 @@ import (
 	"github.com/petrelmq/petrel/session"
 )
 
-// holeProxy forwards TCP connections to target until it is switched to
-// a black hole: from then on it reads what either side writes and
-// forwards nothing, and closes nothing, like a path that silently drops
-// every packet. The connections it carried when it was switched, and
-// those it accepts while it is a black hole, stay dead after it is
-// switched back (their streams lost bytes); new ones are forwarded.
-type holeProxy struct {
-	ln     net.Listener
-	target string
-	hole   atomic.Bool
-	mu     sync.Mutex
-	pairs  []*holePair
-	wg     sync.WaitGroup
-}
-
-type holePair struct {
-	in, out net.Conn
-	dead    atomic.Bool
-}
-
-func newHoleProxy(t *testing.T, target string) *holeProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &holeProxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go p.acceptLoop()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *holeProxy) addr() string { return "tcp://" + p.ln.Addr().String() }
-
-func (p *holeProxy) acceptLoop() {
-	defer p.wg.Done()
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		pr := &holePair{in: in, out: out}
-		p.mu.Lock()
-		pr.dead.Store(p.hole.Load())
-		p.pairs = append(p.pairs, pr)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(pr, out, in)
-		go p.pipe(pr, in, out)
-	}
-}
-
-// pipe copies src to dst while pr is alive, and drains src without
-// writing once it is dead. When src ends it closes src, and dst too
-// unless pr is dead: a black hole does not pass a close on either.
-func (p *holeProxy) pipe(pr *holePair, dst, src net.Conn) {
-	defer p.wg.Done()
-	defer func() {
-		src.Close()
-		if !pr.dead.Load() {
-			dst.Close()
-		}
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !pr.dead.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// blackhole switches the proxy to a black hole (on) or back (off).
-func (p *holeProxy) blackhole(on bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.hole.Store(on)
-	if on {
-		for _, pr := range p.pairs {
-			pr.dead.Store(true)
-		}
-	}
-}
-
-func (p *holeProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, pr := range p.pairs {
-		pr.in.Close()
-		pr.out.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
 // TestLinkStallVisible: a link that stops carrying anything, without
 // any connection being closed, and a next hop that takes messages but
 // never acks them, both show in Links() within a bounded wait, with
@@ -142,9 +36,9 @@ func linkBlackholed(t *testing.T) {
 	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.Link.IdleTimeout = idle
 	}))
-	proxy := newHoleProxy(t, b.ListenAddr())
+	proxy := petreltest.NewProxy(t, b.ListenAddr())
 	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: proxy.addr()}}
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + proxy.Addr()}}
 		c.Link.IdleTimeout = idle
 		// A handshake begun into the hole must end soon once it is gone.
 		c.Link.HandshakeTimeout = 2 * time.Second
@@ -191,7 +85,7 @@ func linkBlackholed(t *testing.T) {
 		t.Fatalf("an idle healthy link did not stay up: %+v", l)
 	}
 
-	proxy.blackhole(true)
+	proxy.Blackhole(true)
 	cut := time.Now()
 	var down petrel.LinkStatus
 	petreltest.Eventually(t, "a's link shown down, with why", func() bool {
@@ -214,7 +108,7 @@ func linkBlackholed(t *testing.T) {
 		t.Fatalf("a's link shown connected through a black hole: %+v", l)
 	}
 
-	proxy.blackhole(false)
+	proxy.Blackhole(false)
 	receive("during")
 	petreltest.Eventually(t, "a's link connected again", func() bool {
 		l, ok := linkStatusOf(a, "orders@b")

@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,83 +83,6 @@ func newBrowser(t *testing.T) context.Context {
 	return ctx
 }
 
-// slowProxy forwards TCP connections to target, at most bps bytes a
-// second from the dialer to target: a slow link.
-type slowProxy struct {
-	ln     net.Listener
-	target string
-	bps    int
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func startSlowProxy(t *testing.T, target string, bps int) *slowProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &slowProxy{ln: ln, target: target, bps: bps}
-	p.wg.Add(1)
-	go p.acceptLoop()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *slowProxy) acceptLoop() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(up, c, true)
-		go p.pipe(c, up, false)
-	}
-}
-
-// pipe copies src to dst, paced when slow, and closes both at the end.
-func (p *slowProxy) pipe(dst, src net.Conn, slow bool) {
-	defer p.wg.Done()
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 16<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-			if slow {
-				time.Sleep(time.Duration(n) * time.Second / time.Duration(p.bps))
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *slowProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
 // consoleCluster is node a, with its console, and its neighbour b.
 type consoleCluster struct {
 	dir, admin, base string
@@ -190,7 +111,7 @@ addresses:
 	cl.b = startNode(t, dir, "-c", filepath.Join(dir, "b.yaml"))
 	cl.bBase = "http://" + cl.b.ready(t)["admin"]
 	// 2 MB/s: a 24 MiB file takes about 12 s.
-	proxy := startSlowProxy(t, fmt.Sprintf("127.0.0.1:%d", bPort), 2<<20)
+	proxy := petreltest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", bPort), petreltest.Pace(2<<20, 0))
 	writeFile(t, filepath.Join(dir, "a.yaml"), fmt.Sprintf(`node: {name: a, data_dir: %s}
 listen: "127.0.0.1:0"
 admin:
@@ -207,7 +128,7 @@ addresses:
   - {name: telemetry, role: relay}
 topics:
   - {pattern: "alerts.#", max_queued_messages: 2}
-`, filepath.Join(dir, "a"), tokenFile, proxy.ln.Addr()))
+`, filepath.Join(dir, "a"), tokenFile, proxy.Addr()))
 	f := startNode(t, dir, "-c", filepath.Join(dir, "a.yaml")).ready(t)
 	cl.admin = f["admin"]
 	cl.base = "http://" + cl.admin

@@ -18,6 +18,7 @@ import (
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/nodeproc"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // TestFileSurvivesKills sends a file a -> c (relay) -> b with the three
@@ -35,13 +36,13 @@ func TestFileSurvivesKills(t *testing.T) {
 		// it still receives it (cut-through): unpaced, b would hold most of
 		// the file by the time a is done sending to c, and the test could
 		// not kill b mid-file on a fast machine.
-		proxy := startSlowProxy(t, cl.listen("b"), 8<<20)
+		proxy := petreltest.NewProxy(t, cl.listen("b"), petreltest.Pace(8<<20, 0))
 		cPath := cl.configPath("c")
 		cConf, err := os.ReadFile(cPath)
 		if err != nil {
 			t.Fatal(err)
 		}
-		paced := strings.ReplaceAll(string(cConf), cl.connector("b"), "tcp://"+proxy.ln.Addr().String())
+		paced := strings.ReplaceAll(string(cConf), cl.connector("b"), "tcp://"+proxy.Addr())
 		if paced == string(cConf) {
 			t.Fatalf("c's configuration names no connector %s for b", cl.connector("b"))
 		}

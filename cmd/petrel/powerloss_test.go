@@ -14,6 +14,7 @@ import (
 
 	"github.com/petrelmq/petrel/internal/bench"
 	"github.com/petrelmq/petrel/internal/nodeproc"
+	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/powercut"
 	"github.com/petrelmq/petrel/queue"
 )
@@ -117,9 +118,9 @@ func newPLCluster(t *testing.T, victim, sync string, plan powerPlan, rng *rand.R
 // before the cuts meant to land in its middle.
 func (cl *plCluster) slowLink(bps int) {
 	cl.t.Helper()
-	p := startSlowProxy(cl.t, "127.0.0.1:"+strconv.Itoa(cl.port), bps)
+	p := petreltest.NewProxy(cl.t, "127.0.0.1:"+strconv.Itoa(cl.port), petreltest.Pace(bps, 0))
 	f := cl.nodes["a"]
-	f.Nodes = [][2]string{{"b", "tcp://" + p.ln.Addr().String()}}
+	f.Nodes = [][2]string{{"b", "tcp://" + p.Addr()}}
 	if err := f.Write(cl.configPath("a")); err != nil {
 		cl.t.Fatal(err)
 	}
