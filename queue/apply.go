@@ -23,6 +23,7 @@ type batch struct {
 	full     map[*request]bool   // set by admit: puts past the store's limits
 	thaws    []*frozenQueue      // queues frozen by purges and moves; see freeze
 	dropped  map[*Queue]bool     // queues this batch drops; see applyDrop
+	counters counterWrite        // how writeCounters wrote deltas
 	stored   []storedBody        // shared bodies the batch stored
 	freed    []int64             // shared bodies the batch freed
 	// dedupeLast is each queue and origin's last dedupe id once the batch
@@ -42,6 +43,15 @@ type appendEffect struct {
 	prio uint8
 	e    entry
 }
+
+// counterWrite is how a batch's counters were written (counterlog.go).
+type counterWrite uint8
+
+const (
+	counterRows   counterWrite = iota // to the queues' rows
+	counterLogged                     // as a row of counter_log
+	counterFolded                     // to the rows, with the log folded
+)
 
 func newBatch() *batch {
 	return &batch{deltas: map[*Queue]*counters{}}

@@ -31,8 +31,20 @@ func Check(ctx context.Context, path string) error {
 	}
 	defer db.Close()
 	var problems []string
+	// What the counter log holds is part of each queue's counters. A
+	// store of a schema before the log has none.
+	logged := map[int64]*counters{}
+	var hasLog int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'counter_log'`).Scan(&hasLog); err != nil {
+		return fmt.Errorf("check store %s: %w", path, err)
+	}
+	if hasLog > 0 {
+		if logged, err = readCounterLog(ctx, db); err != nil {
+			return fmt.Errorf("check store %s: %w", path, err)
+		}
+	}
 	rows, err := db.QueryContext(ctx, `
-SELECT q.name, q.depth, q.bytes,
+SELECT q.id, q.name, q.depth, q.bytes,
 	(SELECT count(*) FROM messages WHERE queue = q.id) + (SELECT coalesce(sum(n), 0) FROM copies WHERE queue = q.id),
 	(SELECT coalesce(sum(length(data)), 0) FROM messages WHERE queue = q.id) +
 	(SELECT coalesce(sum(size), 0) FROM copies WHERE queue = q.id)
@@ -43,9 +55,13 @@ FROM queues q ORDER BY q.name`)
 	defer rows.Close()
 	for rows.Next() {
 		var name string
-		var depth, bytes, n, size int64
-		if err := rows.Scan(&name, &depth, &bytes, &n, &size); err != nil {
+		var id, depth, bytes, n, size int64
+		if err := rows.Scan(&id, &name, &depth, &bytes, &n, &size); err != nil {
 			return fmt.Errorf("check store %s: %w", path, err)
+		}
+		if c := logged[id]; c != nil {
+			depth += c.depth
+			bytes += c.bytes
 		}
 		if depth != n || bytes != size {
 			problems = append(problems, fmt.Sprintf("queue %q: depth %d and bytes %d stored, %d rows of %d bytes held", name, depth, bytes, n, size))

@@ -130,6 +130,16 @@ DROP TABLE dedupe;
 -- is counted with the drop, as the other counters are.
 ALTER TABLE queues ADD COLUMN overflowed INTEGER NOT NULL DEFAULT 0;
 `,
+	// 6: the counter log.
+	`
+-- A commit that touches several queues appends their counters' deltas
+-- here, one row per commit, rather than update each queue's row; the
+-- writer folds them into queues every few dozen rows (see counterlog.go).
+CREATE TABLE counter_log (
+	id     INTEGER PRIMARY KEY,
+	deltas BLOB    NOT NULL
+);
+`,
 }
 
 // migrationData runs Go code after a migration's DDL, in its transaction,

@@ -236,6 +236,9 @@ func (s *Store) closeDBs() {
 
 // load reads the queues and their persisted counters.
 func (s *Store) load(ctx context.Context) error {
+	if err := foldCounterLog(ctx, s.wdb); err != nil {
+		return err
+	}
 	rows, err := s.wdb.QueryContext(ctx, `SELECT id, name, kind, depth, bytes, enqueued, acked, expired, deduped, dead_lettered, overflowed FROM queues`)
 	if err != nil {
 		return fmt.Errorf("load queues: %w", err)

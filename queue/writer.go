@@ -59,6 +59,11 @@ type writer struct {
 	runItems      []runItem
 	ackItems      []runItem // deleteWholeRun's scratch
 	ackBlob       []byte    // deleteWholeRun's scratch
+	counterRow    []byte    // writeCounters' scratch
+	// logged is the sum of counter_log's rows, by queue, and logRows
+	// their count (see counterlog.go).
+	logged  map[*Queue]*counters
+	logRows int
 	// lastRuns holds, per queue and priority, the run the writer last
 	// read or rewrote, as committed (see runFrom).
 	lastRuns map[plainKey]run
@@ -224,7 +229,7 @@ func (w *writer) trim() {
 	w.pending, w.pendingBodies, w.pendingCopies, w.copyArgs = nil, nil, nil, nil
 	w.runItems, w.copyGroups, w.appends, w.refLog, w.frees = nil, nil, nil, nil, nil
 	w.freedRanges, w.freedInRanges = nil, nil
-	w.acks, w.ackSets, w.scratch, w.ackItems, w.ackBlob = nil, nil, nil, nil, nil
+	w.acks, w.ackSets, w.scratch, w.ackItems, w.ackBlob, w.counterRow = nil, nil, nil, nil, nil, nil
 	w.dedupeLast, w.lastRuns = nil, nil
 	w.groupAt, w.plain = map[plainKey]int{}, nil
 	w.refs.trim()
@@ -522,21 +527,11 @@ func (w *writer) setMeta(key string, value []byte) error {
 	return err
 }
 
-func (w *writer) writeCounters(b *batch) error {
-	for q, d := range b.deltas {
-		if _, err := w.conn.exec(`UPDATE queues SET depth = depth + ?, bytes = bytes + ?, enqueued = enqueued + ?, acked = acked + ?,
-			expired = expired + ?, deduped = deduped + ?, dead_lettered = dead_lettered + ?, overflowed = overflowed + ? WHERE id = ?`,
-			d.depth, d.bytes, d.enqueued, d.acked, d.expired, d.deduped, d.deadLettered, d.overflowed, q.id); err != nil {
-			return fmt.Errorf("update counters of %q: %w", q.name, err)
-		}
-	}
-	return nil
-}
-
 // publish makes a committed batch visible: new queues, new messages,
 // counters, then completions.
 func (w *writer) publish(b *batch) {
 	w.learnDedupeLast(b)
+	w.countersCommitted(b)
 	for _, q := range b.created {
 		w.s.register(q)
 	}
