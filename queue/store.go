@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3" // the only importer of the driver
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/internal/sqliteuri"
 )
 
 // Kind is the role of a queue in the store.
@@ -131,7 +132,7 @@ func dsn(path string, sync SyncMode, readOnly bool) string {
 	if readOnly {
 		q.Set("_query_only", "1")
 	}
-	return "file:" + path + "?" + q.Encode()
+	return sqliteuri.URI(path, q)
 }
 
 // Open opens the store at cfg.Path and starts it: New then Start.

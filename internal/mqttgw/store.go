@@ -15,6 +15,8 @@ import (
 
 	// The SQLite driver, as the node's store uses it.
 	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/petrelmq/petrel/internal/sqliteuri"
 )
 
 // sessionStore keeps, in its own SQLite file in the node's data directory
@@ -109,7 +111,7 @@ func openDB(path, synchronous string) (*sql.DB, error) {
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", synchronous)
 	q.Set("_busy_timeout", "10000")
-	db, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite3", sqliteuri.URI(path, q))
 	if err != nil {
 		return nil, fmt.Errorf("open mqtt store: %w", err)
 	}

@@ -1,0 +1,22 @@
+// Package sqliteuri makes the file: URI that opens a SQLite database at a
+// path, whatever characters the path holds.
+package sqliteuri
+
+import (
+	"net/url"
+	"strings"
+)
+
+// escaper percent-encodes what ends a file: URI's path or begins an
+// escape in it. '%' first, so that what it adds is not encoded again.
+var escaper = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
+
+// URI returns "file:<path>?<params>" with the path's '%', '?' and '#'
+// percent-encoded. SQLite reads a file: URI's path up to its first '?'
+// or '#' and decodes each %HH in it; go-sqlite3 splits its own
+// parameters off at the first '?'. Unescaped, a data directory named
+// "site#2" opened the database "site" beside it, which another node's
+// "site#1" opened too.
+func URI(path string, params url.Values) string {
+	return "file:" + escaper.Replace(path) + "?" + params.Encode()
+}
