@@ -66,15 +66,15 @@ func loadRecords[T any](ctx context.Context, n *Node, legacy, prefix string, key
 			return nil, fmt.Errorf("load %s: %w", legacy, err)
 		}
 	}
-	_, values, err := n.store.MetaPrefix(ctx, prefix)
+	keys, values, err := n.store.MetaPrefix(ctx, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", prefix, err)
 	}
 	out := make([]T, 0, len(values))
-	for _, v := range values {
+	for i, v := range values {
 		var r T
 		if err := json.Unmarshal(v, &r); err != nil {
-			return nil, fmt.Errorf("load %s: %w", prefix, err)
+			return nil, fmt.Errorf("load the record %q: %w", keys[i], err)
 		}
 		out = append(out, r)
 	}

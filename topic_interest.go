@@ -413,11 +413,17 @@ func (n *Node) loadInterest(ctx context.Context) error {
 	it := &n.topics.remote
 	it.learned, it.announced = map[interestKey]*interestRecord{}, map[string]bool{}
 	it.index = patternIndex[*interestRecord]{}
-	recs, err := loadRecords(ctx, n, metaInterest, metaInterestPrefix, func(r *interestRecord) string {
+	// Records are read as values: a stored "null" is then a record with
+	// no pattern, refused below, not a nil one.
+	vals, err := loadRecords(ctx, n, metaInterest, metaInterestPrefix, func(r interestRecord) string {
 		return interestMetaKey(interestKey{r.Neighbour, r.Node, r.Pattern})
 	})
 	if err != nil {
 		return fmt.Errorf("load topic interest: %w", err)
+	}
+	recs := make([]*interestRecord, len(vals))
+	for i := range vals {
+		recs[i] = &vals[i]
 	}
 	announced, err := loadRecords(ctx, n, metaAnnounced, metaAnnouncedPrefix, func(p string) string { return metaAnnouncedPrefix + p })
 	if err != nil {
