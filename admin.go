@@ -174,7 +174,7 @@ func (s *adminServer) listenSocket(dir string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("admin socket: %w", err)
 	}
-	ln, err := net.Listen("unix", path)
+	ln, err := adminapi.ListenSocket(path)
 	if err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
@@ -63,5 +65,37 @@ func TestDataDirNamesWithURICharacters(t *testing.T) {
 		if !e.IsDir() {
 			t.Errorf("%q beside the data directories: a store opened outside its directory", e.Name())
 		}
+	}
+}
+
+// TestDataDirLongerThanASocketAddress: a node whose data directory is
+// too deep for a unix socket's address (107 bytes on Linux) starts, and
+// its admin socket answers the CLI's client; it is gone once the node
+// closes. Before, the node refused to start: "bind: invalid argument".
+func TestDataDirLongerThanASocketAddress(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("deep", 20), strings.Repeat("er", 20))
+	sock := filepath.Join(dir, adminapi.SocketName)
+	if len(sock) <= 107 {
+		t.Fatalf("the socket's path is %d bytes: the test needs more than 107", len(sock))
+	}
+	n, err := petrel.Open(context.Background(), petrel.Config{Name: "deep", DataDir: dir, Logger: nodes.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := adminapi.Socket(dir)
+	defer api.Close()
+	var st petrel.Status
+	if err := api.Do(context.Background(), "GET", "/api/status", nil, &st); err != nil {
+		n.Close()
+		t.Fatalf("status through the admin socket: %v", err)
+	}
+	if st.Node != "deep" {
+		t.Errorf("status of %q through the socket, want deep", st.Node)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("the socket is still there after close: %v", err)
 	}
 }

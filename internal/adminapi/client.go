@@ -27,8 +27,7 @@ type Client struct {
 func Socket(dir string) *Client {
 	sock := SocketPath(dir)
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
+		return DialSocket(ctx, sock)
 	}}
 	return &Client{http: &http.Client{Transport: tr}, base: "http://petrel", where: sock}
 }
