@@ -15,7 +15,7 @@ import (
 // path, and no other.
 func TestURIOpensThePathItWasGiven(t *testing.T) {
 	root := t.TempDir()
-	for _, name := range []string{"site#2", "a?b=c", "100%25", "50%", "x#y?z%41", "plain"} {
+	for _, name := range []string{"site#2", "a?b=c", "100%25", "50%", "x#y?z%41", "with space", "plain"} {
 		dir := filepath.Join(root, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -41,7 +41,7 @@ func TestURIOpensThePathItWasGiven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 6 {
+	if len(entries) != 7 {
 		var names []string
 		for _, e := range entries {
 			names = append(names, e.Name())
