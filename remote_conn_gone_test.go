@@ -17,10 +17,10 @@ import (
 // counts one connection again once the client has reconnected.
 func TestRemoteConsumerConnectionCutFreesItsSessions(t *testing.T) {
 	n := nodes.Open(t, nodes.Listen("127.0.0.1:0"), nodes.With(withAdmin))
-	p := newFlapProxy(t, n.ListenAddr())
+	p := petreltest.NewProxy(t, n.ListenAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := petrel.Dial(ctx, "tcp://"+p.ln.Addr().String(), petrel.DialOptions{Name: "app", Logger: quiet,
+	c, err := petrel.Dial(ctx, "tcp://"+p.Addr(), petrel.DialOptions{Name: "app", Logger: quiet,
 		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func TestRemoteConsumerConnectionCutFreesItsSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The consumer's session now waits at the node for the next message.
-	p.cut()
+	p.Cut()
 	sendOne(t, n, "jobs", "second")
 	// "first" may come again: its ack may not have crossed before the cut.
 	for {

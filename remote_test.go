@@ -101,10 +101,10 @@ func TestRemoteAccessRules(t *testing.T) {
 // client's goroutines and the node's leases are all accounted for.
 func TestRemoteReconnectResendsAndResubscribes(t *testing.T) {
 	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
-	proxy := newFlapProxy(t, n.ListenAddr())
+	proxy := petreltest.NewProxy(t, n.ListenAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := proxy.dial(t, petrel.DialOptions{Window: 64, ConsumerWindow: 32})
+	c := dialVia(t, proxy, petrel.DialOptions{Window: 64, ConsumerWindow: 32})
 	cons, err := c.Consumer("orders")
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestRemoteReconnectResendsAndResubscribes(t *testing.T) {
 		m := p.CreateDataMessage("orders")
 		m.Body = []byte(fmt.Sprint(i))
 		pending = append(pending, p.SendAsync(m))
-		if i%400 == 200 && proxy.cut() > 0 {
+		if i%400 == 200 && proxy.Cut() > 0 {
 			cuts++
 		}
 	}
@@ -395,9 +395,9 @@ func dial(t *testing.T, n *petrel.Node, opts petrel.DialOptions) *petrel.Client 
 // closes the connection past the first.
 func TestRemoteConsumersPastOneConnection(t *testing.T) {
 	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
-	proxy := newFlapProxy(t, n.ListenAddr())
+	proxy := petreltest.NewProxy(t, n.ListenAddr())
 	t.Cleanup(petrel.SetIdleConnCheck(20 * time.Millisecond)) // after the client's Close
-	c := proxy.dial(t, petrel.DialOptions{ConsumerWindow: 4})
+	c := dialVia(t, proxy, petrel.DialOptions{ConsumerWindow: 4})
 	total := session.DefaultMaxSessions + 8
 	cons := openConsumers(t, c, total)
 	if got := petrel.ClientConns(c); got != 2 {
@@ -405,12 +405,12 @@ func TestRemoteConsumersPastOneConnection(t *testing.T) {
 	}
 	first, last := 0, total-1
 	roundTrip(t, c, cons, first, last)
-	if !proxy.cutLast() {
+	if !proxy.CutLast() {
 		t.Fatal("no connection to cut")
 	}
 	roundTrip(t, c, cons, last, first, total-2)
 	petreltest.Eventually(t, "two connections again", func() bool { return petrel.ClientConns(c) == 2 })
-	if proxy.cut() == 0 {
+	if proxy.Cut() == 0 {
 		t.Fatal("no connection to cut")
 	}
 	roundTrip(t, c, cons, first, last, total/2)
@@ -427,13 +427,13 @@ func TestRemoteConsumersPastOneConnection(t *testing.T) {
 // nor lost, and come back once a connection can be made again.
 func TestRemoteConsumersWaitForAnotherConnection(t *testing.T) {
 	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"))
-	proxy := newFlapProxy(t, n.ListenAddr())
-	c := proxy.dial(t, petrel.DialOptions{ConsumerWindow: 4, HandshakeTimeout: 2 * time.Second})
+	proxy := petreltest.NewProxy(t, n.ListenAddr())
+	c := dialVia(t, proxy, petrel.DialOptions{ConsumerWindow: 4, HandshakeTimeout: 2 * time.Second})
 	total := session.DefaultMaxSessions + 2
 	cons := openConsumers(t, c, total)
 	last := total - 1
-	proxy.refusing.Store(true)
-	if !proxy.cutLast() {
+	proxy.Refuse(true)
+	if !proxy.CutLast() {
 		t.Fatal("no connection to cut")
 	}
 	p := c.Producer()
@@ -450,7 +450,7 @@ func TestRemoteConsumersWaitForAnotherConnection(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("consumer %d while no connection can be made: %v, want it to wait", last, err)
 	}
-	proxy.refusing.Store(false)
+	proxy.Refuse(false)
 	d, err := cons[last].Receive(ctx)
 	if err != nil {
 		t.Fatalf("consumer %d once a connection can be made: %v", last, err)

@@ -90,10 +90,10 @@ func TestRemoteSubscribeInterceptors(t *testing.T) {
 // back as a new one.
 func TestRemoteSubscribeDurableAcrossReconnect(t *testing.T) {
 	n := nodes.Open(t, nodes.Name("plant-7"), nodes.Listen("127.0.0.1:0"), withTopics("orders.#"))
-	proxy := newFlapProxy(t, n.ListenAddr())
+	proxy := petreltest.NewProxy(t, n.ListenAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl := proxy.dial(t, petrel.DialOptions{})
+	cl := dialVia(t, proxy, petrel.DialOptions{})
 	durable, err := cl.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: "keep", Durable: true})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestRemoteSubscribeDurableAcrossReconnect(t *testing.T) {
 		return len(subs) == 2 && subs[0].Depth == 0 && subs[1].Depth == 0
 	}, func() string { return fmt.Sprint(n.Subscriptions()) })
 	petreltest.Eventually(t, "the node to end the sessions of the cut connection", func() bool {
-		proxy.cut()
+		proxy.Cut()
 		s, _ := subscriptionInfo(n, "keep")
 		_, privateLeft := subscriptionInfo(n, privateName)
 		return s.Consumers == 0 && !privateLeft

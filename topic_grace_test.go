@@ -3,9 +3,6 @@ package petrel_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,87 +11,6 @@ import (
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
-// gate forwards TCP connections to target over real loopback TCP; shut,
-// it drops what it carries and closes what comes, as a partition would.
-type gate struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	shut   bool
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-func newGate(t *testing.T, target string) *gate {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gate{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	g.wg.Add(1)
-	go g.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		g.set(true)
-		g.wg.Wait()
-	})
-	return g
-}
-
-func (g *gate) accept() {
-	defer g.wg.Done()
-	for {
-		in, err := g.ln.Accept()
-		if err != nil {
-			return
-		}
-		g.mu.Lock()
-		shut := g.shut
-		g.mu.Unlock()
-		if shut {
-			in.Close()
-			continue
-		}
-		out, err := net.Dial("tcp", g.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		g.mu.Lock()
-		g.conns[in], g.conns[out] = struct{}{}, struct{}{}
-		g.mu.Unlock()
-		g.wg.Add(2)
-		go g.pipe(in, out)
-		go g.pipe(out, in)
-	}
-}
-
-func (g *gate) pipe(dst, src net.Conn) {
-	defer g.wg.Done()
-	io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-	g.mu.Lock()
-	delete(g.conns, dst)
-	delete(g.conns, src)
-	g.mu.Unlock()
-}
-
-// set shuts the gate (dropping every connection) or opens it.
-func (g *gate) set(shut bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.shut = shut
-	if shut {
-		for c := range g.conns {
-			c.Close()
-		}
-	}
-}
-
-func (g *gate) addr() string { return "tcp://" + g.ln.Addr().String() }
-
 // A partition between A and B outlasts the grace: A drops B's non-durable
 // interest (a publish meanwhile is unrouted); once the partition heals, B
 // announces it again, and A's publishes reach B's subscription.
@@ -102,12 +18,12 @@ func TestInterestGraceReannouncesAfterPartition(t *testing.T) {
 	var clk clock
 	const grace = time.Hour
 	m := newMesh(t, "a", "b")
-	toA, toB := newGate(t, m["a"]), newGate(t, m["b"])
-	open := func(name, nb string, via *gate) *petrel.Node {
+	toA, toB := petreltest.NewProxy(t, m["a"]), petreltest.NewProxy(t, m["b"])
+	open := func(name, nb string, via *petreltest.Proxy) *petrel.Node {
 		return nodes.Open(t, nodes.Name(name), nodes.Listen(m[name]), withTopics("orders.#"), clk.option(), nodes.With(withAdmin),
 			nodes.With(func(c *petrel.Config) {
 				c.TopicInterestGrace = grace
-				c.Nodes = []petrel.NodeConfig{{Name: nb, Connector: via.addr()}}
+				c.Nodes = []petrel.NodeConfig{{Name: nb, Connector: "tcp://" + via.Addr()}}
 			}))
 	}
 	a := open("a", "b", toB)
@@ -115,8 +31,8 @@ func TestInterestGraceReannouncesAfterPartition(t *testing.T) {
 	live := subscribe(t, b, "orders.eu.*", petrel.SubscribeOptions{})
 	waitInterest(t, a, "b/b/orders.eu.*")
 
-	toA.set(true)
-	toB.set(true)
+	toA.Shut(true)
+	toB.Shut(true)
 	// Each poll moves both clocks on, so that whenever each janitor saw
 	// its link go down, the grace runs out after it.
 	petreltest.Eventually(t, "a dropped b's non-durable interest", func() bool {
@@ -125,8 +41,8 @@ func TestInterestGraceReannouncesAfterPartition(t *testing.T) {
 	}, func() string { return fmt.Sprintf("a learned %+v; links %+v", a.TopicInterest(), a.Links()) })
 	publish(t, a, "orders.eu.lost", "lost", nil)
 
-	toA.set(false)
-	toB.set(false)
+	toA.Shut(false)
+	toB.Shut(false)
 	petreltest.Eventually(t, "b announced its interest again", func() bool {
 		clk.advance(grace / 4)
 		return len(a.TopicInterest()) == 1

@@ -9,8 +9,9 @@ import (
 )
 
 // Proxy forwards loopback TCP connections to a target: a link whose
-// speed a test sets, or which it turns into a black hole. It is real TCP
-// on both sides, so the nodes behind it see what a WAN does to them.
+// speed a test sets, which it cuts, shuts as a partition would, or turns
+// into a black hole. It is real TCP on both sides, so the nodes behind it
+// see what a WAN does to them.
 //
 // A black hole reads what either side writes and forwards nothing and
 // closes nothing, like a path that silently drops every packet. The
@@ -24,6 +25,7 @@ type Proxy struct {
 	back      int // bytes a second back from target; 0 is unpaced
 	forwarded atomic.Int64
 	hole      atomic.Bool
+	refusing  atomic.Bool
 	mu        sync.Mutex
 	pairs     []*proxyPair
 	wg        sync.WaitGroup
@@ -31,7 +33,8 @@ type Proxy struct {
 
 type proxyPair struct {
 	in, out net.Conn
-	dead    atomic.Bool
+	dead    atomic.Bool // blackholed: drained, never closed by its pipes
+	closed  atomic.Bool
 }
 
 // ProxyOption sets how a Proxy paces what it carries.
@@ -80,6 +83,53 @@ func (p *Proxy) Blackhole(on bool) {
 	}
 }
 
+// Cut closes every connection the proxy carries, mid-frame or not, and
+// returns how many it cut.
+func (p *Proxy) Cut() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, pr := range p.pairs {
+		if !pr.closed.Swap(true) {
+			pr.in.Close()
+			pr.out.Close()
+			n++
+		}
+	}
+	// Every pair is closed now: a long run of cuts keeps none.
+	clear(p.pairs)
+	p.pairs = p.pairs[:0]
+	return n
+}
+
+// CutLast closes the connection accepted last, of those still open, and
+// reports whether there was one.
+func (p *Proxy) CutLast() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.pairs) - 1; i >= 0; i-- {
+		if pr := p.pairs[i]; !pr.closed.Swap(true) {
+			pr.in.Close()
+			pr.out.Close()
+			return true
+		}
+	}
+	return false
+}
+
+// Refuse makes the proxy close each connection as soon as it accepts it
+// (on), or forward them again (off).
+func (p *Proxy) Refuse(on bool) { p.refusing.Store(on) }
+
+// Shut refuses new connections and cuts those the proxy carries (on), as
+// a partition would, or lets connections through again (off).
+func (p *Proxy) Shut(on bool) {
+	p.Refuse(on)
+	if on {
+		p.Cut()
+	}
+}
+
 // Close stops accepting, closes every connection and waits for its
 // goroutines.
 func (p *Proxy) Close() {
@@ -99,6 +149,10 @@ func (p *Proxy) acceptLoop() {
 		in, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.refusing.Load() {
+			in.Close()
+			continue
 		}
 		out, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -127,6 +181,7 @@ func (p *Proxy) pipe(pr *proxyPair, dst, src net.Conn, bps int, count *atomic.In
 		src.Close()
 		if !pr.dead.Load() {
 			dst.Close()
+			pr.closed.Store(true)
 		}
 	}()
 	buf := make([]byte, 16<<10)
