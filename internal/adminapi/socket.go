@@ -44,7 +44,7 @@ func ListenSocket(path string) (net.Listener, error) {
 	defer done()
 	ln, err := net.Listen("unix", addr)
 	if err != nil {
-		return nil, err
+		return nil, aliasErr(path, addr, err)
 	}
 	ul := ln.(*net.UnixListener)
 	// The listener would unlink its address at close; once the directory's
@@ -75,5 +75,19 @@ func DialSocket(ctx context.Context, path string) (net.Conn, error) {
 	}
 	defer done()
 	var d net.Dialer
-	return d.DialContext(ctx, "unix", addr)
+	c, err := d.DialContext(ctx, "unix", addr)
+	if err != nil {
+		return nil, aliasErr(path, addr, err)
+	}
+	return c, nil
+}
+
+// aliasErr says, of an error on a socket reached through its directory's
+// descriptor, why the alias was used: without /proc mounted it cannot
+// work, and the error alone would name a path nobody configured.
+func aliasErr(path, addr string, err error) error {
+	if addr == path {
+		return err
+	}
+	return fmt.Errorf("the socket %s is %d bytes long, past the %d a unix socket's address holds, and reaching it as %s failed (is /proc mounted?): %w", path, len(path), maxSocketAddr, addr, err)
 }
