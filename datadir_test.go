@@ -2,6 +2,7 @@ package petrel_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,5 +98,39 @@ func TestDataDirLongerThanASocketAddress(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("the socket is still there after close: %v", err)
+	}
+}
+
+// TestDataDirOneNodeAtATime: Open on a data directory that another node
+// has open fails at once with ErrInUse, and leaves that node working; the
+// directory opens again once the node closed.
+func TestDataDirOneNodeAtATime(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := petrel.Config{Name: "twin", DataDir: dir, Logger: nodes.Quiet}
+	first, err := petrel.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second, err := petrel.Open(ctx, cfg); !errors.Is(err, petrel.ErrInUse) {
+		if second != nil {
+			second.Close()
+		}
+		first.Close()
+		t.Fatalf("a second node on the directory: %v, want ErrInUse", err)
+	}
+	m := first.Producer().CreateDataMessage("q")
+	if err := first.Producer().Send(ctx, m); err != nil {
+		t.Fatalf("the first node after the refusal: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := petrel.Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("the directory once the first node closed: %v", err)
+	}
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -26,6 +26,9 @@ var (
 	// ErrLeaseLost is returned by Ack and Nack when the lease timed out and
 	// the message went back to its queue.
 	ErrLeaseLost = queue.ErrLeaseLost
+	// ErrInUse is returned by Open for a data directory that another node
+	// has open, in this process or another: one node per data directory.
+	ErrInUse = queue.ErrInUse
 )
 
 // ErrDenied is wrapped by an access-rule denial; see Node.Authorize.

@@ -20,4 +20,7 @@ var (
 	// ErrKindMismatch is returned when a queue is opened as a receive queue
 	// but exists as a send queue, or the reverse.
 	ErrKindMismatch = errors.New("queue kind mismatch")
+	// ErrInUse is returned by New and Open for a store that another Store
+	// has open, in this process or another.
+	ErrInUse = errors.New("the store is open in another process: one node per data directory")
 )

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gofrs/flock"
 	_ "github.com/mattn/go-sqlite3" // the only importer of the driver
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/internal/sqliteuri"
@@ -57,8 +58,9 @@ type Store struct {
 	cfg       Config
 	log       *slog.Logger
 	now       func() time.Time
-	wdb       *sql.DB // migrations and the load at open; then closed
-	rdb       *sql.DB // readers: queue refills, sweeps, stats
+	lock      *flock.Flock // held while the store is open (lockPath)
+	wdb       *sql.DB      // migrations and the load at open; then closed
+	rdb       *sql.DB      // readers: queue refills, sweeps, stats
 	w         *writer
 	ctx       context.Context // cancelled by Close; owns the sweeper
 	cancel    context.CancelFunc
@@ -162,7 +164,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		readers: make(chan *rawConn, maxReaders),
 		bodies:  newBodyCache(4 * cfg.PrefetchBytes),
 	}
+	if err := s.takeLock(); err != nil {
+		return nil, err
+	}
 	if err := s.openDBs(ctx); err != nil {
+		s.closeDBs()
 		return nil, err
 	}
 	if err := s.load(ctx); err != nil {
@@ -226,7 +232,37 @@ func (s *Store) openDBs(ctx context.Context) error {
 	return nil
 }
 
+// lockPath is the file a Store locks beside its database.
+func lockPath(db string) string { return db + ".lock" }
+
+// takeLock takes the store's exclusive lock, or fails at once with
+// ErrInUse. SQLite lets two processes open one database, and two nodes on
+// one data directory would each deliver what the other leases, and give
+// new messages the same ids, which their neighbours then drop as
+// duplicates. The lock is an flock, which the system drops with the
+// process, so a crash leaves nothing to clean.
+func (s *Store) takeLock() error {
+	lock := flock.New(lockPath(s.cfg.Path), flock.SetPermissions(0o600))
+	ok, err := lock.TryLock()
+	if err != nil {
+		return fmt.Errorf("open store %s: lock %s: %w", s.cfg.Path, lock.Path(), err)
+	}
+	if !ok {
+		lock.Close()
+		return fmt.Errorf("open store %s: %s is held: %w", s.cfg.Path, lock.Path(), ErrInUse)
+	}
+	s.lock = lock
+	return nil
+}
+
+// closeDBs closes the databases, then drops the lock.
 func (s *Store) closeDBs() {
+	defer func() {
+		if s.lock != nil {
+			s.lock.Close()
+			s.lock = nil
+		}
+	}()
 	if s.rdb != nil {
 		s.rdb.Close()
 	}

@@ -135,6 +135,42 @@ func TestNodeWithoutConfig(t *testing.T) {
 	}
 }
 
+// TestNodeDataDirInUse: a second `petrel node` on the data directory of
+// a running one exits at once, saying the directory is in use, and the
+// first runs on, its admin socket still answering. Before, both started:
+// each delivered what the other leased, gave new messages the same ids,
+// and the second took over the first's admin socket.
+func TestNodeDataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	cfg := filepath.Join(dir, "petrel.yaml")
+	writeFile(t, cfg, fmt.Sprintf("node:\n  name: twin\n  data_dir: %s\n", dataDir))
+	first := startNode(t, dir, "-c", cfg)
+	first.ready(t)
+	r := runPetrel(t, 10*time.Second, "node", "-c", cfg)
+	r.wantCode(t, exitFailure)
+	if !strings.Contains(r.stderr, "one node per data directory") || !strings.Contains(r.stderr, dataDir) {
+		t.Errorf("the second node's error does not say the data directory is in use:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stdout, "ready ") {
+		t.Errorf("the second node said it was ready:\n%s", r.stdout)
+	}
+	st := runPetrel(t, 10*time.Second, "stat", "--data-dir", dataDir)
+	st.wantCode(t, exitOK)
+	if !strings.Contains(st.stdout, "twin") {
+		t.Errorf("petrel stat through the first node's socket:\n%s\n%s", st.stdout, st.stderr)
+	}
+	if code := first.stop(t); code != exitOK {
+		t.Fatalf("the first node exited %d after SIGTERM\nstderr:\n%s", code, first.stderr)
+	}
+	// Once the first is gone, the directory is free again.
+	again := startNode(t, dir, "-c", cfg)
+	again.ready(t)
+	if code := again.stop(t); code != exitOK {
+		t.Fatalf("exit status %d\nstderr:\n%s", code, again.stderr)
+	}
+}
+
 func TestNodeBadConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml string
