@@ -20,8 +20,8 @@ import (
 //
 // So a commit that touches more than one queue appends its deltas instead,
 // as one row of counter_log, and the writer keeps the sum of the log's rows
-// in memory. Every foldEvery rows, and in any commit that drops a queue, a
-// commit folds that sum into queues (one UPDATE per queue it names) and
+// in memory. Every foldEvery rows, once the log names foldQueues queues,
+// and in any commit that drops a queue, a commit folds that sum into queues (one UPDATE per queue it names) and
 // empties the log, in its own transaction: a dropped queue's id may be
 // given to a new queue, and by then no row of the log may name it. A store
 // opened after a crash folds what its log holds before it loads its
@@ -39,6 +39,12 @@ import (
 
 // foldEvery is how many rows the log holds before a commit folds it.
 const foldEvery = 64
+
+// foldQueues is how many queues the log may name before a commit folds
+// it, whatever its rows: a fold updates each queue the log names, in one
+// commit, and commits that each touch other queues would otherwise make
+// that one commit as slow as 64 of theirs. A variable for the tests.
+var foldQueues = 4096
 
 // counterFields are the counters' persisted fields, in the order of the
 // queues table's columns and of a log row's mask bits.
@@ -173,7 +179,7 @@ func (w *writer) writeCounters(b *batch) error {
 		return nil
 	case live == 1 && b.dropped == nil:
 		return w.updateCounters(b.deltas, b)
-	case b.dropped == nil && w.logRows+1 < foldEvery:
+	case b.dropped == nil && w.logRows+1 < foldEvery && len(w.logged) < foldQueues:
 		w.counterRow = w.counterRow[:0]
 		for q, d := range b.deltas {
 			w.counterRow = appendCounterDeltas(w.counterRow, q.id, d)

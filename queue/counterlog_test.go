@@ -159,3 +159,42 @@ func FuzzCounterLog(f *testing.F) {
 		}
 	})
 }
+
+// TestCounterLogFoldsManyQueues: a log that names foldQueues queues is
+// folded by the next commit, however few its rows, so that no one fold
+// updates more queues than that and a commit's share.
+func TestCounterLogFoldsManyQueues(t *testing.T) {
+	defer func(n int) { foldQueues = n }(foldQueues)
+	foldQueues = 6
+	s, path := openTemp(t, nil)
+	var qs []*Queue
+	for i := range 8 {
+		qs = append(qs, mustQueue(t, s, fmt.Sprintf("q%d", i), KindReceive))
+	}
+	put := func(qs ...*Queue) {
+		var puts []Put
+		for _, q := range qs {
+			puts = append(puts, Put{Queue: q, Msg: msg(4, "x")})
+		}
+		submitWait(t, s, puts)
+	}
+	put(qs[0], qs[1], qs[2])
+	put(qs[3], qs[4], qs[5]) // the log names 6 queues now
+	if n := logRows(t, path); n != 2 {
+		t.Fatalf("%d rows in the log, want 2", n)
+	}
+	put(qs[6], qs[7])
+	if n := logRows(t, path); n != 0 {
+		t.Fatalf("a log naming %d queues: %d rows after the next commit, want it folded", foldQueues, n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path, nil)
+	for _, q := range qs {
+		r, _ := s.Lookup(q.name)
+		if st := r.Stats(); st.Enqueued != 1 || st.Depth != 1 {
+			t.Errorf("%s: enqueued %d, depth %d; want 1", q.name, st.Enqueued, st.Depth)
+		}
+	}
+}
