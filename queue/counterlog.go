@@ -21,11 +21,12 @@ import (
 // So a commit that touches more than one queue appends its deltas instead,
 // as one row of counter_log, and the writer keeps the sum of the log's rows
 // in memory. Every foldEvery rows, once the log names foldQueues queues,
-// and in any commit that drops a queue, a commit folds that sum into queues (one UPDATE per queue it names) and
-// empties the log, in its own transaction: a dropped queue's id may be
-// given to a new queue, and by then no row of the log may name it. A store
-// opened after a crash folds what its log holds before it loads its
-// queues; Check adds it to what queues holds.
+// and in any commit that drops a queue, that commit folds the sum into
+// queues (one UPDATE per queue it names) and empties the log, in its
+// transaction: a dropped queue's id may be given to a new queue, and by
+// then no row of the log may name it. A store opened after a crash folds
+// what its log holds before it loads its queues; Check adds it to what
+// queues holds.
 //
 // A row's deltas, queue after queue:
 //
