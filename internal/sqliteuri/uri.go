@@ -8,7 +8,8 @@ import (
 )
 
 // escaper percent-encodes what ends a file: URI's path or begins an
-// escape in it. '%' first, so that what it adds is not encoded again.
+// escape in it. A Replacer makes one pass, so the '%' it writes is not
+// encoded again.
 var escaper = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
 
 // URI returns "file:<path>?<params>" with the path's '%', '?' and '#'
