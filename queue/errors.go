@@ -22,5 +22,5 @@ var (
 	ErrKindMismatch = errors.New("queue kind mismatch")
 	// ErrInUse is returned by New and Open for a store that another Store
 	// has open, in this process or another.
-	ErrInUse = errors.New("the store is open in another process: one node per data directory")
+	ErrInUse = errors.New("the store is already open, by another node or process: one node per data directory")
 )
