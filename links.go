@@ -3,6 +3,7 @@ package petrel
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/logkey"
@@ -238,6 +239,14 @@ func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Messag
 		}
 		return n.inbox(ctx) // fanned out by the inbox pump
 	}
+	if reason := n.routingLoop(peer, m, node); reason != "" {
+		n.loops.Add(1)
+		if held, ok := n.loopLog.Allow(peer.Name); ok {
+			n.log.Warn("message refused: a routing loop (logged once a minute per peer)", slog.String(logkey.Peer, peer.Name),
+				slog.String(logkey.To, m.Destination), slog.String(logkey.Reason, reason), slog.Int64("suppressed", held))
+		}
+		return nil, fmt.Errorf("%w: %s", receiver.ErrRefused, reason)
+	}
 	if err := n.accepts(name, node); err != nil {
 		return nil, err
 	}
@@ -245,6 +254,37 @@ func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Messag
 		return n.receiveQueue(ctx, name)
 	}
 	return n.sendQueue(ctx, name, node)
+}
+
+// routingLoop returns why m, handed over by peer for node (its
+// destination's node, "" for this one), is going round a routing loop,
+// or "" if it is not seen to be. Routes are each node's own, so two
+// nodes can route a destination to each other: each would hand the
+// message on, and the second time round the first would drop it as a
+// duplicate, acked and lost without a word. Two loops are caught here,
+// and refused for good, so that the sender dead-letters the message with
+// the reason:
+//   - the route to node leads back to peer, which handed the message over;
+//   - the message is this node's own: a node never needs its own
+//     messages back, so one that returns has gone round.
+//
+// A loop of three relays or more that does not pass the message's origin
+// is not seen: messages carry no list of the nodes they crossed (topic
+// publishes do, see propHops).
+func (n *Node) routingLoop(peer session.Peer, m *message.Message, node string) string {
+	if peer.Kind == session.PeerClient {
+		return "" // a client publishes under its own id, and routes nothing
+	}
+	if m.Origin == n.id {
+		return fmt.Sprintf("routing loop: node %s's own message %d came back from %s", n.cfg.Name, m.ID, peer.Name)
+	}
+	if node == "" || node == n.cfg.Name {
+		return ""
+	}
+	if hop, ok := n.nextHop(node); ok && hop == peer.Name {
+		return fmt.Sprintf("routing loop: node %s's route to %s leads back to %s, which handed the message over", n.cfg.Name, node, peer.Name)
+	}
+	return ""
 }
 
 // Links returns the status of every link: one per send queue.
@@ -277,7 +317,7 @@ func (n *Node) ReceiverStats() ReceiverStats {
 		FilesTaken: st.FilesTaken.Load(), FilesRefused: st.FilesRefused.Load(), FilesCorrupt: st.FilesCorrupt.Load(),
 		FileBytes: st.FileBytes.Load(), ClientDenied: st.Denied.Load(), ClientDelivered: st.Delivered.Load(),
 		ForgedOrigins: st.ForgedOrigins.Load(), ClientLinkRefused: st.KindRefused.Load(),
-		FilesOutsideSession: st.FilesOutsideSession.Load(),
+		FilesOutsideSession: st.FilesOutsideSession.Load(), RoutingLoops: n.loops.Load(),
 	}
 }
 
@@ -312,9 +352,15 @@ type ReceiverStats struct {
 	// their consumers, redeliveries included.
 	ClientDenied, ClientDelivered int64
 	// ForgedOrigins counts messages refused because their peer may not
-	// speak for their origin; ClientLinkRefused the link and file
-	// sessions client identities tried to open.
+	// speak for their origin (of Refused, or of FilesRefused for file
+	// announcements); ClientLinkRefused the link and file sessions client
+	// identities tried to open.
 	ForgedOrigins, ClientLinkRefused int64
+	// RoutingLoops counts the messages refused because they were going
+	// round a routing loop (of Refused, or of FilesRefused): the route to
+	// their destination led back to the peer that handed them over, or
+	// they were this node's own.
+	RoutingLoops int64
 	// FilesOutsideSession counts the file messages refused because a peer
 	// or client sent them in an ordinary session, not as the announcement
 	// of a file session (of Refused).

@@ -114,6 +114,8 @@ var (
 
 	descForgedOrigins = prometheus.NewDesc("petrel_forged_origin_total",
 		"Messages refused because their peer may not speak for their origin: not its own id, and it is not a permitted relay.", nil, nil)
+	descRoutingLoops = prometheus.NewDesc("petrel_routing_loops_total",
+		"Messages refused because they were going round a routing loop: the route to their destination led back to the peer that handed them over, or they were this node's own.", nil, nil)
 	descClientLinkRefused = prometheus.NewDesc("petrel_client_link_sessions_refused_total",
 		"Link and file sessions that client identities tried to open, refused.", nil, nil)
 
@@ -146,7 +148,7 @@ func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descLinkUp, descLinkReconnects, descLinkMessages, descLinkInFlight, descLinkInFlightBytes, descLinkConnections,
 		descRecvConnections, descRecvHandshakeFailed, descRecvAuthFailed, descRecvSessionsRefused,
 		descRecvProtocolErrors, descRecvMessages, descRecvTLSFailed, descAccessDenied,
-		descStoreCommits, descStoreRequests, descForgedOrigins, descClientLinkRefused,
+		descStoreCommits, descStoreRequests, descForgedOrigins, descRoutingLoops, descClientLinkRefused,
 		descFileBytes, descFileActive, descFiles,
 		descFilesOutsideSession, descNoticesDenied, descPathsRefused,
 	} {
@@ -246,6 +248,7 @@ func collectReceiver(ch chan<- prometheus.Metric, r ReceiverStats) {
 	ch <- counter(descRecvMessages, r.Deduped, "deduplicated")
 	ch <- counter(descRecvMessages, r.Refused, "refused")
 	ch <- counter(descForgedOrigins, r.ForgedOrigins)
+	ch <- counter(descRoutingLoops, r.RoutingLoops)
 	ch <- counter(descClientLinkRefused, r.ClientLinkRefused)
 }
 

@@ -54,6 +54,10 @@ type Node struct {
 	// MaxAutoQueues holds; autoRefused counts the creations it refused.
 	autoMu      sync.Mutex
 	autoRefused atomic.Int64
+	// loops counts the messages refused as going round a routing loop;
+	// loopLog holds back repeated lines of them, per peer.
+	loops   atomic.Int64
+	loopLog ratelog.Limiter
 	mgr         *sender.Manager
 	srv         *receiver.Server
 	// files is cfg.Files with its defaults; spool holds files being

@@ -106,6 +106,7 @@ func (s *Server) publishPut(ctx context.Context, peer session.Peer, d session.Da
 		return queue.Put{}, refusal{reason: reason}, nil
 	}
 	if reason := s.checkOrigin(peer, m, true); reason != "" {
+		s.stats.Refused.Add(1)
 		return queue.Put{}, refusal{reason: reason}, nil
 	}
 	if s.icpt != nil {

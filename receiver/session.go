@@ -289,6 +289,7 @@ func (s *Server) put(ctx context.Context, peer session.Peer, d session.Data) (qu
 		return queue.Put{}, reason, nil
 	}
 	if reason := s.checkOrigin(peer, m, false); reason != "" {
+		s.stats.Refused.Add(1)
 		return queue.Put{}, reason, nil
 	}
 	if s.icpt != nil {
