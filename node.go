@@ -58,8 +58,8 @@ type Node struct {
 	// loopLog holds back repeated lines of them, per peer.
 	loops   atomic.Int64
 	loopLog ratelog.Limiter
-	mgr         *sender.Manager
-	srv         *receiver.Server
+	mgr     *sender.Manager
+	srv     *receiver.Server
 	// files is cfg.Files with its defaults; spool holds files being
 	// received and those a relay holds.
 	files FilesConfig
