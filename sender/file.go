@@ -319,9 +319,11 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 			return
 		}
 		attempt++
-		wait := s.backoff(attempt)
+		wait, dialFailed := s.retryWait(attempt, err)
 		run.set(func(st *FileStatus) { st.State, st.Error = filetransfer.StateBackingOff, err.Error() })
-		log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
+		if !dialFailed { // the pool logs failed dials, once for all
+			log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
+		}
 		select {
 		case <-ctx.Done():
 			d.Release()

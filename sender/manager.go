@@ -30,7 +30,7 @@ func NewManager(cfg Config, sc session.Config, dir *address.Directory, hop NextH
 	cfg = cfg.withDefaults()
 	return &Manager{
 		cfg:     cfg,
-		pool:    NewPool(sc, dir, cfg.Logger.With(slog.String(logkey.Component, "pool"))).withTLS(cfg.TLS),
+		pool:    NewPool(sc, dir, cfg.Logger.With(slog.String(logkey.Component, "pool"))).withTLS(cfg.TLS).withBackoff(cfg.ReconnectMin, cfg.ReconnectMax),
 		hop:     hop,
 		senders: map[*queue.Queue]*Sender{},
 	}

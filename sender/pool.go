@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/session"
 )
 
@@ -32,11 +34,37 @@ type Pool struct {
 	log *slog.Logger
 	tls *tls.Config // for tls:// connectors; nil: system roots, no client certificate
 
+	// minWait and maxWait bound the wait after a failed dial to a node
+	// before the next (Config.ReconnectMin and ReconnectMax).
+	minWait, maxWait time.Duration
+
 	mu     sync.Mutex
 	conns  map[string]*poolConn
 	extra  map[string][]*poolConn // connections past the first, by node
+	fails  map[string]int         // failed dials in a row, by node
 	closed bool
+
+	// dialLog holds back repeated lines of failed dials, per node.
+	dialLog ratelog.Limiter
 }
+
+// dialLogEvery is how often the failed dials to one node are logged at
+// most.
+const dialLogEvery = 30 * time.Second
+
+// dialError is a failed dial to a neighbour. The pool keeps it until
+// retryAt and hands it to every sender that asks meanwhile, so that a
+// thousand send queues toward a neighbour that is down cost one dial per
+// backoff, not a thousand, and the neighbour a thousand refused
+// handshakes a second.
+type dialError struct {
+	node    string
+	err     error
+	retryAt time.Time // zero: no wait is due (the dial was cancelled)
+}
+
+func (e *dialError) Error() string { return e.err.Error() } // it names the node
+func (e *dialError) Unwrap() error { return e.err }
 
 // maxExtraConns bounds the connections to one neighbour past the first
 // (session.MaxConnsPerPeer in all).
@@ -49,6 +77,9 @@ type poolConn struct {
 	addr  string
 	ready chan struct{} // closed once dialing ended; c nil if it failed
 	err   error
+	// retryAt is, for a failed dial of a node's first connection, when
+	// the next may start (see dialError).
+	retryAt time.Time
 }
 
 // live reports whether pc's dial ended with a connection that is still up.
@@ -81,7 +112,16 @@ func (pc *poolConn) dialing() bool {
 
 // NewPool makes a pool dialing with cfg the nodes dir knows.
 func NewPool(cfg session.Config, dir *address.Directory, log *slog.Logger) *Pool {
-	return &Pool{cfg: cfg, dir: dir, log: log, conns: map[string]*poolConn{}, extra: map[string][]*poolConn{}}
+	return &Pool{
+		cfg: cfg, dir: dir, log: log, conns: map[string]*poolConn{}, extra: map[string][]*poolConn{}, fails: map[string]int{},
+		minWait: 100 * time.Millisecond, maxWait: time.Second, dialLog: ratelog.Limiter{Every: dialLogEvery},
+	}
+}
+
+// withBackoff sets the bounds of the wait after failed dials to a node.
+func (p *Pool) withBackoff(min, max time.Duration) *Pool {
+	p.minWait, p.maxWait = min, max
+	return p
 }
 
 // withTLS sets the configuration tls:// connectors dial with.
@@ -104,6 +144,9 @@ func (p *Pool) Get(ctx context.Context, node string) (*session.Conn, error) {
 	case pc.live():
 		p.mu.Unlock()
 		return pc.c, nil
+	case pc.c == nil && time.Now().Before(pc.retryAt):
+		p.mu.Unlock()
+		return nil, pc.err // failed a moment ago: its backoff is not over
 	default:
 		pc = nil // failed or dead: dial again
 	}
@@ -111,7 +154,7 @@ func (p *Pool) Get(ctx context.Context, node string) (*session.Conn, error) {
 		pc = &poolConn{ready: make(chan struct{})}
 		p.conns[node] = pc
 		p.mu.Unlock()
-		p.dial(ctx, node, pc)
+		p.dialMain(ctx, node, pc)
 	} else {
 		p.mu.Unlock()
 	}
@@ -215,10 +258,54 @@ func (p *Pool) dialExtra(node string) (dialing *poolConn, mine bool) {
 	return pc, true
 }
 
-// dial tries node's connectors in order: main, then backup; or each of a
-// static list. It fills pc and closes pc.ready.
+// dialMain dials node's first connection into pc, and closes pc.ready.
+// A failure is kept until its backoff ends (see dialError), counted, and
+// logged once per dialLogEvery per node; the senders that get it log it
+// only at debug level.
+func (p *Pool) dialMain(ctx context.Context, node string, pc *poolConn) {
+	defer close(pc.ready)
+	p.dialInto(ctx, node, pc)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pc.c != nil {
+		if n := p.fails[node]; n > 0 {
+			p.log.Info("dial succeeded after failures", slog.String(logkey.Node, node), slog.Int("failures", n))
+		}
+		delete(p.fails, node)
+		return
+	}
+	de := &dialError{node: node, err: pc.err}
+	pc.err = de
+	if ctx.Err() != nil || errors.Is(pc.err, session.ErrClosed) {
+		return // not the node's failure: no backoff for the others
+	}
+	p.fails[node]++
+	n := p.fails[node]
+	wait := p.minWait
+	for i := 1; i < n && wait < p.maxWait; i++ {
+		wait *= 2
+	}
+	wait = min(wait, p.maxWait)
+	// Jitter, so that nodes cut from a neighbour at the same moment do
+	// not all come back at the same moment.
+	wait = wait/2 + rand.N(wait/2+1)
+	de.retryAt = time.Now().Add(wait)
+	pc.retryAt = de.retryAt
+	if held, ok := p.dialLog.Allow(node); ok {
+		p.log.Warn("dial failed; its send queues back off (logged once per 30s per node)", slog.String(logkey.Node, node),
+			slog.Int("failures", n), slog.Duration("wait", wait), slog.Int64("suppressed", held), slog.Any(logkey.Error, de.err))
+	}
+}
+
+// dial dials node into pc, and closes pc.ready.
 func (p *Pool) dial(ctx context.Context, node string, pc *poolConn) {
 	defer close(pc.ready)
+	p.dialInto(ctx, node, pc)
+}
+
+// dialInto tries node's connectors in order: main, then backup; or each of
+// a static list. It fills pc.
+func (p *Pool) dialInto(ctx context.Context, node string, pc *poolConn) {
 	e, ok := p.dir.Lookup(node)
 	if !ok {
 		pc.err = fmt.Errorf("dial %s: %w", node, ErrUnknownNode)
@@ -249,6 +336,14 @@ func (p *Pool) dial(ctx context.Context, node string, pc *poolConn) {
 func (p *Pool) SetSecret(secret []byte) {
 	p.mu.Lock()
 	p.cfg.Secret = secret
+	// A dial that failed with the old secret may work with the new one:
+	// the next Get dials at once.
+	for node, pc := range p.conns {
+		if !pc.dialing() && pc.c == nil {
+			delete(p.conns, node)
+		}
+	}
+	clear(p.fails)
 	p.mu.Unlock()
 }
 
@@ -399,6 +494,7 @@ func (p *Pool) Drop(node string) {
 	pcs := append([]*poolConn{p.conns[node]}, p.extra[node]...)
 	delete(p.conns, node)
 	delete(p.extra, node)
+	delete(p.fails, node)
 	p.mu.Unlock()
 	for _, pc := range pcs {
 		if pc != nil {

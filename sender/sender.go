@@ -3,6 +3,7 @@ package sender
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -152,16 +153,36 @@ func (s *Sender) linkLoop(ctx context.Context) {
 			continue
 		}
 		attempt++
-		wait := s.backoff(attempt)
+		wait, dialFailed := s.retryWait(attempt, err)
 		s.st.set(StateBackingOff, err, "")
 		s.st.reconnects.Add(1)
-		s.log.Warn("link failed; backing off", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
+		if dialFailed {
+			// The pool logs the failed dials of a neighbour once for
+			// all its send queues.
+			s.log.Debug("link failed; backing off", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
+		} else {
+			s.log.Warn("link failed; backing off", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
 	}
 	s.st.set(StateStopped, nil, "")
+}
+
+// retryWait is how long to wait after the attempt-th failure in a row,
+// err. A failed dial of the next hop is the pool's, shared by every send
+// queue toward it: the wait lasts until the pool dials again (dialFailed),
+// at most ReconnectMax, and a few ms more at random, so that the senders
+// woken together find that dial under way, or done, and share it.
+func (s *Sender) retryWait(attempt int, err error) (wait time.Duration, dialFailed bool) {
+	var de *dialError
+	if !errors.As(err, &de) || de.retryAt.IsZero() {
+		return s.backoff(attempt), false
+	}
+	wait = min(max(time.Until(de.retryAt), 0), s.cfg.ReconnectMax)
+	return wait + rand.N(10*time.Millisecond), true
 }
 
 // backoff is ReconnectMin doubled per failed attempt, capped, with
