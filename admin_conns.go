@@ -1,8 +1,10 @@
 package petrel
 
 import (
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +35,9 @@ import (
 // either: it bounds the reading of the header and the body together, and
 // the body of POST /api/send may be as large as message.Limits.MaxBody
 // allows (tens of MiB as JSON), which a slow link takes minutes to carry.
-// The connection bound caps what slow or long requests can hold.
+// The connection bound caps what slow or long requests can hold, and a
+// body has a bound of its own, by rate rather than by duration (see
+// bodyDeadline).
 //
 // The unix socket gets the idle timeout but no bound: only the node's
 // user reaches it, and it stays the way in when the TCP listener is full.
@@ -41,6 +45,70 @@ import (
 // adminHeaderTimeout bounds the wait for a request's header, the first
 // request's included: a connection that sends nothing is closed after it.
 const adminHeaderTimeout = 5 * time.Second
+
+// adminBodyTime and adminBodyMinRate bound the reading of a request's
+// body: all of it must have arrived adminBodyTime after the header, plus
+// the time adminBodyMinRate takes to carry what arrived. A body as large
+// as POST /api/send takes may come over a slow link, so the bound grows
+// with what arrives; one that stops, or trickles, is cut. Variables so
+// that tests can shorten them.
+var (
+	adminBodyTime    = 30 * time.Second
+	adminBodyMinRate = 1024.0 // bytes per second
+)
+
+// bodyDeadline bounds the reading of each request's body (see
+// adminBodyTime). Without it a request that announced a body and never
+// sent it held its connection for ever: net/http reads up to 256 KiB of
+// a body the handler left unread, a refused one included, before it
+// answers, with no deadline, and 256 such requests, no token needed, shut
+// out the console, the metrics and the CLI. Once the body is read the
+// deadline is not moved again, so that a request that then waits (POST
+// /api/recv --wait, /api/subscribe) is not cut: net/http lifts it as it
+// starts the read that notices a client going away.
+func bodyDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		start := time.Now()
+		if err := rc.SetReadDeadline(start.Add(adminBodyTime)); err != nil {
+			h.ServeHTTP(w, r) // not a connection of net/http's: nothing to bound
+			return
+		}
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, start: start}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody moves its connection's read deadline on as its body
+// arrives, and lifts it at the body's end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	start time.Time
+	read  int64
+	done  bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.done {
+		return n, err
+	}
+	b.read += int64(n)
+	if err != nil {
+		// At the body's end net/http lifts the deadline itself, as it
+		// starts the read that notices a client going away; after a
+		// deadline struck, the connection goes.
+		b.done = true
+		return n, err
+	}
+	b.rc.SetReadDeadline(b.start.Add(adminBodyTime + time.Duration(float64(b.read)/adminBodyMinRate*float64(time.Second))))
+	return n, err
+}
 
 // adminIdleTimeout is how long an admin connection may stay open between
 // two requests. Two minutes is longer than Go's HTTP client (`petrel`,

@@ -264,3 +264,121 @@ func TestAdminIdleConnectionClosed(t *testing.T) {
 	resp.Body.Close()
 	<-read
 }
+
+// TestAdminBodyThatNeverComesIsCut: requests that announce a body and send
+// none of it, or trickle it, are cut once their body is late, refused ones
+// (no token) and bodiless handlers (/healthz) included. Before, net/http
+// waited for the body without a deadline, and 256 of them shut out every
+// operator. A body that comes whole is read, and a request that then waits
+// (here a recv of 2 s) is not cut by the bound.
+func TestAdminBodyThatNeverComesIsCut(t *testing.T) {
+	defer func(d time.Duration, r float64) { adminBodyTime, adminBodyMinRate = d, r }(adminBodyTime, adminBodyMinRate)
+	adminBodyTime, adminBodyMinRate = time.Second, 1024
+	n := openAdminNode(t, io.Discard)
+	addr := n.AdminAddr()
+	for _, req := range []string{
+		"GET /healthz HTTP/1.1\r\nHost: %s\r\nContent-Length: 10\r\n\r\n",
+		"POST /api/queues HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n",
+		"POST /api/send HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"to\":",
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := fmt.Fprintf(c, req, addr); err != nil {
+			t.Fatal(err)
+		}
+		// The answer, if any (a 400 for the cut body), then the close.
+		start := time.Now()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		io.Copy(io.Discard, c)
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("%q: the connection was held %v, want it cut within about 1 s", strings.SplitN(req, "\r", 2)[0], took)
+		}
+	}
+
+	// A trickle: a byte every 300 ms is below 1 KiB/s, and is cut.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /api/send HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", addr)
+	start := time.Now()
+	for time.Since(start) < 6*time.Second {
+		if _, err := c.Write([]byte(" ")); err != nil {
+			break // cut
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil { // its answer, if any, then EOF
+		t.Fatalf("a trickled body after %v: %v, want the connection closed", time.Since(start), err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("a trickled body held its connection %v", took)
+	}
+
+	// A whole body, then a wait longer than the bound: answered in full.
+	if _, err := n.Consumer("orders"); err != nil { // makes the queue
+		t.Fatal(err)
+	}
+	body := `{"address":"orders","count":1,"wait":2000000000}`
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	fmt.Fprintf(c2, "POST /api/recv HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body)
+	c2.SetReadDeadline(time.Now().Add(10 * time.Second))
+	sent := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(c2), nil)
+	if err != nil {
+		t.Fatalf("a recv that waits past the body's bound: %v", err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a recv that waits past the body's bound: %d %s", resp.StatusCode, got)
+	}
+	if took := time.Since(sent); took < 1900*time.Millisecond {
+		t.Fatalf("a recv of 2 s answered after %v: %d %s", took, resp.StatusCode, got)
+	}
+}
+
+// TestBodyDeadlineLiftedOnceReadWhole: a handler that reads its body to
+// the end and then waits is not cut by the body's bound. net/http starts
+// reading the connection, to notice a client that goes away, as soon as
+// the body ends, and lifts the deadline as it does; a deadline set again
+// after that would fail that read and cancel the request.
+func TestBodyDeadlineLiftedOnceReadWhole(t *testing.T) {
+	defer func(d time.Duration) { adminBodyTime = d }(adminBodyTime)
+	adminBodyTime = 300 * time.Millisecond
+	result := make(chan error, 1)
+	srv := &http.Server{Handler: bodyDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			result <- err
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			result <- fmt.Errorf("the request was cancelled while it waited: %w", context.Cause(r.Context()))
+		case <-time.After(time.Second):
+			result <- nil
+		}
+	}))}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	resp, err := http.Post("http://"+ln.Addr().String(), "application/json", strings.NewReader(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := <-result; err != nil {
+		t.Fatal(err)
+	}
+}
