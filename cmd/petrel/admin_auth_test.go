@@ -220,3 +220,23 @@ func TestAdminRefusesToStartExposed(t *testing.T) {
 		})
 	}
 }
+
+// TestServerFlagUsage: a --server that names no admin listener is a usage
+// error (exit 2) that says what is wrong with it, not "no node answers"
+// with a network error, as if the node were down.
+func TestServerFlagUsage(t *testing.T) {
+	for _, tc := range []struct{ server, stderr string }{
+		{"a b", `invalid character " " in host name`},
+		{"ftp://x:1", `scheme "ftp"`},
+		{"http://:7480", "no host"},
+		{"http://u:p@127.0.0.1:7480", "without a query, fragment or user"},
+	} {
+		t.Run(tc.server, func(t *testing.T) {
+			r := runPetrel(t, 10*time.Second, "queues", "--server", tc.server)
+			r.wantCode(t, exitUsage)
+			if !strings.Contains(r.stderr, tc.stderr) || strings.Contains(r.stderr, "no node answers") {
+				t.Errorf("stderr lacks %q, or blames the node:\n%s", tc.stderr, r.stderr)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 
@@ -61,6 +62,9 @@ func newAdminClient(server, cfgPath, dataDir, tokenFile string) (*adminClient, e
 		return nil, usageErrorf("give one of --server, -c and --data-dir")
 	}
 	if server != "" {
+		if err := checkServer(server); err != nil {
+			return nil, err
+		}
 		token, err := adminToken(tokenFile)
 		if err != nil {
 			return nil, err
@@ -76,6 +80,28 @@ func newAdminClient(server, cfgPath, dataDir, tokenFile string) (*adminClient, e
 		dir = file.NodeConfig().DataDir
 	}
 	return &adminClient{api: adminapi.Socket(dir)}, nil
+}
+
+// checkServer refuses, as a usage error, a --server that names no admin
+// listener: the request would fail with a message about the network
+// ("no node answers ... unsupported protocol scheme") for what is a typo.
+func checkServer(server string) error {
+	base := server
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	u, err := url.Parse(base)
+	switch {
+	case err != nil:
+		return usageErrorf("--server %q: %v", server, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return usageErrorf("--server %q: scheme %q; give host:port, http://host:port or https://host:port", server, u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return usageErrorf("--server %q: no host; give host:port", server)
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return usageErrorf("--server %q: give the listener, host:port (or a proxy's URL), without a query, fragment or user", server)
+	}
+	return nil
 }
 
 // do sends a request with in as its JSON body (none if nil) and decodes
