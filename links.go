@@ -185,26 +185,31 @@ func (n *Node) acceptSession(peer session.Peer, addr string) error {
 	return nil
 }
 
-func (n *Node) accepts(name, node string) error {
+// accepts decides whether this node takes a message for address name of
+// node ("" or its own name for this node): to receive it, or to relay it.
+// For a message to relay it returns the next hop toward node, "" for one
+// to receive here.
+func (n *Node) accepts(name, node string) (hop string, err error) {
 	n.mu.Lock()
 	a, declared := n.addresses[name]
 	n.mu.Unlock()
 	if node == "" || node == n.cfg.Name {
 		if declared && a.Role != address.RoleReceive {
-			return fmt.Errorf("%w: node %s does not receive %q (it is a %s address here)", receiver.ErrRefused, n.cfg.Name, name, a.Role)
+			return "", fmt.Errorf("%w: node %s does not receive %q (it is a %s address here)", receiver.ErrRefused, n.cfg.Name, name, a.Role)
 		}
 		if !declared && n.noAutoCreate.Load() {
-			return fmt.Errorf("%w: node %s has no address %q", receiver.ErrRefused, n.cfg.Name, name)
+			return "", fmt.Errorf("%w: node %s has no address %q", receiver.ErrRefused, n.cfg.Name, name)
 		}
-		return nil
+		return "", nil
 	}
 	if !declared || a.Role != address.RoleRelay {
-		return fmt.Errorf("%w: node %s does not relay %q to %s", receiver.ErrRefused, n.cfg.Name, name, node)
+		return "", fmt.Errorf("%w: node %s does not relay %q to %s", receiver.ErrRefused, n.cfg.Name, name, node)
 	}
-	if _, ok := n.nextHop(node); !ok {
-		return fmt.Errorf("%w: node %s relays %q but has no route to %s", receiver.ErrRefused, n.cfg.Name, name, node)
+	hop, ok := n.nextHop(node)
+	if !ok {
+		return "", fmt.Errorf("%w: node %s relays %q but has no route to %s", receiver.ErrRefused, n.cfg.Name, name, node)
 	}
-	return nil
+	return hop, nil
 }
 
 // inbound is the router's choice of the queue an arriving message goes
@@ -239,7 +244,11 @@ func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Messag
 		}
 		return n.inbox(ctx) // fanned out by the inbox pump
 	}
-	if reason := n.routingLoop(peer, m, node); reason != "" {
+	hop, err := n.accepts(name, node)
+	if err != nil {
+		return nil, err
+	}
+	if reason := n.routingLoop(peer, m, hop); reason != "" {
 		n.loops.Add(1)
 		if held, ok := n.loopLog.Allow(peer.Name); ok {
 			n.log.Warn("message refused: a routing loop (logged once a minute per peer)", slog.String(logkey.Peer, peer.Name),
@@ -247,17 +256,14 @@ func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Messag
 		}
 		return nil, fmt.Errorf("%w: %s", receiver.ErrRefused, reason)
 	}
-	if err := n.accepts(name, node); err != nil {
-		return nil, err
-	}
 	if node == "" || node == n.cfg.Name {
 		return n.receiveQueue(ctx, name)
 	}
 	return n.sendQueue(ctx, name, node)
 }
 
-// routingLoop returns why m, handed over by peer for node (its
-// destination's node, "" for this one), is going round a routing loop,
+// routingLoop returns why m, handed over by peer to relay through hop
+// ("" for a message to receive here), is going round a routing loop,
 // or "" if it is not seen to be. Routes are each node's own, so two
 // nodes can route a destination to each other: each would hand the
 // message on, and the second time round the first would drop it as a
@@ -271,17 +277,15 @@ func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Messag
 // A loop of three relays or more that does not pass the message's origin
 // is not seen: messages carry no list of the nodes they crossed (topic
 // publishes do, see propHops).
-func (n *Node) routingLoop(peer session.Peer, m *message.Message, node string) string {
+func (n *Node) routingLoop(peer session.Peer, m *message.Message, hop string) string {
 	if peer.Kind == session.PeerClient {
 		return "" // a client publishes under its own id, and routes nothing
 	}
 	if m.Origin == n.id {
 		return fmt.Sprintf("routing loop: node %s's own message %d came back from %s", n.cfg.Name, m.ID, peer.Name)
 	}
-	if node == "" || node == n.cfg.Name {
-		return ""
-	}
-	if hop, ok := n.nextHop(node); ok && hop == peer.Name {
+	if hop != "" && hop == peer.Name {
+		_, node, _ := message.ParseDestination(m.Destination)
 		return fmt.Sprintf("routing loop: node %s's route to %s leads back to %s, which handed the message over", n.cfg.Name, node, peer.Name)
 	}
 	return ""
