@@ -229,15 +229,20 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 // OnPacketRead notes a DISCONNECT that discards the will (any reason but
 // 0x04, MQTT-3.1.2-10), for willsAtClose (mochi's own note of it is no
 // field another goroutine may read); refuses a publish to a '$' topic
-// (refuseDollar); drops a stale QoS 2 marker (staleQoS2); lets a QoS 2
+// that mochi drops (refuseDollar); drops a stale QoS 2 marker (staleQoS2); lets a QoS 2
 // PUBLISH sent again wait for the first one's commit (pendingPubrec); and
 // keeps a QoS 2 delivery's PUBREC (markReleased).
 func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch {
 	case pk.FixedHeader.Type == packets.Disconnect && pk.ReasonCode != packets.CodeDisconnectWillMessage.Code:
 		h.willProps.Delete(cl)
-	case pk.FixedHeader.Type == packets.Publish && strings.HasPrefix(pk.TopicName, "$"):
-		return pk, h.refuseDollar(cl, pk)
+	case pk.FixedHeader.Type == packets.Publish && strings.HasPrefix(pk.TopicName, "$") && !mqtt.IsValidFilter(pk.TopicName, true):
+		// mochi drops it without an ack ($SYS, or a wildcard): the
+		// refusal is answered here. Any other '$' topic reaches
+		// OnPublish, which answers it, as a publish to any topic;
+		// answering here as well sent two acks for one packet
+		// identifier.
+		h.refuseDollar(cl, pk)
 	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 2 && !pk.FixedHeader.Dup:
 		h.staleQoS2(cl, pk)
 	case pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos == 2:
@@ -252,15 +257,14 @@ func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet,
 }
 
 // refuseDollar answers a client's publish to a '$' topic (the broker's
-// own, such as $SYS; MQTT-4.7.2-1), which mochi drops without an ack: a
-// QoS 1 or 2 publisher then waited for it for ever. MQTT 5 gets its
-// PUBACK or PUBREC with 0x90 (Topic Name invalid); MQTT 3.1.1, which has
-// no failure to acknowledge with, loses the connection (MQTT-3.3.5-2).
-// mochi then drops the packet, as before.
-func (h *hook) refuseDollar(cl *mqtt.Client, pk packets.Packet) error {
+// own, such as $SYS; MQTT-4.7.2-1), once: from OnPacketRead for what
+// mochi drops without an ack (a QoS 1 or 2 publisher then waited for it
+// for ever), from OnPublish for the rest. MQTT 5 gets its PUBACK or
+// PUBREC with 0x90 (Topic Name invalid); MQTT 3.1.1, which has no failure
+// to acknowledge with, loses the connection (MQTT-3.3.5-2).
+func (h *hook) refuseDollar(cl *mqtt.Client, pk packets.Packet) {
 	h.g.metrics.refused.Add(1)
 	h.refuse(cl, refOf(pk), &Refusal{Code: CodeTopicNameBad, Reason: "the broker's '$' topics take no publish"})
-	return nil
 }
 
 // OnSessionEstablish runs before mochi takes over an existing session of

@@ -24,6 +24,12 @@ import (
 // mochi is told to ignore the message (CodeSuccessIgnore): it acks but
 // does not route it; every delivery comes from a Petrel subscription.
 func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if strings.HasPrefix(pk.TopicName, "$") {
+		// After mochi resolved a topic alias, so that an alias of a
+		// '$' topic is refused too.
+		h.refuseDollar(cl, pk)
+		return pk, packets.ErrRejectPacket
+	}
 	st := h.conn(cl)
 	if st == nil {
 		return pk, packets.ErrRejectPacket

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 
 	petrel "github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
+	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 )
 
 // The broker's $SYS topics, as Mosquitto publishes them, are served to
@@ -182,5 +184,61 @@ func TestRefusedPublishesLogOnce(t *testing.T) {
 	}
 	if n := tn.Status().MQTT.Refused; n != 5 {
 		t.Fatalf("%d refusals counted, want 5", n)
+	}
+}
+
+// A publish to any '$' topic is answered once, with 0x90, and counted
+// once. mochi drops only $SYS topics itself; the others reach the publish
+// hook, which refused them a second time: a client that took the packet
+// identifier back after the first PUBACK or PUBREC read the second as the
+// answer to its next publish, a valid one.
+func TestDollarPublishAnsweredOnce(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	c := mqttraw.Dial(t, tn.MQTTAddr())
+	c.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "dollar", CleanStart: true, KeepAlive: 60})
+	// ack reads the next packet, which must be the answer to id.
+	ack := func(typ byte, id uint16) byte {
+		t.Helper()
+		p := c.Read()
+		if p.Type != typ || p.PacketID() != id {
+			t.Fatalf("got %v, want type %d for %d", p, typ, id)
+		}
+		switch a := p.Content.(type) {
+		case *packets.Puback:
+			return a.ReasonCode
+		case *packets.Pubrec:
+			return a.ReasonCode
+		case *packets.Pubcomp:
+			return a.ReasonCode
+		}
+		return 0xFF
+	}
+	id := uint16(7)
+	for _, topic := range []string{"$x/y", "$share/g/a", "$SYS/broker/version", "$sys/x"} {
+		for _, qos := range []byte{1, 2} {
+			typ := packets.PUBACK
+			if qos == 2 {
+				typ = packets.PUBREC
+			}
+			before := tn.Status().MQTT.Refused
+			c.Write(&packets.Publish{Topic: topic, QoS: qos, PacketID: id, Payload: []byte("refused")})
+			if code := ack(typ, id); code != 0x90 {
+				t.Fatalf("publish to %s at QoS %d: 0x%02x, want 0x90", topic, qos, code)
+			}
+			// The identifier is free again: a valid publish takes it.
+			c.Write(&packets.Publish{Topic: "t/ok", QoS: qos, PacketID: id, Payload: []byte("valid")})
+			if code := ack(typ, id); code != 0 {
+				t.Fatalf("publish to t/ok at QoS %d after %s, under the same identifier: 0x%02x, want 0", qos, topic, code)
+			}
+			if qos == 2 {
+				c.Write(&packets.Pubrel{PacketID: id})
+				if code := ack(packets.PUBCOMP, id); code != 0 {
+					t.Fatalf("PUBCOMP 0x%02x", code)
+				}
+			}
+			if n := tn.Status().MQTT.Refused - before; n != 1 {
+				t.Fatalf("publish to %s at QoS %d counted %d refusals, want 1", topic, qos, n)
+			}
+		}
 	}
 }
