@@ -1,8 +1,10 @@
 package mqttgw_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -72,6 +74,39 @@ func TestConformanceClientIDTakeover(t *testing.T) {
 	}
 	if st := tn.Status().MQTT; st.Clients != 1 {
 		t.Fatalf("clients %d, want 1", st.Clients)
+	}
+}
+
+// An empty client id: MQTT 3.1.1 takes it only with clean session 1, and
+// answers it with clean session 0 with CONNACK 0x02 identifier rejected
+// (MQTT-3.1.3-8), as Mosquitto does; mochi answered 0x80, which 3.1.1
+// does not define. MQTT 5 takes it either way and assigns the client an
+// id (MQTT-3.1.3-6/-7).
+func TestConformanceEmptyClientID(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	for _, tc := range []struct {
+		flags byte
+		want  []byte
+	}{{0x00, []byte{0x20, 0x02, 0x00, 0x02}}, {0x02, []byte{0x20, 0x02, 0x00, 0x00}}} {
+		c := mqttraw.Dial(t, tn.MQTTAddr())
+		// CONNECT, MQTT 3.1.1: protocol name, level 4, the flags,
+		// keep-alive 60, an empty client id.
+		connect := []byte{0x10, 0x0C, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x04, tc.flags, 0x00, 0x3C, 0x00, 0x00}
+		if _, err := c.Conn.Write(connect); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(petreltest.Patience))
+		got := make([]byte, 4)
+		if _, err := io.ReadFull(c.Conn, got); err != nil || !bytes.Equal(got, tc.want) {
+			t.Fatalf("MQTT 3.1.1, empty client id, flags 0x%02x: CONNACK % x (%v), want % x", tc.flags, got, err, tc.want)
+		}
+	}
+	expiry := uint32(60)
+	c := mqttraw.Dial(t, tn.MQTTAddr())
+	ca := c.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, KeepAlive: 60,
+		Properties: &packets.Properties{SessionExpiryInterval: &expiry}})
+	if ca.Properties == nil || ca.Properties.AssignedClientID == "" {
+		t.Fatalf("MQTT 5, empty client id, clean start 0: %+v, want an assigned client id", ca)
 	}
 }
 

@@ -345,11 +345,22 @@ func (g *Gateway) moveLegacyQoS2(ctx context.Context) error {
 // An MQTT 5 CONNACK of success announces the topic aliases a client may
 // use (maxTopicAliases), which mochi enforces but does not announce: a
 // client that keeps to the specification used none (MQTT-3.2.2-17/-18).
+//
+// An MQTT 3.1.1 CONNACK refusing an empty client id with clean session 0
+// says 0x02 identifier rejected (MQTT-3.1.3-8): mochi refuses it with its
+// MQTT 5 code 0x80, which it has no 3.1.1 code for, and sends 0x80, which
+// 3.1.1 does not define. mochi assigned the client an id already, which
+// is how an empty one is told here.
 func (h *hook) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	switch pk.FixedHeader.Type {
 	case packets.Connack:
-		if pk.ReasonCode == packets.CodeSuccess.Code && cl != nil && cl.Properties.ProtocolVersion >= 5 {
+		switch {
+		case cl == nil:
+		case pk.ReasonCode == packets.CodeSuccess.Code && cl.Properties.ProtocolVersion >= 5:
 			pk.Properties.TopicAliasMaximum = maxTopicAliases
+		case pk.ReasonCode == packets.ErrUnspecifiedError.Code && cl.Properties.ProtocolVersion < 5 &&
+			!cl.Properties.Clean && cl.Properties.Props.AssignedClientID != "":
+			pk.ReasonCode = packets.Err3ClientIdentifierNotValid.Code
 		}
 	case packets.Puback:
 		if plainPuback(pk) {
