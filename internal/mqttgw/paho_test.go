@@ -463,3 +463,49 @@ func TestPahoTopicAliasesBounded(t *testing.T) {
 	}
 	petreltest.Eventually(t, "the refusal counted", func() bool { return tn.Status().MQTT.RefusedTopicAliases == 1 })
 }
+
+// The node's Maximum Packet Size, limits.max_body plus 64 KiB, which mochi
+// enforces, is announced in CONNACK (3.2.2.3.6): a packet that keeps to it
+// is read (and a publish past max_body refused with 0x95), one past it
+// closes the connection.
+func TestPahoMaximumPacketSizeAnnounced(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Limits = message.Limits{MaxBody: 1024}
+	tn := openNode(t, cfg)
+	const limit = 1024 + 64<<10
+	_, ca := pahoClient(t, tn, &paho.Connect{ClientID: "sized", CleanStart: true}, paho.ClientConfig{})
+	if ca.Properties == nil || ca.Properties.MaximumPacketSize == nil || *ca.Properties.MaximumPacketSize != limit {
+		t.Fatalf("CONNACK properties %+v, want a maximum packet size of %d", ca.Properties, limit)
+	}
+
+	raw, _ := mqttraw.Session(t, tn.MQTTAddr(), "sized-raw", true)
+	// sized publishes to sensors/big a QoS 1 PUBLISH of n bytes in all:
+	// its fixed header (a byte and a 3-byte remaining length), topic,
+	// packet identifier and an empty property length, then the payload.
+	sized := func(n int) {
+		t.Helper()
+		body := append([]byte{0x00, 0x0B}, "sensors/big"...)
+		body = append(body, 0x00, 0x01, 0x00)
+		body = append(body, make([]byte, n-4-len(body))...)
+		r := len(body)
+		pk := append([]byte{0x32, byte(r&0x7F | 0x80), byte(r>>7&0x7F | 0x80), byte(r >> 14)}, body...)
+		if _, err := raw.Conn.Write(pk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sized(limit)
+	p := raw.Until(packets.PUBACK, 1)
+	if code := p.Content.(*packets.Puback).ReasonCode; code != 0x95 {
+		t.Fatalf("a publish of the maximum packet size: PUBACK 0x%02x, want 0x95 (payload over max_body)", code)
+	}
+	sized(limit + 16)
+	_ = raw.SetReadDeadline(time.Now().Add(petreltest.Patience))
+	for {
+		if _, err := packets.ReadPacket(raw.Conn); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the connection outlived a packet past the maximum")
+			}
+			break
+		}
+	}
+}

@@ -345,6 +345,9 @@ func (g *Gateway) moveLegacyQoS2(ctx context.Context) error {
 // An MQTT 5 CONNACK of success announces the topic aliases a client may
 // use (maxTopicAliases), which mochi enforces but does not announce: a
 // client that keeps to the specification used none (MQTT-3.2.2-17/-18).
+// It announces the Maximum Packet Size too (3.2.2.3.6), which mochi
+// enforces (Capabilities.MaximumPacketSize) and does not announce either:
+// a client had no way to learn why a large publish closed its connection.
 //
 // An MQTT 3.1.1 CONNACK refusing an empty client id with clean session 0
 // says 0x02 identifier rejected (MQTT-3.1.3-8): mochi refuses it with its
@@ -358,6 +361,7 @@ func (h *hook) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 		case cl == nil:
 		case pk.ReasonCode == packets.CodeSuccess.Code && cl.Properties.ProtocolVersion >= 5:
 			pk.Properties.TopicAliasMaximum = maxTopicAliases
+			pk.Properties.MaximumPacketSize = h.g.srv.Options.Capabilities.MaximumPacketSize
 		case pk.ReasonCode == packets.ErrUnspecifiedError.Code && cl.Properties.ProtocolVersion < 5 &&
 			!cl.Properties.Clean && cl.Properties.Props.AssignedClientID != "":
 			pk.ReasonCode = packets.Err3ClientIdentifierNotValid.Code
