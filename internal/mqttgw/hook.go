@@ -487,6 +487,7 @@ func (h *hook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
 }
 
 func (h *hook) OnRetainedExpired(topic string) {
+	h.g.retainedChanged() // mochi took it out of its index
 	if err := h.g.store.deleteRetained(h.g.ctx, topic); err != nil {
 		h.g.log.Warn("mqtt expired retained message not deleted", slog.String("topic", topic), slog.Any("error", err))
 	}
@@ -498,6 +499,18 @@ func (h *hook) StoredSubscriptions() ([]storage.Subscription, error) {
 	return h.g.store.subscriptions(h.g.ctx)
 }
 
+// StoredRetainedMessages also sets mochi's figure of the retained
+// messages to those it is given (see retainedChanged): mochi loads them
+// without counting them, and publishes its $SYS figures once they are
+// loaded.
 func (h *hook) StoredRetainedMessages() ([]storage.Message, error) {
-	return h.g.store.retained(h.g.ctx)
+	msgs, err := h.g.store.retained(h.g.ctx)
+	n := 0
+	for _, m := range msgs {
+		if !strings.HasPrefix(m.TopicName, "$") && len(m.Payload) > 0 {
+			n++
+		}
+	}
+	atomic.StoreInt64(&h.g.srv.Info.Retained, int64(n))
+	return msgs, err
 }

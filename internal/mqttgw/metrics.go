@@ -2,7 +2,6 @@ package mqttgw
 
 import (
 	"sort"
-	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,11 +139,7 @@ func (g *Gateway) Stats() Stats {
 	g.wills.mu.Lock()
 	s.WillsDelayed = len(g.wills.pending)
 	g.wills.mu.Unlock()
-	for topic := range g.srv.Topics.Retained.GetAll() {
-		if !strings.HasPrefix(topic, "$") { // mochi's $SYS figures
-			s.Retained++
-		}
-	}
+	s.Retained = int64(g.retainedCount())
 	for i := range 3 {
 		s.Published[i] = m.published[i].Load()
 		s.Delivered[i] = m.delivered[i].Load()

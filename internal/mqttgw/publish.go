@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -132,13 +133,7 @@ func (g *Gateway) reserveRetained(pk packets.Packet) (release func(), ok bool) {
 	if _, held := g.retainPending[topic]; held {
 		return nothing, true
 	}
-	n := len(g.retainPending)
-	for t := range g.srv.Topics.Retained.GetAll() {
-		if !strings.HasPrefix(t, "$") {
-			n++
-		}
-	}
-	if n >= g.cfg.MaxRetained {
+	if len(g.retainPending)+g.retainedCount() >= g.cfg.MaxRetained {
 		return nil, false
 	}
 	g.retainPending[topic] = struct{}{}
@@ -182,9 +177,36 @@ func (g *Gateway) retain(pk packets.Packet) error {
 	if err := g.store.setRetained(g.ctx, pk); err != nil {
 		return err
 	}
-	out := pk.Copy(false)
-	g.srv.Topics.RetainMessage(out)
+	_, had := g.srv.Topics.Retained.Get(pk.TopicName)
+	g.srv.Topics.RetainMessage(pk.Copy(false))
+	if had != (len(pk.Payload) > 0) {
+		g.retainedChanged()
+	}
 	return nil
+}
+
+// retainedCount counts the topics with a retained message in mochi's
+// index, leaving out mochi's own $SYS figures.
+func (g *Gateway) retainedCount() int {
+	n := 0
+	for topic := range g.srv.Topics.Retained.GetAll() {
+		if !strings.HasPrefix(topic, "$") {
+			n++
+		}
+	}
+	return n
+}
+
+// retainedChanged sets mochi's figure of the retained messages
+// ($SYS/broker/retained) to retainedCount, after a topic gained or lost
+// its retained message: mochi sets it only when it stores one itself,
+// which it never does here (OnPublish has it ignore every publish), so it
+// stayed 0. The walk is under retainMu, so that the last one to store its
+// count saw every change before it.
+func (g *Gateway) retainedChanged() {
+	g.retainMu.Lock()
+	defer g.retainMu.Unlock()
+	atomic.StoreInt64(&g.srv.Info.Retained, int64(g.retainedCount()))
 }
 
 // publishRef is what a refusal of a publish, or its PUBACK, needs of it.

@@ -242,3 +242,54 @@ func TestDollarPublishAnsweredOnce(t *testing.T) {
 		}
 	}
 }
+
+// $SYS/broker/retained counts the retained messages the node keeps, as
+// petrel_mqtt_retained does, across a restart too. They are kept by the
+// node, not by mochi, whose figure stayed 0.
+func TestSysRetainedCount(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.MQTT.SysInterval = time.Second
+	tn := openNode(t, cfg)
+	pub, _ := pahoClient(t, tn, &paho.Connect{ClientID: "pub", CleanStart: true}, paho.ClientConfig{})
+	retain := func(topic, payload string) {
+		t.Helper()
+		if _, err := publish(pub, &paho.Publish{Topic: topic, QoS: 1, Retain: true, Payload: []byte(payload)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retain("sensors/a", "1")
+	retain("sensors/b", "2")
+	r := newReceived()
+	sub, _ := pahoClient(t, tn, &paho.Connect{ClientID: "sys", CleanStart: true}, paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){r.handler}})
+	subscribe(t, sub, "$SYS/broker/retained", 0)
+	// figure waits for the figure want: the retained one on subscribing
+	// may be the last tick's, from before the change.
+	figure := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(petreltest.Patience)
+		var got string
+		for time.Now().Before(deadline) {
+			if got = string(r.next(t).Payload); got == want {
+				return
+			}
+		}
+		t.Fatalf("$SYS/broker/retained %q, want %q", got, want)
+	}
+	figure("2")
+	if n := tn.Status().MQTT.Retained; n != 2 {
+		t.Fatalf("petrel_mqtt_retained %d, want 2", n)
+	}
+	retain("sensors/a", "") // an empty retained payload deletes it
+	figure("1")
+
+	// After a restart, those loaded from the store, in the figures
+	// published at start: with an interval of an hour, the ones there are.
+	tn.cfg.MQTT.SysInterval = time.Hour
+	tn.restart()
+	r = newReceived()
+	sub, _ = pahoClient(t, tn, &paho.Connect{ClientID: "sys-again", CleanStart: true}, paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){r.handler}})
+	subscribe(t, sub, "$SYS/broker/retained", 0)
+	if got := string(r.next(t).Payload); got != "1" {
+		t.Fatalf("$SYS/broker/retained after a restart %q, want 1", got)
+	}
+}
