@@ -53,15 +53,29 @@ type corkConn struct {
 	// connection that was never guarded. Only the reading goroutine uses
 	// it, and OnConnect, which that goroutine runs.
 	pre *preConnect
+	// size follows the packets read (see sizeGuard), nil once there is
+	// nothing to follow them for; as pre, the reading goroutine's.
+	size *sizeGuard
 }
 
 // Read reads through the pre-CONNECT guard, which lets bytes through
-// unchanged once the CONNECT's fixed header has passed it.
+// unchanged once the CONNECT's fixed header has passed it, and the size
+// guard, which answers an MQTT 5 packet past the Maximum Packet Size.
 func (c *corkConn) Read(b []byte) (int, error) {
+	var n int
+	var err error
 	if c.pre != nil {
-		return c.pre.read(c.Conn, b)
+		n, err = c.pre.read(c.Conn, b)
+	} else {
+		n, err = c.Conn.Read(b)
 	}
-	return c.Conn.Read(b)
+	if c.size != nil && c.size.over(b[:n]) {
+		if c.size.v5 {
+			c.refuseTooLarge(c.size.max)
+		}
+		c.size = nil
+	}
+	return n, err
 }
 
 // gate holds back every write until the matching ungate; cork until

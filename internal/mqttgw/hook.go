@@ -89,8 +89,17 @@ func durableName(clientID, filter string) string {
 // so it could not be counted. Clients connecting at the very same moment
 // may pass the checks together, and overshoot a bound by that many.
 func (h *hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
-	if cc := corkOf(cl.Net.Conn); cc != nil && cc.pre != nil {
-		cc.pre.connected()
+	if cc := corkOf(cl.Net.Conn); cc != nil {
+		if cc.pre != nil {
+			cc.pre.connected()
+		}
+		if cc.size != nil && cl.Properties.ProtocolVersion >= 5 {
+			cc.size.v5 = true
+		} else {
+			// MQTT 3.1.1 has no DISCONNECT from the node: its
+			// packets need not be followed.
+			cc.size = nil
+		}
 	}
 	if atomic.LoadInt64(&h.g.srv.Info.ClientsConnected) >= int64(h.g.cfg.MaxClients) {
 		return h.refuseConnect(cl, "clients", &h.g.metrics.refusedClients)

@@ -467,7 +467,7 @@ func TestPahoTopicAliasesBounded(t *testing.T) {
 // The node's Maximum Packet Size, limits.max_body plus 64 KiB, which mochi
 // enforces, is announced in CONNACK (3.2.2.3.6): a packet that keeps to it
 // is read (and a publish past max_body refused with 0x95), one past it
-// closes the connection.
+// gets DISCONNECT 0x95 (4.13) and its connection closed.
 func TestPahoMaximumPacketSizeAnnounced(t *testing.T) {
 	cfg := baseConfig(t)
 	cfg.Limits = message.Limits{MaxBody: 1024}
@@ -500,12 +500,18 @@ func TestPahoMaximumPacketSizeAnnounced(t *testing.T) {
 	}
 	sized(limit + 16)
 	_ = raw.SetReadDeadline(time.Now().Add(petreltest.Patience))
+	var last any
 	for {
-		if _, err := packets.ReadPacket(raw.Conn); err != nil {
+		p, err := packets.ReadPacket(raw.Conn)
+		if err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				t.Fatal("the connection outlived a packet past the maximum")
 			}
 			break
 		}
+		last = p.Content
+	}
+	if d, ok := last.(*packets.Disconnect); !ok || d.ReasonCode != 0x95 {
+		t.Fatalf("last packet before the connection closed: %v, want DISCONNECT 0x95", last)
 	}
 }
