@@ -238,9 +238,10 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 // OnPacketRead notes a DISCONNECT that discards the will (any reason but
 // 0x04, MQTT-3.1.2-10), for willsAtClose (mochi's own note of it is no
 // field another goroutine may read); refuses a publish to a '$' topic
-// that mochi drops (refuseDollar); drops a stale QoS 2 marker (staleQoS2); lets a QoS 2
-// PUBLISH sent again wait for the first one's commit (pendingPubrec); and
-// keeps a QoS 2 delivery's PUBREC (markReleased).
+// that mochi drops (refuseDollar); drops a stale QoS 2 marker
+// (staleQoS2); lets a QoS 2 PUBLISH sent again wait for the first one's
+// commit (pendingPubrec); and keeps a QoS 2 delivery's PUBREC
+// (markReleased).
 func (h *hook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	switch {
 	case pk.FixedHeader.Type == packets.Disconnect && pk.ReasonCode != packets.CodeDisconnectWillMessage.Code:
