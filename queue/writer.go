@@ -337,9 +337,7 @@ func (w *writer) exec(batch []*request, b *batch) error {
 		}
 	}
 	if err != nil {
-		if _, rerr := w.conn.exec(`ROLLBACK`); rerr != nil {
-			w.s.log.Error("rollback failed", slog.Any(logkey.Error, rerr))
-		}
+		w.rollback()
 		w.undoRefs()
 		// The runs it holds may be the batch's, which never were.
 		w.lastRuns = nil
@@ -347,6 +345,21 @@ func (w *writer) exec(batch []*request, b *batch) error {
 		return err
 	}
 	return nil
+}
+
+// rollback ends the failed transaction, unless SQLite ended it already:
+// on some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM, SQLITE_BUSY,
+// SQLITE_INTERRUPT) it may roll the whole transaction back by itself, and
+// a ROLLBACK then fails with "no transaction is active", which is no
+// fault: every failed commit on a full disk logged it. The connection is
+// back in autocommit mode exactly when no transaction is open.
+func (w *writer) rollback() {
+	if w.conn.c.AutoCommit() {
+		return
+	}
+	if _, err := w.conn.exec(`ROLLBACK`); err != nil {
+		w.s.log.Error("rollback failed", slog.Any(logkey.Error, err))
+	}
 }
 
 // flushInserts writes the pending rows: messages, shared bodies and
