@@ -206,7 +206,9 @@ func (q *Queue) markInFlight(out []Browsed) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for i := range out {
-		if l := q.inflight[out[i].RowID]; l != nil {
+		// A row being settled is no consumer's any more; the freeze
+		// leaves it alone all the same (see frozenQueue).
+		if l := q.inflight[out[i].RowID]; l != nil && !l.settling {
 			out[i].InFlight, out[i].Attempt = true, l.attempt
 		}
 	}

@@ -17,6 +17,7 @@ type batch struct {
 	deltas   map[*Queue]*counters
 	created  []*Queue
 	done     []*request
+	settles  []*request // requests that settle leases; see Queue.settled
 	parked   []*request
 	rejected map[*request]error
 	deduped  map[*request][]bool // set by admit: puts that are duplicates

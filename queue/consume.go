@@ -116,7 +116,9 @@ func (d *Delivery) shared() (*message.Message, error) {
 }
 
 // Ack settles the delivery: the message is deleted at the next group
-// commit. It does not wait for that commit.
+// commit. It does not wait for that commit, so it cannot report that the
+// commit failed (a full disk): the message is then delivered again, as
+// after a lease timeout.
 func (d *Delivery) Ack() error { return d.q.ack(d) }
 
 // Nack gives the message back for redelivery after a backoff that doubles
@@ -548,16 +550,95 @@ func rowEntry(row []driver.Value) entry {
 	return e
 }
 
-// take removes the lease of d if d still holds it. The lease token, not
-// the attempt, tells: a message released and delivered again keeps its
-// attempt count, and the old delivery must not settle the new one.
-func (q *Queue) take(d *Delivery) (*lease, error) {
+// leaseOf returns the lease of d if d still holds it. The lease token,
+// not the attempt, tells: a message released and delivered again keeps
+// its attempt count, and the old delivery must not settle the new one. A
+// lease being settled is held by no delivery: it was settled once.
+func (q *Queue) leaseOf(d *Delivery) (*lease, error) {
 	l := q.inflight[d.RowID]
-	if l == nil || l.token != d.token {
+	if l == nil || l.token != d.token || l.settling {
 		return nil, fmt.Errorf("message %d of %q, attempt %d: %w", d.RowID, q.name, d.Attempt, ErrLeaseLost)
+	}
+	return l, nil
+}
+
+// take removes the lease of d if d still holds it (see leaseOf).
+func (q *Queue) take(d *Delivery) (*lease, error) {
+	l, err := q.leaseOf(d)
+	if err != nil {
+		return nil, err
 	}
 	delete(q.inflight, d.RowID)
 	return l, nil
+}
+
+// settleLocked marks l as settled by a request on its way to the writer:
+// the lease stays until the writer commits the request, and comes back if
+// the commit fails (see unsettle).
+func (q *Queue) settleLocked(l *lease) {
+	l.settling = true
+	q.settling++
+}
+
+// submitSettle hands the writer r, which settles leases of q, and gives
+// them back if the writer refuses it.
+func (q *Queue) submitSettle(r *request) error {
+	r.settle = true
+	err := q.s.w.submit(r)
+	if err != nil {
+		q.unsettle(r)
+	}
+	return err
+}
+
+// settled ends the leases that r settled, once it committed: their rows
+// are gone, or moved to another queue.
+func (q *Queue) settled(r *request) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r.settledRows(func(rowid int64) {
+		if l := q.inflight[rowid]; l != nil && l.settling {
+			delete(q.inflight, rowid)
+			q.settling--
+		}
+	})
+}
+
+// unsettle gives back the leases that r was to settle, when its commit
+// failed (a full disk) or it never reached the writer: their rows are
+// still stored, and counted, so their messages must be delivered again.
+//
+// Each lease is left in flight with its deadline passed, so the next
+// sweep treats it as a lease timeout: the message goes back to its
+// queue ahead of younger messages of its priority (or to the dead-letter
+// queue past MaxDeliveries), with the attempt counted (and persisted, if
+// the disk has room by then). That
+// is the path every lease that is never settled takes already, so no new
+// state has to be proved, and the counters stay as the rows are: nothing
+// was committed, and nothing in memory changes but the lease's deadline.
+// The other ways were worse: retrying the settle until it commits holds
+// requests in the writer for as long as the disk stays full, and putting
+// the message back at once, here on the writer's goroutine, would have a
+// consumer handle and ack it again as fast as commits fail. The writer
+// may not submit requests itself (its queue may be full), which a lease
+// timeout does; the sweep runs on its own goroutine. A lease held (Hold)
+// comes back too: the deadline passed replaces its hold.
+func (q *Queue) unsettle(r *request) {
+	if r.gathered && !r.taken {
+		// The acks the request was to take are still gathered; no other
+		// request takes them while ackQueued says this one will.
+		r.acks, r.taken = q.takeAcks(), true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.s.now().UnixNano()
+	r.settledRows(func(rowid int64) {
+		if l := q.inflight[rowid]; l != nil && l.settling {
+			l.settling = false
+			q.settling--
+			l.deadline = now
+		}
+	})
 }
 
 // ack settles a delivery; see Delivery.Ack. The acks of copies (a
@@ -572,14 +653,15 @@ func (q *Queue) take(d *Delivery) (*lease, error) {
 // does.
 func (q *Queue) ack(d *Delivery) error {
 	q.mu.Lock()
-	l, err := q.take(d)
+	l, err := q.leaseOf(d)
 	if err != nil {
 		q.mu.Unlock()
 		return err
 	}
+	q.settleLocked(l)
 	if l.e.body == 0 {
 		q.mu.Unlock()
-		return q.s.w.submit(&request{kind: reqAck, q: q, ref: refOf(l.e, l.prio)})
+		return q.submitSettle(&request{kind: reqAck, q: q, ref: refOf(l.e, l.prio)})
 	}
 	q.acks = append(q.acks, ackOf(q, l))
 	if q.ackQueued {
@@ -588,7 +670,7 @@ func (q *Queue) ack(d *Delivery) error {
 	}
 	q.ackQueued = true
 	q.mu.Unlock()
-	return q.s.w.submit(&request{kind: reqAck, q: q, gathered: true})
+	return q.submitSettle(&request{kind: reqAck, q: q, gathered: true})
 }
 
 // takeAcks hands the writer the acks gathered so far, their array
@@ -630,18 +712,19 @@ func (q *Queue) AckAll(ds []*Delivery) error {
 	var first error
 	q.mu.Lock()
 	for _, d := range ds {
-		l, err := q.take(d)
+		l, err := q.leaseOf(d)
 		if err != nil {
 			if first == nil {
 				first = err
 			}
 			continue
 		}
+		q.settleLocked(l)
 		rows = append(rows, ackOf(q, l))
 	}
 	q.mu.Unlock()
 	if len(rows) > 0 {
-		if err := q.s.w.submit(&request{kind: reqAck, q: q, acks: rows}); err != nil {
+		if err := q.submitSettle(&request{kind: reqAck, q: q, acks: rows}); err != nil {
 			return err
 		}
 	}
@@ -664,7 +747,7 @@ func (q *Queue) release(d *Delivery) error {
 // nack gives a delivery back after a backoff; see Delivery.Nack.
 func (q *Queue) nack(d *Delivery, reason string) error {
 	q.mu.Lock()
-	l, err := q.take(d)
+	l, err := q.leaseOf(d)
 	if err != nil {
 		q.mu.Unlock()
 		return err
@@ -674,14 +757,20 @@ func (q *Queue) nack(d *Delivery, reason string) error {
 
 // failedLocked handles a failed delivery, by nack or lease timeout: the
 // message goes to the dead-letter queue past MaxDeliveries, else back to
-// the queue after the backoff. It unlocks q.mu.
+// the queue after the backoff. l is in inflight, not settling. It unlocks
+// q.mu.
 func (q *Queue) failedLocked(l *lease, reason string, timedOut bool) error {
 	p := q.policy
 	if l.attempt >= p.MaxDeliveries && !IsDeadLetter(q.name) {
+		q.settleLocked(l)
 		q.mu.Unlock()
 		why := fmt.Sprintf("delivered %d times (max_deliveries %d): %s", l.attempt, p.MaxDeliveries, reason)
-		return q.moveTo(refOf(l.e, l.prio), p.DeadLetter, why, true)
+		return q.deadLetterLease(l, p.DeadLetter, why)
 	}
+	delete(q.inflight, l.e.rowid)
+	// The backoff and the delivery count are in memory at once; their
+	// update below only persists them, and a failed one loses nothing
+	// but the count, which a restart resets.
 	now := q.s.now().UnixNano()
 	l.e.deliveries = l.attempt
 	if timedOut {
@@ -706,13 +795,28 @@ func backoff(p Policy, attempt int) time.Duration {
 	return min(d, p.MaxRedeliveryDelay)
 }
 
-// moveTo moves a message out of q into the queue called to.
-func (q *Queue) moveTo(r ref, to, reason string, dlq bool) error {
+// moveTo moves a message that no delivery holds out of q into the queue
+// called to, as expired.
+func (q *Queue) moveTo(r ref, to, reason string) error {
 	t, err := q.s.Queue(q.s.ctx, to, KindReceive)
 	if err != nil {
 		return fmt.Errorf("move message %d of %q to %q: %w", r.rowid, q.name, to, err)
 	}
-	return q.s.w.submit(&request{kind: reqMove, q: q, ref: r, to: t, name: reason, dlq: dlq})
+	return q.s.w.submit(&request{kind: reqMove, q: q, ref: r, to: t, name: reason})
+}
+
+// deadLetterLease moves the message of lease l, marked settling, to the
+// dead-letter queue called to, with reason.
+func (q *Queue) deadLetterLease(l *lease, to, reason string) error {
+	r := &request{kind: reqMove, q: q, ref: refOf(l.e, l.prio), name: reason, dlq: true}
+	t, err := q.s.Queue(q.s.ctx, to, KindReceive)
+	if err != nil {
+		// Making the queue is a commit too, which a full disk fails.
+		q.unsettle(r)
+		return fmt.Errorf("move message %d of %q to %q: %w", r.ref.rowid, q.name, to, err)
+	}
+	r.to = t
+	return q.submitSettle(r)
 }
 
 // expire removes an expired message, or moves it to the expiry address.
@@ -721,7 +825,7 @@ func (q *Queue) expire(r ref) {
 	addr := q.Policy().ExpiryAddress
 	var err error
 	if addr != "" && addr != q.name {
-		err = q.moveTo(r, addr, "expired", false)
+		err = q.moveTo(r, addr, "expired")
 	} else {
 		err = q.s.w.submit(&request{kind: reqExpire, q: q, ref: r})
 	}
@@ -738,7 +842,7 @@ func (d *Delivery) DeadLetter(reason string) error { return d.q.deadLetter(d, re
 // Delivery.DeadLetter. In a dead-letter queue it is a nack.
 func (q *Queue) deadLetter(d *Delivery, reason string) error {
 	q.mu.Lock()
-	l, err := q.take(d)
+	l, err := q.leaseOf(d)
 	if err != nil {
 		q.mu.Unlock()
 		return err
@@ -746,9 +850,10 @@ func (q *Queue) deadLetter(d *Delivery, reason string) error {
 	if IsDeadLetter(q.name) {
 		return q.failedLocked(l, reason, false)
 	}
+	q.settleLocked(l)
 	dlq := q.policy.DeadLetter
 	q.mu.Unlock()
-	return q.moveTo(refOf(l.e, l.prio), dlq, reason, true)
+	return q.deadLetterLease(l, dlq, reason)
 }
 
 // Hold keeps the delivery's lease until it is settled (Ack, Nack,
@@ -761,9 +866,9 @@ func (d *Delivery) Hold() error {
 	q := d.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	l := q.inflight[d.RowID]
-	if l == nil || l.token != d.token {
-		return fmt.Errorf("hold message %d of %q: %w", d.RowID, q.name, ErrLeaseLost)
+	l, err := q.leaseOf(d)
+	if err != nil {
+		return fmt.Errorf("hold: %w", err)
 	}
 	l.deadline = math.MaxInt64
 	return nil

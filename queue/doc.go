@@ -35,7 +35,11 @@
 //     in flight is delivered again after a restart (at-least-once). The
 //     delivery count is persisted on nack and lease expiry, not on delivery.
 //   - Acks are group-committed asynchronously: an ack lost in a crash makes
-//     the message come back, never disappear.
+//     the message come back, never disappear. A settle (an ack, a move to
+//     the dead-letter queue) keeps its lease until it commits; one whose
+//     commit fails (a full disk) gives the lease back with its deadline
+//     passed, and the next sweep brings the message back as for a lease
+//     timeout (see Queue.unsettle).
 //   - Dedupe records (queue, origin, id) in the same transaction as the put,
 //     so a resend that races its original is still caught.
 //

@@ -87,7 +87,7 @@ func (s *Store) dropped(q *Queue) {
 	s.mu.Unlock()
 	q.mu.Lock()
 	q.gone.Store(true)
-	q.inflight = map[int64]*lease{}
+	q.inflight, q.settling = map[int64]*lease{}, 0
 	q.lv = [levels]level{}
 	q.delayed = nil
 	q.s.prefetched.Add(-int64(q.readyCostLocked()))

@@ -129,7 +129,22 @@ type request struct {
 	overflow        bool     // reqMoveRows: the deletes count as overflowed
 	acks            []ackRow // reqAck of many rows (AckAll); else ref
 	moves           []Move   // reqMoveRows
+	// settle marks a request that settles leases of q (an ack, a move
+	// to the dead-letter queue): their rows are settledRows.
+	settle bool
 	// n is set by reqPurge and reqMoveRows to the rows they removed from
 	// q, before op finishes.
 	n int
+}
+
+// settledRows calls f with the row of each lease r settles: its acks,
+// or its one row.
+func (r *request) settledRows(f func(rowid int64)) {
+	if r.acks != nil || r.gathered {
+		for _, a := range r.acks {
+			f(a.ref.rowid)
+		}
+		return
+	}
+	f(r.ref.rowid)
 }

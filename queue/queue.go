@@ -62,6 +62,13 @@ type lease struct {
 	attempt  int
 	token    uint64 // unique per delivery of this queue
 	deadline int64
+	// settling says the lease's delivery was settled (acked, or moved to
+	// the dead-letter queue) and the writer has not committed that yet.
+	// The lease stays in inflight until the commit, which ends it, or
+	// until the commit fails, which gives it back (see Queue.unsettle):
+	// a message whose settle did not commit must not be lost to memory
+	// while its row is still stored.
+	settling bool
 }
 
 // Queue is one receive or send queue. It is safe for concurrent use; any
@@ -76,6 +83,9 @@ type Queue struct {
 	policy   Policy
 	lv       [levels]level
 	inflight map[int64]*lease
+	// settling counts the leases of inflight being settled: they are no
+	// longer in flight to a consumer (Stats).
+	settling int
 	delayed  delayHeap
 	bufN     int
 	bufBytes int
@@ -329,7 +339,7 @@ func (q *Queue) Stats() Stats {
 	defer q.mu.Unlock()
 	return Stats{
 		Name: q.name, Kind: q.kind,
-		Depth: q.c.depth, InFlight: int64(len(q.inflight)), Bytes: q.c.bytes,
+		Depth: q.c.depth, InFlight: int64(len(q.inflight) - q.settling), Bytes: q.c.bytes,
 		Enqueued: q.c.enqueued, Acked: q.c.acked, Expired: q.c.expired,
 		Deduped: q.c.deduped, DeadLettered: q.c.deadLettered,
 		DedupeEntries: q.c.dedupeEntries, Overflowed: q.c.overflowed,

@@ -57,18 +57,17 @@ func (q *Queue) sweepLeases() error {
 	}
 	var late []*lease
 	for _, l := range q.inflight {
-		if l.deadline <= now {
+		if l.deadline <= now && !l.settling {
 			late = append(late, l)
 		}
 	}
 	q.mu.Unlock()
 	for _, l := range late {
 		q.mu.Lock()
-		if cur := q.inflight[l.e.rowid]; cur != l {
+		if cur := q.inflight[l.e.rowid]; cur != l || l.settling {
 			q.mu.Unlock() // settled meanwhile
 			continue
 		}
-		delete(q.inflight, l.e.rowid)
 		if err := q.failedLocked(l, "lease timed out", true); err != nil {
 			return err
 		}

@@ -286,6 +286,10 @@ func (w *writer) fail(r *request, err error) {
 	if errors.As(err, &se) && se.Code == sqlite3.ErrFull {
 		err = fmt.Errorf("%w: disk full: %v", ErrStoreFull, err)
 	}
+	if r.settle {
+		// Its caller did not wait: the messages come back instead.
+		r.q.unsettle(r)
+	}
 	if r.op == nil {
 		// A fire-and-forget request (an ack, a nack): nobody to tell.
 		w.s.log.Error("store write failed", slog.Int("request", int(r.kind)), slog.Any(logkey.Error, err))
@@ -522,6 +526,9 @@ func (w *writer) apply(batch []*request, b *batch) error {
 		if err != nil {
 			return err
 		}
+		if r.settle {
+			b.settles = append(b.settles, r)
+		}
 		if r.op != nil {
 			b.done = append(b.done, r)
 		}
@@ -569,6 +576,11 @@ func (w *writer) publish(b *batch) {
 	}
 	w.msgs.Add(dm)
 	w.bytes.Add(db)
+	// Before the completions: a Sync that waited for these acks finds
+	// their leases gone.
+	for _, r := range b.settles {
+		r.q.settled(r)
+	}
 	for _, r := range b.done {
 		if r.kind == reqPut {
 			r.op.deduped = b.deduped[r]
