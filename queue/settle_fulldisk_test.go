@@ -19,8 +19,8 @@ import (
 // on a real filesystem that fills up, in each way a settle reaches the
 // writer. Its commit fails; the message must not be stranded (gone from
 // memory, still stored and counted, until a restart): the next sweep
-// gives it back, as after a lease timeout, and it fails again; once the
-// disk has room it is delivered again, without a restart,
+// gives it back, as after a lease timeout, and it fails again, logged
+// once; once the disk has room it is delivered again, without a restart,
 // and can be acked. The counters equal the rows all along and Check
 // passes. It needs root to mount (see tmpfs.Mount).
 func TestSettleOnFullDiskComesBack(t *testing.T) {
@@ -100,6 +100,11 @@ func TestSettleOnFullDiskComesBack(t *testing.T) {
 			}
 			if strings.Contains(logs.String(), "rollback failed") {
 				t.Errorf("a commit that SQLite rolled back by itself was logged as a failed rollback:\n%s", logs.String())
+			}
+			for _, line := range []string{"store write failed", "group commit failed"} {
+				if n := strings.Count(logs.String(), line); n > 1 {
+					t.Errorf("%q logged %d times within a minute, want once:\n%s", line, n, logs.String())
+				}
 			}
 			if err := os.Remove(filler); err != nil {
 				t.Fatal(err)

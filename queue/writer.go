@@ -14,6 +14,7 @@ import (
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/internal/ratelog"
 )
 
 // writer owns the one write connection. It gathers the requests that are
@@ -93,6 +94,8 @@ type writer struct {
 	acks    []ackRow
 	ackSets [][]ackRow
 	scratch []driver.Value
+	// failLog holds back the lines of failed fire-and-forget requests.
+	failLog ratelog.Limiter
 }
 
 const (
@@ -107,7 +110,7 @@ func newWriter(s *Store) (*writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open writer on %s: %w", s.cfg.Path, err)
 	}
-	w := &writer{s: s, conn: conn, reqs: make(chan *request, s.cfg.MaxBatch), groupAt: map[plainKey]int{}}
+	w := &writer{s: s, conn: conn, reqs: make(chan *request, s.cfg.MaxBatch), groupAt: map[plainKey]int{}, failLog: ratelog.Limiter{Now: s.now}}
 	if err := w.loadTotals(); err != nil {
 		conn.close()
 		return nil, err
@@ -260,7 +263,9 @@ func (w *writer) run(batch []*request) {
 		w.fail(batch[0], err)
 		return
 	}
-	w.s.log.Warn("group commit failed; retrying requests one by one", slog.Int("requests", len(batch)), slog.Any(logkey.Error, err))
+	if held, ok := w.failLog.Allow("batch"); ok {
+		w.s.log.Warn("group commit failed; retrying requests one by one (logged once a minute)", slog.Int("requests", len(batch)), slog.Any(logkey.Error, err), slog.Int64("suppressed", held))
+	}
 	for _, r := range batch {
 		b := newBatch()
 		if err := w.exec([]*request{r}, b); err != nil {
@@ -292,7 +297,11 @@ func (w *writer) fail(r *request, err error) {
 	}
 	if r.op == nil {
 		// A fire-and-forget request (an ack, a nack): nobody to tell.
-		w.s.log.Error("store write failed", slog.Int("request", int(r.kind)), slog.Any(logkey.Error, err))
+		// While the disk is full each of them fails, and a settle's
+		// messages come back to be settled again: one line a minute.
+		if held, ok := w.failLog.Allow("write"); ok {
+			w.s.log.Error("store write failed (logged once a minute)", slog.Int("request", int(r.kind)), slog.Any(logkey.Error, err), slog.Int64("suppressed", held))
+		}
 		return
 	}
 	r.op.finish(err)
