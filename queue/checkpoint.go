@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/internal/ratelog"
 )
 
 // checkpointInterval is how often the checkpointer copies the WAL into the
@@ -28,7 +29,12 @@ var walRestartFrames int64 = 4096
 type walState struct {
 	restartDue atomic.Bool
 	restarts   atomic.Int64 // times the log was seen to start over, for tests
+	failures   atomic.Int64 // checkpoints that failed, for tests
 	ckptMu     sync.Mutex
+	// failLog holds back the lines of failed checkpoints: while the disk
+	// is full every one fails, ten times a second (6,016 lines in ten
+	// minutes, seen on a full tmpfs).
+	failLog ratelog.Limiter
 }
 
 // checkpointLoop runs passive WAL checkpoints on its own connection, so
@@ -80,7 +86,7 @@ func (s *Store) checkpointLoop(ctx context.Context, conn *rawConn) {
 		err := conn.queryRow(`PRAGMA wal_checkpoint(PASSIVE)`, nil, dest)
 		s.wal.ckptMu.Unlock()
 		if err != nil && !errors.Is(err, errNoRows) {
-			s.log.Warn("checkpoint failed", slog.Any(logkey.Error, err))
+			s.checkpointFailed(err)
 			continue
 		}
 		frames, _ := dest[1].(int64)
@@ -112,7 +118,17 @@ func (w *writer) maybeRestartWAL() {
 	s.wal.restartDue.Store(false)
 	dest := make([]driver.Value, 3)
 	if err := w.conn.queryRow(`PRAGMA wal_checkpoint(PASSIVE)`, nil, dest); err != nil && !errors.Is(err, errNoRows) {
-		s.log.Warn("checkpoint failed", slog.Any(logkey.Error, err))
+		s.checkpointFailed(err)
+	}
+}
+
+// checkpointFailed logs a failed checkpoint, at most once a minute: the
+// line that gets through counts those held back (suppressed). A failed
+// checkpoint is tried again at the next interval by itself.
+func (s *Store) checkpointFailed(err error) {
+	s.wal.failures.Add(1)
+	if held, ok := s.wal.failLog.Allow("checkpoint"); ok {
+		s.log.Warn("checkpoint failed (logged once a minute)", slog.Any(logkey.Error, err), slog.Int64("suppressed", held))
 	}
 }
 

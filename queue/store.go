@@ -167,6 +167,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		readers: make(chan *rawConn, maxReaders),
 		bodies:  newBodyCache(4 * cfg.PrefetchBytes),
 	}
+	s.wal.failLog.Now = cfg.Now
 	if err := s.takeLock(); err != nil {
 		return nil, err
 	}
