@@ -55,6 +55,13 @@ var (
 	// follows was closed, aborted or found corrupt before the bytes asked
 	// for became durable: they may never come from this Incoming.
 	ErrUnfinished = errors.New("transfer ended before those bytes were durable")
+	// ErrNotRegular is returned by Describe and its variants and by
+	// OpenSource when the file to send is not a regular file: a directory,
+	// a named pipe, a socket or a device. Its error says which. Only a
+	// regular file has a size and content that stay put while they are
+	// described and sent; a named pipe would also block the open for as
+	// long as it has no writer.
+	ErrNotRegular = errors.New("not a regular file")
 	// ErrNotInOutbox is returned by Outbox.Done for a path that is not a file
 	// directly in the outbox directory.
 	ErrNotInOutbox = errors.New("not a file of this outbox")

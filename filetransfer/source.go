@@ -96,7 +96,8 @@ func (i Info) sameFile(o Info) bool {
 // amount of memory, and returns its Info. The file is checked before and
 // after the read: if it changed meanwhile (a writer still at work), the
 // error wraps ErrSourceChanged, because the checksum would describe no
-// version of the file.
+// version of the file. A path that is not a regular file (a directory, a
+// named pipe, a device) is refused with ErrNotRegular, without blocking.
 func Describe(path string) (Info, error) {
 	return DescribeContext(context.Background(), path)
 }
@@ -105,7 +106,7 @@ func Describe(path string) (Info, error) {
 // done: hashing a large file takes seconds, and a node that shuts down
 // should not wait for it.
 func DescribeContext(ctx context.Context, path string) (Info, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return Info{}, fmt.Errorf("describe %s: %w", path, err)
 	}
@@ -113,9 +114,6 @@ func DescribeContext(ctx context.Context, path string) (Info, error) {
 	before, err := f.Stat()
 	if err != nil {
 		return Info{}, fmt.Errorf("describe %s: %w", path, err)
-	}
-	if !before.Mode().IsRegular() {
-		return Info{}, fmt.Errorf("describe %s: not a regular file (%s)", path, before.Mode().Type())
 	}
 	h := sha256.New()
 	n, err := io.CopyBuffer(h, ctxReader{ctx, f}, make([]byte, copyBufSize))
@@ -155,7 +153,7 @@ func DescribeLater(path string) (Info, error) {
 		return Info{}, fmt.Errorf("describe %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return Info{}, fmt.Errorf("describe %s: not a regular file (%s)", path, fi.Mode().Type())
+		return Info{}, fmt.Errorf("describe %s: %w", path, notRegular(fi.Mode()))
 	}
 	info := Info{Filename: filepath.Base(path), Size: fi.Size(), ModTime: fi.ModTime()}
 	if err := CheckName(info.Filename); err != nil {
@@ -230,9 +228,10 @@ type Source struct {
 }
 
 // OpenSource opens the file at path for sending and checks it is still
-// what want describes (ErrSourceChanged otherwise).
+// what want describes (ErrSourceChanged otherwise). A path that is no
+// longer a regular file is refused with ErrNotRegular, without blocking.
 func OpenSource(path string, want Info) (*Source, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("open source %s: %w", path, err)
 	}
