@@ -3,7 +3,7 @@ package filetransfer
 import (
 	"errors"
 	"fmt"
-	"github.com/petrelmq/petrel/internal/durable"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/petrelmq/petrel/internal/durable"
 	"github.com/petrelmq/petrel/internal/logkey"
 )
 
@@ -63,7 +64,10 @@ type OutboxConfig struct {
 // rename whose two events another event came between. Files already in
 // the folder at start are offered too, after the second look. Names that
 // start with a dot (editors' and rsync's temporary files) are ignored, as
-// are directories, symbolic links and the sent/ and failed/ folders.
+// are directories, symbolic links and the sent/ and failed/ folders. Other
+// files that are not regular (a named pipe, a socket, a device) are
+// offered like files: ready's sender refuses them, so they end in failed/
+// with the reason.
 //
 // A file is offered once, and not again until Done, or someone else, has
 // moved it away (or the Outbox is started again, which offers what is
@@ -256,7 +260,7 @@ func (o *Outbox) event(ev fsnotify.Event, now time.Time) {
 	switch {
 	case ev.Has(fsnotify.Create) && afterPartRename:
 		delete(o.pending, name)
-		if fi, err := os.Lstat(ev.Name); err == nil && fi.Mode().IsRegular() {
+		if fi, err := os.Lstat(ev.Name); err == nil && offerable(fi.Mode()) {
 			o.offer([]string{name})
 		}
 	default: // Create, Write, Chmod: the file is being worked on
@@ -279,8 +283,8 @@ func (o *Outbox) look(now time.Time) {
 			continue
 		}
 		fi, err := os.Lstat(filepath.Join(o.dir, name))
-		if err != nil || !fi.Mode().IsRegular() {
-			delete(o.pending, name) // gone, or not a file to send
+		if err != nil || !offerable(fi.Mode()) {
+			delete(o.pending, name) // gone, or a folder or link, never offered
 			continue
 		}
 		st := stamp{size: fi.Size(), mtime: fi.ModTime()}
@@ -328,7 +332,7 @@ func (o *Outbox) rescan(now time.Time) error {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !e.Type().IsRegular() || o.ignored(name) || o.isOffered(name) || o.pending[name] != nil {
+		if !offerable(e.Type()) || o.ignored(name) || o.isOffered(name) || o.pending[name] != nil {
 			continue
 		}
 		fi, err := e.Info()
@@ -355,6 +359,16 @@ func (o *Outbox) watchError(err error) {
 		return
 	}
 	o.log.Error("outbox watch", slog.Any(logkey.Error, err))
+}
+
+// offerable reports whether a file of mode may be offered: anything but a
+// directory or a symbolic link. A named pipe, a socket or a device is
+// offered too, although it cannot be sent: the sender refuses it
+// (ErrNotRegular, without blocking on it), and Done moves it to failed/
+// with that reason, where whoever dropped it sees why, instead of it lying
+// in the folder unexplained.
+func offerable(mode fs.FileMode) bool {
+	return mode&(fs.ModeDir|fs.ModeSymlink) == 0
 }
 
 // ignored reports whether a name in the folder is never a file to offer.
