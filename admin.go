@@ -46,8 +46,8 @@ type adminNode interface {
 	// lookupQueue returns the queue called name, for POST /api/recv.
 	lookupQueue(name string) (*queue.Queue, error)
 	// fileProgress says where the file message id, sent from the node,
-	// stands.
-	fileProgress(id uint64) adminapi.FileProgress
+	// stands, and false if the node knows nothing of it.
+	fileProgress(ctx context.Context, id uint64) (adminapi.FileProgress, bool, error)
 	// topicsResponse lists the topic spaces and subscriptions.
 	topicsResponse() adminapi.Topics
 	Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error)

@@ -15,6 +15,7 @@ import (
 	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
 )
 
 // fileOutcomes remembers how the last files sent from this node ended,
@@ -73,21 +74,60 @@ func (n *Node) recordOutcome(m *message.Message, state filetransfer.State, err e
 }
 
 // fileProgress returns where the file message id, sent from this node,
-// stands. A file that is neither moving nor finished is waiting: in its
-// send queue, or leased while its link is down.
-func (n *Node) fileProgress(id uint64) adminapi.FileProgress {
+// stands: how it ended, if it ended since the node started, else how its
+// transfer goes, else waiting, if it is in a send queue (queued, or
+// leased while its link is down). An id that is none of these is not
+// found (false): an unknown id, or a file that ended before the node
+// restarted, since outcomes are kept in memory only.
+func (n *Node) fileProgress(ctx context.Context, id uint64) (adminapi.FileProgress, bool, error) {
 	if p, ok := n.outcomes.get(id); ok {
-		return p
+		return p, true, nil
 	}
 	for _, l := range n.Links() {
 		for _, f := range l.Files.Active {
 			if f.ID == id {
 				return adminapi.FileProgress{ID: id, Filename: f.Filename, Size: f.Size, Acked: f.Acked,
-					State: f.State, Error: f.Error, NextHop: l.NextHop}
+					State: f.State, Error: f.Error, NextHop: l.NextHop}, true, nil
 			}
 		}
 	}
-	return adminapi.FileProgress{ID: id, State: filetransfer.StateWaiting}
+	queued, err := n.fileQueued(ctx, id)
+	if err != nil {
+		return adminapi.FileProgress{}, false, err
+	}
+	if queued {
+		return adminapi.FileProgress{ID: id, State: filetransfer.StateWaiting}, true, nil
+	}
+	// A sender records the outcome before it acks the file message: one
+	// that ended while the queues were read is recorded by now.
+	p, ok := n.outcomes.get(id)
+	return p, ok, nil
+}
+
+// fileQueued reports whether a send queue holds the file message id that
+// this node sent. It reads the send queues a page at a time, so it costs
+// as much as they hold: fileProgress asks only for a file that neither
+// ended nor moves. The origin is compared too: a relay's send queues hold
+// other nodes' files, whose ids may be the same.
+func (n *Node) fileQueued(ctx context.Context, id uint64) (bool, error) {
+	found := false
+	for _, q := range n.store.Queues() {
+		if q.Kind() != queue.KindSend {
+			continue
+		}
+		err := q.Each(ctx, func(r queue.Browsed) bool {
+			m, err := message.Peek(r.Data, message.Limits{})
+			found = err == nil && m.ID == id && m.Kind == message.KindFile && m.Origin == n.id
+			return !found
+		})
+		if err != nil {
+			return false, fmt.Errorf("look for file message %d: %w", id, err)
+		}
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // handleSendFile serves POST /api/files in scope. Over the unix socket it
@@ -153,7 +193,16 @@ func (s *adminServer) handleFileProgress(w http.ResponseWriter, r *http.Request)
 		writeJSONError(w, http.StatusBadRequest, "file id must be a message id (an unsigned integer)")
 		return
 	}
-	writeJSON(w, s.node.fileProgress(id))
+	p, ok, err := s.node.fileProgress(r.Context(), id)
+	switch {
+	case err != nil:
+		writeAPIError(w, err)
+	case !ok:
+		writeJSONError(w, http.StatusNotFound, fmt.Sprintf(
+			"no file message %d here: not in a send queue, and no outcome recorded since the node started", id))
+	default:
+		writeJSON(w, p)
+	}
 }
 
 // fileUnderRoots returns path with its symbolic links resolved if it is

@@ -1,6 +1,7 @@
 package petrel
 
 import (
+	"context"
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
@@ -22,9 +23,15 @@ func PendingChecksums(n *Node) int { return n.checksums.Len() }
 func FilesAnnounced(n *Node) int64 { return n.srv.StatsRef().FilesAnnounced.Load() }
 
 // FileState returns where the file message id sent from n stands, and the
-// error of a failed one.
+// error of a failed one; "" and why for an id n knows nothing of.
 func FileState(n *Node, id uint64) (filetransfer.State, string) {
-	p := n.fileProgress(id)
+	p, ok, err := n.fileProgress(context.Background(), id)
+	switch {
+	case err != nil:
+		return "", err.Error()
+	case !ok:
+		return "", "unknown file message"
+	}
 	return p.State, p.Error
 }
 

@@ -1,0 +1,84 @@
+package petrel_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/internal/petreltest/nodes"
+)
+
+// fileProgress asks n's admin API where the file message id stands, and
+// returns the answer's status, the progress (on 200) and the error (else).
+func fileProgress(t *testing.T, n *petrel.Node, id uint64) (int, adminapi.FileProgress, string) {
+	t.Helper()
+	var p adminapi.FileProgress
+	code, raw := apiCall(t, n, "GET", adminapi.FilePath(id), nil, &p)
+	var e adminapi.ErrorResponse
+	if code != http.StatusOK {
+		if err := json.Unmarshal([]byte(raw), &e); err != nil {
+			t.Fatalf("GET %s: %d %s", adminapi.FilePath(id), code, raw)
+		}
+	}
+	return code, p, e.Error
+}
+
+// wantNoFile checks that n answers 404 for the file message id, naming it.
+func wantNoFile(t *testing.T, n *petrel.Node, id uint64) {
+	t.Helper()
+	code, p, why := fileProgress(t, n, id)
+	want := fmt.Sprintf("no file message %d here", id)
+	if code != http.StatusNotFound || !strings.Contains(why, want) || !strings.Contains(why, "since the node started") {
+		t.Fatalf("GET %s: %d %+v %q; want 404 saying %q", adminapi.FilePath(id), code, p, why, want)
+	}
+}
+
+// TestAdminFileProgressOfAnUnknownFile: GET /api/files/{id} answers 404
+// for an id the node knows nothing of, where it used to answer "waiting"
+// for ever. A file waiting in its send queue is found there, also after a
+// restart; one that ended is known by its outcome until the node restarts,
+// and unknown after.
+func TestAdminFileProgressOfAnUnknownFile(t *testing.T) {
+	files := t.TempDir()
+	cfg := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet, Link: nodes.FastLinks,
+		// b never answers: a file for it waits in its send queue.
+		Nodes: []petrel.NodeConfig{{Name: "b", Connector: "tcp://127.0.0.1:1"}},
+		Admin: petrel.AdminConfig{Listen: "127.0.0.1:0", FileRoots: []string{files}}}
+	a, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { a.Close() }()
+	wantNoFile(t, a, 12345)
+
+	waiting, _ := writeRandom(t, files, "waiting.bin", 100000)
+	here, _ := writeRandom(t, files, "here.bin", 1000)
+	var toB, toA adminapi.SendFileResponse
+	mustAPI(t, a, "POST", adminapi.PathFiles, adminapi.SendFileRequest{Path: waiting, To: "files@b"}, &toB)
+	mustAPI(t, a, "POST", adminapi.PathFiles, adminapi.SendFileRequest{Path: here, To: "files"}, &toA)
+	if code, p, why := fileProgress(t, a, toB.ID); code != http.StatusOK || p.State != filetransfer.StateWaiting {
+		t.Fatalf("file waiting for b: %d %+v %q", code, p, why)
+	}
+	if code, p, why := fileProgress(t, a, toA.ID); code != http.StatusOK || p.State != filetransfer.StateDelivered {
+		t.Fatalf("file delivered here: %d %+v %q", code, p, why)
+	}
+	wantNoFile(t, a, toB.ID+toA.ID) // an id of no file
+
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a, err = petrel.Open(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if code, p, why := fileProgress(t, a, toB.ID); code != http.StatusOK || p.State != filetransfer.StateWaiting {
+		t.Fatalf("file waiting for b, after a restart: %d %+v %q", code, p, why)
+	}
+	// Delivered before the restart: its outcome went with it.
+	wantNoFile(t, a, toA.ID)
+}
