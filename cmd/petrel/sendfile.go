@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -39,7 +41,10 @@ time left. It ends when the next hop holds the file (a relay, or the
 destination itself), and prints the SHA-256.
 
 Exit status 1 if the transfer fails for good (the file changed, the
-destination refused it); interrupting sendfile does not stop the transfer.
+destination refused it), or if the node no longer knows the file: it
+remembers how files ended only until it stops, so one handed over before
+the node restarted is unknown to it. Interrupting sendfile does not stop
+the transfer.
 
 With --server host:port the file goes through the node's TCP admin listener,
 which sends only files under its admin.file_roots, and asks for the token of
@@ -161,7 +166,10 @@ func printSent(out io.Writer, sent adminapi.SendFileResponse, final adminapi.Fil
 }
 
 // followFile polls the node for the file's progress until the next hop
-// holds it or it fails, drawing a progress bar when bar is set.
+// holds it or it fails, drawing a progress bar when bar is set. It ends
+// with an error when the node does not know the file (404): the node
+// keeps how files ended in memory only, so after a restart it cannot say,
+// and polling on would never end.
 func followFile(ctx context.Context, c *adminClient, sent adminapi.SendFileResponse, out io.Writer, bar bool) (adminapi.FileProgress, error) {
 	var pb *progressbar.ProgressBar
 	if bar {
@@ -182,7 +190,10 @@ func followFile(ctx context.Context, c *adminClient, sent adminapi.SendFileRespo
 	for {
 		var p adminapi.FileProgress
 		if err := c.do(ctx, "GET", adminapi.FilePath(sent.ID), nil, &p); err != nil {
-			return p, err
+			if pb != nil {
+				fmt.Fprintln(out)
+			}
+			return p, unknownFile(sent, err)
 		}
 		if pb != nil {
 			pb.Set64(p.Acked)
@@ -205,4 +216,17 @@ func followFile(ctx context.Context, c *adminClient, sent adminapi.SendFileRespo
 		case <-t.C:
 		}
 	}
+}
+
+// unknownFile explains a 404 from GET /api/files/{id} about the file
+// followed, and returns any other error as it is.
+func unknownFile(sent adminapi.SendFileResponse, err error) error {
+	var se *adminapi.StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusNotFound {
+		return err
+	}
+	return fmt.Errorf("the node no longer knows file message %d (%s): it may have been handed over, or have failed, "+
+		"before the node restarted, since a node remembers how files ended only until it stops; "+
+		"look for it at %s, or in the dead letters of its address (petrel dlq list): %w",
+		sent.ID, sent.Filename, sent.Destination, err)
 }
