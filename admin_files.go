@@ -25,6 +25,48 @@ type fileOutcomes struct {
 	m     map[uint64]adminapi.FileProgress
 	at    map[uint64]time.Time // when each ended, for the console
 	order []uint64
+	// queued holds, for queuedFor, when each file message last found in
+	// a send queue (fileQueued) was found: `petrel sendfile` asks ten
+	// times a second about a file that waits, and each look reads the
+	// send queues.
+	queued map[uint64]time.Time
+}
+
+// queuedFor is how long a file message found in a send queue is taken to
+// be there still, without a look. A file that leaves its queue by its
+// transfer has its outcome recorded first, which fileProgress reads
+// before this; one purged or expired meanwhile is reported waiting for at
+// most queuedFor more.
+const queuedFor = 5 * time.Second
+
+// seenQueued reports whether id was found in a send queue within queuedFor.
+func (o *fileOutcomes) seenQueued(id uint64, now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at, ok := o.queued[id]
+	return ok && now.Sub(at) < queuedFor
+}
+
+// noteQueued records that id was found in a send queue at now. The map
+// holds at most maxOutcomes ids: past it, those not seen within queuedFor
+// are dropped, then, if need be, all.
+func (o *fileOutcomes) noteQueued(id uint64, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.queued == nil {
+		o.queued = map[uint64]time.Time{}
+	}
+	if len(o.queued) >= maxOutcomes {
+		for k, at := range o.queued {
+			if now.Sub(at) >= queuedFor {
+				delete(o.queued, k)
+			}
+		}
+		if len(o.queued) >= maxOutcomes {
+			clear(o.queued)
+		}
+	}
+	o.queued[id] = now
 }
 
 const maxOutcomes = 1024
@@ -91,9 +133,16 @@ func (n *Node) fileProgress(ctx context.Context, id uint64) (adminapi.FileProgre
 			}
 		}
 	}
-	queued, err := n.fileQueued(ctx, id)
-	if err != nil {
-		return adminapi.FileProgress{}, false, err
+	now := time.Now()
+	queued := n.outcomes.seenQueued(id, now)
+	if !queued {
+		var err error
+		if queued, err = n.fileQueued(ctx, id); err != nil {
+			return adminapi.FileProgress{}, false, err
+		}
+		if queued {
+			n.outcomes.noteQueued(id, now)
+		}
 	}
 	if queued {
 		return adminapi.FileProgress{ID: id, State: filetransfer.StateWaiting}, true, nil
