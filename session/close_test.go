@@ -71,6 +71,53 @@ func TestCloseByReceiver(t *testing.T) {
 	waitSessions(t, s, 0)
 }
 
+// TestAbortByReceiver: a receiver that cannot go on (no room) acks what
+// it stored, then aborts; the sender reads the ack, then the session's end
+// with the code, and both sides free the session, the connection up.
+func TestAbortByReceiver(t *testing.T) {
+	c, s := pair(t, testConfig("plant-7"), testConfig("hub-1"))
+	snd, rcv := openPair(t, c, s, "orders", 10, 10)
+	ctx := context.Background()
+	for seq := uint64(1); seq <= 3; seq++ {
+		if err := snd.SendData(ctx, seq, []byte("m")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		if _, err := rcv.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rcv.Ack(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := rcv.Abort(CodeFull, "store full"); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	var acks []Ack
+	for a := range snd.Acks() {
+		acks = append(acks, a)
+	}
+	if len(acks) != 1 || acks[0].Seq != 1 {
+		t.Fatalf("acks before the end: %+v, want seq 1", acks)
+	}
+	var remote *RemoteError
+	err := snd.Err()
+	if !errors.Is(err, ErrFull) || !errors.As(err, &remote) || remote.Code != CodeFull || remote.Reason != "store full" {
+		t.Fatalf("sender's end: %v, want ErrFull with the reason", err)
+	}
+	// Data sent after the abort, before the sender read it, is dropped
+	// quietly: neither connection ends.
+	if err := snd.SendData(ctx, 4, nil); err == nil {
+		t.Fatal("SendData after the abort succeeded")
+	}
+	waitSessions(t, c, 0)
+	waitSessions(t, s, 0)
+	if c.Err() != nil || s.Err() != nil {
+		t.Fatalf("connections ended: client %v, server %v", c.Err(), s.Err())
+	}
+}
+
 func TestCloseBothAtOnce(t *testing.T) {
 	c, s := pair(t, testConfig("plant-7"), testConfig("hub-1"))
 	ctx := context.Background()

@@ -27,6 +27,8 @@
 //	Data seq=1..k    ---->                          at most Window not yet taken by Recv
 //	                 <---- DataAck seq=k            cumulative, after the receiver's commit
 //	                 <---- Refuse seq=j             this one will never be stored
+//	                 <---- Error CodeFull           no room now (Session.Abort): the session
+//	                 <---- SessionClose             ends, the sender tries a new one later
 //	SessionClose     ---->                          either side may close
 //	                 <---- SessionCloseResponse
 //	Ping / Pong      <--->                          session 0, when nothing was written

@@ -68,6 +68,13 @@ var (
 	// the session (a *RemoteError with CodeDenied), and carried by an Ack
 	// with Denied set for a refused packet.
 	ErrDenied = errors.New("access denied")
+
+	// ErrFull is returned when the peer ended a session because it has no
+	// room for what the session carries (its store is full, or its disk):
+	// a *RemoteError with CodeFull. What the peer did not acknowledge it
+	// did not store, and a later session may succeed once room returns;
+	// unlike a refusal, it is not for good.
+	ErrFull = errors.New("no room")
 )
 
 // Error codes carried by ErrorPacket.
@@ -79,6 +86,7 @@ const (
 	CodeShutdown uint16 = 5 // the sender is closing in order
 	CodeLimit    uint16 = 6 // a window or a configured limit was exceeded
 	CodeDenied   uint16 = 7 // the session is refused by the peer's access rules
+	CodeFull     uint16 = 8 // the receiver has no room now: the session ends, try again later
 )
 
 // RemoteError is returned when the peer sent an ErrorPacket, and by Open
@@ -112,6 +120,8 @@ func (e *RemoteError) Unwrap() error {
 		return ErrLimit
 	case CodeDenied:
 		return ErrDenied
+	case CodeFull:
+		return ErrFull
 	}
 	return nil
 }
@@ -132,6 +142,8 @@ func codeName(code uint16) string {
 		return "a limit"
 	case CodeDenied:
 		return "an access denial"
+	case CodeFull:
+		return "no room"
 	}
 	return fmt.Sprintf("error code %d", code)
 }

@@ -428,6 +428,33 @@ func (s *Session) CloseWithin(reason string, d time.Duration) error {
 	return s.Close(ctx, reason)
 }
 
+// Abort ends the session because this side cannot go on with it, and
+// tells the peer why with code (CodeFull: no room now): a session-level
+// ErrorPacket, which ends the peer's session with a *RemoteError that
+// wraps the code's sentinel. A SessionClose follows it, which the peer
+// answers whether or not its session is still there: until the answer,
+// the Data the peer sent before it read the error is dropped here
+// quietly, where a removed session would answer each packet with an
+// error of its own. Closing, Abort waits as CloseWithin does with a zero
+// wait. A session not yet accepted is refused with reason; one that has
+// ended stays as it was.
+func (s *Session) Abort(code uint16, reason string) error {
+	s.mu.Lock()
+	st := s.state
+	s.mu.Unlock()
+	switch st {
+	case statePending:
+		return s.Refuse(reason)
+	case stateOpen:
+		if err := s.send(TypeError, 0, ErrorPacket{Code: code, Reason: reason}); err != nil {
+			s.tab.remove(s.id, s)
+			s.end(err, false)
+			return err
+		}
+	}
+	return s.CloseWithin(reason, 0)
+}
+
 // send queues a control frame on this session.
 func (s *Session) send(t Type, flags uint8, p appender) error {
 	return s.out.control(Header{Type: t, Flags: flags, Session: s.id}, p)
