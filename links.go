@@ -322,6 +322,7 @@ func (n *Node) ReceiverStats() ReceiverStats {
 		FileBytes: st.FileBytes.Load(), ClientDenied: st.Denied.Load(), ClientDelivered: st.Delivered.Load(),
 		ForgedOrigins: st.ForgedOrigins.Load(), ClientLinkRefused: st.KindRefused.Load(),
 		FilesOutsideSession: st.FilesOutsideSession.Load(), RoutingLoops: n.loops.Load(),
+		StoreFull: st.StoreFull.Load(),
 	}
 }
 
@@ -369,6 +370,11 @@ type ReceiverStats struct {
 	// or client sent them in an ordinary session, not as the announcement
 	// of a file session (of Refused).
 	FilesOutsideSession int64
+	// StoreFull counts the sessions of links and remote clients that the
+	// receiver ended because its store had no room for what they carried
+	// (store bounds with on_full: error, or a full disk): their senders
+	// try again; a client's Send fails with ErrStoreFull.
+	StoreFull int64
 }
 
 // LinkStatus is one link's state; see Node.Links.

@@ -109,6 +109,8 @@ var (
 		"Actions the access rules denied since the node started, by action.", []string{"action"}, nil)
 	descRecvProtocolErrors = prometheus.NewDesc("petrel_receiver_protocol_errors_total",
 		"Connections closed for a protocol error.", nil, nil)
+	descRecvStoreFull = prometheus.NewDesc("petrel_receiver_store_full_total",
+		"Sessions of links and clients the receiver ended because its store had no room for what they carried; their senders try again.", nil, nil)
 	descRecvMessages = prometheus.NewDesc("petrel_receiver_messages_total",
 		"Messages the receiver handled, by event, since the node started.", []string{"event"}, nil)
 
@@ -147,7 +149,7 @@ func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descQueueDepth, descQueueInFlight, descQueueMessages, descQueueOverflowed,
 		descLinkUp, descLinkReconnects, descLinkMessages, descLinkInFlight, descLinkInFlightBytes, descLinkConnections,
 		descRecvConnections, descRecvHandshakeFailed, descRecvAuthFailed, descRecvSessionsRefused,
-		descRecvProtocolErrors, descRecvMessages, descRecvTLSFailed, descAccessDenied,
+		descRecvProtocolErrors, descRecvStoreFull, descRecvMessages, descRecvTLSFailed, descAccessDenied,
 		descStoreCommits, descStoreRequests, descForgedOrigins, descRoutingLoops, descClientLinkRefused,
 		descFileBytes, descFileActive, descFiles,
 		descFilesOutsideSession, descNoticesDenied, descPathsRefused,
@@ -243,6 +245,7 @@ func collectReceiver(ch chan<- prometheus.Metric, r ReceiverStats) {
 	ch <- counter(descRecvSessionsRefused, r.SessionsRefused-r.SessionsOverLimit, "policy")
 	ch <- counter(descRecvSessionsRefused, r.SessionsOverLimit, "max_sessions")
 	ch <- counter(descRecvProtocolErrors, r.ProtocolErrors)
+	ch <- counter(descRecvStoreFull, r.StoreFull)
 	ch <- counter(descRecvMessages, r.Received, "received")
 	ch <- counter(descRecvMessages, r.Stored, "stored")
 	ch <- counter(descRecvMessages, r.Deduped, "deduplicated")

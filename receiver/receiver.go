@@ -91,6 +91,7 @@ type Server struct {
 	transfers transfers
 	holders   holders
 	forged    *ratelog.Limiter // rate-limits the log of forged origins, per peer
+	fullLog   *ratelog.Limiter // rate-limits the log of sessions a full store ended, per peer
 	limits    *connLimits
 }
 
@@ -105,6 +106,7 @@ type Stats struct {
 	Deduped         atomic.Int64
 	Refused         atomic.Int64 // messages refused for good
 	ProtocolErrors  atomic.Int64 // connections or sessions ended by a peer's protocol error
+	StoreFull       atomic.Int64 // sessions ended because the store had no room for what they carried
 	FilesAnnounced  atomic.Int64 // file sessions that announced a file (attempts, resumes included)
 	FilesTaken      atomic.Int64 // files verified, placed and committed here
 	FilesRefused    atomic.Int64 // files refused for good
@@ -140,10 +142,11 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 	}
 	return &Server{
 		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret, icpt: interceptorOf(router),
-		log:    cfg.Logger.With(slog.String(logkey.Component, "receiver")),
-		conns:  map[*session.Conn]context.Context{},
-		limits: newConnLimits(cfg),
-		forged: &ratelog.Limiter{Every: forgedLogEvery},
+		log:     cfg.Logger.With(slog.String(logkey.Component, "receiver")),
+		conns:   map[*session.Conn]context.Context{},
+		limits:  newConnLimits(cfg),
+		forged:  &ratelog.Limiter{Every: forgedLogEvery},
+		fullLog: &ratelog.Limiter{Every: fullLogEvery},
 	}
 }
 

@@ -55,7 +55,10 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	})
 	err := s.readLoop(ctx, sess, peer, pend)
 	pend.loops.Wait()
-	if ackErr := pend.failed(); err == nil {
+	if ackErr := pend.failed(); ackErr != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		// A failed commit stops the read loop by cancelling ctx: the
+		// commit's error (a full store) is why the session ends, not the
+		// cancellation, which would end it without a word to the sender.
 		err = ackErr
 	}
 	if errors.Is(err, errDrained) {
@@ -64,6 +67,9 @@ func (s *Server) sessionLoop(c *session.Conn, sess *session.Session) {
 	}
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, session.ErrClosed):
+		return
+	case errors.Is(err, queue.ErrStoreFull):
+		s.endFull(peer, sess, err)
 		return
 	case isProtocol(err):
 		s.stats.ProtocolErrors.Add(1)
@@ -322,6 +328,12 @@ func (s *Server) ackLoop(ctx context.Context, sess *session.Session, pend *pendQ
 		var done uint64
 		for _, p := range batch {
 			if err := s.settle(ctx, sess, p); err != nil {
+				// What committed before the failure is acked first, so
+				// that its sender does not send it again, and a client is
+				// not told that it failed.
+				if done > pend.acked && sess.Ack(done) == nil {
+					pend.acked = done
+				}
 				return err
 			}
 			done = p.last

@@ -117,8 +117,8 @@ func printStatus(w io.Writer, st petrel.Status) {
 	}
 	r := st.Receiver
 	fmt.Fprintf(w, "\nreceiver  connections %d  handshake failures %d (auth %d, tls %d)  sessions refused %d\n", r.Connections, r.HandshakeFailed, r.AuthFailed, r.TLSFailed, r.SessionsRefused)
-	fmt.Fprintf(w, "          received %d  stored %d  deduped %d  refused %d (forged origins %d, routing loops %d)  protocol errors %d\n",
-		r.Received, r.Stored, r.Deduped, r.Refused, r.ForgedOrigins, r.RoutingLoops, r.ProtocolErrors)
+	fmt.Fprintf(w, "          received %d  stored %d  deduped %d  refused %d (forged origins %d, routing loops %d)  protocol errors %d  ended by a full store %d\n",
+		r.Received, r.Stored, r.Deduped, r.Refused, r.ForgedOrigins, r.RoutingLoops, r.ProtocolErrors, r.StoreFull)
 	if a := st.Access; a.Rules > 0 {
 		fmt.Fprintf(w, "\naccess    rules %d  denied: send %d  consume %d  relay %d  publish %d  subscribe %d\n", a.Rules,
 			a.Denied[petrel.ActionSend], a.Denied[petrel.ActionConsume], a.Denied[petrel.ActionRelay],
