@@ -46,6 +46,10 @@ type Pool struct {
 
 	// dialLog holds back repeated lines of failed dials, per node.
 	dialLog ratelog.Limiter
+	// fullLog holds back repeated lines of sessions a node ended for its
+	// full store, per node: every send queue toward it tries again after
+	// each backoff, for as long as the store stays full.
+	fullLog ratelog.Limiter
 }
 
 // dialLogEvery is how often the failed dials to one node are logged at
@@ -114,7 +118,8 @@ func (pc *poolConn) dialing() bool {
 func NewPool(cfg session.Config, dir *address.Directory, log *slog.Logger) *Pool {
 	return &Pool{
 		cfg: cfg, dir: dir, log: log, conns: map[string]*poolConn{}, extra: map[string][]*poolConn{}, fails: map[string]int{},
-		minWait: 100 * time.Millisecond, maxWait: time.Second, dialLog: ratelog.Limiter{Every: dialLogEvery},
+		minWait: 100 * time.Millisecond, maxWait: time.Second,
+		dialLog: ratelog.Limiter{Every: dialLogEvery}, fullLog: ratelog.Limiter{Every: dialLogEvery},
 	}
 }
 

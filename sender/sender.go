@@ -156,19 +156,35 @@ func (s *Sender) linkLoop(ctx context.Context) {
 		wait, dialFailed := s.retryWait(attempt, err)
 		s.st.set(StateBackingOff, err, "")
 		s.st.reconnects.Add(1)
-		if dialFailed {
-			// The pool logs the failed dials of a neighbour once for
-			// all its send queues.
-			s.log.Debug("link failed; backing off", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
-		} else {
-			s.log.Warn("link failed; backing off", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
-		}
+		s.logFailure(err, wait, dialFailed)
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
 	}
 	s.st.set(StateStopped, nil, "")
+}
+
+// logFailure logs why the link failed, before its backoff of wait. The
+// pool logs the failed dials of a neighbour once for all its send queues;
+// a neighbour's full store is logged the same way, once per 30 s for all
+// the send queues toward it, since each of them tries again after every
+// backoff until the store has room.
+func (s *Sender) logFailure(err error, wait time.Duration, dialFailed bool) {
+	attrs := []any{slog.Duration("wait", wait), slog.Any(logkey.Error, err)}
+	switch {
+	case dialFailed:
+		s.log.Debug("link failed; backing off", attrs...)
+	case errors.Is(err, session.ErrFull):
+		if held, ok := s.pool.fullLog.Allow(s.st.hopName()); ok {
+			s.log.Warn("next hop's store full; its send queues back off and send again (logged once per 30s per node)",
+				append(attrs, slog.Int64("suppressed", held))...)
+		} else {
+			s.log.Debug("link failed; backing off", attrs...)
+		}
+	default:
+		s.log.Warn("link failed; backing off", attrs...)
+	}
 }
 
 // retryWait is how long to wait after the attempt-th failure in a row,

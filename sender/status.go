@@ -73,6 +73,13 @@ func (st *status) set(state State, err error, hop string) {
 	}
 }
 
+// hopName is the next hop of the last session, "" before the first.
+func (st *status) hopName() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.hop
+}
+
 func (st *status) windowFull(now time.Time) {
 	st.mu.Lock()
 	if st.fullSince.IsZero() {

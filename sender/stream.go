@@ -167,7 +167,7 @@ func (f *flight) take(seq uint64) *queue.Delivery {
 func (s *Sender) stream(ctx context.Context, conn *session.Conn, sess *session.Session, hop string) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stopEnd := sess.AfterEnd(func() { cancel(endCause(conn)) })
+	stopEnd := sess.AfterEnd(func() { cancel(endCause(conn, sess)) })
 	defer stopEnd()
 	fl := newFlight(&s.st)
 	// The window the receiver agreed to, which may be smaller than ours.
@@ -266,7 +266,7 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 			s.settle(fl, slots, batch)
 		}
 		if !ok {
-			cancel(endCause(conn))
+			cancel(endCause(conn, sess))
 			return
 		}
 		if fl.stopAcking() {
@@ -277,10 +277,19 @@ func (s *Sender) ackLoop(conn *session.Conn, sess *session.Session, fl *flight, 
 
 // endCause says why a stream's session ended: its connection's error if
 // the connection died (set before the connection ends its sessions),
-// else the session's end.
-func endCause(conn *session.Conn) error {
+// else the session's end, with the next hop's reason. A full store at the
+// next hop says so first: it is what an operator looks for in the link's
+// last error, and it passes once the next hop has room.
+func endCause(conn *session.Conn, sess *session.Session) error {
 	if err := conn.Err(); err != nil {
 		return fmt.Errorf("connection to %s lost: %w", conn.Peer().Name, err)
+	}
+	err := sess.Err()
+	switch {
+	case errors.Is(err, session.ErrFull):
+		return fmt.Errorf("store full at %s, sending again after a backoff: %w", conn.Peer().Name, err)
+	case err != nil:
+		return fmt.Errorf("%w: %w", errSessionEnded, err)
 	}
 	return errSessionEnded
 }
