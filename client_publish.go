@@ -2,10 +2,14 @@ package petrel
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/session"
 )
@@ -20,6 +24,13 @@ import (
 // with an error and leaves a placeholder until the DataAck passes it.
 // After a reconnect, what is left is sent again from sequence 1, and the
 // node's dedupe drops what it had stored already.
+//
+// The node may end the publish session while the connection stays up: when
+// its store has no room (session.ErrFull), the messages sent on the
+// session and not acked fail with ErrStoreFull, so that Send says so at
+// once rather than wait for room that may never come. The publisher then
+// opens another session on the connection, after a short wait, for the
+// messages that wait and those sent later.
 type publisher struct {
 	stamper // create, stamp
 	c       *Client
@@ -27,7 +38,8 @@ type publisher struct {
 	bytes   int64 // the most bytes they hold: DialOptions.WindowBytes
 
 	mu     sync.Mutex
-	sess   *session.Session // nil while the connection is down
+	conn   *session.Conn    // the connection sess is on; nil while it is down
+	sess   *session.Session // nil while the connection is down, or until the session ended is opened again
 	window int              // the session's: the most sent and not acked
 	first  uint64           // seq of flight[0], if sent
 	sent   int              // flight[:sent] are on sess
@@ -175,16 +187,34 @@ func (p *publisher) pump() {
 	}
 }
 
-// attach opens the publish session on conn and sends again everything in
-// flight, renumbered from 1.
+// attach opens the publish session on conn, the client's new connection,
+// and sends again everything in flight, renumbered from 1.
 func (p *publisher) attach(conn *session.Conn) error {
+	sess, err := p.open(conn)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.conn = conn
+	p.install(sess)
+	p.mu.Unlock()
+	p.c.wg.Go(func() { p.serve(conn, sess) })
+	return nil
+}
+
+func (p *publisher) open(conn *session.Conn) (*session.Session, error) {
 	ctx, cancel := context.WithTimeout(p.c.ctx, p.c.opts.HandshakeTimeout)
 	defer cancel()
 	sess, err := conn.OpenPublish(ctx, uint32(p.limit))
 	if err != nil {
-		return fmt.Errorf("open publish session: %w", remoteErr(err))
+		return nil, fmt.Errorf("open publish session: %w", remoteErr(err))
 	}
-	p.mu.Lock()
+	return sess, nil
+}
+
+// install makes sess the publish session, and sends on it what is in
+// flight and not settled, renumbered from 1; p.mu is held.
+func (p *publisher) install(sess *session.Session) {
 	kept := p.flight[:0]
 	for _, r := range p.flight {
 		if !r.settled {
@@ -201,17 +231,26 @@ func (p *publisher) attach(conn *session.Conn) error {
 	p.flight = kept
 	p.sess, p.window, p.first, p.sent = sess, int(sess.Window()), 1, 0
 	p.pump()
-	p.mu.Unlock()
-	p.c.wg.Go(func() { p.ackLoop(sess) })
-	return nil
 }
 
 // detach forgets the session of a lost connection; what was sent on it
 // waits for the next one.
 func (p *publisher) detach() {
 	p.mu.Lock()
-	p.sess, p.sent = nil, 0
+	p.conn, p.sess, p.sent = nil, nil, 0
 	p.mu.Unlock()
+}
+
+// serve runs the acks of sess, on conn, and each time the node ends the
+// session while conn is up, opens another, until conn or the client ends.
+func (p *publisher) serve(conn *session.Conn, sess *session.Session) {
+	for sess != nil {
+		p.ackLoop(sess)
+		if !p.ended(conn, sess) {
+			return
+		}
+		sess = p.reopen(conn)
+	}
 }
 
 // ackLoop completes publishes as the node acks or refuses them, until the
@@ -223,6 +262,66 @@ func (p *publisher) ackLoop(sess *session.Session) {
 			p.acked(a)
 		}
 		p.mu.Unlock()
+	}
+}
+
+// ended forgets sess, which the node ended while conn is up, and reports
+// whether the publisher must open another on conn. When the node ended it
+// for its full store, what was sent on it and not acked fails with
+// ErrStoreFull: the node acked what it stored before it ended the
+// session. What was not sent yet waits for the next session. A session
+// that ended with its connection is the connection loop's to replace.
+func (p *publisher) ended(conn *session.Conn, sess *session.Session) bool {
+	if conn.Err() != nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sess != sess {
+		return false // replaced meanwhile
+	}
+	if errors.Is(sess.Err(), session.ErrFull) {
+		for _, r := range p.flight[:p.sent] {
+			p.complete(r, fmt.Errorf("send to %q: store full at node %s; send it again once the node has room: %w", r.dest, conn.Peer().Name, ErrStoreFull))
+		}
+	}
+	p.sess, p.sent = nil, 0
+	return true
+}
+
+// reopen opens another publish session on conn, after a wait that grows
+// from ReconnectMin while opening fails, and returns it once it is
+// installed: nil when conn or the client ended first, or another
+// connection replaced conn. The wait keeps a client whose sends a full
+// node keeps ending from opening a session per message.
+func (p *publisher) reopen(conn *session.Conn) *session.Session {
+	delay := p.c.opts.ReconnectMin
+	for {
+		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
+		select {
+		case <-t.C:
+		case <-conn.Done():
+			t.Stop()
+			return nil
+		case <-p.c.ctx.Done():
+			t.Stop()
+			return nil
+		}
+		sess, err := p.open(conn)
+		if err != nil {
+			p.c.log.Warn("publish session not opened again; retrying", slog.Any(logkey.Error, err), slog.Duration("retry_in", delay))
+			delay = min(2*delay, p.c.opts.ReconnectMax)
+			continue
+		}
+		p.mu.Lock()
+		if p.conn != conn || p.sess != nil {
+			p.mu.Unlock()
+			sess.CloseWithin("publish session not needed: the client moved to another connection", 0)
+			return nil
+		}
+		p.install(sess)
+		p.mu.Unlock()
+		return sess
 	}
 }
 

@@ -19,7 +19,9 @@ var (
 	// ErrNoMessage is returned by Poll when no message is ready now.
 	ErrNoMessage = queue.ErrNoMessage
 	// ErrStoreFull is returned by Send when the store is past its limits or
-	// the disk is full. Nothing was stored; retry once space is freed.
+	// the disk is full, and by a remote client's Send when the node's is.
+	// Nothing was stored; retry once space is freed (the node's dedupe
+	// stores a remote client's message sent again once).
 	ErrStoreFull = queue.ErrStoreFull
 	// ErrClosed is returned by every call on a closed Node.
 	ErrClosed = queue.ErrClosed
