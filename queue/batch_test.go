@@ -105,3 +105,53 @@ func TestReceiveBatchWaits(t *testing.T) {
 		t.Fatalf("a blocked batch took %d, want 1", n)
 	}
 }
+
+// TestPollWithinLeavesWhatDoesNotFit: PollWithin and ReceiveWithin take
+// the head only if its bytes fit in the room given; one that does not
+// stays ready, untaken (not in flight, not on a next attempt), and is
+// the next taken. An expired head is expired, not refused for its size.
+func TestPollWithinLeavesWhatDoesNotFit(t *testing.T) {
+	clk := newClock()
+	s, _ := openTemp(t, func(c *Config) { c.Now = clk.Now })
+	q := mustQueue(t, s, "q", KindReceive)
+	short := msg(4, "expires, and is larger than the room")
+	short.TTL = time.Second
+	mustPut(t, q, short)
+	big, small := msg(4, string(make([]byte, 4096))), msg(4, "small")
+	mustPut(t, q, big)
+	mustPut(t, q, small)
+	clk.Advance(2 * time.Second)
+
+	if _, err := q.PollWithin(1024); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("poll within 1 KiB of a 4 KiB head: %v, want ErrTooLarge", err)
+	}
+	if st := q.Stats(); st.InFlight != 0 {
+		t.Fatalf("after a refusal: %+v, want nothing in flight", st)
+	}
+	d, err := q.PollWithin(8192)
+	if err != nil || d.RowID == 0 || len(d.Data) < 4096 || d.Attempt != 1 {
+		t.Fatalf("poll within 8 KiB: %+v, %v, want the 4 KiB one on its first attempt", d, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := q.ReceiveWithin(ctx, 0); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("receive within no room: %v, want ErrTooLarge", err)
+	}
+	if d, err = q.ReceiveWithin(ctx, 1024); err != nil || d.Attempt != 1 {
+		t.Fatalf("receive within 1 KiB: %+v, %v", d, err)
+	}
+	if m, _ := d.Message(); m == nil || string(m.Body) != "small" {
+		t.Fatalf("took %+v, want the small one", m)
+	}
+	// Nothing ready: it waits for the next, and takes it if it fits.
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		mustPut(t, q, msg(4, "later"))
+	}()
+	if d, err = q.ReceiveWithin(ctx, 1024); err != nil {
+		t.Fatalf("receive within 1 KiB, waiting: %v", err)
+	}
+	if m, _ := d.Message(); m == nil || string(m.Body) != "later" {
+		t.Fatalf("waited for %+v", m)
+	}
+}

@@ -142,7 +142,7 @@ func (q *Queue) Poll() (*Delivery, error) {
 func (q *Queue) ReceiveBatch(ctx context.Context, dst []*Delivery, limit int) ([]*Delivery, error) {
 	limit = max(limit, 1)
 	for {
-		ds, ch, next, err := q.pollN(true, dst, limit)
+		ds, ch, next, err := q.pollN(true, dst, limit, -1)
 		if err == nil {
 			return ds, nil
 		}
@@ -158,7 +158,7 @@ func (q *Queue) ReceiveBatch(ctx context.Context, dst []*Delivery, limit int) ([
 // PollBatch appends to dst the ready messages, up to limit (at least 1),
 // or returns ErrNoMessage when there is none.
 func (q *Queue) PollBatch(dst []*Delivery, limit int) ([]*Delivery, error) {
-	ds, _, _, err := q.pollN(false, dst, max(limit, 1))
+	ds, _, _, err := q.pollN(false, dst, max(limit, 1), -1)
 	return ds, err
 }
 
@@ -170,6 +170,40 @@ func (q *Queue) Receive(ctx context.Context) (*Delivery, error) {
 		return nil, err
 	}
 	return ds[0], nil
+}
+
+// PollWithin is Poll for a caller with room for maxBytes of encoded
+// message left: when the next ready message is longer, it takes nothing
+// and returns ErrTooLarge. A caller that answers with a bounded batch
+// stops there, and the message is not taken only to be given back.
+func (q *Queue) PollWithin(maxBytes int) (*Delivery, error) {
+	d, _, _, err := q.pollWithin(false, maxBytes)
+	return d, err
+}
+
+// ReceiveWithin is Receive with PollWithin's room: it waits for a ready
+// message, and takes it only if it fits.
+func (q *Queue) ReceiveWithin(ctx context.Context, maxBytes int) (*Delivery, error) {
+	for {
+		d, ch, next, err := q.pollWithin(true, maxBytes)
+		if !errors.Is(err, ErrNoMessage) {
+			return d, err
+		}
+		if err := q.wait(ctx, ch, next); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// pollWithin is poll, taking nothing when the head is longer than
+// maxBytes.
+func (q *Queue) pollWithin(wait bool, maxBytes int) (*Delivery, <-chan struct{}, int64, error) {
+	var one [1]*Delivery
+	ds, ch, next, err := q.pollN(wait, one[:0], 1, max(maxBytes, 0))
+	if err != nil {
+		return nil, ch, next, err
+	}
+	return ds[0], nil, 0, nil
 }
 
 // wait blocks until ch is closed, the backoff deadline next (unix nanos,
@@ -197,7 +231,7 @@ func (q *Queue) wait(ctx context.Context, ch <-chan struct{}, next int64) error 
 // same lock so no arrival slips between, and the next backoff deadline.
 func (q *Queue) poll(wait bool) (*Delivery, <-chan struct{}, int64, error) {
 	var one [1]*Delivery
-	ds, ch, next, err := q.pollN(wait, one[:0], 1)
+	ds, ch, next, err := q.pollN(wait, one[:0], 1, -1)
 	if err != nil {
 		return nil, ch, next, err
 	}
@@ -210,7 +244,12 @@ func (q *Queue) poll(wait bool) (*Delivery, <-chan struct{}, int64, error) {
 // a fifth of its cost per copy. When there is none it returns dst as it
 // was and ErrNoMessage, with, if wait is set, the channel that the next
 // arrival closes and the next backoff deadline, as poll does.
-func (q *Queue) pollN(wait bool, dst []*Delivery, n int) ([]*Delivery, <-chan struct{}, int64, error) {
+//
+// With room >= 0 it takes messages only while their encoded bytes fit in
+// room; when the first does not, it takes nothing and returns
+// ErrTooLarge. It looks at the head before it takes it, under the same
+// lock, so the message left is the one that did not fit.
+func (q *Queue) pollN(wait bool, dst []*Delivery, n, room int) ([]*Delivery, <-chan struct{}, int64, error) {
 	start := len(dst)
 	for {
 		if q.s.ctx.Err() != nil {
@@ -224,7 +263,17 @@ func (q *Queue) pollN(wait bool, dst []*Delivery, n int) ([]*Delivery, <-chan st
 		next := q.promoteLocked(now)
 		var expired ref
 		hasExpired := false
+		tooLarge := false
 		for len(dst)-start < n {
+			if room >= 0 {
+				h, ok, err := q.headLocked(now)
+				// An expired head is not delivered: it is taken below,
+				// and expired.
+				if err == nil && ok && len(h.data) > room && (h.expiresAt == 0 || h.expiresAt > now) {
+					tooLarge = true
+					break
+				}
+			}
 			e, prio, ok, err := q.nextLocked(now)
 			if err != nil || !ok {
 				if len(dst) > start {
@@ -248,8 +297,12 @@ func (q *Queue) pollN(wait bool, dst []*Delivery, n int) ([]*Delivery, <-chan st
 				break
 			}
 			dst = append(dst, q.leaseLocked(e, prio, now))
+			room -= len(e.data)
 		}
 		q.mu.Unlock()
+		if tooLarge && len(dst) == start {
+			return dst, nil, 0, ErrTooLarge
+		}
 		if hasExpired {
 			q.expire(expired)
 			if len(dst) == start {
@@ -288,32 +341,62 @@ type deliveryLease struct {
 // nextLocked removes and returns the head of the highest non-empty priority,
 // refilling spilled levels from disk as it goes.
 func (q *Queue) nextLocked(now int64) (entry, uint8, bool, error) {
+	p, retry, ok, err := q.findHeadLocked(now)
+	if err != nil || !ok {
+		return entry{}, 0, false, err
+	}
+	l := &q.lv[p]
+	if retry {
+		return heap.Pop(&l.retry).(entry), p, true, nil
+	}
+	e := l.ready[l.head]
+	l.ready[l.head] = entry{}
+	l.head++
+	if l.head == len(l.ready) {
+		l.ready, l.head = l.ready[:0], 0
+	}
+	q.releaseLocked(e)
+	return e, p, true, nil
+}
+
+// headLocked returns the entry nextLocked would return next, without
+// removing it.
+func (q *Queue) headLocked(now int64) (entry, bool, error) {
+	p, retry, ok, err := q.findHeadLocked(now)
+	if err != nil || !ok {
+		return entry{}, false, err
+	}
+	l := &q.lv[p]
+	if retry {
+		return l.retry[0], true, nil // the heap's least
+	}
+	return l.ready[l.head], true, nil
+}
+
+// findHeadLocked finds the head of the highest non-empty priority,
+// refilling spilled levels from disk as it goes: its priority, and
+// whether it is the least of that level's retry heap or the head of its
+// ready list.
+func (q *Queue) findHeadLocked(now int64) (uint8, bool, bool, error) {
 	if q.frozen > 0 {
-		return entry{}, 0, false, nil
+		return 0, false, false, nil
 	}
 	for p := levels - 1; p >= 0; p-- {
 		l := &q.lv[p]
 		if l.head == len(l.ready) && l.spilled {
 			if err := q.refillLocked(uint8(p), now); err != nil {
-				return entry{}, 0, false, err
+				return 0, false, false, err
 			}
 		}
 		hasReady := l.head < len(l.ready)
 		if len(l.retry) > 0 && (!hasReady || l.retry[0].rowid < l.ready[l.head].rowid) {
-			return heap.Pop(&l.retry).(entry), uint8(p), true, nil
+			return uint8(p), true, true, nil
 		}
 		if hasReady {
-			e := l.ready[l.head]
-			l.ready[l.head] = entry{}
-			l.head++
-			if l.head == len(l.ready) {
-				l.ready, l.head = l.ready[:0], 0
-			}
-			q.releaseLocked(e)
-			return e, uint8(p), true, nil
+			return uint8(p), false, true, nil
 		}
 	}
-	return entry{}, 0, false, nil
+	return 0, false, false, nil
 }
 
 // minRefill is the fewest rows a refill reads, whatever the budgets.

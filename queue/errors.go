@@ -11,6 +11,10 @@ var (
 	ErrStoreFull = errors.New("store full")
 	// ErrNoMessage is returned by Poll when no message is ready now.
 	ErrNoMessage = errors.New("no message ready")
+	// ErrTooLarge is returned by PollWithin and ReceiveWithin when the
+	// next ready message is longer than the room the caller has left; the
+	// message stays ready, untaken.
+	ErrTooLarge = errors.New("next message larger than the room left")
 	// ErrLeaseLost is returned by Ack, Nack and Release when the delivery's
 	// lease already timed out, so the message went back to the queue and may
 	// have been delivered again.
