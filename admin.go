@@ -51,10 +51,12 @@ type adminNode interface {
 	// topicsResponse lists the topic spaces and subscriptions.
 	topicsResponse() adminapi.Topics
 	Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error)
-	// consoleSnapshot, browseAPI and replaySelected serve the console
-	// and the endpoints it calls (admin_console.go).
+	// browsePage reads a page of a queue's messages, for GET
+	// /api/queues/{queue}/messages and the console.
+	browsePage(ctx context.Context, name string, offset, limit, maxBytes int) ([]StoredMessage, bool, error)
+	// consoleSnapshot and replaySelected serve the console and the
+	// endpoints it calls (admin_console.go).
 	consoleSnapshot() console.Snapshot
-	browseAPI(ctx context.Context, name string, limit int) ([]adminapi.Message, error)
 	replaySelected(ctx context.Context, addr string, refs []adminapi.MessageRef) (int, error)
 }
 

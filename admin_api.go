@@ -89,9 +89,13 @@ func (s *adminServer) handleQueues(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, s.node.QueueStats())
 }
 
-// handleBrowse answers the first messages of a queue, consuming none.
+// handleBrowse answers messages of a queue, consuming none: up to limit
+// from offset, and no more than answerBytes of them past the first. An
+// answer cut short by bytes carries the offset to ask for next in a
+// header (adminapi.HeaderNextOffset): its body is a JSON array, as it
+// always was. The messages are encoded one at a time, as they go out.
 func (s *adminServer) handleBrowse(w http.ResponseWriter, r *http.Request) {
-	limit := 100
+	limit, offset := 100, 0
 	if v := r.URL.Query().Get(adminapi.ParamLimit); v != "" {
 		var err error
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
@@ -99,12 +103,38 @@ func (s *adminServer) handleBrowse(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	msgs, err := s.node.browseAPI(r.Context(), r.PathValue(adminapi.ParamQueue), limit)
+	if v := r.URL.Query().Get(adminapi.ParamOffset); v != "" {
+		var err error
+		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
+			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("offset %q: want a count of messages to skip", v))
+			return
+		}
+	}
+	msgs, more, err := s.node.browsePage(r.Context(), r.PathValue(adminapi.ParamQueue), offset, limit, answerBytes)
 	if err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	writeJSON(w, msgs)
+	w.Header().Set("Content-Type", "application/json")
+	if more {
+		w.Header().Set(adminapi.HeaderNextOffset, strconv.Itoa(offset+len(msgs)))
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	bw.WriteByte('[')
+	for i := range msgs {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if err := enc.Encode(storedAPIMessage(msgs[i])); err != nil {
+			panic(http.ErrAbortHandler) // a cut list must not look whole
+		}
+		msgs[i] = StoredMessage{} // written: its bytes may go
+	}
+	bw.WriteString("]\n")
+	if err := bw.Flush(); err != nil {
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func (s *adminServer) handlePurge(w http.ResponseWriter, r *http.Request) {

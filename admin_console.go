@@ -25,8 +25,18 @@ type consoleSource struct{ n adminNode }
 
 func (c consoleSource) Snapshot() console.Snapshot { return c.n.consoleSnapshot() }
 
-func (c consoleSource) Browse(ctx context.Context, name string, limit int) ([]adminapi.Message, error) {
-	return c.n.browseAPI(ctx, name, limit)
+// Browse reads the first messages of a queue as the admin API's browse
+// does, within its byte budget: a page of the console holds them all.
+func (c consoleSource) Browse(ctx context.Context, name string, limit int) ([]adminapi.Message, bool, error) {
+	stored, more, err := c.n.browsePage(ctx, name, 0, limit, answerBytes)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]adminapi.Message, len(stored))
+	for i, st := range stored {
+		out[i] = storedAPIMessage(st)
+	}
+	return out, more, nil
 }
 
 func (c consoleSource) Oldest(ctx context.Context, name string) (time.Time, bool) {
@@ -43,20 +53,6 @@ func (c consoleSource) Oldest(ctx context.Context, name string) (time.Time, bool
 		return time.Time{}, false
 	}
 	return m.Timestamp, true
-}
-
-// browseAPI browses the queue called name as the admin API shows
-// messages.
-func (n *Node) browseAPI(ctx context.Context, name string, limit int) ([]adminapi.Message, error) {
-	stored, err := n.Browse(ctx, name, limit)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]adminapi.Message, len(stored))
-	for i, st := range stored {
-		out[i] = storedAPIMessage(st)
-	}
-	return out, nil
 }
 
 // consoleSnapshot gathers what the console shows.

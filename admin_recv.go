@@ -1,6 +1,7 @@
 package petrel
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,14 @@ import (
 
 // maxRecv bounds the messages of one POST /api/recv.
 const maxRecv = 1000
+
+// answerBytes bounds the messages of one answer of POST /api/recv,
+// /api/subscribe and GET /api/queues/{queue}/messages: their encoded
+// bytes, past the first message, which goes whatever its size so that
+// one larger than the bound can still be read. 1000 messages of the
+// largest body (8 MiB by default) made one answer of gigabytes in memory;
+// past the bound the answer says more remain, and the caller asks again.
+const answerBytes = adminapi.MaxAnswerBytes
 
 // taken is a message /api/recv took.
 type taken struct {
@@ -44,13 +53,13 @@ func (s *adminServer) handleRecv(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, err)
 		return
 	}
-	ts, err := s.take(r.Context(), q, req.Count, req.Wait)
+	ts, more, err := s.take(r.Context(), q, req.Count, req.Wait)
 	if err != nil {
 		settleAll(ts, adminapi.SettleRelease, "")
 		writeAPIError(w, err)
 		return
 	}
-	s.answerRecv(w, r.Context(), ts, req)
+	s.answerRecv(w, r.Context(), ts, more, req)
 }
 
 // checkRecv checks req and fills in its defaults.
@@ -75,54 +84,93 @@ func checkRecv(req *adminapi.RecvRequest) error {
 	return nil
 }
 
-// take receives up to count messages from q, waiting up to wait for them.
-func (s *adminServer) take(ctx context.Context, q *queue.Queue, count int, wait time.Duration) ([]taken, error) {
+// take receives up to count messages from q, waiting up to wait for them,
+// and no more than answerBytes of them past the first. It takes none that
+// it will not answer: the first that does not fit stays in q, untaken,
+// and more says so.
+func (s *adminServer) take(ctx context.Context, q *queue.Queue, count int, wait time.Duration) (ts []taken, more bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var ts []taken
+	size := 0
 	for len(ts) < count {
-		d, err := q.Poll()
+		var d *queue.Delivery
+		if len(ts) == 0 {
+			d, err = q.Poll()
+		} else {
+			d, err = q.PollWithin(answerBytes - size)
+		}
 		if errors.Is(err, queue.ErrNoMessage) && wait > 0 {
-			if d, err = q.Receive(ctx); err != nil && ctx.Err() != nil {
+			if len(ts) == 0 {
+				d, err = q.Receive(ctx)
+			} else {
+				d, err = q.ReceiveWithin(ctx, answerBytes-size)
+			}
+			if err != nil && ctx.Err() != nil {
 				break // waited long enough, or the client left
 			}
 		}
 		if errors.Is(err, queue.ErrNoMessage) {
 			break
 		}
+		if errors.Is(err, queue.ErrTooLarge) {
+			return ts, true, nil
+		}
 		if err != nil {
-			return ts, err
+			return ts, false, err
 		}
 		m := decodeOrDeadLetter(s.log, d)
 		if m == nil {
 			continue
 		}
 		ts = append(ts, taken{d: d, m: m})
+		size += len(d.Data)
 	}
-	return ts, nil
+	return ts, false, nil
 }
 
-// answerRecv writes the messages, then settles them and says so.
-func (s *adminServer) answerRecv(w http.ResponseWriter, ctx context.Context, ts []taken, req adminapi.RecvRequest) {
-	msgs := make([]adminapi.Message, len(ts))
-	for i, t := range ts {
-		msgs[i] = newAPIMessage(t.m)
-		msgs[i].Attempt, msgs[i].Reason = t.d.Attempt, t.d.Reason
-	}
-	head, err := json.Marshal(msgs)
-	if err != nil {
-		settleAll(ts, adminapi.SettleRelease, "")
-		writeAPIError(w, err)
-		return
-	}
+// answerRecv writes the messages, then settles them and says so. It
+// encodes them one at a time onto the connection: the answer of a batch
+// of large messages is never whole in memory. Until every byte is out,
+// the messages are released, not settled: a client gone before it read
+// them gets them again.
+func (s *adminServer) answerRecv(w http.ResponseWriter, ctx context.Context, ts []taken, more bool, req adminapi.RecvRequest) {
 	w.Header().Set("Content-Type", "application/json")
-	_, err = fmt.Fprintf(w, `{"messages":%s`, head)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	bw.WriteString(`{"messages":[`)
+	var err error
+	for i := range ts {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		a := newAPIMessage(ts[i].m)
+		a.Attempt, a.Reason = ts[i].d.Attempt, ts[i].d.Reason
+		if err = enc.Encode(a); err != nil {
+			break
+		}
+		ts[i].m = nil // written: its copy of the body may go
+	}
+	if err == nil {
+		bw.WriteByte(']')
+		if more {
+			bw.WriteString(`,"more":true`)
+		}
+		err = bw.Flush()
+	}
 	if err == nil {
 		err = http.NewResponseController(w).Flush()
 	}
+	if err == nil {
+		// net/http cancels the request's context when it sees the
+		// client's connection close: the bytes may have reached the
+		// socket and nobody read them.
+		err = ctx.Err()
+	}
 	if err != nil {
 		settleAll(ts, adminapi.SettleRelease, "") // the client is gone
-		return
+		// Part of the answer may be out: ending it would make it look
+		// whole.
+		panic(http.ErrAbortHandler)
 	}
 	err = settleAll(ts, req.Settle, req.Reason)
 	if err == nil {

@@ -41,13 +41,13 @@ func (s *adminServer) handleSubscribe(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, err)
 		return
 	}
-	ts, err := s.take(r.Context(), q, recv.Count, recv.Wait)
+	ts, more, err := s.take(r.Context(), q, recv.Count, recv.Wait)
 	if err != nil {
 		settleAll(ts, adminapi.SettleRelease, "")
 		writeAPIError(w, err)
 		return
 	}
-	s.answerRecv(w, r.Context(), ts, recv)
+	s.answerRecv(w, r.Context(), ts, more, recv)
 }
 
 // checkSubscribe checks req and returns the recv it amounts to, with

@@ -100,7 +100,7 @@ func TestUndecodableMessageIsDeadLettered(t *testing.T) {
 			return d.ID, d.Ack()
 		},
 		"admin recv": func(n *Node, c *Consumer) (uint64, error) {
-			ts, err := n.admin.take(ctx, c.b.(*queueConsumer).q, 1, time.Second)
+			ts, _, err := n.admin.take(ctx, c.b.(*queueConsumer).q, 1, time.Second)
 			if err != nil || len(ts) != 1 {
 				return 0, errors.Join(err, errors.New("want one message"))
 			}

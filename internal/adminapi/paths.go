@@ -25,7 +25,7 @@ func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 //	POST /api/subscribe             SubscribeRequest → RecvResponse
 //	GET  /api/queues                → []petrel.QueueStats, by name
 //	POST /api/queues/{queue}/purge  → CountResponse: the messages deleted
-//	GET  /api/queues/{queue}/messages?limit=N  → []Message, in delivery order, consuming nothing (limit default 100, at most 1000)
+//	GET  /api/queues/{queue}/messages?limit=N&offset=M  → []Message, in delivery order from the Mth (default 0), consuming nothing (limit default 100, at most 1000; HeaderNextOffset when cut short by bytes)
 //	GET  /api/dlq/{addr}?limit=N    → DeadLettersResponse, consuming nothing
 //	POST /api/dlq/{addr}/replay     ReplayRequest (none: all; select: those named) → CountResponse: the messages moved back
 //	POST /api/dlq/{addr}/purge      → CountResponse: the dead letters deleted
@@ -63,9 +63,26 @@ const (
 	ParamQueue = "queue"
 	ParamAddr  = "addr"
 	ParamID    = "id"
-	// ParamLimit is the query parameter of PathDeadLetters.
+	// ParamLimit is the query parameter of PathDeadLetters and
+	// PathQueueBrowse.
 	ParamLimit = "limit"
+	// ParamOffset is the query parameter of PathQueueBrowse: how many
+	// messages, in delivery order, to skip.
+	ParamOffset = "offset"
 )
+
+// MaxAnswerBytes bounds the messages of one answer of PathRecv,
+// PathSubscribe and PathQueueBrowse: the bytes of the messages as stored,
+// past the first, which comes whatever its size. An answer that stops
+// there says so: RecvResponse.More, or HeaderNextOffset for a browse.
+const MaxAnswerBytes = 8 << 20
+
+// HeaderNextOffset is set on an answer of PathQueueBrowse that stopped
+// before its limit because the next message did not fit in
+// MaxAnswerBytes: the offset to ask for next. The answer is a JSON array,
+// which has no room for the flag; an answer without the header ended at
+// its limit or at the end of the queue.
+const HeaderNextOffset = "Petrel-Next-Offset"
 
 // QueuePurgePath is PathQueuePurge for the queue name.
 func QueuePurgePath(name string) string { return PathQueues + "/" + url.PathEscape(name) + "/purge" }

@@ -111,10 +111,19 @@ type RecvRequest struct {
 // settled after, so that a client gone before they were written gets
 // them again (released) instead of losing them: Settled is set once the
 // settling is durable, Error if it failed (the messages may come again).
+//
+// The fields come in this order: Messages, More, then Settled or Error.
+// A client that reads the answer as it comes (petrel recv) has every
+// message before it learns how they were settled.
 type RecvResponse struct {
 	Messages []Message `json:"messages"`
-	Settled  string    `json:"settled,omitempty"`
-	Error    string    `json:"error,omitempty"`
+	// More says that the answer stopped before Count messages because
+	// the next ready one did not fit in its byte budget (MaxAnswerBytes
+	// of messages, past the first): it was not taken, and a next request
+	// gets it.
+	More    bool   `json:"more,omitempty"`
+	Settled string `json:"settled,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // SubscribeRequest is the body of POST /api/subscribe, which answers a

@@ -16,8 +16,9 @@ type Source interface {
 	// Snapshot returns the node's figures now.
 	Snapshot() Snapshot
 	// Browse returns up to limit messages of the queue called name,
-	// consuming nothing.
-	Browse(ctx context.Context, name string, limit int) ([]adminapi.Message, error)
+	// consuming nothing, within the admin API's byte budget
+	// (adminapi.MaxAnswerBytes); more says it stopped there.
+	Browse(ctx context.Context, name string, limit int) (msgs []adminapi.Message, more bool, err error)
 	// Oldest returns when the oldest message of the queue called name was
 	// made, false if the queue is empty.
 	Oldest(ctx context.Context, name string) (time.Time, bool)

@@ -169,16 +169,20 @@ type queuePage struct {
 	IsDLQ    bool
 	Messages []messageView
 	Limit    int
+	// More says the messages stopped before Limit at MaxBytes of them.
+	More     bool
+	MaxBytes int64
 	Err      string
 }
 
 func (s *Server) queueMessages(ctx context.Context, name string, limit int) queuePage {
-	p := queuePage{Name: name, IsDLQ: queue.IsDeadLetter(name), Limit: limit}
-	msgs, err := s.src.Browse(ctx, name, limit)
+	p := queuePage{Name: name, IsDLQ: queue.IsDeadLetter(name), Limit: limit, MaxBytes: adminapi.MaxAnswerBytes}
+	msgs, more, err := s.src.Browse(ctx, name, limit)
 	if err != nil {
 		p.Err = err.Error()
 		return p
 	}
+	p.More = more
 	for _, m := range msgs {
 		v := messageView{Message: m, Key: fmt.Sprintf("%s/%d", m.Origin, m.ID), BodyLen: len(m.Body)}
 		v.Hex = hexDump(m.Body)
