@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -108,7 +109,18 @@ func checkServer(server string) error {
 // the JSON answer into out (adminapi.Client.Do). An answer with an error
 // status is returned as an error with the node's message.
 func (c *adminClient) do(ctx context.Context, method, path string, in, out any) error {
-	err := c.api.Do(ctx, method, path, in, out)
+	return c.tokenHint(c.api.Do(ctx, method, path, in, out))
+}
+
+// stream sends a request as do does and returns the body of its answer,
+// to read as it comes and then close (adminapi.Client.Stream).
+func (c *adminClient) stream(ctx context.Context, method, path string, in any) (io.ReadCloser, error) {
+	body, err := c.api.Stream(ctx, method, path, in)
+	return body, c.tokenHint(err)
+}
+
+// tokenHint adds to a refusal for want of a token how to give one.
+func (c *adminClient) tokenHint(err error) error {
 	var se *adminapi.StatusError
 	if errors.As(err, &se) && se.Code == http.StatusUnauthorized && se.Message != "" && !c.api.HasToken() {
 		return fmt.Errorf("%w (give the token with --token-file or $%s)", err, tokenEnv)

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http/httptrace"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
@@ -37,7 +45,16 @@ The messages are acked once they are printed: they are gone from the node
 when recv returns. With --no-ack they are released instead, and delivered
 again at once; with --nack they are nacked, with --reason, and delivered
 again after the address's backoff, or moved to its dead-letter queue past
-its max_deliveries.
+its max_deliveries. recv prints each message as it arrives; an answer of
+the node holds at most 8 MiB of messages past its first, and recv asks
+again until it has --count of them or --wait is over.
+
+Ctrl-C (SIGINT) or SIGTERM while recv waits for messages ends the wait:
+the node takes nothing more, and recv prints what the node had already
+sent. Once messages arrive, recv prints them all before it stops. Either
+way it then exits 130 (SIGINT) or 143 (SIGTERM), and every message the
+node acked was printed. SIGKILL, or recv's output closing, can still lose
+messages the node acked: use --no-ack to leave them on the node.
 
 With --json recv prints one JSON object per message, one per line (JSON
 lines): the fields of the admin API's message (id, origin, destination,
@@ -54,17 +71,10 @@ data, properties as key/type/value, body as base64 and text when UTF-8).
 			if err != nil {
 				return err
 			}
-			var resp adminapi.RecvResponse
-			if err := o.node.call(cmd.Context(), o.wait+callTimeout, "POST", adminapi.PathRecv, req, &resp); err != nil {
-				return err
-			}
-			if err := o.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], resp.Messages); err != nil {
-				return err
-			}
-			if resp.Error != "" {
-				return errors.New(resp.Error)
-			}
-			return nil
+			return o.take(cmd, adminapi.PathRecv, args[0], func(count int, wait time.Duration) any {
+				req.Count, req.Wait = count, wait
+				return req
+			})
 		},
 	}
 	o.node.add(cmd, "print one JSON object per message, one per line")
@@ -99,22 +109,248 @@ func (o *recvOptions) request(addr string) (adminapi.RecvRequest, error) {
 	return req, nil
 }
 
-func (o *recvOptions) print(out, errOut io.Writer, addr string, msgs []adminapi.Message) error {
-	if len(msgs) == 0 && !o.node.asJSON {
+// take asks the node at path (recv or subscribe) for up to o.count
+// messages, within o.wait, with the request that req makes for a count and
+// a wait, and prints each as it is decoded. An answer cut short at the
+// node's byte budget is followed by another request for the rest.
+//
+// SIGINT and SIGTERM do not kill it once the first request is out: one
+// that comes before the node answers hangs up the request, which ends the
+// node's wait; one that comes later waits for the answer being read to be
+// printed whole, since the node acks its messages once it has written
+// them. take then returns an exit status of 128 + the signal's number.
+func (o *recvOptions) take(cmd *cobra.Command, path, addr string, req func(count int, wait time.Duration) any) error {
+	c, err := newAdminClient(o.node.server, o.node.cfgPath, o.node.dataDir, o.node.tokenFile)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	deadline := time.Now().Add(o.wait)
+	printed := 0
+	for {
+		ans, err := o.takeOnce(cmd.Context(), c, sigs, path, req(o.count-printed, max(time.Until(deadline), 0)), func(m adminapi.Message) error {
+			printed++
+			return o.printOne(out, m, printed)
+		})
+		if sig := ans.signal; sig != nil {
+			return interrupted(sig, ans, err)
+		}
+		if err != nil {
+			return err
+		}
+		if ans.Error != "" {
+			return errors.New(ans.Error)
+		}
+		if ans.Settled == "" {
+			return fmt.Errorf("the answer ended before the node said how it settled the messages: it released them, and delivers them again")
+		}
+		if !ans.More || printed >= o.count {
+			break
+		}
+	}
+	if printed == 0 && !o.node.asJSON {
 		fmt.Fprintf(errOut, "no message on %s\n", addr)
 	}
-	for i, m := range msgs {
-		if o.node.asJSON {
-			if err := writeJSONLine(out, m); err != nil {
-				return err
-			}
-			continue
-		}
-		if i > 0 {
-			fmt.Fprintln(out)
-		}
-		printMessage(out, m)
+	return nil
+}
+
+// interrupted is the error that ends take after sig.
+func interrupted(sig os.Signal, ans answer, err error) error {
+	code := 128
+	if s, ok := sig.(syscall.Signal); ok {
+		code += int(s)
 	}
+	msg := "interrupted"
+	switch {
+	case ans.printed > 0 && ans.Settled != "":
+		msg += fmt.Sprintf("; the node settled (%s) the %d messages printed last", ans.Settled, ans.printed)
+	case ans.printed > 0:
+		msg += fmt.Sprintf("; the %d messages printed last were not settled: the node delivers them again", ans.printed)
+	case err == nil && ans.Error != "":
+		msg += "; " + ans.Error
+	}
+	return &exitError{code: code, err: errors.New(msg)}
+}
+
+// answer is what takeOnce read of one answer of the node.
+type answer struct {
+	adminapi.RecvResponse // without its Messages, printed as they came
+	printed               int
+	// signal is the first SIGINT or SIGTERM that came, nil if none.
+	signal os.Signal
+}
+
+// takeOnce makes one request and calls each with each message of the
+// answer as it is decoded.
+func (o *recvOptions) takeOnce(ctx context.Context, c *adminClient, sigs <-chan os.Signal, path string, req any, each func(adminapi.Message) error) (answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.wait+callTimeout)
+	defer cancel()
+	h := &hangUp{cancel: cancel}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { h.gotConn(i.Conn) }})
+	done := make(chan struct{})
+	got := make(chan os.Signal, 1)
+	go func() {
+		defer close(got)
+		select {
+		case s := <-sigs:
+			h.signalled()
+			got <- s
+		case <-done:
+		}
+	}()
+	ans := answer{}
+	err := o.readAnswer(ctx, c, path, req, h, &ans, each)
+	close(done)
+	if s, ok := <-got; ok {
+		ans.signal = s
+	} else {
+		// A signal that came just as the answer ended ends the command
+		// all the same.
+		select {
+		case s := <-sigs:
+			ans.signal = s
+		default:
+		}
+	}
+	return ans, err
+}
+
+// readAnswer sends req and reads its answer, a RecvResponse, with
+// json.Decoder's tokens: each message is handed to each as soon as it is
+// decoded, before the rest of the answer has come.
+func (o *recvOptions) readAnswer(ctx context.Context, c *adminClient, path string, req any, h *hangUp, ans *answer, each func(adminapi.Message) error) error {
+	body, err := c.stream(ctx, "POST", path, req)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	// The node writes its first bytes once it has taken the messages:
+	// from here a signal waits for them to be printed.
+	h.start()
+	bad := func(err error) error { return fmt.Errorf("read the answer of %s: %w", path, err) }
+	dec := json.NewDecoder(body)
+	if err := wantDelim(dec, '{'); err != nil {
+		return bad(err)
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return bad(err)
+		}
+		switch key {
+		case "messages":
+			if err := wantDelim(dec, '['); err != nil {
+				return bad(err)
+			}
+			for dec.More() {
+				var m adminapi.Message
+				if err := dec.Decode(&m); err != nil {
+					return bad(err)
+				}
+				ans.printed++
+				if err := each(m); err != nil {
+					return err
+				}
+			}
+			if err := wantDelim(dec, ']'); err != nil {
+				return bad(err)
+			}
+		case "more":
+			err = dec.Decode(&ans.More)
+		case "settled":
+			err = dec.Decode(&ans.Settled)
+		case "error":
+			err = dec.Decode(&ans.Error)
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return bad(err)
+		}
+	}
+	if err := wantDelim(dec, '}'); err != nil {
+		return bad(err)
+	}
+	return nil
+}
+
+// wantDelim reads the next token of dec, which must be d.
+func wantDelim(dec *json.Decoder, d json.Delim) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if t != d {
+		return fmt.Errorf("got %v, want %v", t, d)
+	}
+	return nil
+}
+
+// hangUp ends a request whose answer has not started, on a signal. It
+// half-closes the connection rather than closing it: the node sees the
+// client leave, which ends its wait, and the bytes of an answer already
+// on their way are still read and printed. A close would drop them, and
+// the node may have acked the messages they hold.
+type hangUp struct {
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	conn    net.Conn
+	sig     bool // a signal came
+	started bool // the answer started: it is read whole
+	hungUp  bool
+}
+
+func (h *hangUp) gotConn(c net.Conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.conn = c
+	if h.sig && !h.started {
+		h.hangUpLocked()
+	}
+}
+
+func (h *hangUp) start() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.started = true
+}
+
+func (h *hangUp) signalled() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sig = true
+	if !h.started {
+		h.hangUpLocked()
+	}
+}
+
+func (h *hangUp) hangUpLocked() {
+	if h.hungUp {
+		return
+	}
+	h.hungUp = true
+	if cw, ok := h.conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		return
+	}
+	// No connection yet, so nothing was asked of the node.
+	h.cancel()
+}
+
+// printOne prints m, the nth message printed (from 1).
+func (o *recvOptions) printOne(out io.Writer, m adminapi.Message, n int) error {
+	if o.node.asJSON {
+		return writeJSONLine(out, m)
+	}
+	if n > 1 {
+		fmt.Fprintln(out)
+	}
+	printMessage(out, m)
 	return nil
 }
 

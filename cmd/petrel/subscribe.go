@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"time"
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/adminapi"
@@ -43,17 +43,10 @@ needs --wait. It ends when the command returns, with what it held.
 			if err != nil {
 				return err
 			}
-			var resp adminapi.RecvResponse
-			if err := o.recv.node.call(cmd.Context(), o.recv.wait+callTimeout, "POST", adminapi.PathSubscribe, req, &resp); err != nil {
-				return err
-			}
-			if err := o.recv.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], resp.Messages); err != nil {
-				return err
-			}
-			if resp.Error != "" {
-				return errors.New(resp.Error)
-			}
-			return nil
+			return o.recv.take(cmd, adminapi.PathSubscribe, args[0], func(count int, wait time.Duration) any {
+				req.Count, req.Wait = count, wait
+				return req
+			})
 		},
 	}
 	o.recv.node.add(cmd, "print one JSON object per message, one per line")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -67,15 +68,34 @@ func (e *StatusError) Error() string {
 // the JSON answer into out, unless out is nil. An answer with an error
 // status is returned as a *StatusError with the node's reason.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	body, err := c.Stream(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(body).Decode(out); err != nil {
+		return fmt.Errorf("read the answer of %s from %s: %w", path, c.where, err)
+	}
+	return nil
+}
+
+// Stream sends a request as Do does and returns the body of its answer,
+// to read as it comes and then close: POST /api/recv writes its messages
+// before it says how it settled them. An answer with an error status is
+// returned as a *StatusError, as by Do.
+func (c *Client) Stream(ctx context.Context, method, path string, in any) (io.ReadCloser, error) {
 	var body bytes.Buffer
 	if in != nil {
 		if err := json.NewEncoder(&body).Encode(in); err != nil {
-			return fmt.Errorf("encode the request to %s: %w", path, err)
+			return nil, fmt.Errorf("encode the request to %s: %w", path, err)
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, &body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.token != "" {
@@ -83,21 +103,15 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("no node answers at %s (is it running?): %w", c.where, err)
+		return nil, fmt.Errorf("no node answers at %s (is it running?): %w", c.where, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
 		var e ErrorResponse
 		json.NewDecoder(resp.Body).Decode(&e)
-		return &StatusError{Code: resp.StatusCode, Message: e.Error, Status: resp.Status}
+		return nil, &StatusError{Code: resp.StatusCode, Message: e.Error, Status: resp.Status}
 	}
-	if out == nil {
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("read the answer of %s from %s: %w", path, c.where, err)
-	}
-	return nil
+	return resp.Body, nil
 }
 
 // Close drops the client's idle connections.

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel/internal/adminapi"
+)
+
+// sendText sends one message of body to orders through the node's admin
+// listener and returns its id.
+func (n opNode) sendText(t *testing.T, c *adminapi.Client, body string) uint64 {
+	t.Helper()
+	var sent adminapi.SendResponse
+	if err := c.Do(context.Background(), http.MethodPost, adminapi.PathSend, adminapi.SendRequest{To: "orders", Text: &body}, &sent); err != nil {
+		t.Fatal(err)
+	}
+	return sent.ID
+}
+
+// startRecv starts `petrel recv orders args... --json --server <node>`,
+// its standard output a pipe the test reads.
+func (n opNode) startRecv(t *testing.T, args ...string) (*exec.Cmd, *bufio.Reader, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(petrelBin, append([]string{"recv", "orders", "--json", "--server", n.admin}, args...)...)
+	cmd.Env = petrelEnv
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, bufio.NewReaderSize(out, 1<<20), &stderr
+}
+
+// readIDs reads JSON lines of messages from r until it ends and returns
+// their ids.
+func readIDs(t *testing.T, r *bufio.Reader) []uint64 {
+	t.Helper()
+	var ids []uint64
+	for {
+		line, err := r.ReadBytes('\n')
+		// A last line without its end was cut short: not printed.
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			var m adminapi.Message
+			if jerr := json.Unmarshal(line, &m); jerr != nil {
+				t.Fatalf("recv printed %q: %v", line, jerr)
+			}
+			ids = append(ids, m.ID)
+		}
+		if err == io.EOF {
+			return ids
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// exitCode is how cmd ended: its exit status, or minus the signal that
+// killed it.
+func exitCode(cmd *exec.Cmd) int {
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return -int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// TestCLIRecvInterruptedWhilePrinting: SIGINT to petrel recv while it
+// prints an answer does not cut it short. The node acks the messages
+// once it has written them, so recv prints them all, then exits 130; every
+// message the node acked was printed. Before, Go's default for SIGINT
+// killed recv with the answer half printed, and its acked messages were
+// lost.
+func TestCLIRecvInterruptedWhilePrinting(t *testing.T) {
+	n := startOpNode(t)
+	c := adminapi.Dial(n.admin, "")
+	defer c.Close()
+	const count = 40
+	body := strings.Repeat("x", 64<<10) // a line of JSON larger than a pipe's buffer
+	sent := map[uint64]bool{}
+	for range count {
+		sent[n.sendText(t, c, body)] = true
+	}
+
+	cmd, out, stderr := n.startRecv(t, "--count", fmt.Sprint(count))
+	first := readIDs1(t, out)
+	// recv is printing, and now blocked on its full pipe: interrupt it.
+	time.Sleep(100 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	ids := append([]uint64{first}, readIDs(t, out)...)
+	cmd.Wait()
+	if code := exitCode(cmd); code != 130 {
+		t.Fatalf("exit status %d, want 130; stderr:\n%s", code, stderr)
+	}
+	printed := map[uint64]bool{}
+	for _, id := range ids {
+		if !sent[id] || printed[id] {
+			t.Fatalf("printed message %d: not sent, or printed twice", id)
+		}
+		printed[id] = true
+	}
+	q := n.queues(t)["orders"]
+	if q.Acked != int64(len(printed)) || q.Depth != count-q.Acked || len(printed) != count {
+		t.Fatalf("printed %d of %d messages; the node: %+v\nstderr:\n%s", len(printed), count, q, stderr)
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr does not say it was interrupted:\n%s", stderr)
+	}
+}
+
+// readIDs1 reads the first JSON line of a message from r.
+func readIDs1(t *testing.T, r *bufio.Reader) uint64 {
+	t.Helper()
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("recv printed nothing: %v", err)
+	}
+	var m adminapi.Message
+	if err := json.Unmarshal(line, &m); err != nil {
+		t.Fatalf("recv printed %q: %v", line, err)
+	}
+	return m.ID
+}
+
+// TestCLIRecvInterruptedAroundTheAnswer repeats what lost messages: recv
+// waits, a message is sent, and SIGINT comes from 8 ms before to 15 ms
+// after, before, during or after the node's answer. recv exits 0 (done before the
+// signal) or 130, and every message the node acked was printed: a
+// signal before the answer hangs the request up, and recv still prints
+// what the node had sent.
+func TestCLIRecvInterruptedAroundTheAnswer(t *testing.T) {
+	n := startOpNode(t)
+	c := adminapi.Dial(n.admin, "")
+	defer c.Close()
+	sent := map[uint64]bool{}
+	printed := map[uint64]bool{}
+	const rounds = 32
+	for i := range rounds {
+		cmd, out, stderr := n.startRecv(t, "--wait", "30s")
+		// Up, and its request waiting on the node.
+		time.Sleep(300 * time.Millisecond)
+		// From 8 ms before the send to 15 ms after it.
+		if d := time.Duration(i%24-8) * time.Millisecond; d < 0 {
+			go func() { time.Sleep(-d); cmd.Process.Signal(syscall.SIGINT) }()
+			sent[n.sendText(t, c, fmt.Sprint("message ", i))] = true
+		} else {
+			sent[n.sendText(t, c, fmt.Sprint("message ", i))] = true
+			time.Sleep(d)
+			cmd.Process.Signal(syscall.SIGINT)
+		}
+		for _, id := range readIDs(t, out) {
+			printed[id] = true
+		}
+		cmd.Wait()
+		if code := exitCode(cmd); code != 0 && code != 130 {
+			t.Fatalf("round %d: exit status %d; stderr:\n%s", i, code, stderr)
+		}
+	}
+	// Acked are those sent and no longer in the queue.
+	var left []adminapi.Message
+	if err := c.Do(context.Background(), http.MethodGet, "/api/queues/orders/messages?limit=1000", nil, &left); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[uint64]bool{}
+	for id := range sent {
+		acked[id] = true
+	}
+	for _, m := range left {
+		delete(acked, m.ID)
+	}
+	lost := 0
+	for id := range acked {
+		if !printed[id] {
+			lost++
+		}
+	}
+	if q := n.queues(t)["orders"]; lost > 0 || q.Acked != int64(len(acked)) {
+		t.Fatalf("%d of the %d messages acked were never printed (%d printed, %d left); the node: %+v", lost, len(acked), len(printed), len(left), q)
+	}
+	t.Logf("%d rounds: %d messages acked and printed, %d left on the node", rounds, len(acked), len(left))
+}
