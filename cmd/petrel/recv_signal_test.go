@@ -195,3 +195,29 @@ func TestCLIRecvInterruptedAroundTheAnswer(t *testing.T) {
 	}
 	t.Logf("%d rounds: %d messages acked and printed, %d left on the node", rounds, len(acked), len(left))
 }
+
+// TestCLIRecvPastOneAnswer: recv --count takes more bytes than one answer
+// of the node holds by asking again, and prints every message once, in
+// order.
+func TestCLIRecvPastOneAnswer(t *testing.T) {
+	n := startOpNode(t)
+	c := adminapi.Dial(n.admin, "")
+	defer c.Close()
+	const count = 12
+	var sent []uint64
+	for i := range count {
+		sent = append(sent, n.sendText(t, c, strings.Repeat(fmt.Sprint(i%10), 1536<<10))) // 18 MiB in all
+	}
+	r := n.run(t, "recv", "orders", "--count", fmt.Sprint(count), "--json")
+	r.wantCode(t, exitOK)
+	var got []uint64
+	for _, m := range jsonLines[adminapi.Message](t, r.stdout) {
+		got = append(got, m.ID)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(sent) {
+		t.Fatalf("printed %v, want %v", got, sent)
+	}
+	if q := n.queues(t)["orders"]; q.Depth != 0 || q.Acked != count {
+		t.Fatalf("after recv: %+v", q)
+	}
+}
