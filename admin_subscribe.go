@@ -68,7 +68,7 @@ func checkSubscribe(req adminapi.SubscribeRequest) (adminapi.RecvRequest, error)
 // taken by another subscription.
 func writeSubscribeError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, address.ErrTopicPattern):
+	case errors.Is(err, address.ErrTopicPattern), errors.Is(err, errSubscriptionName):
 		writeJSONError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, ErrNoTopicSpace), errors.Is(err, ErrSubscription):
 		writeJSONError(w, http.StatusConflict, err.Error())

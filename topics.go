@@ -39,6 +39,11 @@ var (
 	// taken by a subscription with another pattern or durability; and by
 	// Unsubscribe for a name that is no durable subscription.
 	ErrSubscription = errors.New("invalid subscription")
+
+	// errSubscriptionName is the ErrSubscription of a malformed or missing
+	// name: a bad request, where the others are conflicts with what is
+	// (see writeSubscribeError).
+	errSubscriptionName = fmt.Errorf("%w name", ErrSubscription)
 	// ErrFileToTopic is returned by Send for a file message to a topic:
 	// files go to one address, not to every subscriber.
 	ErrFileToTopic = errors.New("file messages cannot be published to a topic")
@@ -438,14 +443,14 @@ func (n *Node) subscribe(ctx context.Context, pattern string, opts SubscribeOpti
 func subscriptionName(opts SubscribeOptions) (string, error) {
 	if opts.Name == "" {
 		if opts.Durable {
-			return "", fmt.Errorf("subscribe: a durable subscription needs a name: %w", ErrSubscription)
+			return "", fmt.Errorf("subscribe: a durable subscription needs a name: %w", errSubscriptionName)
 		}
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		return "~" + hex.EncodeToString(b[:]), nil
 	}
 	if err := message.ValidName(opts.Name); err != nil {
-		return "", fmt.Errorf("subscribe: subscription name: %w: %w", ErrSubscription, err)
+		return "", fmt.Errorf("subscribe: subscription name: %w: %w", errSubscriptionName, err)
 	}
 	return opts.Name, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/message"
 	"github.com/spf13/cobra"
 )
 
@@ -66,6 +67,10 @@ func (o *subscribeOptions) request(pattern string) (adminapi.SubscribeRequest, e
 		return req, usageErrorf("--wait %v: negative", o.recv.wait)
 	case o.durable == "" && o.recv.wait == 0:
 		return req, usageErrorf("without --durable the subscription lasts for the command and sees only what is published while it waits: give --wait, such as --wait 10s")
+	case o.durable != "":
+		if err := message.ValidName(o.durable); err != nil {
+			return req, usageErrorf("--durable %q: %v", o.durable, err)
+		}
 	}
 	return req, nil
 }

@@ -70,6 +70,12 @@ func TestSubscribeDurable(t *testing.T) {
 	if r.code == exitOK || !strings.Contains(r.stderr, "audit") {
 		t.Fatalf("subscribe as audit with another pattern: code %d, stderr %q", r.code, r.stderr)
 	}
+	// A name that cannot be one is a bad command line.
+	r = run("subscribe", "events.#", "--durable", "../x")
+	r.wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, `--durable "../x"`) {
+		t.Fatalf("subscribe --durable ../x: stderr %q", r.stderr)
+	}
 }
 
 // TestSubscribeTemporary: without --durable the subscription lasts for
