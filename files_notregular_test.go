@@ -53,18 +53,11 @@ func releasePipe(t *testing.T, path string) {
 
 // promptly runs f and returns its error, failing the test if f has not
 // returned after 10 s: long for a refusal, and short of the node's 30 s
-// stop timeout that a blocked open runs into.
+// stop timeout that a blocked open runs into (a named pipe with no writer
+// holds a blocking open for ever).
 func promptly(t *testing.T, what string, f func() error) error {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s has not returned after 10s", what)
-		return nil
-	}
+	return petreltest.Returns(t, what, 10*time.Second, f)
 }
 
 // closePromptly closes n, which must stop cleanly and promptly: nothing of

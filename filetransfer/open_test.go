@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // mkfifo makes a named pipe in dir. When the test ends, it opens the pipe
@@ -38,19 +40,12 @@ func releaseFIFO(path string) {
 }
 
 // promptly runs f and returns its error, failing the test if f has not
-// returned after a while: on a named pipe with no writer a blocking open
-// never returns.
+// returned after 10 s: long for a refusal, and short of the node's 30 s
+// stop timeout that a blocked open runs into (a named pipe with no writer
+// holds a blocking open for ever).
 func promptly(t *testing.T, what string, f func() error) error {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s still blocks after 10s", what)
-		return nil
-	}
+	return petreltest.Returns(t, what, 10*time.Second, f)
 }
 
 // The ways a node reads a file to send, each of which must refuse what is

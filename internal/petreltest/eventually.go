@@ -57,3 +57,21 @@ func describe(state []func() string) string {
 	}
 	return s
 }
+
+// Returns runs f and returns its error, failing the test if f has not
+// returned within d: for a call that must not block, such as an open that
+// a named pipe would hold for ever. f runs on a goroutine of its own,
+// which a call that never returns leaves behind; the test has failed by
+// then.
+func Returns(t testing.TB, what string, d time.Duration, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("%s has not returned after %v", what, d)
+		return nil
+	}
+}
