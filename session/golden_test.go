@@ -162,6 +162,8 @@ func goldenFrames() []goldenFrame {
 		{name: "session-close-response", note: "the answer to SessionClose: an empty payload", via: viaControl, typ: TypeSessionCloseResponse, sid: 3},
 		{name: "error-session", note: "an error that ends one session", via: viaControl, typ: TypeError, sid: 3,
 			pkt: ErrorPacket{Code: CodeProtocol, Reason: "Data for session 3, which is not open"}},
+		{name: "error-session-full", note: "a receiver with no room ends one session (Session.Abort): its sender sends again later", via: viaControl, typ: TypeError, sid: 3,
+			pkt: ErrorPacket{Code: CodeFull, Reason: "store full: max_messages 100 reached"}},
 
 		// A file session: the announcement at seq 0, chunks whose seq is
 		// their end offset, the checksum that may follow, the abort, and
