@@ -34,6 +34,10 @@ type outboxRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	// watching is closed once ob is set: the sending goroutine reads ob
+	// for a file that fails at once, and the watcher offers the files
+	// already in the folder before WatchOutbox returns it.
+	watching chan struct{}
 }
 
 // outboxKey is the store's meta key that remembers the message id given
@@ -69,10 +73,15 @@ func (n *Node) startOutbox(c OutboxConfig) error {
 	if err != nil {
 		return fmt.Errorf("outbox %s: %w", c.Dir, err)
 	}
-	r := &outboxRun{cfg: c, dir: dir, paths: make(chan string, 1024), done: make(chan struct{})}
+	r := &outboxRun{cfg: c, dir: dir, paths: make(chan string, 1024), done: make(chan struct{}), watching: make(chan struct{})}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	go func() {
 		defer close(r.done)
+		select {
+		case <-r.watching:
+		case <-r.ctx.Done():
+			return
+		}
 		for {
 			select {
 			case <-r.ctx.Done():
@@ -95,6 +104,7 @@ func (n *Node) startOutbox(c OutboxConfig) error {
 		return fmt.Errorf("outbox %s: %w", c.Dir, err)
 	}
 	r.ob = ob
+	close(r.watching)
 	n.outboxes.mu.Lock()
 	if n.outboxes.run == nil {
 		n.outboxes.run = map[string]*outboxRun{}
