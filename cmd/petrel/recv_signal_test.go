@@ -151,6 +151,7 @@ func TestCLIRecvInterruptedAroundTheAnswer(t *testing.T) {
 	sent := map[uint64]bool{}
 	printed := map[uint64]bool{}
 	const rounds = 32
+	handled := 0
 	for i := range rounds {
 		cmd, out, stderr := n.startRecv(t, "--wait", "30s")
 		// Up, and its request waiting on the node.
@@ -164,13 +165,26 @@ func TestCLIRecvInterruptedAroundTheAnswer(t *testing.T) {
 			time.Sleep(d)
 			cmd.Process.Signal(syscall.SIGINT)
 		}
-		for _, id := range readIDs(t, out) {
+		ids := readIDs(t, out)
+		for _, id := range ids {
 			printed[id] = true
 		}
 		cmd.Wait()
-		if code := exitCode(cmd); code != 0 && code != 130 {
+		switch code := exitCode(cmd); {
+		case code == 0 || code == 130:
+			handled++
+		case code == -int(syscall.SIGINT) && len(ids) == 0:
+			// On a loaded machine the signal can come before recv
+			// started to handle it, and so before its request: Go's
+			// default ends it. Its round's message waits for the next
+			// round, and the count below still holds every ack to a
+			// print.
+		default:
 			t.Fatalf("round %d: exit status %d; stderr:\n%s", i, code, stderr)
 		}
+	}
+	if handled < rounds/2 {
+		t.Fatalf("recv handled the signal in %d rounds of %d: too few to judge", handled, rounds)
 	}
 	// Acked are those sent and no longer in the queue.
 	var left []adminapi.Message
