@@ -54,14 +54,10 @@ func (s *sizeGuard) over(b []byte) bool {
 		if s.n == 1 || s.hdr[s.n-1]&0x80 != 0 && s.n < 5 {
 			continue
 		}
-		remaining, mult := 0, 1
-		for _, c := range s.hdr[1:s.n] {
-			remaining += int(c&0x7F) * mult
-			mult <<= 7
-		}
-		malformed := s.hdr[s.n-1]&0x80 != 0
+		// The length as mochi reads it, with its own decoder.
+		remaining, _, err := packets.DecodeLength(bytes.NewReader(s.hdr[1:s.n]))
 		s.n = 0
-		if malformed {
+		if err != nil {
 			s.body = int(^uint(0) >> 1)
 			return false
 		}
