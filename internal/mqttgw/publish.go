@@ -117,8 +117,9 @@ func (g *Gateway) submit(c Conn, pk packets.Packet, memo *topicMemo, mark string
 // topic's retained message always does; a new topic takes a slot, held
 // until retain put it in mochi's index (release), so that concurrent
 // publishes to new topics cannot overshoot the bound together. The count
-// walks mochi's index, only for new topics, and leaves out its $SYS
-// figures.
+// is mochi's figure, which retainedChanged keeps (without its $SYS
+// figures): a topic put in the index and not yet released counts twice
+// for that moment, which errs on the side of the bound.
 func (g *Gateway) reserveRetained(pk packets.Packet) (release func(), ok bool) {
 	nothing := func() {}
 	if len(pk.Payload) == 0 {
@@ -133,7 +134,7 @@ func (g *Gateway) reserveRetained(pk packets.Packet) (release func(), ok bool) {
 	if _, held := g.retainPending[topic]; held {
 		return nothing, true
 	}
-	if len(g.retainPending)+g.retainedCount() >= g.cfg.MaxRetained {
+	if len(g.retainPending)+int(atomic.LoadInt64(&g.srv.Info.Retained)) >= g.cfg.MaxRetained {
 		return nil, false
 	}
 	g.retainPending[topic] = struct{}{}
