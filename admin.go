@@ -86,6 +86,9 @@ type adminServer struct {
 	// conns bounds the connections open on the TCP listener
 	// (admin_conns.go).
 	conns *adminConnLimit
+	// leases hold the answers whose messages wait for POST /api/settle
+	// (admin_settle.go).
+	leases *adminLeases
 }
 
 // newAdminServer makes the admin server of n, and registers its counter
@@ -105,6 +108,7 @@ func newAdminServer(n adminNode, log *slog.Logger, reg *prometheus.Registry, lim
 	reg.MustRegister(s.refused)
 	s.limiter = newAuthLimiter(reg)
 	s.conns = newAdminConnLimit(reg, s.log)
+	s.leases = newAdminLeases(reg)
 	return s
 }
 
@@ -136,6 +140,7 @@ func (s *adminServer) routes(scope adminScope) *http.ServeMux {
 	mux.HandleFunc("GET "+adminapi.PathFile, s.handleFileProgress)
 	mux.HandleFunc("GET "+adminapi.PathTopics, s.handleTopics)
 	mux.HandleFunc("POST "+adminapi.PathSubscribe, s.handleSubscribe)
+	mux.HandleFunc("POST "+adminapi.PathSettle, s.handleSettle)
 	if scope.tcp && s.console != nil {
 		mux.Handle("/", s.console.Handler())
 	}
@@ -222,7 +227,12 @@ func (s *adminServer) stopTCP(ctx context.Context) {
 	s.tcp.stop(ctx)
 }
 
-func (s *adminServer) stopSocket(ctx context.Context) { s.socket.stop(ctx) }
+// stopSocket closes the unix socket, the last way in, then forgets the
+// leases of answers not settled: the store closes after it.
+func (s *adminServer) stopSocket(ctx context.Context) {
+	s.socket.stop(ctx)
+	s.leases.close()
+}
 
 // tcpAddr is the TCP listener's address, "" if there is none.
 func (s *adminServer) tcpAddr() string {

@@ -49,7 +49,7 @@ func apiStatus(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, ErrDenied):
 		return http.StatusForbidden
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrStoreFull):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrStoreFull), errors.Is(err, errTooManyLeases):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

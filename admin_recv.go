@@ -33,6 +33,8 @@ const answerBytes = adminapi.MaxAnswerBytes
 type taken struct {
 	d *queue.Delivery
 	m *message.Message
+	// at is when it was taken, just after: its lease runs from about then.
+	at time.Time
 }
 
 func (s *adminServer) handleRecv(w http.ResponseWriter, r *http.Request) {
@@ -53,13 +55,29 @@ func (s *adminServer) handleRecv(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, err)
 		return
 	}
-	ts, more, err := s.take(r.Context(), q, req.Count, req.Wait)
+	s.takeAndAnswer(w, r.Context(), q, req)
+}
+
+// takeAndAnswer takes the messages req asks for from q and answers them.
+// For settle "later" it first takes a slot of the leases' bound, so that
+// a request past it takes nothing.
+func (s *adminServer) takeAndAnswer(w http.ResponseWriter, ctx context.Context, q *queue.Queue, req adminapi.RecvRequest) {
+	if req.Settle == adminapi.SettleLater {
+		if err := s.leases.reserve(); err != nil {
+			writeAPIError(w, err)
+			return
+		}
+	}
+	ts, more, err := s.take(ctx, q, req.Count, req.Wait)
 	if err != nil {
 		settleAll(ts, adminapi.SettleRelease, "")
+		if req.Settle == adminapi.SettleLater {
+			s.leases.unreserve()
+		}
 		writeAPIError(w, err)
 		return
 	}
-	s.answerRecv(w, r.Context(), ts, more, req)
+	s.answerRecv(w, ctx, ts, more, req)
 }
 
 // checkRecv checks req and fills in its defaults.
@@ -77,9 +95,9 @@ func checkRecv(req *adminapi.RecvRequest) error {
 		return fmt.Errorf("count %d: want 1 to %d: %w", req.Count, maxRecv, errBadRequest)
 	case req.Wait < 0:
 		return fmt.Errorf("wait %v: negative: %w", req.Wait, errBadRequest)
-	case req.Settle != adminapi.SettleAck && req.Settle != adminapi.SettleRelease && req.Settle != adminapi.SettleNack:
-		return fmt.Errorf("settle %q: want %s, %s or %s: %w", req.Settle,
-			adminapi.SettleAck, adminapi.SettleRelease, adminapi.SettleNack, errBadRequest)
+	case req.Settle != adminapi.SettleAck && req.Settle != adminapi.SettleRelease && req.Settle != adminapi.SettleNack && req.Settle != adminapi.SettleLater:
+		return fmt.Errorf("settle %q: want %s, %s, %s or %s: %w", req.Settle,
+			adminapi.SettleAck, adminapi.SettleRelease, adminapi.SettleNack, adminapi.SettleLater, errBadRequest)
 	}
 	return nil
 }
@@ -122,7 +140,7 @@ func (s *adminServer) take(ctx context.Context, q *queue.Queue, count int, wait 
 		if m == nil {
 			continue
 		}
-		ts = append(ts, taken{d: d, m: m})
+		ts = append(ts, taken{d: d, m: m, at: time.Now()})
 		size += len(d.Data)
 	}
 	return ts, false, nil
@@ -133,6 +151,10 @@ func (s *adminServer) take(ctx context.Context, q *queue.Queue, count int, wait 
 // of large messages is never whole in memory. Until every byte is out,
 // the messages are released, not settled: a client gone before it read
 // them gets them again.
+//
+// For settle "later" it settles nothing: once every byte is out it holds
+// the messages under a lease that the answer names, until POST
+// /api/settle or expires, when their lease_timeout passes.
 func (s *adminServer) answerRecv(w http.ResponseWriter, ctx context.Context, ts []taken, more bool, req adminapi.RecvRequest) {
 	w.Header().Set("Content-Type", "application/json")
 	bw := bufio.NewWriterSize(w, 64<<10)
@@ -168,9 +190,23 @@ func (s *adminServer) answerRecv(w http.ResponseWriter, ctx context.Context, ts 
 	}
 	if err != nil {
 		settleAll(ts, adminapi.SettleRelease, "") // the client is gone
+		if req.Settle == adminapi.SettleLater {
+			s.leases.unreserve()
+		}
 		// Part of the answer may be out: ending it would make it look
 		// whole.
 		panic(http.ErrAbortHandler)
+	}
+	if req.Settle == adminapi.SettleLater {
+		if len(ts) == 0 {
+			s.leases.unreserve()
+			fmt.Fprintf(w, `,"settled":"%s"}`, req.Settle)
+			return
+		}
+		expires := leaseExpiry(ts)
+		lease := s.leases.hold(ts, expires)
+		fmt.Fprintf(w, `,"settled":"%s","lease":"%s","lease_expires":"%s"}`, req.Settle, lease, expires.UTC().Format(time.RFC3339Nano))
+		return
 	}
 	err = settleAll(ts, req.Settle, req.Reason)
 	if err == nil {

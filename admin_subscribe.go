@@ -41,13 +41,7 @@ func (s *adminServer) handleSubscribe(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, err)
 		return
 	}
-	ts, more, err := s.take(r.Context(), q, recv.Count, recv.Wait)
-	if err != nil {
-		settleAll(ts, adminapi.SettleRelease, "")
-		writeAPIError(w, err)
-		return
-	}
-	s.answerRecv(w, r.Context(), ts, more, recv)
+	s.takeAndAnswer(w, r.Context(), q, recv)
 }
 
 // checkSubscribe checks req and returns the recv it amounts to, with
@@ -56,7 +50,16 @@ func checkSubscribe(req adminapi.SubscribeRequest) (adminapi.RecvRequest, error)
 	if req.Pattern == "" {
 		return adminapi.RecvRequest{}, fmt.Errorf("no pattern: %w", errBadRequest)
 	}
-	recv := adminapi.RecvRequest{Address: req.Pattern, Count: req.Count, Wait: req.Wait}
+	switch req.Settle {
+	case "", adminapi.SettleAck:
+	case adminapi.SettleLater:
+		if req.Name == "" {
+			return adminapi.RecvRequest{}, fmt.Errorf("settle %q needs a durable subscription (a name): a private one ends with its request, with what it holds: %w", req.Settle, errBadRequest)
+		}
+	default:
+		return adminapi.RecvRequest{}, fmt.Errorf("settle %q: want %s or, with a name, %s: %w", req.Settle, adminapi.SettleAck, adminapi.SettleLater, errBadRequest)
+	}
+	recv := adminapi.RecvRequest{Address: req.Pattern, Count: req.Count, Wait: req.Wait, Settle: req.Settle}
 	if err := checkRecv(&recv); err != nil {
 		return adminapi.RecvRequest{}, err
 	}

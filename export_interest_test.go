@@ -10,3 +10,12 @@ func SetLearnedInterestBound(n *Node, max int) {
 	defer it.mu.Unlock()
 	it.max = max
 }
+
+// SetAdminLeaseBound sets, for a test, how many answers of the admin API
+// may wait for POST /api/settle (maxAdminLeases), and returns the bound
+// it replaced.
+func SetAdminLeaseBound(max int) int {
+	old := maxAdminLeases
+	maxAdminLeases = max
+	return old
+}

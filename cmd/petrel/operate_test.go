@@ -27,14 +27,21 @@ type opNode struct {
 // messages go to jobs.dlq at their first nack.
 func startOpNode(t *testing.T) opNode {
 	t.Helper()
+	return startOpNodeWith(t, `  - {name: orders}
+  - {name: jobs, max_deliveries: 1}
+`)
+}
+
+// startOpNodeWith starts a node as startOpNode does, with addresses, the
+// lines of its configuration's list of addresses.
+func startOpNodeWith(t *testing.T, addresses string) opNode {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "a.yaml")
 	writeFile(t, cfg, `node: {name: a, data_dir: data}
 admin: {listen: "127.0.0.1:0"}
 addresses:
-  - {name: orders}
-  - {name: jobs, max_deliveries: 1}
-`)
+`+addresses)
 	f := startNode(t, dir, "-c", cfg).ready(t)
 	if f["admin"] == "" {
 		t.Fatalf("ready line has no admin address: %v", f)

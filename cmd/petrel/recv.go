@@ -26,6 +26,10 @@ type recvOptions struct {
 	wait        time.Duration
 	noAck, nack bool
 	reason      string
+	// settle is how the messages printed are settled: ack, nack or
+	// release. Ack and nack ask the node for settle "later" and settle
+	// once the messages are printed (see take).
+	settle string
 }
 
 func newRecvCmd() *cobra.Command {
@@ -42,7 +46,9 @@ only those ready now. No message is not an error: recv prints nothing on
 standard output and says so on standard error.
 
 The messages are acked once they are printed: they are gone from the node
-when recv returns. With --no-ack they are released instead, and delivered
+when recv returns. recv asks the node to hold them until it has printed
+them, so a recv killed before then (even with SIGKILL) loses none: the node
+delivers them again when the address's lease_timeout passes. With --no-ack they are released instead, and delivered
 again at once; with --nack they are nacked, with --reason, and delivered
 again after the address's backoff, or moved to its dead-letter queue past
 its max_deliveries. recv prints each message as it arrives; an answer of
@@ -51,10 +57,10 @@ again until it has --count of them or --wait is over.
 
 Ctrl-C (SIGINT) or SIGTERM while recv waits for messages ends the wait:
 the node takes nothing more, and recv prints what the node had already
-sent. Once messages arrive, recv prints them all before it stops. Either
-way it then exits 130 (SIGINT) or 143 (SIGTERM), and every message the
-node acked was printed. SIGKILL, or recv's output closing, can still lose
-messages the node acked: use --no-ack to leave them on the node.
+sent. Once messages arrive, recv prints them all, and settles them, before
+it stops. Either way it then exits 130 (SIGINT) or 143 (SIGTERM), and every
+message acked was printed. A message printed just before recv is killed may
+be printed again by the next recv: at least once, never lost.
 
 With --json recv prints one JSON object per message, one per line (JSON
 lines): the fields of the admin API's message (id, origin, destination,
@@ -88,7 +94,8 @@ data, properties as key/type/value, body as base64 and text when UTF-8).
 }
 
 func (o *recvOptions) request(addr string) (adminapi.RecvRequest, error) {
-	req := adminapi.RecvRequest{Address: addr, Count: o.count, Wait: o.wait, Settle: adminapi.SettleAck, Reason: o.reason}
+	req := adminapi.RecvRequest{Address: addr, Count: o.count, Wait: o.wait, Settle: adminapi.SettleLater}
+	o.settle = adminapi.SettleAck
 	switch {
 	case o.count < 1 || o.count > 1000:
 		return req, usageErrorf("--count %d: want 1 to 1000", o.count)
@@ -99,11 +106,12 @@ func (o *recvOptions) request(addr string) (adminapi.RecvRequest, error) {
 	case o.reason != "" && !o.nack:
 		return req, usageErrorf("--reason goes with --nack")
 	case o.noAck:
-		req.Settle = adminapi.SettleRelease
+		// Released as they are written: nothing to lose.
+		req.Settle, o.settle = adminapi.SettleRelease, adminapi.SettleRelease
 	case o.nack:
-		req.Settle = adminapi.SettleNack
-		if req.Reason == "" {
-			req.Reason = "nacked with petrel recv"
+		o.settle = adminapi.SettleNack
+		if o.reason == "" {
+			o.reason = "nacked with petrel recv"
 		}
 	}
 	return req, nil
@@ -138,7 +146,12 @@ func (o *recvOptions) take(cmd *cobra.Command, path, addr string, req func(count
 			return o.printOne(out, m, printed)
 		})
 		if sig := ans.signal; sig != nil {
-			return interrupted(sig, ans, err)
+			var serr error
+			if err == nil && ans.Error == "" {
+				// What was printed is settled before recv stops.
+				serr = o.settleLater(cmd.Context(), c, &ans)
+			}
+			return interrupted(sig, ans, err, serr)
 		}
 		if err != nil {
 			return err
@@ -148,6 +161,9 @@ func (o *recvOptions) take(cmd *cobra.Command, path, addr string, req func(count
 		}
 		if ans.Settled == "" {
 			return fmt.Errorf("the answer ended before the node said how it settled the messages: it released them, and delivers them again")
+		}
+		if err := o.settleLater(cmd.Context(), c, &ans); err != nil {
+			return err
 		}
 		if !ans.More || printed >= o.count {
 			break
@@ -159,15 +175,39 @@ func (o *recvOptions) take(cmd *cobra.Command, path, addr string, req func(count
 	return nil
 }
 
+// settleLater settles the messages of an answer the node holds for
+// recv (settle "later") as o.settle says, now that they are printed, and
+// records it in ans.
+func (o *recvOptions) settleLater(ctx context.Context, c *adminClient, ans *answer) error {
+	if ans.Settled != adminapi.SettleLater {
+		return nil
+	}
+	if ans.Lease == "" { // no message
+		ans.Settled = o.settle
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var res adminapi.SettleResponse
+	err := c.do(ctx, "POST", adminapi.PathSettle, adminapi.SettleRequest{Lease: ans.Lease, Settle: o.settle, Reason: o.reason}, &res)
+	if err != nil {
+		return fmt.Errorf("settle (%s) the %d messages printed last: %w; the node delivers them again once their lease_timeout passes", o.settle, ans.printed, err)
+	}
+	ans.Settled = res.Settled
+	return nil
+}
+
 // interrupted is the error that ends take after sig.
-func interrupted(sig os.Signal, ans answer, err error) error {
+func interrupted(sig os.Signal, ans answer, err, settleErr error) error {
 	code := 128
 	if s, ok := sig.(syscall.Signal); ok {
 		code += int(s)
 	}
 	msg := "interrupted"
 	switch {
-	case ans.printed > 0 && ans.Settled != "":
+	case settleErr != nil:
+		msg += "; " + settleErr.Error()
+	case ans.printed > 0 && ans.Settled != "" && ans.Settled != adminapi.SettleLater:
 		msg += fmt.Sprintf("; the node settled (%s) the %d messages printed last", ans.Settled, ans.printed)
 	case ans.printed > 0:
 		msg += fmt.Sprintf("; the %d messages printed last were not settled: the node delivers them again", ans.printed)
@@ -264,6 +304,8 @@ func (o *recvOptions) readAnswer(ctx context.Context, c *adminClient, path strin
 			err = dec.Decode(&ans.More)
 		case "settled":
 			err = dec.Decode(&ans.Settled)
+		case "lease":
+			err = dec.Decode(&ans.Lease)
 		case "error":
 			err = dec.Decode(&ans.Error)
 		default:

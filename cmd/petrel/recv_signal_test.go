@@ -80,9 +80,8 @@ func exitCode(cmd *exec.Cmd) int {
 }
 
 // TestCLIRecvInterruptedWhilePrinting: SIGINT to petrel recv while it
-// prints an answer does not cut it short. The node acks the messages
-// once it has written them, so recv prints them all, then exits 130; every
-// message the node acked was printed. Before, Go's default for SIGINT
+// prints an answer does not cut it short: recv prints every message,
+// settles them, then exits 130; every message acked was printed. Before, Go's default for SIGINT
 // killed recv with the answer half printed, and its acked messages were
 // lost.
 func TestCLIRecvInterruptedWhilePrinting(t *testing.T) {
@@ -121,6 +120,51 @@ func TestCLIRecvInterruptedWhilePrinting(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("stderr does not say it was interrupted:\n%s", stderr)
+	}
+}
+
+// TestCLIRecvKilledWhilePrinting: SIGKILL to petrel recv while it prints
+// an answer loses nothing. The node holds the messages it answered until
+// recv settles them, which recv does once it has printed them; killed
+// before, its messages come back when their lease_timeout passes, and the
+// next recv prints them all. Before, the node acked them as soon as it
+// had written its answer, and those still in recv's buffers were lost.
+func TestCLIRecvKilledWhilePrinting(t *testing.T) {
+	n := startOpNodeWith(t, "  - {name: orders, lease_timeout: 1s}\n")
+	c := adminapi.Dial(n.admin, "")
+	defer c.Close()
+	// The first message's line of JSON is larger than a pipe's buffer;
+	// the answer, whole, fits in the connection's.
+	sent := []uint64{n.sendText(t, c, strings.Repeat("x", 100<<10))}
+	for i := range 5 {
+		sent = append(sent, n.sendText(t, c, fmt.Sprint("message ", i)))
+	}
+	count := len(sent)
+
+	cmd, _, _ := n.startRecv(t, "--count", fmt.Sprint(count))
+	// recv reads the answer, whole, and blocks printing the first
+	// message: nobody reads its output. Kill it there.
+	time.Sleep(time.Second)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if q := n.queues(t)["orders"]; q.Acked != 0 || q.Depth != int64(count) {
+		t.Fatalf("recv was killed before it printed its answer, and the node settled it: %+v", q)
+	}
+
+	// The lease passes; the next recv gets every message, in order.
+	r := n.run(t, "recv", "orders", "--count", fmt.Sprint(count), "--wait", "15s", "--json")
+	r.wantCode(t, exitOK)
+	var got []uint64
+	for _, m := range jsonLines[adminapi.Message](t, r.stdout) {
+		got = append(got, m.ID)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(sent) {
+		t.Fatalf("after the kill, recv printed %v, want %v", got, sent)
+	}
+	if q := n.queues(t)["orders"]; q.Depth != 0 || q.Acked != int64(count) {
+		t.Fatalf("after the second recv: %+v", q)
 	}
 }
 

@@ -28,7 +28,8 @@ properties and body, or with --json one JSON object per message, per line.
 With --durable NAME, subscribe makes or joins the durable subscription NAME
 of the pattern on the node. It outlives the command: it keeps what is
 published meanwhile, and the next petrel subscribe --durable NAME (or a
-consumer of sub:NAME) takes it. The messages printed are acked. petrel topics
+consumer of sub:NAME) takes it. The messages printed are acked, once they
+are printed: a subscribe killed before then loses none. petrel topics
 lists the subscriptions; delete one in the Go API (Node.Unsubscribe).
 
 Without --durable, subscribe makes a temporary subscription that lasts for
@@ -60,6 +61,12 @@ needs --wait. It ends when the command returns, with what it held.
 
 func (o *subscribeOptions) request(pattern string) (adminapi.SubscribeRequest, error) {
 	req := adminapi.SubscribeRequest{Pattern: pattern, Name: o.durable, Count: o.recv.count, Wait: o.recv.wait}
+	o.recv.settle = adminapi.SettleAck
+	if o.durable != "" {
+		// The subscription outlives the command: the node holds what
+		// it answers until it is printed (see petrel recv).
+		req.Settle = adminapi.SettleLater
+	}
 	switch {
 	case o.recv.count < 1 || o.recv.count > 1000:
 		return req, usageErrorf("--count %d: want 1 to 1000", o.recv.count)

@@ -23,6 +23,7 @@ func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 //	POST /api/send                  SendRequest → SendResponse, once the message is durable
 //	POST /api/recv                  RecvRequest → RecvResponse
 //	POST /api/subscribe             SubscribeRequest → RecvResponse
+//	POST /api/settle                SettleRequest → SettleResponse: settles a SettleLater answer's messages (404 once its lease is gone)
 //	GET  /api/queues                → []petrel.QueueStats, by name
 //	POST /api/queues/{queue}/purge  → CountResponse: the messages deleted
 //	GET  /api/queues/{queue}/messages?limit=N&offset=M  → []Message, in delivery order from the Mth (default 0), consuming nothing (limit default 100, at most 1000; HeaderNextOffset when cut short by bytes)
@@ -36,8 +37,9 @@ func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 // request or an invalid message, 401 without the token, 403 for a refused
 // Host, Origin or file, 404 for an unknown queue or address, 409 for an
 // address that cannot do what was asked (not a receive address, no
-// route), 415 for a POST that is not JSON, 503 while the node closes or
-// when its store is full.
+// route), 415 for a POST that is not JSON, 503 while the node closes,
+// when its store is full, or when too many answers wait for POST
+// /api/settle.
 const (
 	PathHealthz     = "/healthz"
 	PathReadyz      = "/readyz"
@@ -56,6 +58,7 @@ const (
 	PathFile        = "/api/files/{id}"
 	PathTopics      = "/api/topics"
 	PathSubscribe   = "/api/subscribe"
+	PathSettle      = "/api/settle"
 )
 
 // The parameters of the paths above.

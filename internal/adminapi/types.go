@@ -94,6 +94,11 @@ const (
 	SettleAck     = "ack"     // delete them
 	SettleRelease = "release" // redeliver them at once, counting no attempt
 	SettleNack    = "nack"    // redeliver them after a backoff; dead-letter past max_deliveries
+	// SettleLater leaves them leased, under RecvResponse.Lease: the
+	// client settles them with POST /api/settle once it has them safe,
+	// before LeaseExpires, or they are delivered again. A client killed
+	// before that loses nothing.
+	SettleLater = "later"
 )
 
 // RecvRequest is the body of POST /api/recv.
@@ -103,7 +108,7 @@ type RecvRequest struct {
 	// Wait is how long to wait for Count messages; 0 takes only those
 	// ready now.
 	Wait   time.Duration `json:"wait,omitempty"`
-	Settle string        `json:"settle,omitempty"` // SettleAck (default), SettleRelease or SettleNack
+	Settle string        `json:"settle,omitempty"` // SettleAck (default), SettleRelease, SettleNack or SettleLater
 	Reason string        `json:"reason,omitempty"` // the nack's reason
 }
 
@@ -112,7 +117,8 @@ type RecvRequest struct {
 // them again (released) instead of losing them: Settled is set once the
 // settling is durable, Error if it failed (the messages may come again).
 //
-// The fields come in this order: Messages, More, then Settled or Error.
+// The fields come in this order: Messages, More, then Settled (or, for
+// SettleLater, Lease and LeaseExpires) or Error.
 // A client that reads the answer as it comes (petrel recv) has every
 // message before it learns how they were settled.
 type RecvResponse struct {
@@ -123,11 +129,32 @@ type RecvResponse struct {
 	// gets it.
 	More    bool   `json:"more,omitempty"`
 	Settled string `json:"settled,omitempty"`
-	Error   string `json:"error,omitempty"`
+	// Lease names the messages of a SettleLater answer for POST
+	// /api/settle, which must come before LeaseExpires: then the queue's
+	// lease_timeout has passed, and it delivers them again. Empty when
+	// the answer has no message.
+	Lease        string    `json:"lease,omitempty"`
+	LeaseExpires time.Time `json:"lease_expires,omitzero"`
+	Error        string    `json:"error,omitempty"`
+}
+
+// SettleRequest is the body of POST /api/settle: how to settle the
+// messages of a SettleLater answer.
+type SettleRequest struct {
+	Lease  string `json:"lease"`
+	Settle string `json:"settle,omitempty"` // SettleAck (default), SettleRelease or SettleNack
+	Reason string `json:"reason,omitempty"` // the nack's reason
+}
+
+// SettleResponse answers POST /api/settle once the settling is durable.
+type SettleResponse struct {
+	Settled string `json:"settled"`
+	Count   int    `json:"count"` // the messages settled
 }
 
 // SubscribeRequest is the body of POST /api/subscribe, which answers a
-// RecvResponse: the messages are acked once written.
+// RecvResponse: the messages are acked once written, or left leased for
+// POST /api/settle (Settle).
 type SubscribeRequest struct {
 	Pattern string `json:"pattern"` // the topic pattern, such as orders.#
 	// Name makes or joins the durable subscription so called, which
@@ -137,6 +164,10 @@ type SubscribeRequest struct {
 	Name  string        `json:"name,omitempty"`
 	Count int           `json:"count,omitempty"` // default 1, at most 1000
 	Wait  time.Duration `json:"wait,omitempty"`  // how long to wait for Count messages
+	// Settle is SettleAck (default) or, with a Name, SettleLater: a
+	// private subscription ends with its request, so its messages cannot
+	// wait for a later settle.
+	Settle string `json:"settle,omitempty"`
 }
 
 // DeadLettersResponse answers GET /api/dlq/{addr}.
