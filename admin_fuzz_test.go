@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ var fuzzEndpoints = []string{
 	"/api/files",
 	"/api/queues/inbox/purge",
 	"/api/subscribe",
+	"/api/settle",
 }
 
 // FuzzAdminJSON sends arbitrary bodies to the admin endpoints that decode
@@ -65,6 +67,7 @@ func FuzzAdminJSON(f *testing.F) {
 		`{"select":[{"origin":"00","id":"1"}]}`,
 		`{"path":"` + filepath.Join(roots, "a.txt") + `","to":"inbox"}`,
 		``,
+		`{"lease":"00112233445566778899aabbccddeeff","settle":"nack","reason":"r"}`,
 	} {
 		f.Add(uint8(i), []byte(body))
 	}
@@ -90,7 +93,9 @@ func FuzzAdminJSON(f *testing.F) {
 			buf := make([]byte, 1<<20)
 			t.Fatalf("POST %s %q: no answer 15s past its deadline\n%s", path, body, buf[:runtime.Stack(buf, true)])
 		}
-		if rec.Code >= 500 && ctx.Err() == nil {
+		// Thousands of recvs with settle "later" within a lease_timeout
+		// reach the bound of leases, which answers 503 by design.
+		if rec.Code >= 500 && ctx.Err() == nil && !strings.Contains(rec.Body.String(), errTooManyLeases.Error()) {
 			t.Fatalf("POST %s %q: %d %s", path, body, rec.Code, rec.Body)
 		}
 		if rec.Code >= 300 && rec.Code < 400 {
