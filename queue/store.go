@@ -5,11 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/url"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -210,7 +207,7 @@ func (s *Store) Start() {
 }
 
 func (s *Store) openDBs(ctx context.Context) error {
-	if err := checkFiles(s.cfg.Path); err != nil {
+	if err := sqliteuri.CheckFiles(s.cfg.Path); err != nil {
 		return fmt.Errorf("open store %s: %w", s.cfg.Path, err)
 	}
 	wdb, err := sql.Open("sqlite3", dsn(s.cfg.Path, s.cfg.Sync, false))
@@ -222,11 +219,11 @@ func (s *Store) openDBs(ctx context.Context) error {
 	wdb.SetMaxOpenConns(1)
 	if err := wdb.PingContext(ctx); err != nil {
 		wdb.Close()
-		return fmt.Errorf("open store %s: %w", s.cfg.Path, whyNotOpened(s.cfg.Path, err))
+		return fmt.Errorf("open store %s: %w", s.cfg.Path, sqliteuri.WhyNotOpened(s.cfg.Path, err))
 	}
 	if err := migrate(ctx, wdb); err != nil {
 		wdb.Close()
-		return fmt.Errorf("open store %s: %w", s.cfg.Path, whyNotOpened(s.cfg.Path, err))
+		return fmt.Errorf("open store %s: %w", s.cfg.Path, sqliteuri.WhyNotOpened(s.cfg.Path, err))
 	}
 	if err := checkWritable(ctx, wdb); err != nil {
 		wdb.Close()
@@ -243,67 +240,9 @@ func (s *Store) openDBs(ctx context.Context) error {
 	return nil
 }
 
-// checkFiles refuses, before SQLite opens the store at path, what SQLite
-// would take without a word:
-//   - a database file the node cannot write (immutable, on a read-only
-//     mount, or owned by another user after a restore): SQLite opens it
-//     read-only, and the node would say ready, then fail every send and
-//     every ack;
-//   - an empty database file beside a write-ahead log that holds data:
-//     the database was truncated or replaced, and SQLite would start an
-//     empty store and reset the log, throwing away what it held.
-func checkFiles(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil // a new store
-	case err != nil:
-		return fmt.Errorf("the database cannot be opened for writing: %w", err)
-	}
-	st, err := f.Stat()
-	f.Close()
-	if err != nil {
-		return err
-	}
-	if st.Size() > 0 {
-		return nil
-	}
-	// A log's header is 32 bytes; frames follow it.
-	if wal, err := os.Stat(path + "-wal"); err == nil && wal.Size() > 32 {
-		return fmt.Errorf("the database file is empty, but its write-ahead log %s holds %d bytes: the database was truncated or replaced, "+
-			"and opening it would throw the log away; restore the data directory from a copy, or move it away to start afresh", path+"-wal", wal.Size())
-	}
-	return nil
-}
-
-// whyNotOpened adds to err, SQLite's failure to open the store at path,
-// the cause SQLite does not name: a directory that takes no new files,
-// where SQLite makes its -wal and -shm files ("unable to open database
-// file: no such file or directory" on a read-only mount).
-func whyNotOpened(path string, err error) error {
-	dir := filepath.Dir(path)
-	f, cerr := os.CreateTemp(dir, ".petrel-write-check-*")
-	if cerr != nil {
-		return fmt.Errorf("%w (the directory %s takes no new files, and SQLite makes its -wal and -shm files there: %v)", err, dir, cerr)
-	}
-	f.Close()
-	os.Remove(f.Name())
-	return err
-}
-
-// checkWritable writes a row and rolls it back, which fails on a store
-// SQLite opened read-only (see checkFiles), whatever the reason. Taking
-// the write lock alone (BEGIN IMMEDIATE) does not: SQLite grants it.
+// checkWritable writes a row and rolls it back (sqliteuri.CheckWritable).
 func checkWritable(ctx context.Context, db *sql.DB) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO meta(key, value) VALUES('write_check', x'')"); err != nil {
-		return fmt.Errorf("the store cannot be written: %w", err)
-	}
-	return nil
+	return sqliteuri.CheckWritable(ctx, db, "INSERT OR REPLACE INTO meta(key, value) VALUES('write_check', x'')")
 }
 
 // lockPath is the file a Store locks beside its database.

@@ -69,7 +69,15 @@ CREATE TABLE IF NOT EXISTS subscriptions (
 );
 `
 
+// openStore opens mqtt.db at path with the checks the node's store makes
+// (sqliteuri.CheckFiles): a file it cannot write, or an empty one beside a
+// log that holds data, stops the node at start with the reason, rather
+// than let it say ready and then fail every retained message and session,
+// or throw the log away.
 func openStore(path string) (*sessionStore, error) {
+	if err := sqliteuri.CheckFiles(path); err != nil {
+		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
+	}
 	// WAL and FULL, as the node's store: a commit is one append and one
 	// fsync, and survives power loss.
 	db, err := openDB(path, "FULL")
@@ -80,9 +88,13 @@ func openStore(path string) (*sessionStore, error) {
 	defer cancel()
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
+		return nil, fmt.Errorf("open mqtt store %s: %w", path, sqliteuri.WhyNotOpened(path, err))
 	}
 	if err := addOwnerColumn(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
+	}
+	if err := sqliteuri.CheckWritable(ctx, db, `INSERT OR REPLACE INTO retained (topic, packet) VALUES ('', x'')`); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open mqtt store %s: %w", path, err)
 	}

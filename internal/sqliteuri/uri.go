@@ -1,5 +1,7 @@
-// Package sqliteuri makes the file: URI that opens a SQLite database at a
-// path, whatever characters the path holds.
+// Package sqliteuri opens SQLite databases at paths: the file: URI that
+// opens the database at a path, whatever characters the path holds, and
+// the checks around the opening that refuse what SQLite would take
+// without a word (check.go).
 package sqliteuri
 
 import (
