@@ -272,3 +272,23 @@ func TestLongNamesGoDense(t *testing.T) {
 		t.Fatal("2 names of 21 characters were drawn on a dense ring")
 	}
 }
+
+// Durations keep every digit; only zero parts at the end are dropped.
+func TestFormatDuration(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {-time.Second, "0s"}, {400 * time.Millisecond, "0s"},
+		{10 * time.Second, "10s"}, {59*time.Second + 600*time.Millisecond, "1m"},
+		{70*time.Second + 450*time.Millisecond, "1m10s"}, {100 * time.Second, "1m40s"},
+		{5 * time.Minute, "5m"}, {time.Hour, "1h"}, {time.Hour + 20*time.Minute, "1h20m"},
+		{time.Hour + 20*time.Minute + 30*time.Second, "1h20m30s"}, {time.Hour + 30*time.Second, "1h0m30s"},
+		{24 * time.Hour, "1d"}, {50 * time.Hour, "2d2h"}, {24*time.Hour + 50*time.Second, "1d50s"},
+		{24*time.Hour + 10*time.Minute, "1d10m"},
+	} {
+		if got := formatDuration(c.d); got != c.want {
+			t.Errorf("formatDuration(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}

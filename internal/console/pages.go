@@ -206,16 +206,29 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
+// formatDuration writes d to the second, dropping only zero parts at the
+// end: "45s", "5m", "1m40s", "2h", "1h20m30s", "1d", "3d4h". A plain
+// trim of "0s" would also cut the last digit of "1m40s".
 func formatDuration(d time.Duration) string {
-	switch {
-	case d <= 0:
+	d = d.Round(time.Second)
+	if d <= 0 {
 		return "0s"
-	case d < time.Minute:
-		return d.Round(time.Second).String()
-	case d < 24*time.Hour:
-		return strings.TrimSuffix(d.Round(time.Second).String(), "0s")
 	}
-	return fmt.Sprintf("%dd%s", d/(24*time.Hour), formatDuration(d%(24*time.Hour)))
+	days, rest := d/(24*time.Hour), d%(24*time.Hour)
+	s := rest.String() // "1h20m30s", "5m0s", "1h0m0s", "0s"
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+		if t, ok := strings.CutSuffix(s, "h0m"); ok {
+			s = t + "h"
+		}
+	}
+	switch {
+	case days == 0:
+		return s
+	case rest == 0:
+		return fmt.Sprintf("%dd", days)
+	}
+	return fmt.Sprintf("%dd%s", days, s)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
