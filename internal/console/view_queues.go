@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,7 +34,9 @@ type queueView struct {
 	Href               string
 }
 
-// maxOldest bounds the queues whose oldest message a render looks up.
+// maxOldest bounds the store reads of one render of the Queues page: the
+// oldest message is looked up for its first maxOldest queues that hold
+// any.
 const maxOldest = 200
 
 func (s *Server) queueViews(ctx context.Context, snap Snapshot) []queueView {
@@ -41,35 +44,58 @@ func (s *Server) queueViews(ctx context.Context, snap Snapshot) []queueView {
 	for _, q := range snap.Queues {
 		depth[q.Name] = q.Depth
 	}
-	relays := make(map[string]bool, len(snap.RelayAddresses))
-	for _, a := range snap.RelayAddresses {
-		relays[a] = true
-	}
+	relays := relaySet(snap)
 	hops := make(map[string]string, len(snap.Links))
 	for _, l := range snap.Links {
 		hops[l.Queue] = l.NextHop
 	}
 	out := make([]queueView, 0, len(snap.Queues))
-	for i, q := range snap.Queues {
-		v := queueView{Stats: q, Label: queueLabel(q, relays), Href: "/queues/" + pathEscape(q.Name)}
-		if q.Kind == queue.KindSend {
-			v.Toward = toward(q.Name, hops[q.Name])
-		}
-		pts := s.sampler.history("q:" + q.Name)
-		v.EnqRate, v.AckRate = rates(pts)
-		v.Spark, v.SparkMin, v.SparkMx = sparkline(pts)
-		v.EnqSpark, v.AckSpark, v.RateMax = rateLines(pts)
+	looked := 0
+	for _, q := range snap.Queues {
+		v := s.viewOf(q, relays, hops[q.Name])
 		if d, ok := depth[q.Name+queue.DeadLetterSuffix]; ok {
 			v.DLQ, v.DeadLetters = q.Name+queue.DeadLetterSuffix, d
 		}
-		if q.Depth > 0 && i < maxOldest {
-			if t, ok := s.src.Oldest(ctx, q.Name); ok {
-				v.Oldest = max(time.Since(t), 0).Round(time.Second)
-			}
+		// Counted in lookups, not in queues: the empty ones cost none.
+		if q.Depth > 0 && looked < maxOldest {
+			looked++
+			v.Oldest = s.oldest(ctx, q.Name)
 		}
 		out = append(out, v)
 	}
 	return out
+}
+
+// viewOf is the view of q but for its oldest message and dead letters;
+// hop is the next hop of its link, if it has one.
+func (s *Server) viewOf(q queue.Stats, relays map[string]bool, hop string) queueView {
+	v := queueView{Stats: q, Label: queueLabel(q, relays), Href: "/queues/" + pathEscape(q.Name)}
+	if q.Kind == queue.KindSend {
+		v.Toward = toward(q.Name, hop)
+	}
+	pts := s.sampler.history("q:" + q.Name)
+	v.EnqRate, v.AckRate = rates(pts)
+	v.Spark, v.SparkMin, v.SparkMx = sparkline(pts)
+	v.EnqSpark, v.AckSpark, v.RateMax = rateLines(pts)
+	return v
+}
+
+// oldest is the age of the oldest message of the queue called name, 0 if
+// it has none.
+func (s *Server) oldest(ctx context.Context, name string) time.Duration {
+	t, ok := s.src.Oldest(ctx, name)
+	if !ok {
+		return 0
+	}
+	return max(time.Since(t), 0).Round(time.Second)
+}
+
+func relaySet(snap Snapshot) map[string]bool {
+	relays := make(map[string]bool, len(snap.RelayAddresses))
+	for _, a := range snap.RelayAddresses {
+		relays[a] = true
+	}
+	return relays
 }
 
 // queueLabel names the role of q: a send queue "name@node" is a relay
@@ -140,12 +166,28 @@ type queueLive struct {
 	Minutes int
 }
 
+// queueView builds the view of the one queue called name only, with its
+// oldest message whatever its place among the node's queues.
 func (s *Server) queueView(ctx context.Context, snap Snapshot, name string) queueLive {
 	v := queueLive{Name: name, Minutes: s.minutes()}
-	for _, q := range s.queueViews(ctx, snap) {
-		if q.Name == name {
-			v.Q, v.Found = q, true
+	i := slices.IndexFunc(snap.Queues, func(q queue.Stats) bool { return q.Name == name })
+	if i < 0 {
+		return v
+	}
+	q := snap.Queues[i]
+	hop := ""
+	for _, l := range snap.Links {
+		if l.Queue == name {
+			hop = l.NextHop
 		}
+	}
+	v.Q, v.Found = s.viewOf(q, relaySet(snap), hop), true
+	dlq := name + queue.DeadLetterSuffix
+	if j := slices.IndexFunc(snap.Queues, func(q queue.Stats) bool { return q.Name == dlq }); j >= 0 {
+		v.Q.DLQ, v.Q.DeadLetters = dlq, snap.Queues[j].Depth
+	}
+	if q.Depth > 0 {
+		v.Q.Oldest = s.oldest(ctx, name)
 	}
 	return v
 }
