@@ -55,6 +55,15 @@ func (c consoleSource) Oldest(ctx context.Context, name string) (time.Time, bool
 	return m.Timestamp, true
 }
 
+// DeadLetterQueue is the node's own mapping, the one petrel dlq uses.
+func (c consoleSource) DeadLetterQueue(name string) string {
+	dlq, err := c.n.DeadLetterQueue(name)
+	if err != nil {
+		return ""
+	}
+	return dlq
+}
+
 // consoleSnapshot gathers what the console shows.
 func (n *Node) consoleSnapshot() console.Snapshot {
 	st := n.Status()
@@ -77,6 +86,16 @@ func (n *Node) consoleSnapshot() console.Snapshot {
 	for name, a := range n.addresses {
 		if a.Role == address.RoleRelay {
 			snap.RelayAddresses = append(snap.RelayAddresses, name)
+		}
+		// The first address by name, so that the page does not change
+		// with the map's order when several share a dead_letter.
+		if dl := a.Queue.DeadLetter; dl != "" && !queue.IsDeadLetter(dl) {
+			if snap.DeadLetterOwners == nil {
+				snap.DeadLetterOwners = map[string]string{}
+			}
+			if prev, ok := snap.DeadLetterOwners[dl]; !ok || name < prev {
+				snap.DeadLetterOwners[dl] = name
+			}
 		}
 	}
 	n.mu.Unlock()

@@ -101,8 +101,9 @@ func TestQueueLabels(t *testing.T) {
 		{queue.Stats{Name: "files", Kind: queue.KindReceive}, "receive"},
 		{queue.Stats{Name: "orders.dlq", Kind: queue.KindReceive}, "dead letters"},
 		{queue.Stats{Name: "sub:audit", Kind: queue.KindReceive}, "subscription"},
+		{queue.Stats{Name: "billing-dead", Kind: queue.KindReceive}, "dead letters"},
 	} {
-		if got := queueLabel(c.q, relays); got != c.want {
+		if got := queueLabel(c.q, relays, map[string]string{"billing-dead": "billing"}); got != c.want {
 			t.Errorf("%s (%v) reads %q, want %q", c.q.Name, c.q.Kind, got, c.want)
 		}
 	}

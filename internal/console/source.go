@@ -22,6 +22,10 @@ type Source interface {
 	// Oldest returns when the oldest message of the queue called name was
 	// made, false if the queue is empty.
 	Oldest(ctx context.Context, name string) (time.Time, bool)
+	// DeadLetterQueue returns the name of the queue that the queue called
+	// name dead-letters into, as petrel dlq finds it: "" while that queue
+	// does not exist, name itself for a dead-letter queue.
+	DeadLetterQueue(name string) string
 }
 
 // Snapshot is a node's state at one moment, as the pages show it.
@@ -46,7 +50,12 @@ type Snapshot struct {
 	// RelayAddresses are the addresses this node relays (role relay): a
 	// send queue "name@node" of one of them is a relay queue.
 	RelayAddresses []string
-	Config         Config
+	// DeadLetterOwners are the queues that an address names as its
+	// dead_letter, each with the first such address by name: the address
+	// that petrel dlq and /api/dlq/{addr} take for them. A queue neither
+	// here nor named "<addr>.dlq" holds no dead letters.
+	DeadLetterOwners map[string]string
+	Config           Config
 	// DiscoveryEnabled says whether the node announces and listens.
 	DiscoveryEnabled bool
 	// StoreBytes is the size of the store's files; DiskFree the space

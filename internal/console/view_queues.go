@@ -52,9 +52,9 @@ func (s *Server) queueViews(ctx context.Context, snap Snapshot) []queueView {
 	out := make([]queueView, 0, len(snap.Queues))
 	looked := 0
 	for _, q := range snap.Queues {
-		v := s.viewOf(q, relays, hops[q.Name])
-		if d, ok := depth[q.Name+queue.DeadLetterSuffix]; ok {
-			v.DLQ, v.DeadLetters = q.Name+queue.DeadLetterSuffix, d
+		v := s.viewOf(snap, q, relays, hops[q.Name])
+		if v.DLQ != "" {
+			v.DeadLetters = depth[v.DLQ]
 		}
 		// Counted in lookups, not in queues: the empty ones cost none.
 		if q.Depth > 0 && looked < maxOldest {
@@ -66,10 +66,15 @@ func (s *Server) queueViews(ctx context.Context, snap Snapshot) []queueView {
 	return out
 }
 
-// viewOf is the view of q but for its oldest message and dead letters;
-// hop is the next hop of its link, if it has one.
-func (s *Server) viewOf(q queue.Stats, relays map[string]bool, hop string) queueView {
-	v := queueView{Stats: q, Label: queueLabel(q, relays), Href: "/queues/" + pathEscape(q.Name)}
+// viewOf is the view of q but for its oldest message and the count of its
+// dead letters; hop is the next hop of its link, if it has one.
+func (s *Server) viewOf(snap Snapshot, q queue.Stats, relays map[string]bool, hop string) queueView {
+	v := queueView{Stats: q, Label: queueLabel(q, relays, snap.DeadLetterOwners), Href: "/queues/" + pathEscape(q.Name)}
+	// The node's own mapping, not name+".dlq": a send queue "a@b"
+	// dead-letters into "a.dlq", and an address may name its dead_letter.
+	if dlq := s.src.DeadLetterQueue(q.Name); dlq != q.Name {
+		v.DLQ = dlq
+	}
 	if q.Kind == queue.KindSend {
 		v.Toward = toward(q.Name, hop)
 	}
@@ -100,10 +105,11 @@ func relaySet(snap Snapshot) map[string]bool {
 
 // queueLabel names the role of q: a send queue "name@node" is a relay
 // queue when this node relays the address name (relays), as the node
-// decides whether it takes a message for another node.
-func queueLabel(q queue.Stats, relays map[string]bool) string {
+// decides whether it takes a message for another node; owners are the
+// dead_letter queues of addresses (Snapshot.DeadLetterOwners).
+func queueLabel(q queue.Stats, relays map[string]bool, owners map[string]string) string {
 	switch {
-	case queue.IsDeadLetter(q.Name):
+	case isDeadLetter(q.Name, owners):
 		return "dead letters"
 	case strings.HasPrefix(q.Name, "sub:"):
 		return "subscription"
@@ -114,6 +120,24 @@ func queueLabel(q queue.Stats, relays map[string]bool) string {
 		return "send"
 	}
 	return "receive"
+}
+
+// isDeadLetter reports whether the queue called name holds dead letters:
+// it is named "<addr>.dlq", or an address names it as its dead_letter.
+func isDeadLetter(name string, owners map[string]string) bool {
+	_, ok := deadLetterAddr(name, owners)
+	return ok
+}
+
+// deadLetterAddr is the address whose dead letters the queue called name
+// holds, as /api/dlq/{addr} takes it: a "<addr>.dlq" stands for itself,
+// a dead_letter queue is found through the address that names it.
+func deadLetterAddr(name string, owners map[string]string) (string, bool) {
+	if queue.IsDeadLetter(name) {
+		return name, true
+	}
+	addr, ok := owners[name]
+	return addr, ok
 }
 
 // toward is where the send queue called name sends: its node, and hop
@@ -181,10 +205,9 @@ func (s *Server) queueView(ctx context.Context, snap Snapshot, name string) queu
 			hop = l.NextHop
 		}
 	}
-	v.Q, v.Found = s.viewOf(q, relaySet(snap), hop), true
-	dlq := name + queue.DeadLetterSuffix
-	if j := slices.IndexFunc(snap.Queues, func(q queue.Stats) bool { return q.Name == dlq }); j >= 0 {
-		v.Q.DLQ, v.Q.DeadLetters = dlq, snap.Queues[j].Depth
+	v.Q, v.Found = s.viewOf(snap, q, relaySet(snap), hop), true
+	if j := slices.IndexFunc(snap.Queues, func(q queue.Stats) bool { return q.Name == v.Q.DLQ }); j >= 0 {
+		v.Q.DeadLetters = snap.Queues[j].Depth
 	}
 	if q.Depth > 0 {
 		v.Q.Oldest = s.oldest(ctx, name)
@@ -207,8 +230,12 @@ const maxHex = 4096
 // queuePage is the part of a queue's page read once, at load: its
 // messages.
 type queuePage struct {
-	Name     string
-	IsDLQ    bool
+	Name  string
+	IsDLQ bool
+	// DLQAddr is what the replay and purge of a dead-letter queue name
+	// in /api/dlq/{addr}: the queue itself, or the address whose
+	// dead_letter it is.
+	DLQAddr  string
 	Messages []messageView
 	Limit    int
 	// More says the messages stopped before Limit at MaxBytes of them.
@@ -218,7 +245,8 @@ type queuePage struct {
 }
 
 func (s *Server) queueMessages(ctx context.Context, name string, limit int) queuePage {
-	p := queuePage{Name: name, IsDLQ: queue.IsDeadLetter(name), Limit: limit, MaxBytes: adminapi.MaxAnswerBytes}
+	p := queuePage{Name: name, Limit: limit, MaxBytes: adminapi.MaxAnswerBytes}
+	p.DLQAddr, p.IsDLQ = deadLetterAddr(name, s.sampler.snapshot().DeadLetterOwners)
 	msgs, more, err := s.src.Browse(ctx, name, limit)
 	if err != nil {
 		p.Err = err.Error()

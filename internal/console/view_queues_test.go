@@ -32,6 +32,13 @@ func (f *fakeSource) Oldest(_ context.Context, name string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+func (f *fakeSource) DeadLetterQueue(name string) string {
+	if queue.IsDeadLetter(name) {
+		return name
+	}
+	return ""
+}
+
 // newFakeServer is a console of src; the test closes it.
 func newFakeServer(t *testing.T, src Source) *Server {
 	t.Helper()
