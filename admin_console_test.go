@@ -150,8 +150,18 @@ func TestConsoleLoginCookieAndCSRF(t *testing.T) {
 	if resp, _ := c.do(http.MethodPost, "/api/send", "application/x-www-form-urlencoded", "to=orders", map[string]string{console.CSRFHeader: token}); resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Fatalf("a form post to the API: %d, want 415", resp.StatusCode)
 	}
+	// Every refusal for the CSRF token is counted, the logout form's too.
+	if got := c.metric(`petrel_admin_refused_total{reason="csrf"}`); got != 2 {
+		t.Fatalf("petrel_admin_refused_total{reason=\"csrf\"} = %d after 2 sends without it, want 2", got)
+	}
 	if resp, _ := c.do(http.MethodPost, "/logout", "application/x-www-form-urlencoded", "", nil); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a logout without the CSRF token: %d, want 403", resp.StatusCode)
+	}
+	if resp, _ := c.do(http.MethodPost, "/logout", "application/x-www-form-urlencoded", "csrf="+strings.Repeat("0", 64), nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a logout with a wrong CSRF token: %d, want 403", resp.StatusCode)
+	}
+	if got := c.metric(`petrel_admin_refused_total{reason="csrf"}`); got != 4 {
+		t.Fatalf("petrel_admin_refused_total{reason=\"csrf\"} = %d after 2 logouts without it, want 4", got)
 	}
 	if resp, _ := c.do(http.MethodPost, "/logout", "application/x-www-form-urlencoded", "csrf="+token, nil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("a logout with the CSRF token: %d, want 303", resp.StatusCode)
