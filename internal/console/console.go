@@ -61,6 +61,7 @@ type Server struct {
 	interval time.Duration
 	pages    map[string]*template.Template
 	sampler  *sampler
+	heads    headCache // the oldest message of the queues shown
 
 	// closing ends the event streams; streams counts them. mu orders a
 	// stream's start against Close.

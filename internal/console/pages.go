@@ -27,6 +27,7 @@ var funcs = template.FuncMap{
 	"escpath": pathEscape,
 	"bps":     func(f float64) string { return formatBytes(int64(f)) + "/s" },
 	"sub":     func(a, b int) int { return a - b },
+	"add":     func(a, b int) int { return a + b },
 }
 
 func parsePages() (map[string]*template.Template, error) {
@@ -101,7 +102,8 @@ func (s *Server) live(ctx context.Context, page string, q url.Values) any {
 	case "network":
 		return s.networkView(snap, q.Get("link"))
 	case "queues":
-		return s.queuesView(ctx, snap)
+		from, _ := strconv.Atoi(q.Get("from"))
+		return s.queuesView(ctx, snap, from)
 	case "queue":
 		return s.queueView(ctx, snap, q.Get("queue"))
 	case "transfers":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
@@ -34,34 +35,39 @@ type queueView struct {
 	Href               string
 }
 
-// maxOldest bounds the store reads of one render of the Queues page: the
-// oldest message is looked up for its first maxOldest queues that hold
-// any.
-const maxOldest = 200
+// queuesPerPage bounds the rows of the Queues page, so that what a tab
+// costs each tick (views, charts, oldest-message lookups, the bytes
+// sent) does not grow with the node's queues.
+const queuesPerPage = 100
 
-func (s *Server) queueViews(ctx context.Context, snap Snapshot) []queueView {
-	depth := map[string]int64{}
-	for _, q := range snap.Queues {
-		depth[q.Name] = q.Depth
-	}
+// queueViews builds the views of the queues from index from, at most
+// queuesPerPage of them.
+func (s *Server) queueViews(ctx context.Context, snap Snapshot, from int) []queueView {
+	shown := snap.Queues[min(from, len(snap.Queues)):min(from+queuesPerPage, len(snap.Queues))]
 	relays := relaySet(snap)
 	hops := make(map[string]string, len(snap.Links))
 	for _, l := range snap.Links {
 		hops[l.Queue] = l.NextHop
 	}
-	out := make([]queueView, 0, len(snap.Queues))
-	looked := 0
-	for _, q := range snap.Queues {
+	out := make([]queueView, 0, len(shown))
+	dlqs := map[string]int64{} // the dead-letter queues of those shown
+	for _, q := range shown {
 		v := s.viewOf(snap, q, relays, hops[q.Name])
 		if v.DLQ != "" {
-			v.DeadLetters = depth[v.DLQ]
+			dlqs[v.DLQ] = 0
 		}
-		// Counted in lookups, not in queues: the empty ones cost none.
-		if q.Depth > 0 && looked < maxOldest {
-			looked++
-			v.Oldest = s.oldest(ctx, q.Name)
+		if q.Depth > 0 {
+			v.Oldest = s.oldest(ctx, q)
 		}
 		out = append(out, v)
+	}
+	for _, q := range snap.Queues {
+		if _, ok := dlqs[q.Name]; ok {
+			dlqs[q.Name] = q.Depth
+		}
+	}
+	for i := range out {
+		out[i].DeadLetters = dlqs[out[i].DLQ]
 	}
 	return out
 }
@@ -85,14 +91,50 @@ func (s *Server) viewOf(snap Snapshot, q queue.Stats, relays map[string]bool, ho
 	return v
 }
 
-// oldest is the age of the oldest message of the queue called name, 0 if
-// it has none.
-func (s *Server) oldest(ctx context.Context, name string) time.Duration {
-	t, ok := s.src.Oldest(ctx, name)
+// oldest is the age of the oldest message of q, 0 if it has none.
+func (s *Server) oldest(ctx context.Context, q queue.Stats) time.Duration {
+	t, ok := s.heads.made(ctx, s.src, q)
 	if !ok {
 		return 0
 	}
 	return max(time.Since(t), 0).Round(time.Second)
+}
+
+// maxHeads bounds the queues whose oldest message the console keeps.
+const maxHeads = 2000
+
+// headCache keeps when each queue's oldest message was made, with the
+// queue's figures at the lookup. A lookup reads the store about ten
+// times (a query per priority, then the row); while the figures are the
+// same, nothing was added to the queue or left it, so its oldest is the
+// same, and each tick reads the store only for the queues that changed.
+type headCache struct {
+	mu sync.Mutex
+	m  map[string]head
+}
+
+type head struct {
+	stats queue.Stats
+	made  time.Time
+	ok    bool
+}
+
+func (c *headCache) made(ctx context.Context, src Source, q queue.Stats) (time.Time, bool) {
+	c.mu.Lock()
+	h, hit := c.m[q.Name]
+	c.mu.Unlock()
+	if hit && h.stats == q {
+		return h.made, h.ok
+	}
+	h = head{stats: q}
+	h.made, h.ok = src.Oldest(ctx, q.Name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxHeads {
+		c.m = map[string]head{}
+	}
+	c.m[q.Name] = h
+	return h.made, h.ok
 }
 
 func relaySet(snap Snapshot) map[string]bool {
@@ -174,10 +216,24 @@ type queuesLive struct {
 	Queues        []queueView
 	Subscriptions []adminapi.Subscription
 	Minutes       int
+	// From is the index of the first queue shown, Total the node's
+	// queues; Prev and Next the From of the pages around, -1 for none.
+	From, Total, Prev, Next int
 }
 
-func (s *Server) queuesView(ctx context.Context, snap Snapshot) queuesLive {
-	return queuesLive{Queues: s.queueViews(ctx, snap), Subscriptions: snap.Subscriptions, Minutes: s.minutes()}
+// queuesView is the Queues page from the queue at index from on.
+func (s *Server) queuesView(ctx context.Context, snap Snapshot, from int) queuesLive {
+	total := len(snap.Queues)
+	from = max(min(from, (total-1)/queuesPerPage*queuesPerPage), 0)
+	v := queuesLive{Queues: s.queueViews(ctx, snap, from), Subscriptions: snap.Subscriptions, Minutes: s.minutes(),
+		From: from, Total: total, Prev: -1, Next: -1}
+	if from > 0 {
+		v.Prev = max(from-queuesPerPage, 0)
+	}
+	if from+queuesPerPage < total {
+		v.Next = from + queuesPerPage
+	}
+	return v
 }
 
 func (s *Server) minutes() int { return int((time.Duration(historyLen) * s.interval).Minutes()) }
@@ -210,7 +266,7 @@ func (s *Server) queueView(ctx context.Context, snap Snapshot, name string) queu
 		v.Q.DeadLetters = snap.Queues[j].Depth
 	}
 	if q.Depth > 0 {
-		v.Q.Oldest = s.oldest(ctx, name)
+		v.Q.Oldest = s.oldest(ctx, q)
 	}
 	return v
 }
