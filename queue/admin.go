@@ -133,7 +133,7 @@ func (q *Queue) Each(ctx context.Context, fn func(Browsed) bool) error {
 // committed rows and changes nothing.
 func (q *Queue) Oldest(ctx context.Context) ([]byte, bool, error) {
 	// The head of each priority without bodies, then the winner's alone:
-	// the console asks this of up to 200 queues every 2 s.
+	// the console asks this of the queues it shows whose figures changed.
 	rows, err := q.oldest(ctx, 1, true)
 	if err != nil || len(rows) == 0 {
 		return nil, false, err
