@@ -107,21 +107,6 @@ func (n *Node) Reachable(node string) bool {
 	return ok
 }
 
-// nextHop resolves with the routes in force; a node that discovery found,
-// and that no route names, is its own hop.
-func (n *Node) nextHop(node string) (string, bool) {
-	if hop, ok := n.routes.Load().NextHop(node); ok {
-		return hop, true
-	}
-	if node == n.cfg.Name {
-		return "", false
-	}
-	if _, ok := n.dir.Lookup(node); ok {
-		return node, true
-	}
-	return "", false
-}
-
 func newManager(n *Node, sc session.Config, c sender.Config) *sender.Manager {
 	n.mgr = sender.NewManager(c, sc, n.dir, n.nextHop)
 	return n.mgr
@@ -154,16 +139,18 @@ func (n *Node) startSenders(ctx context.Context) error {
 // sendQueue returns the send queue toward name@node, making it and its
 // sender if needed.
 //
-// A send queue that exists takes messages even while its node has no route
-// (a discovered node that went silent, a route removed by a reload): they
-// wait there, as for a link that is down.
+// A send to a node with no route fails with ErrNoRoute even when its send
+// queue exists: send queues outlive the route that made them (a neighbour
+// removed by a reload, a discovered node that went silent), and a message
+// put there would be acked to its producer with nothing to take it. What
+// already waits there stays, and goes once a route returns.
 func (n *Node) sendQueue(ctx context.Context, name, node string) (*queue.Queue, error) {
+	if _, ok := n.nextHop(node); !ok {
+		return nil, fmt.Errorf("send to %s@%s: node %q is neither a neighbour nor routed: %w", name, node, node, ErrNoRoute)
+	}
 	if q, ok := n.store.Lookup(message.JoinDestination(name, node)); ok && q.Kind() == queue.KindSend {
 		n.mgr.Ensure(q, node)
 		return q, nil
-	}
-	if _, ok := n.nextHop(node); !ok {
-		return nil, fmt.Errorf("send to %s@%s: node %q is neither a neighbour nor routed: %w", name, node, node, ErrNoRoute)
 	}
 	q, err := n.store.Queue(ctx, message.JoinDestination(name, node), queue.KindSend)
 	if err != nil {

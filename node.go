@@ -48,6 +48,8 @@ type Node struct {
 	discoveryListener *address.Listener
 	announcer         *address.Announcer
 	routes            atomic.Pointer[address.Routes]
+	// hops keeps nextHop's answers while routes and dir stay the same.
+	hops atomic.Pointer[hopTable]
 	// noAutoCreate mirrors cfg.NoAutoCreate, which a reload may change.
 	noAutoCreate atomic.Bool
 	// autoMu serialises the creation of undeclared queues, so that

@@ -97,6 +97,12 @@ func (n *Node) submitSend(ctx context.Context, m *message.Message, name, node st
 		return nil, fmt.Errorf("send to %q: %w", m.Destination, err)
 	}
 	full := message.JoinDestination(name, node)
+	// Checked before the send queue is looked up: one that exists may
+	// have outlived its node's route (see sendQueue). nextHop keeps its
+	// answers, so this costs no lock.
+	if _, ok := n.nextHop(node); !ok {
+		return nil, fmt.Errorf("send to %s: node %q is neither a neighbour nor routed: %w", full, node, ErrNoRoute)
+	}
 	o := &n.opening
 	if o.entries.Load() == 0 {
 		// A put of this producer that waited for this queue was
@@ -132,10 +138,6 @@ func (n *Node) submitSend(ctx context.Context, m *message.Message, name, node st
 				}
 			}
 			return n.submitInto(q, node, m, data)
-		}
-		if _, ok := n.nextHop(node); !ok {
-			o.mu.Unlock()
-			return nil, fmt.Errorf("send to %s: node %q is neither a neighbour nor routed: %w", full, node, ErrNoRoute)
 		}
 		if o.running >= maxOpeners {
 			if o.freed == nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/petrelmq/petrel/message"
@@ -81,6 +82,9 @@ type Directory struct {
 	static     map[string]Entry
 	discovered map[message.NodeID]Entry
 	changed    chan struct{} // closed and replaced at each change
+	// gen counts the changes that close changed, read without mu by
+	// callers that keep an answer of Lookup until the directory changes.
+	gen atomic.Uint64
 }
 
 // NewDirectory returns an empty directory with the DefaultTimeout.
@@ -145,8 +149,14 @@ func (d *Directory) Changed() <-chan struct{} {
 	return d.changed
 }
 
+// Generation returns a number that grows at each change Changed reports.
+// Read before a Lookup, it tells whether an answer kept since is still
+// the directory's: a cache need not take the lock to check.
+func (d *Directory) Generation() uint64 { return d.gen.Load() }
+
 // notify wakes the waiters of Changed; d.mu is held.
 func (d *Directory) notify() {
+	d.gen.Add(1)
 	close(d.changed)
 	d.changed = make(chan struct{})
 }
