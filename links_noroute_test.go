@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/internal/petreltest"
@@ -74,4 +76,89 @@ func TestSendToNeighbourRemovedByReloadFailsWithNoRoute(t *testing.T) {
 		t.Fatalf("send once B is a neighbour again: %v", err)
 	}
 	drainBodies(t, b, "orders", []string{"before", "after"}, a)
+}
+
+// TestSendQueuesWithoutRouteLogOnceAndWait: a hundred send queues toward
+// neighbour B, which is down, then a reload removes B. Each sender used
+// to log a warning at every backoff (at most 1 s) for as long as no route
+// returned: a hundred lines a second. The lack of a route is now logged
+// once per 30 s for B, and the senders wait up to 30 s before they look
+// again, but at once when a reload brings B back.
+func TestSendQueuesWithoutRouteLogOnceAndWait(t *testing.T) {
+	bCfg := petrel.Config{Name: "b", DataDir: t.TempDir(), Logger: quiet, Link: nodes.FastLinks, Listen: "127.0.0.1:0"}
+	b, err := petrel.Open(context.Background(), bCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bCfg.Listen = b.ListenAddr() // B comes back at the same address
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var logs petreltest.SyncBuffer
+	withB := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Link:  petrel.LinkConfig{ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second},
+		Nodes: []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + bCfg.Listen}}}
+	a, err := petrel.Open(context.Background(), withB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	const queues = 100
+	p := a.Producer()
+	for i := range queues {
+		if err := p.Send(context.Background(), p.CreateDataMessage(fmt.Sprintf("q%d@b", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withoutB := withB
+	withoutB.Nodes = nil
+	if _, err := a.Reconfigure(context.Background(), withoutB); err != nil {
+		t.Fatal(err)
+	}
+	reconnects := func() (n int64) {
+		for _, l := range a.Links() {
+			n += l.Reconnects
+		}
+		return n
+	}
+	petreltest.Eventually(t, "every send queue without a route", func() bool {
+		for _, l := range a.Links() {
+			if !strings.Contains(l.LastError, "no route") {
+				return false
+			}
+		}
+		return len(a.Links()) == queues
+	}, func() string { return fmt.Sprintf("links %+v", a.Links()) })
+	before := reconnects()
+	time.Sleep(3 * time.Second)
+	// At a backoff of 0.5-1 s, 300 to 600 tries; each sender now waits
+	// 15-30 s after its first try without a route.
+	if tries := reconnects() - before; tries > queues/2 {
+		t.Fatalf("the %d send queues without a route tried %d times in 3 s: want them to back off", queues, tries)
+	}
+	if n, m := strings.Count(logs.String(), `msg="no route to node`), strings.Count(logs.String(), "link failed"); n != 1 || m != 0 {
+		t.Fatalf("a logged %d lines of no route and %d of failed links for %d send queues without a route, want 1 and 0 (once per 30 s per node):\n%s",
+			n, m, queues, logs.String())
+	}
+
+	b, err = petrel.Open(context.Background(), bCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := a.Reconfigure(context.Background(), withB); err != nil {
+		t.Fatal(err)
+	}
+	// Well within the senders' 15-30 s wait: the reload wakes them.
+	deadline := time.Now().Add(5 * time.Second)
+	for acked := 0; acked < queues; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d send queues delivered 5 s after a reload brought B back: %+v", acked, queues, a.Links())
+		}
+		time.Sleep(20 * time.Millisecond)
+		acked = 0
+		for _, l := range a.Links() {
+			acked += int(l.Acked)
+		}
+	}
 }

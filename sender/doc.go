@@ -19,7 +19,9 @@
 //   - An expired message is never forwarded; a forwarded message carries
 //     its remaining time to live.
 //   - Reconnects back off exponentially, with jitter, between ReconnectMin
-//     and ReconnectMax. The link's state and last error are always visible
+//     and ReconnectMax. A sender whose node has no route waits instead
+//     until the directory changes or Rehop is called (at most
+//     noRouteWait). The link's state and last error are always visible
 //     in Status.
 //   - tcp:// connectors dial plain TCP, tls:// ones TLS with Config.TLS; the
 //     server's certificate is verified for the connector's host (or its

@@ -321,14 +321,14 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		attempt++
 		wait, dialFailed := s.retryWait(attempt, err)
 		run.set(func(st *FileStatus) { st.State, st.Error = filetransfer.StateBackingOff, err.Error() })
-		if !dialFailed { // the pool logs failed dials, once for all
+		// The pool logs failed dials, once for all; a lack of route is
+		// logged once for all too.
+		if !dialFailed && !s.logNoRoute(err, wait) {
 			log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
 		}
-		select {
-		case <-ctx.Done():
+		if !s.pause(ctx, wait, err) {
 			d.Release()
 			return
-		case <-time.After(wait):
 		}
 		run.set(func(st *FileStatus) { st.State = filetransfer.StateSending })
 	}
@@ -405,9 +405,9 @@ func announcement(m *message.Message) ([]byte, error) {
 // chunk, and sends it then (session.FileChecksumSeq).
 func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (chunkSource, error),
 	sum *followingSum, run *fileRun) error {
-	hop, ok := s.hop(s.dest)
-	if !ok {
-		return fmt.Errorf("no route to node %q", s.dest)
+	hop, err := s.resolveHop()
+	if err != nil {
+		return err
 	}
 	cfg := s.files.cfg
 	follows := m.File.FileChecksum == ""

@@ -51,8 +51,9 @@ func (m *Manager) Ensure(q *queue.Queue, dest string) {
 
 // Rehop makes every sender whose next hop changed (routes or neighbours
 // were reconfigured) reconnect through the new one. Senders whose hop is
-// the same keep their sessions.
+// the same keep their sessions; those that wait for a route look again.
 func (m *Manager) Rehop() {
+	m.pool.rehop()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, s := range m.senders {

@@ -50,6 +50,12 @@ type Pool struct {
 	// full store, per node: every send queue toward it tries again after
 	// each backoff, for as long as the store stays full.
 	fullLog ratelog.Limiter
+	// noRouteLog holds back repeated lines of send queues whose node has
+	// no route, per node.
+	noRouteLog ratelog.Limiter
+	// rehopped is closed and replaced at each Rehop, to wake the senders
+	// that wait for a route (see noRouteError); under mu.
+	rehopped chan struct{}
 }
 
 // dialLogEvery is how often the failed dials to one node are logged at
@@ -120,7 +126,27 @@ func NewPool(cfg session.Config, dir *address.Directory, log *slog.Logger) *Pool
 		cfg: cfg, dir: dir, log: log, conns: map[string]*poolConn{}, extra: map[string][]*poolConn{}, fails: map[string]int{},
 		minWait: 100 * time.Millisecond, maxWait: time.Second,
 		dialLog: ratelog.Limiter{Every: dialLogEvery}, fullLog: ratelog.Limiter{Every: dialLogEvery},
+		noRouteLog: ratelog.Limiter{Every: dialLogEvery}, rehopped: make(chan struct{}),
 	}
+}
+
+// routesChanged returns channels closed at the next change of the
+// directory and at the next rehop.
+func (p *Pool) routesChanged() (dirChanged, rehopped <-chan struct{}) {
+	if p.dir != nil {
+		dirChanged = p.dir.Changed()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return dirChanged, p.rehopped
+}
+
+// rehop wakes the senders that wait for a route.
+func (p *Pool) rehop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.rehopped)
+	p.rehopped = make(chan struct{})
 }
 
 // withBackoff sets the bounds of the wait after failed dials to a node.

@@ -157,10 +157,7 @@ func (s *Sender) linkLoop(ctx context.Context) {
 		s.st.set(StateBackingOff, err, "")
 		s.st.reconnects.Add(1)
 		s.logFailure(err, wait, dialFailed)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+		s.pause(ctx, wait, err)
 	}
 	s.st.set(StateStopped, nil, "")
 }
@@ -169,10 +166,11 @@ func (s *Sender) linkLoop(ctx context.Context) {
 // pool logs the failed dials of a neighbour once for all its send queues;
 // a neighbour's full store is logged the same way, once per 30 s for all
 // the send queues toward it, since each of them tries again after every
-// backoff until the store has room.
+// backoff until the store has room, and so is a node with no route.
 func (s *Sender) logFailure(err error, wait time.Duration, dialFailed bool) {
 	attrs := []any{slog.Duration("wait", wait), slog.Any(logkey.Error, err)}
 	switch {
+	case s.logNoRoute(err, wait):
 	case dialFailed:
 		s.log.Debug("link failed; backing off", attrs...)
 	case errors.Is(err, session.ErrFull):
@@ -188,11 +186,15 @@ func (s *Sender) logFailure(err error, wait time.Duration, dialFailed bool) {
 }
 
 // retryWait is how long to wait after the attempt-th failure in a row,
-// err. A failed dial of the next hop is the pool's, shared by every send
+// err. A sender without a route waits noRouteWait, as it is woken when
+// one may have come back (see pause). A failed dial of the next hop is the pool's, shared by every send
 // queue toward it: the wait lasts until the pool dials again (dialFailed),
 // at most ReconnectMax, and a few ms more at random, so that the senders
 // woken together find that dial under way, or done, and share it.
 func (s *Sender) retryWait(attempt int, err error) (wait time.Duration, dialFailed bool) {
+	if errors.As(err, new(*noRouteError)) {
+		return noRouteWait/2 + rand.N(noRouteWait/2+1), false
+	}
 	var de *dialError
 	if !errors.As(err, &de) || de.retryAt.IsZero() {
 		return s.backoff(attempt), false
@@ -217,9 +219,9 @@ func (s *Sender) backoff(attempt int) time.Duration {
 // connection to it and streams the queue. It returns when the session
 // ends, with the reason.
 func (s *Sender) connectAndStream(ctx context.Context) error {
-	hop, ok := s.hop(s.dest)
-	if !ok {
-		return fmt.Errorf("no route to node %q", s.dest)
+	hop, err := s.resolveHop()
+	if err != nil {
+		return err
 	}
 	s.st.set(StateConnecting, nil, hop)
 	conn, sess, err := s.pool.Open(ctx, hop, func(c *session.Conn) (*session.Session, error) {
