@@ -76,3 +76,14 @@ func (n *Node) resolveHop(routes *address.Routes, node string) (string, bool) {
 	}
 	return "", false
 }
+
+// sendable reports whether a send to node may be taken: it has a route,
+// or it is a node that discovery found and then forgot (an outage: its
+// messages wait in its send queue until it is heard again, as for a link
+// that is down). A neighbour or route the operator removed has neither.
+func (n *Node) sendable(node string) bool {
+	if _, ok := n.nextHop(node); ok {
+		return true
+	}
+	return n.dir.Silent(node)
+}

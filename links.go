@@ -141,11 +141,12 @@ func (n *Node) startSenders(ctx context.Context) error {
 //
 // A send to a node with no route fails with ErrNoRoute even when its send
 // queue exists: send queues outlive the route that made them (a neighbour
-// removed by a reload, a discovered node that went silent), and a message
-// put there would be acked to its producer with nothing to take it. What
-// already waits there stays, and goes once a route returns.
+// or route removed by a reload), and a message put there would be acked to
+// its producer with nothing to take it. What already waits there stays,
+// and goes once a route returns. A discovered node that went silent is an
+// outage, not a removal: sends to it wait in its queue (Directory.Silent).
 func (n *Node) sendQueue(ctx context.Context, name, node string) (*queue.Queue, error) {
-	if _, ok := n.nextHop(node); !ok {
+	if !n.sendable(node) {
 		return nil, fmt.Errorf("send to %s@%s: node %q is neither a neighbour nor routed: %w", name, node, node, ErrNoRoute)
 	}
 	if q, ok := n.store.Lookup(message.JoinDestination(name, node)); ok && q.Kind() == queue.KindSend {

@@ -99,8 +99,8 @@ func (n *Node) submitSend(ctx context.Context, m *message.Message, name, node st
 	full := message.JoinDestination(name, node)
 	// Checked before the send queue is looked up: one that exists may
 	// have outlived its node's route (see sendQueue). nextHop keeps its
-	// answers, so this costs no lock.
-	if _, ok := n.nextHop(node); !ok {
+	// answers, so this costs no lock but for a node with no route.
+	if !n.sendable(node) {
 		return nil, fmt.Errorf("send to %s: node %q is neither a neighbour nor routed: %w", full, node, ErrNoRoute)
 	}
 	o := &n.opening

@@ -81,7 +81,11 @@ type Directory struct {
 	full       uint64 // announcements of new nodes dropped at maxNodes
 	static     map[string]Entry
 	discovered map[message.NodeID]Entry
-	changed    chan struct{} // closed and replaced at each change
+	// silent are the names of discovered nodes that Expire forgot, with
+	// when: an outage, not an operator's removal, so a send to one still
+	// waits in its send queue (see Silent). At most maxNodes.
+	silent  map[string]time.Time
+	changed chan struct{} // closed and replaced at each change
 	// gen counts the changes that close changed, read without mu by
 	// callers that keep an answer of Lookup until the directory changes.
 	gen atomic.Uint64
@@ -94,6 +98,7 @@ func NewDirectory() *Directory {
 		maxNodes:   DefaultMaxNodes,
 		static:     make(map[string]Entry),
 		discovered: make(map[message.NodeID]Entry),
+		silent:     make(map[string]time.Time),
 		changed:    make(chan struct{}),
 	}
 }
@@ -202,6 +207,7 @@ func (d *Directory) heard(e Entry, now time.Time) (added, dropped bool) {
 	e.Source, e.LastSeen = SourceDiscovered, now
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	delete(d.silent, e.Name)
 	old, known := d.discovered[e.ID]
 	if !known && len(d.discovered) >= d.maxNodes {
 		d.full++
@@ -223,6 +229,7 @@ func (d *Directory) Expire(now time.Time) []Entry {
 		if !now.Before(e.LastSeen.Add(d.timeout)) {
 			delete(d.discovered, id)
 			gone = append(gone, e)
+			d.silenced(e.Name, now)
 		}
 	}
 	if len(gone) > 0 {
@@ -231,6 +238,31 @@ func (d *Directory) Expire(now time.Time) []Entry {
 	d.mu.Unlock()
 	sortEntries(gone)
 	return gone
+}
+
+// silenced records that the discovered node name went silent at now,
+// forgetting the longest silent past maxNodes; d.mu is held.
+func (d *Directory) silenced(name string, now time.Time) {
+	d.silent[name] = now
+	for len(d.silent) > d.maxNodes {
+		oldest, at := "", now
+		for n, t := range d.silent {
+			if !t.After(at) {
+				oldest, at = n, t
+			}
+		}
+		delete(d.silent, oldest)
+	}
+}
+
+// Silent reports whether name is a node that discovery found and then
+// forgot, not heard since: its send queues keep taking messages, which
+// wait there until it is heard again, as for any link that is down.
+func (d *Directory) Silent(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.silent[name]
+	return ok
 }
 
 // Lookup returns the entry of the node called name: the static one if there

@@ -283,3 +283,35 @@ func TestDirectoryMaxDiscovered(t *testing.T) {
 		t.Fatal("a new node not added once room returned")
 	}
 }
+
+// TestDirectorySilent: a discovered node that Expire forgets is silent
+// until it is heard again; the silent are at most the bound of discovered
+// nodes, the longest silent going first; a node never heard is not silent.
+func TestDirectorySilent(t *testing.T) {
+	d := NewDirectory()
+	d.SetMaxDiscovered(2)
+	now := time.Now()
+	c := mustConnectors(t, "tcp://a:1")
+	d.Heard(Entry{Name: "a", ID: message.NodeID{1}, Connectors: c}, now)
+	if d.Silent("a") || d.Silent("nobody") {
+		t.Fatal("silent before any expiry")
+	}
+	d.Expire(now.Add(DefaultTimeout))
+	if !d.Silent("a") {
+		t.Fatal("a forgotten by Expire is not silent")
+	}
+	d.Heard(Entry{Name: "a", ID: message.NodeID{1}, Connectors: c}, now.Add(DefaultTimeout))
+	if d.Silent("a") {
+		t.Fatal("a heard again is still silent")
+	}
+	d = NewDirectory()
+	d.SetMaxDiscovered(2)
+	for i, name := range []string{"x", "y", "z"} {
+		at := now.Add(time.Duration(i) * time.Hour)
+		d.Heard(Entry{Name: name, ID: message.NodeID{byte(10 + i)}, Connectors: c}, at)
+		d.Expire(at.Add(DefaultTimeout))
+	}
+	if d.Silent("x") || !d.Silent("y") || !d.Silent("z") {
+		t.Fatalf("past the bound of 2: x %v y %v z %v, want the longest silent (x) forgotten", d.Silent("x"), d.Silent("y"), d.Silent("z"))
+	}
+}
