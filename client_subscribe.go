@@ -183,14 +183,21 @@ func (s *subscription) set(conn *session.Conn, sess *session.Session) {
 }
 
 // detachFrom forgets the session on conn, lost, and reports whether it
-// had one there.
+// had one there. A session the node ended with a denial before conn was
+// lost ends the subscription instead (see endedByNode).
 func (s *subscription) detachFrom(conn *session.Conn) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.sess == nil || s.conn != conn {
+		s.mu.Unlock()
+		return false
+	}
+	if err := s.sess.Err(); errors.Is(err, session.ErrDenied) {
+		s.mu.Unlock()
+		s.fail(s.endedByNode(err))
 		return false
 	}
 	s.detachLocked()
+	s.mu.Unlock()
 	return true
 }
 
@@ -305,7 +312,7 @@ func (s *subscription) poll() (*Delivery, error) {
 
 // ended handles the end of sess while a receive waited on it: lost with
 // the connection, the client subscribes again; ended by the node on a
-// live connection, the subscription ends.
+// live connection, or denied, the subscription ends.
 func (s *subscription) ended(sess *session.Session, err error) {
 	s.mu.Lock()
 	conn := s.conn
@@ -314,11 +321,20 @@ func (s *subscription) ended(sess *session.Session, err error) {
 	if !current {
 		return
 	}
-	if conn.Err() == nil {
-		s.fail(fmt.Errorf("consumer of %q ended by the node: %w: %w", s.addr, remoteErr(err), ErrClosed))
+	if conn.Err() == nil || errors.Is(err, session.ErrDenied) {
+		s.fail(s.endedByNode(err))
 		return
 	}
 	s.detachIf(sess)
+}
+
+// endedByNode is the error of a subscription whose session the node ended
+// with err. A denial stands even if the connection died after it: the
+// node ends the consumers of an identity it revoked, with the reason, and
+// then closes its connection, whose loss must not pass for a network
+// failure that a reconnect would mend.
+func (s *subscription) endedByNode(err error) error {
+	return fmt.Errorf("consumer of %q ended by the node: %w: %w", s.addr, remoteErr(err), ErrClosed)
 }
 
 // take turns a Deliver into a Delivery and earns the node its credit

@@ -168,6 +168,39 @@ func (ids *identities) bind(peer session.Peer) error {
 	return ids.save(peer.Name, peer.ID)
 }
 
+// revoked returns why peer, which proved its identity at a handshake,
+// would not be admitted as it was under the peers in force: its entry is
+// gone, names another kind, no longer lets it relay, or pins another id.
+// The handshake copied what the entry granted into peer, so a connection
+// keeps it until it is cut (see receiver.Rejudge). A shared-secret member
+// proves no identity and is never revoked here.
+func (ids *identities) revoked(peer session.Peer) error {
+	if peer.Kind == session.PeerMember {
+		return nil
+	}
+	ids.mu.Lock()
+	p, ok := ids.peers[peer.Name]
+	ids.mu.Unlock()
+	was, is := PeerKindNode, PeerKindNode
+	if peer.Kind == session.PeerClient {
+		was = PeerKindClient
+	}
+	if p.Kind == PeerKindClient {
+		is = PeerKindClient
+	}
+	switch {
+	case !ok:
+		return fmt.Errorf("identity %q was removed from peers", peer.Name)
+	case was != is:
+		return fmt.Errorf("identity %q connected as a %s, and its peers entry now makes it a %s", peer.Name, was, is)
+	case peer.Relay && !p.Relay:
+		return fmt.Errorf("identity %q connected as a relay, and its peers entry no longer has relay: true", peer.Name)
+	case !p.ID.IsZero() && p.ID != peer.ID:
+		return fmt.Errorf("identity %q proved id %s, and its peers entry now pins id %s", peer.Name, peer.ID, p.ID)
+	}
+	return nil
+}
+
 // nodeID returns the id the node identity name is pinned or bound to, if
 // any: none for a shared-secret member, which proves no identity.
 func (ids *identities) nodeID(name string) (message.NodeID, bool) {

@@ -75,6 +75,7 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 		n.access.set(cfg.Access)
 		r.Applied = append(r.Applied, reload.Access)
 	}
+	n.rejudgeSessions()
 	if !slices.Equal(old.Outboxes, cfg.Outboxes) {
 		if err := n.applyOutboxes(cfg.Outboxes); err != nil {
 			return r, fmt.Errorf("apply outboxes: %w", err)

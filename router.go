@@ -26,6 +26,7 @@ var (
 	_ receiver.FileForwarder = router{}
 	_ receiver.ClientRouter  = router{}
 	_ receiver.PeerBinder    = router{}
+	_ receiver.Rejudger      = router{}
 )
 
 // newRouter hands the receiver the node's router. It takes the manager so
@@ -81,3 +82,13 @@ func (r router) ClientSubscribeTopic(ctx context.Context, peer session.Peer, pat
 // BindPeer implements receiver.PeerBinder: it holds an identity that
 // proved its credentials to its node id (see identities).
 func (r router) BindPeer(peer session.Peer) error { return r.n.idents.bind(peer) }
+
+// PeerRevoked implements receiver.Rejudger: whether peer's identity still
+// admits it as its handshake did (see identities.revoked).
+func (r router) PeerRevoked(peer session.Peer) error { return r.n.idents.revoked(peer) }
+
+// SubscriptionRevoked implements receiver.Rejudger (see
+// Node.subscriptionRevoked).
+func (r router) SubscriptionRevoked(peer session.Peer, addr string, topic bool) error {
+	return r.n.subscriptionRevoked(peer, addr, topic)
+}

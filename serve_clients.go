@@ -95,6 +95,28 @@ func (n *Node) clientSubscribeTopic(ctx context.Context, peer session.Peer, patt
 	return sc.q, release, nil
 }
 
+// rejudgeSessions has the receiver judge again, under the identities and
+// access rules just swapped in, what its peers hold open: a client's
+// subscription that lost its consume or subscribe right ends with the
+// reason, and the connections of an identity removed from peers, or
+// granted less (its kind, relay, pinned id), are closed. Reconfigure calls
+// it after each change; deliveries themselves never look at the rules.
+func (n *Node) rejudgeSessions() {
+	if n.srv != nil {
+		n.srv.Rejudge()
+	}
+}
+
+// subscriptionRevoked judges again the subscription of addr (a topic
+// pattern if topic) that the client peer holds, as clientSubscribe or
+// clientSubscribeTopic judged it when it opened.
+func (n *Node) subscriptionRevoked(peer session.Peer, addr string, topic bool) error {
+	if topic {
+		return n.authorizeSubscribe(peer.Name, addr)
+	}
+	return n.Authorize(peer.Name, ActionConsume, addr)
+}
+
 // clientRefusal marks the errors that will not go away by trying again as
 // refusals for good; the others (a store closing or failing) end the
 // client's session, and its client tries again.

@@ -54,6 +54,9 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 	var q *queue.Queue
 	release := func() {}
 	var err error
+	// Read before the rules judge the session: a Rejudge meanwhile may
+	// have judged every open one before this one registered.
+	gen := s.rejudgeGen()
 	topic, isTopic := sess.Topic()
 	switch {
 	case !ok:
@@ -83,7 +86,7 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 	go func() {
 		defer sessions.Done()
 		if q != nil {
-			s.subscribeLoop(c, sess, q)
+			s.subscribeLoop(c, sess, q, gen)
 			s.unsubscribed(peer, q)
 			release()
 		} else {

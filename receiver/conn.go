@@ -20,6 +20,8 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 	// ends them at once.
 	hctx, hcancel := s.readCtx(s.ctx)
 	defer hcancel()
+	// Read before the handshake looks the identity up: see stillAdmitted.
+	gen := s.rejudgeGen()
 	c, ok := s.handshake(hctx, nc, slot)
 	if !ok {
 		return
@@ -35,6 +37,9 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 		return
 	}
 	defer s.untrack(c)
+	if !s.stillAdmitted(c, gen) {
+		return
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

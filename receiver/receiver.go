@@ -86,6 +86,10 @@ type Server struct {
 	// conns are the connections up, each with its context (see ctxOf).
 	conns  map[*session.Conn]context.Context
 	secret []byte // the secret new connections authenticate with
+	// subs are the client subscriptions being served, and rejudged
+	// counts the calls of Rejudge, which judges them again (rejudge.go).
+	subs     map[*subscription]struct{}
+	rejudged uint64
 
 	stats     Stats
 	transfers transfers
@@ -144,6 +148,7 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret, icpt: interceptorOf(router),
 		log:     cfg.Logger.With(slog.String(logkey.Component, "receiver")),
 		conns:   map[*session.Conn]context.Context{},
+		subs:    map[*subscription]struct{}{},
 		limits:  newConnLimits(cfg),
 		forged:  &ratelog.Limiter{Every: forgedLogEvery},
 		fullLog: &ratelog.Limiter{Every: fullLogEvery},

@@ -28,16 +28,21 @@ import (
 // are forgotten here.
 type subscription struct {
 	s       *Server
+	conn    *session.Conn
 	sess    *session.Session
 	peer    session.Peer
+	topic   bool // sess.Address() is a topic pattern
 	q       *queue.Queue
 	log     *slog.Logger
 	maxHeld int
+	stop    context.CancelFunc // ends pushLoop: the subscription was revoked
+	done    chan struct{}      // closed once it ended and gave back its leases
 
-	mu   sync.Mutex
-	held map[uint64]held // by tag
-	tag  uint64          // the last tag given
-	room chan struct{}   // capacity 1: a lease was settled
+	mu      sync.Mutex
+	held    map[uint64]held // by tag
+	tag     uint64          // the last tag given
+	room    chan struct{}   // capacity 1: a lease was settled
+	revoked string          // why Rejudge ended it, if it did
 }
 
 // held is a lease a client holds.
@@ -47,19 +52,24 @@ type held struct {
 }
 
 // subscribeLoop serves sess, a subscribe session for q, until the session
-// ends, the connection dies or the server stops.
-func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.Queue) {
+// ends, the connection dies, the server stops or Rejudge revokes it; gen
+// is the count of Rejudge calls read before the subscription was admitted.
+func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.Queue, gen uint64) {
 	ctx, cancel := s.ctxOf(c)
 	defer cancel()
+	_, topic := sess.Topic()
 	sub := &subscription{
-		s: s, sess: sess, peer: c.Peer(), q: q, maxHeld: 4 * int(sess.Window()),
+		s: s, conn: c, sess: sess, peer: c.Peer(), topic: topic, q: q, maxHeld: 4 * int(sess.Window()),
 		log:  s.log.With(slog.String(logkey.Peer, c.Peer().Name), slog.String(logkey.Address, q.Name())),
-		held: map[uint64]held{}, room: make(chan struct{}, 1),
+		held: map[uint64]held{}, room: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	// pushLoop blocks in the queue, which knows nothing of the session:
-	// its context ends with the session.
+	// its context ends with the session, or when Rejudge revokes it.
 	pctx, pcancel := s.readCtx(ctx)
 	defer pcancel()
+	sub.stop = pcancel
+	s.register(sub, gen)
+	defer s.unregister(sub)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		select {
@@ -71,7 +81,13 @@ func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.
 	wg.Go(func() { sub.settleLoop(ctx) })
 	err := sub.pushLoop(pctx)
 	pcancel()
-	if s.draining() && ctx.Err() == nil && sess.Err() == nil {
+	if reason := sub.revokedReason(); reason != "" && ctx.Err() == nil && sess.Err() == nil {
+		// The client is told why (its consumer ends with ErrDenied); the
+		// settles it sent before it read that are still taken, and what
+		// it holds is released below.
+		sub.log.Warn("subscription revoked", slog.String(logkey.Reason, reason))
+		sess.Abort(session.CodeDenied, reason)
+	} else if s.draining() && ctx.Err() == nil && sess.Err() == nil {
 		// Shutting down: what the client holds and did not settle is
 		// released below, and delivered again after the restart.
 		s.closeDrained(sess)
@@ -128,6 +144,11 @@ func (sub *subscription) push(ctx context.Context, d *queue.Delivery) error {
 		// Expired since it was leased: the queue expires it on a later poll.
 		d.Release()
 		return nil
+	}
+	if ctx.Err() != nil {
+		// Revoked (or ended) while d was leased: it goes back unseen.
+		d.Release()
+		return ctx.Err()
 	}
 	if sub.s.icpt != nil {
 		data = sub.s.interceptDeliver(ctx, sub.peer, sub.q.Name(), data)

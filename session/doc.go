@@ -57,6 +57,9 @@
 //	Settle op, tags..., reason     ---->           ack | nack | release | reject a batch
 //	SessionClose                   ---->           the server gives back the leases
 //	                                               not settled
+//	                               <----  Error CodeDenied    the rules changed (Session.Abort):
+//	                               <----  SessionClose        the subscription ends, its leases
+//	                                                          go back
 //	SessionCreate +FlagSubscribe   ---->           the same, on a topic subscription:
 //	  +FlagTopic, address=pattern,                 made or joined by name; the
 //	  subscription, options                        server ends a non-durable one
