@@ -155,10 +155,20 @@ func (f tlsFiles) server(c TLSConfig) *tls.Config {
 }
 
 // client is the dialer's configuration.
+//
+// The certificate is offered whatever authorities the server's request
+// names (GetClientCertificate, which takes precedence over Certificates):
+// Go's client withholds one that chains to none of them, and the server
+// would then report that no certificate came ("certificate required"),
+// hiding the true cause, an authority it does not trust, which it names
+// once it sees the certificate. Certificates still holds it, for whoever
+// reads the configuration.
 func (f tlsFiles) client(c TLSConfig) *tls.Config {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName, RootCAs: f.pool}
 	if f.cert != nil {
-		cfg.Certificates = []tls.Certificate{*f.cert}
+		cert := f.cert
+		cfg.Certificates = []tls.Certificate{*cert}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
 	}
 	return cfg
 }

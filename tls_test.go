@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -82,9 +83,9 @@ func TestMutualTLSRefusesUntrustedClients(t *testing.T) {
 	}{
 		// Trusts b, but has no certificate of its own.
 		{"nocert", petrel.TLSConfig{CA: ca.Path}, "certificate required"},
-		// A certificate from an authority b does not trust: the client
-		// does not even offer it, since b names the authorities it takes.
-		{"othercert", other.nodeTLS(t, "othercert", ca, ""), "certificate required"},
+		// A certificate from an authority b does not trust: offered all
+		// the same, it is refused for its authority.
+		{"othercert", other.nodeTLS(t, "othercert", ca, ""), "unknown certificate authority"},
 		// A good certificate, for another name than the one it claims.
 		{"impostor", func() petrel.TLSConfig {
 			cert, key := ca.Issue(t, "someone-else")
@@ -137,6 +138,34 @@ func TestMutualTLSRefusesUntrustedClients(t *testing.T) {
 	petreltest.Eventually(t, "b counting the TLS failure", func() bool { return b.ReceiverStats().TLSFailed > before.TLSFailed }, func() string { return fmt.Sprintf("%+v", b.ReceiverStats()) })
 	if qs := b.QueueStats(); len(qs) != 0 {
 		t.Fatalf("a queue was touched by an untrusted client: %+v", qs)
+	}
+}
+
+// TestMutualTLSNamesUntrustedAuthority: a node whose certificate an
+// authority the listener does not trust signed is told so, and the
+// listener's log names the certificate and its issuer, rather than both
+// saying that no certificate came.
+func TestMutualTLSNamesUntrustedAuthority(t *testing.T) {
+	ca, other := newCA(t, "ca"), newCA(t, "other")
+	var logs petreltest.SyncBuffer
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
+		c.TLS = ca.nodeTLS(t, "b", ca, petrel.ClientAuthRequireAndVerify)
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	}))
+	a := nodes.Open(t, nodes.Name("plant"), nodes.With(func(c *petrel.Config) {
+		c.TLS = other.nodeTLS(t, "plant", ca, "")
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: tlsURL(b)}}
+	}))
+	sendOne(t, a, "orders@b", "refused")
+	petreltest.Eventually(t, "the dialer told of the unknown authority", func() bool {
+		l := a.Links()
+		return len(l) == 1 && strings.Contains(l[0].LastError, "unknown certificate authority")
+	}, func() string { return fmt.Sprintf("links %+v", a.Links()) })
+	petreltest.Eventually(t, "the listener logging the certificate's issuer", func() bool {
+		return strings.Contains(logs.String(), `client certificate \"plant\" is issued by \"other\"`)
+	}, logs.String)
+	if strings.Contains(logs.String(), "didn't provide a certificate") {
+		t.Fatalf("the listener says no certificate came:\n%s", logs.String())
 	}
 }
 

@@ -3,6 +3,8 @@ package receiver
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 
@@ -28,7 +30,7 @@ func (s *Server) tlsConn(ctx context.Context, nc net.Conn) (tc *tls.Conn, check 
 	tc = tls.Server(nc, s.cfg.TLS)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = nc.Close()
-		return nil, nil, "", fmt.Errorf("TLS handshake with %s: %w", nc.RemoteAddr(), err)
+		return nil, nil, "", fmt.Errorf("TLS handshake with %s: %w", nc.RemoteAddr(), untrusted(err))
 	}
 	st := tc.ConnectionState()
 	if len(st.VerifiedChains) == 0 {
@@ -41,4 +43,17 @@ func (s *Server) tlsConn(ctx context.Context, nc net.Conn) (tc *tls.Conn, check 
 		}
 		return nil
 	}, cn, nil
+}
+
+// untrusted names, in a handshake error for a client certificate that no
+// trusted authority signed, the certificate and its issuer: crypto/tls
+// only says the authority is unknown, and the operator has to find which
+// node's certificate, from which authority, to fix either side.
+func untrusted(err error) error {
+	var ua x509.UnknownAuthorityError
+	if !errors.As(err, &ua) || ua.Cert == nil {
+		return err
+	}
+	return fmt.Errorf("client certificate %q is issued by %q, an authority this listener does not trust (its CA bundle): %w",
+		ua.Cert.Subject.CommonName, ua.Cert.Issuer.CommonName, err)
 }
