@@ -82,12 +82,12 @@ type Config struct {
 	// a standalone node, no lock. A change needs a restart. See HAConfig.
 	HA HAConfig
 
-	// TopicInterestGrace is how long the link toward a neighbour may be
-	// down before the non-durable topic interest learned from it is
-	// dropped, with the publishes waiting toward it that no other interest
-	// wants (counted in petrel_topic_pruned_total). Durable interest is
-	// kept whatever the outage. Default DefaultTopicInterestGrace (5m). A
-	// change needs a restart.
+	// TopicInterestGrace is how long a neighbour may be unreachable (no
+	// link up either way) before the non-durable topic interest learned
+	// from it is dropped, with the publishes waiting toward it that no
+	// other interest wants (counted in petrel_topic_pruned_total).
+	// Durable interest is kept whatever the outage. Default
+	// DefaultTopicInterestGrace (5m). A change needs a restart.
 	TopicInterestGrace time.Duration
 	// TopicForwardMaxQueued bounds the topic publishes that wait toward
 	// one neighbour, in its send queue for topic traffic

@@ -72,6 +72,9 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 		n.log.Warn("dropping topic interest", slog.Any(logkey.Error, err))
 		return nil
 	}
+	// Whatever becomes of it, the message shows its last hop reachable
+	// now: the grace's clock for it starts again (topic_grace.go).
+	n.topics.remote.hear(im.hops[len(im.hops)-1], n.now())
 	self := n.cfg.Name
 	if im.node == self || slices.Contains(im.hops, self) || len(im.hops) >= maxInterestHops {
 		n.topics.interestDropped.Add(1)

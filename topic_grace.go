@@ -11,22 +11,35 @@ import (
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/sender"
+	"github.com/petrelmq/petrel/session"
 )
 
 // Non-durable interest grace. Durable interest crosses any outage: what
 // is published for it waits in the send queue toward its neighbour. A
 // non-durable subscription, though, lives only as long as its consumer,
-// so a neighbour whose link stays down may never come back for what
-// accumulates for it. Past Config.TopicInterestGrace of the link toward a
-// neighbour being down, the non-durable interest learned from it is
-// dropped (and the drop passed on, as an unsubscribe, to the neighbours it
-// was passed to), and what waits toward it that no remaining interest
-// matches is pruned, counted as petrel_topic_pruned_total{reason="grace"}.
+// so a neighbour that stays unreachable may never come back for what
+// accumulates for it, nor withdraw the interest once its consumer is
+// gone. Past Config.TopicInterestGrace of a neighbour being unreachable,
+// the non-durable interest learned from it is dropped (and the drop
+// passed on, as an unsubscribe, to the neighbours it was passed to), and
+// what waits toward it that no remaining interest matches is pruned,
+// counted as petrel_topic_pruned_total{reason="grace"}.
 //
-// When a link that was down past the grace comes back, the node announces
-// to that neighbour again what it subscribes to and what it learned from
-// the others: the neighbour dropped this node's non-durable interest too,
-// if its own link was down as long (a partition).
+// A neighbour is reachable while this node's link toward it is up, while
+// its own link into this node is connected, and when an interest message
+// of its arrives. Its own link counts because the send queue toward it,
+// and so this node's link, exist only once this node had something to
+// send there: a node that only publishes has none until its first
+// forwarded publish, and judged by it alone would drop, at the end of
+// the grace, the interest of a neighbour that announced it over a live
+// link a moment before.
+//
+// When a neighbour comes back after the janitor saw it unreachable, the
+// node announces to it again what it subscribes to and what it learned
+// from the others: the neighbour may have dropped this node's
+// non-durable interest, since its own grace and its own view of the
+// outage need not be this node's. After an outage shorter than the grace
+// only the non-durable pieces go, as the grace drops nothing else.
 
 // DefaultTopicInterestGrace is the default of Config.TopicInterestGrace.
 const DefaultTopicInterestGrace = 5 * time.Minute
@@ -48,15 +61,9 @@ func (n *Node) janitorTick() time.Duration {
 // topicJanitor runs the grace, the keep policies' bounds and the bounds
 // of the subscriptions that drop their oldest until ctx ends.
 func (n *Node) topicJanitor(ctx context.Context) {
-	// No link is up when the node starts: every neighbour is down from
-	// then until its link is seen up.
-	start := n.now()
-	down := map[string]time.Time{}
-	known := map[string]bool{}
-	for _, nb := range n.neighbours() {
-		down[nb], known[nb] = start, true
-	}
-	dropped := map[string]bool{}
+	// No link is up when the node starts: every neighbour is unreachable
+	// from then until it is seen reachable.
+	g := newGraceState(n.neighbours(), n.now())
 	tick := time.NewTicker(n.janitorTick())
 	defer tick.Stop()
 	// The prunes withdrawals ask for run at most once per gap (runPrunes):
@@ -99,8 +106,8 @@ func (n *Node) topicJanitor(ctx context.Context) {
 			continue
 		case <-tick.C:
 		}
-		n.greetNew(ctx, known, down)
-		n.checkGrace(ctx, down, dropped)
+		n.greetNew(ctx, g)
+		n.checkGrace(ctx, g)
 		n.trimKeeps(ctx)
 		n.trimSubscriptions(ctx)
 		n.trimForwards(ctx)
@@ -108,51 +115,136 @@ func (n *Node) topicJanitor(ctx context.Context) {
 	}
 }
 
-// checkGrace updates down (when each neighbour's link went down) from the
-// links' states, drops the non-durable interest of those down past the
-// grace, and announces again to those that come back after it.
-func (n *Node) checkGrace(ctx context.Context, down map[string]time.Time, dropped map[string]bool) {
+// graceState is what the topic janitor knows of its neighbours'
+// reachability.
+type graceState struct {
+	// down holds, for each neighbour not reachable at the last look,
+	// since when it is not.
+	down map[string]time.Time
+	// lost marks the neighbours of down that were seen reachable before:
+	// an outage, rather than the time since the node's start.
+	lost map[string]bool
+	// dropped marks the neighbours whose non-durable interest the grace
+	// dropped.
+	dropped map[string]bool
+	// known are the neighbours greeted (greetNew).
+	known map[string]bool
+}
+
+func newGraceState(neighbours []string, start time.Time) *graceState {
+	g := &graceState{down: map[string]time.Time{}, lost: map[string]bool{}, dropped: map[string]bool{}, known: map[string]bool{}}
+	for _, nb := range neighbours {
+		g.down[nb], g.known[nb] = start, true
+	}
+	return g
+}
+
+// checkGrace updates g from what shows each neighbour reachable, drops
+// the non-durable interest of those unreachable past the grace, and
+// announces again to those that come back.
+func (n *Node) checkGrace(ctx context.Context, g *graceState) {
 	now, grace := n.now(), n.interestGrace()
+	up := n.reachable()
+	heard := n.topics.remote.takeHeard()
+	for _, nb := range n.graceNodes() {
+		since, wasDown := g.down[nb]
+		at, spoke := heard[nb]
+		if up[nb] || (spoke && (!wasDown || !at.Before(since))) {
+			delete(g.down, nb)
+			if wasDown {
+				n.cameBack(ctx, g, nb, now.Sub(since) >= grace)
+			}
+			if !up[nb] {
+				// It spoke since the last look, and is gone again: its
+				// clock runs from then.
+				g.down[nb], g.lost[nb] = at, true
+			}
+			continue
+		}
+		if !wasDown {
+			g.down[nb], g.lost[nb] = now, true
+			continue
+		}
+		if now.Sub(since) >= grace && n.dropNonDurable(ctx, nb) {
+			g.dropped[nb] = true
+		}
+	}
+}
+
+// cameBack announces again to nb, which the janitor saw unreachable and
+// now reachable, what it may have dropped of this node's interest: all
+// of it after the grace, or once this node dropped nb's (a partition:
+// nb's own grace ran out as well, most likely); the non-durable pieces
+// after a shorter outage, which nb may have seen longer, or with a
+// shorter grace. Once the node's start alone kept nb down, within the
+// grace, nb has everything already (loadInterest announced it).
+func (n *Node) cameBack(ctx context.Context, g *graceState, nb string, pastGrace bool) {
+	switch {
+	case pastGrace || g.dropped[nb]:
+		n.reannounceTo(ctx, nb, true)
+	case g.lost[nb]:
+		n.reannounceTo(ctx, nb, false)
+	}
+	delete(g.dropped, nb)
+	delete(g.lost, nb)
+}
+
+// reachable returns the neighbours that are reachable now: those this
+// node's link toward is connected, and those whose own link into this
+// node is (a node's connection, not a client's).
+func (n *Node) reachable() map[string]bool {
 	up := map[string]bool{}
 	for _, st := range n.Links() {
 		if nb, ok := strings.CutPrefix(st.Queue, interestAddr+"@"); ok && st.State == sender.StateConnected {
 			up[nb] = true
 		}
 	}
-	for _, nb := range n.graceNodes() {
-		since, wasDown := down[nb]
-		if up[nb] {
-			delete(down, nb)
-			if wasDown && (dropped[nb] || now.Sub(since) >= grace) {
-				delete(dropped, nb)
-				n.reannounceTo(ctx, nb)
+	if n.srv != nil {
+		for _, p := range n.srv.Peers() {
+			if p.Kind != session.PeerClient {
+				up[p.Name] = true
 			}
-			continue
-		}
-		if !wasDown {
-			down[nb] = now
-			continue
-		}
-		if now.Sub(since) >= grace && n.dropNonDurable(ctx, nb) {
-			dropped[nb] = true
 		}
 	}
+	return up
+}
+
+// hear records that an interest message of neighbour nb arrived at at.
+func (it *interestTable) hear(nb string, at time.Time) {
+	it.heardMu.Lock()
+	defer it.heardMu.Unlock()
+	if it.heard == nil {
+		it.heard = map[string]time.Time{}
+	}
+	if at.After(it.heard[nb]) {
+		it.heard[nb] = at
+	}
+}
+
+// takeHeard returns what hear recorded since the last call, and forgets
+// it.
+func (it *interestTable) takeHeard() map[string]time.Time {
+	it.heardMu.Lock()
+	defer it.heardMu.Unlock()
+	h := it.heard
+	it.heard = nil
+	return h
 }
 
 // greetNew announces this node's interest, and what it learned, to the
 // nodes that became neighbours since the janitor last looked: found by
 // discovery, or added to nodes by a reload. The start announced to the
 // others.
-func (n *Node) greetNew(ctx context.Context, known map[string]bool, down map[string]time.Time) {
+func (n *Node) greetNew(ctx context.Context, g *graceState) {
 	for _, nb := range n.neighbours() {
-		if known[nb] {
+		if g.known[nb] {
 			continue
 		}
-		known[nb] = true
-		if _, ok := down[nb]; !ok {
-			down[nb] = n.now()
+		g.known[nb] = true
+		if _, ok := g.down[nb]; !ok {
+			g.down[nb] = n.now()
 		}
-		n.reannounceTo(ctx, nb)
+		n.reannounceTo(ctx, nb, true)
 	}
 }
 
@@ -210,9 +302,20 @@ func (n *Node) dropNonDurable(ctx context.Context, nb string) bool {
 
 // reannounceTo announces to nb, again, this node's patterns and the
 // interest it learned from its other neighbours (what it would pass on to
-// nb): idempotent there, it restores what nb dropped past its grace.
-func (n *Node) reannounceTo(ctx context.Context, nb string) {
+// nb), all of it or only the non-durable pieces: idempotent there, it
+// restores what nb dropped past its grace.
+//
+// It holds subMu and changeMu, as every change of an announcement does,
+// so that a withdrawal cannot be queued toward nb between its read of a
+// pattern and its announcement of it, which would leave nb holding
+// interest nobody here has.
+func (n *Node) reannounceTo(ctx context.Context, nb string, all bool) {
 	t := n.topics
+	t.subMu.Lock()
+	defer t.subMu.Unlock()
+	it := &t.remote
+	it.changeMu.Lock()
+	defer it.changeMu.Unlock()
 	want := map[string]bool{}
 	t.mu.RLock()
 	for _, e := range t.subs {
@@ -222,12 +325,13 @@ func (n *Node) reannounceTo(ctx context.Context, nb string) {
 	self := []string{n.cfg.Name}
 	var msgs []*message.Message
 	for _, p := range sortedKeys(want) {
-		msgs = append(msgs, n.interestMessage(opSubscribe, p, n.cfg.Name, want[p], self))
+		if all || !want[p] {
+			msgs = append(msgs, n.interestMessage(opSubscribe, p, n.cfg.Name, want[p], self))
+		}
 	}
-	it := &t.remote
 	it.mu.RLock()
 	for _, r := range it.learned {
-		if r.Neighbour == nb || r.Node == nb || slices.Contains(r.Hops, nb) {
+		if r.Neighbour == nb || r.Node == nb || slices.Contains(r.Hops, nb) || (!all && r.Durable) {
 			continue
 		}
 		hops := append(slices.Clone(r.Hops), n.cfg.Name)

@@ -91,3 +91,83 @@ func TestInterestFollowsReloadedNeighbour(t *testing.T) {
 	bodies := publishN(t, a, "orders.eu.created", 5)
 	drainSub(t, audit, bodies, a)
 }
+
+// A node that only publishes has no link toward B until its first
+// forwarded publish. B's non-durable interest, announced over B's own
+// link into A, stays past the grace while that link is up, and A's
+// publishes reach it. Before, A counted B unreachable from its start, for
+// want of a link of its own toward B, and dropped the interest at the end
+// of the grace: every publish after it was unrouted.
+//
+// C, which A cannot reach, relays B's interest to A too; once C's link
+// into A is cut, A drops that copy at the end of the grace, which shows
+// that A's janitor ran past it. (A passes nothing on toward B: C's copy
+// names B in its hops.)
+func TestInterestGraceKeepsNeighbourLinkedIn(t *testing.T) {
+	var clk clock
+	const grace = time.Hour
+	m := newMesh(t, "a", "b", "c", "void")
+	toA := petreltest.NewProxy(t, m["a"])
+	a := nodes.Open(t, nodes.Name("a"), nodes.Listen(m["a"]), withTopics("orders.#"), clk.option(), nodes.With(func(c *petrel.Config) {
+		c.TopicInterestGrace = grace
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + m["b"]}, {Name: "c", Connector: "tcp://" + m["void"]}}
+	}))
+	b := m.open(t, "b", "", "a", "c")
+	nodes.Open(t, nodes.Name("c"), nodes.Listen(m["c"]), withTopics("orders.#"), nodes.With(func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "a", Connector: "tcp://" + toA.Addr()}, {Name: "b", Connector: "tcp://" + m["b"]}}
+	}))
+	live := subscribe(t, b, "orders.eu.*", petrel.SubscribeOptions{})
+	waitInterest(t, a, "b/b/orders.eu.*", "c/b/orders.eu.*")
+
+	toA.Shut(true)
+	petreltest.Eventually(t, "a dropped the copy of b's interest that c relayed", func() bool {
+		clk.advance(grace / 4)
+		return !learned(a, "c/b/orders.eu.*")
+	}, func() string { return fmt.Sprintf("a learned %+v; links %+v", a.TopicInterest(), a.Links()) })
+	// Each look of the janitor's checks every neighbour: had b's own
+	// interest gone, it went at the tick that dropped c's copy, or before.
+	if !learned(a, "b/b/orders.eu.*") {
+		t.Fatalf("a dropped the interest of b, whose link into a is up: a learned %+v", a.TopicInterest())
+	}
+	bodies := publishN(t, a, "orders.eu.created", 3)
+	// Not from a: its send queue toward c holds what a passed on to c.
+	drainSub(t, live, bodies)
+}
+
+// The nodes need not agree on how long an outage lasted, nor share a
+// grace: A, whose grace is short, drops B's non-durable interest during
+// a partition that B's longer grace outlasts. Once the partition heals,
+// B announces its non-durable interest again all the same, and A's
+// publishes reach it. Before, B did so only past its own grace, and A
+// kept nothing of B's interest until B's next subscription change.
+func TestInterestGraceRestoredAfterShorterOutageThere(t *testing.T) {
+	m := newMesh(t, "a", "b")
+	toA, toB := petreltest.NewProxy(t, m["a"]), petreltest.NewProxy(t, m["b"])
+	open := func(name, nb string, via *petreltest.Proxy, grace time.Duration) *petrel.Node {
+		return nodes.Open(t, nodes.Name(name), nodes.Listen(m[name]), withTopics("orders.#"), nodes.With(func(c *petrel.Config) {
+			c.TopicInterestGrace = grace
+			c.Nodes = []petrel.NodeConfig{{Name: nb, Connector: "tcp://" + via.Addr()}}
+		}))
+	}
+	a := open("a", "b", toB, 300*time.Millisecond) // a janitor tick of 50 ms
+	b := open("b", "a", toA, 5*time.Second)        // and of 500 ms
+	subscribe(t, a, "orders.us.*", petrel.SubscribeOptions{Name: "own", Durable: true})
+	live := subscribe(t, b, "orders.eu.*", petrel.SubscribeOptions{})
+	waitInterest(t, a, "b/b/orders.eu.*")
+	waitInterest(t, b, "a/a/orders.us.*")
+
+	shut := time.Now()
+	toA.Shut(true)
+	toB.Shut(true)
+	petreltest.Eventually(t, "a dropped b's non-durable interest", func() bool {
+		return !learned(a, "b/b/orders.eu.*")
+	}, func() string { return fmt.Sprintf("a learned %+v; links %+v", a.TopicInterest(), a.Links()) })
+	// B's janitor counts an outage only if one of its looks sees it: the
+	// partition lasts three of them at least.
+	time.Sleep(time.Until(shut.Add(1500 * time.Millisecond)))
+	toA.Shut(false)
+	toB.Shut(false)
+	waitInterest(t, a, "b/b/orders.eu.*")
+	bodies := publishN(t, a, "orders.eu.created", 3)
+	drainSub(t, live, bodies, a)
+}

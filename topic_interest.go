@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/logkey"
@@ -106,6 +107,12 @@ type interestTable struct {
 	retry   map[string]bool
 	retries atomic.Int64
 	max     int // bounds learned: maxLearnedInterest
+	// heard is when each neighbour's last interest message arrived, since
+	// the topic janitor last took it (takeHeard): a neighbour that just
+	// spoke is reachable, whatever the links read at the janitor's tick.
+	// Guarded by heardMu, not mu, which every publish reads.
+	heardMu sync.Mutex
+	heard   map[string]time.Time
 	// hops caches nextHops' answers by topic and hops crossed. Emptied by
 	// every change of learned.
 	hops answers[[]string]

@@ -152,10 +152,10 @@ func (c *clock) option() nodes.Option {
 	return nodes.With(func(cfg *petrel.Config) { cfg.Store.Now = c.Now })
 }
 
-// A cannot reach B past topic_interest_grace: A drops the non-durable
-// interest it learned from B, passes the drop on to C, and drops,
-// counted, what waited toward B for it alone. B's durable interest, and
-// what waits for it, stay.
+// A cannot reach B, nor B A, past topic_interest_grace: A drops the
+// non-durable interest it learned from B, passes the drop on to C, and
+// drops, counted, what waited toward B for it alone. B's durable
+// interest, and what waits for it, stay.
 func TestInterestGraceDropsNonDurable(t *testing.T) {
 	m := newMesh(t, "a", "b", "c")
 	var clk clock
@@ -165,7 +165,11 @@ func TestInterestGraceDropsNonDurable(t *testing.T) {
 		cfg.Nodes = append(cfg.Nodes, petrel.NodeConfig{Name: "c", Connector: "tcp://" + m["c"]})
 	}))
 	c := m.open(t, "c", "", "a")
-	b := m.openB(t, filepath.Join(t.TempDir(), "b"), false)
+	// B does not listen, and reaches A through toA, shut below.
+	toA := petreltest.NewProxy(t, m["a"])
+	b := m.openB(t, filepath.Join(t.TempDir(), "b"), false, nodes.With(func(cfg *petrel.Config) {
+		cfg.Nodes = []petrel.NodeConfig{{Name: "a", Connector: "tcp://" + toA.Addr()}}
+	}))
 	live := subscribe(t, b, "orders.eu.*", petrel.SubscribeOptions{})
 	defer live.Close()
 	subscribe(t, b, "orders.us.*", petrel.SubscribeOptions{Name: "us", Durable: true}).Close()
@@ -177,8 +181,12 @@ func TestInterestGraceDropsNonDurable(t *testing.T) {
 	if got := scrape(t, a)[`petrel_topic_pruned_total{reason="grace"}`]; got != 0 {
 		t.Fatalf("pruned %v before the grace ran out", got)
 	}
-	clk.advance(grace + time.Minute)
+	// B's link into A counts as B reachable: once it is cut, each poll
+	// moves A's clock on, so that whenever A's janitor saw B go, the
+	// grace runs out after it.
+	toA.Shut(true)
 	petreltest.Eventually(t, "a and c dropped b's non-durable interest", func() bool {
+		clk.advance(grace / 4)
 		return len(a.TopicInterest()) == 1 && len(c.TopicInterest()) == 1
 	}, func() string { return fmt.Sprintf("a %+v, c %+v", a.TopicInterest(), c.TopicInterest()) })
 	for _, n := range []*petrel.Node{a, c} {

@@ -275,10 +275,10 @@
 //	      # None older than this is held (duration). Default: no age limit.
 //	      age: 24h
 //
-//	# How long the link toward a neighbour may be down before the non-durable
-//	# topic interest learned from it is dropped, with the publishes that wait
-//	# toward it for that interest alone, counted (duration). Durable interest
-//	# is kept whatever the outage. Default: 5m.
+//	# How long a neighbour may be unreachable (no link up either way) before
+//	# the non-durable topic interest learned from it is dropped, with the
+//	# publishes that wait toward it for that interest alone, counted
+//	# (duration). Durable interest is kept whatever the outage. Default: 5m.
 //	topic_interest_grace: 5m
 //
 //	# How many topic publishes may wait toward one neighbour, sent or not, for

@@ -185,6 +185,20 @@ func (s *Server) untrack(c *session.Conn) {
 	s.mu.Unlock()
 }
 
+// Peers returns the peer of each connection up, in no order, one entry
+// per connection: a neighbour is among them while its own link to this
+// node is connected, which the node takes as a sign that it is reachable
+// (see the topic janitor's grace) even when it had nothing to send to it.
+func (s *Server) Peers() []session.Peer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]session.Peer, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c.Peer())
+	}
+	return out
+}
+
 // ctxOf returns a context cancelled when the server stops or c dies: one
 // of c's context (see serveConn), which costs no goroutine.
 func (s *Server) ctxOf(c *session.Conn) (context.Context, context.CancelFunc) {
