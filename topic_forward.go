@@ -101,7 +101,7 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 	defer it.changeMu.Unlock()
 	key := interestKey{neighbour, im.node, im.pattern}
 	it.mu.Lock()
-	_, had := it.learned[key]
+	old, had := it.learned[key]
 	if im.op == opSubscribe && !had && len(it.learned) >= it.limit() {
 		it.mu.Unlock()
 		n.topics.interestDropped.Add(1)
@@ -119,7 +119,12 @@ func (n *Node) applyInterest(ctx context.Context, m *message.Message) error {
 	it.set(key, rec)
 	it.hops.forget()
 	it.mu.Unlock()
-	if had == (im.op == opSubscribe) {
+	// A subscribe for interest known already changes something only when
+	// it changes its durability (the subscribing node's first durable
+	// subscription to the pattern came, or its last went): that is
+	// stored and passed on as well, since the grace drops only
+	// non-durable interest, here and past this node.
+	if had == (im.op == opSubscribe) && (!had || old.Durable == im.durable) {
 		return nil
 	}
 	// The piece that changed, not all that is known: what one interest

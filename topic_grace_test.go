@@ -171,3 +171,39 @@ func TestInterestGraceRestoredAfterShorterOutageThere(t *testing.T) {
 	bodies := publishN(t, a, "orders.eu.created", 3)
 	drainSub(t, live, bodies, a)
 }
+
+// A durable subscription joins a non-durable one with the same pattern at
+// B: A learns the pattern as durable, and keeps it, with the publishes
+// that wait toward B, through a partition that outlasts the grace. B's
+// other, non-durable, subscription shows the grace ran out. Before, the
+// pattern stayed non-durable as first announced: A dropped it, and
+// pruned the durable subscription's publishes.
+func TestInterestGraceKeepsDurableJoiningNonDurable(t *testing.T) {
+	var clk clock
+	const grace = time.Hour
+	m := newMesh(t, "a", "b")
+	toA, toB := petreltest.NewProxy(t, m["a"]), petreltest.NewProxy(t, m["b"])
+	a := nodes.Open(t, nodes.Name("a"), nodes.Listen(m["a"]), withTopics("orders.#"), clk.option(), nodes.With(func(c *petrel.Config) {
+		c.TopicInterestGrace = grace
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + toB.Addr()}}
+	}))
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen(m["b"]), withTopics("orders.#"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "a", Connector: "tcp://" + toA.Addr()}}
+	}))
+	subscribe(t, b, "orders.#", petrel.SubscribeOptions{})
+	d1 := subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "d1", Durable: true})
+	subscribe(t, b, "orders.us.*", petrel.SubscribeOptions{})
+	// B announced orders.us.* after d1's change: A applied both.
+	waitInterest(t, a, "b/b/orders.#", "b/b/orders.us.*")
+
+	toA.Shut(true)
+	toB.Shut(true)
+	bodies := publishN(t, a, "orders.eu.created", 5)
+	petreltest.Eventually(t, "a dropped b's non-durable orders.us.*", func() bool {
+		clk.advance(grace / 4)
+		return !learned(a, "b/b/orders.us.*")
+	}, func() string { return fmt.Sprintf("a learned %+v; links %+v", a.TopicInterest(), a.Links()) })
+	toA.Shut(false)
+	toB.Shut(false)
+	drainSub(t, d1, bodies, a)
+}

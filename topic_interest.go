@@ -100,6 +100,11 @@ type interestTable struct {
 	index     patternIndex[*interestRecord]
 	fallbacks atomic.Int64 // matches the index gave up: petrel_topic_match_fallbacks_total
 	announced map[string]bool
+	// durable holds, for each pattern announced since the node's start,
+	// whether it was announced durable: a pattern's durability can change
+	// while it stays announced (announceLocked). Not persisted: the start
+	// announces every pattern with its durability again (announce).
+	durable map[string]bool
 	// retry holds the patterns whose announcement or withdrawal failed
 	// (the store refused the interest message: full): the topic janitor
 	// brings each in line again (retryAnnouncements). Guarded by changeMu;
@@ -256,7 +261,7 @@ func (n *Node) announce(ctx context.Context) error {
 		if !it.announced[p] {
 			changed[metaAnnouncedPrefix+p] = p
 		}
-		it.announced[p] = true
+		it.announced[p], it.durable[p] = true, durable
 	}
 	for p := range it.announced {
 		if _, ok := want[p]; !ok {
@@ -264,6 +269,7 @@ func (n *Node) announce(ctx context.Context) error {
 				return err
 			}
 			delete(it.announced, p)
+			delete(it.durable, p)
 			changed[metaAnnouncedPrefix+p] = nil
 		}
 	}
@@ -272,8 +278,9 @@ func (n *Node) announce(ctx context.Context) error {
 
 // announceChange brings this node's announcement of pattern p in line
 // with its subscriptions, after one of them came or went: one subscribe
-// per pattern, however many subscriptions share it, and an unsubscribe
-// once none is left. It reads p's count of subscriptions, not every
+// per pattern, however many subscriptions share it, another when the
+// pattern becomes durable or stops being so, and an unsubscribe once
+// none is left. It reads p's count of subscriptions, not every
 // subscription, and writes p's record only when the announcement
 // changes: a consumer joining a subscription whose pattern is announced
 // writes nothing. Called with topics.subMu held.
@@ -309,16 +316,28 @@ func (n *Node) announceChange(ctx context.Context, p string) error {
 // with changeMu held.
 func (n *Node) announceLocked(ctx context.Context, p string, u patternUses, wanted bool) error {
 	it := &n.topics.remote
+	durable := u.durable > 0
+	self := []string{n.cfg.Name}
 	switch {
 	case wanted && !it.announced[p]:
-		self := []string{n.cfg.Name}
-		if err := n.sendInterest(ctx, n.interestMessage(opSubscribe, p, n.cfg.Name, u.durable > 0, self), self); err != nil {
+		if err := n.sendInterest(ctx, n.interestMessage(opSubscribe, p, n.cfg.Name, durable, self), self); err != nil {
 			return err
 		}
 		if err := n.setRecords(ctx, map[string]any{metaAnnouncedPrefix + p: p}); err != nil {
 			return err
 		}
-		it.announced[p] = true
+		it.announced[p], it.durable[p] = true, durable
+	case wanted && it.durable[p] != durable:
+		// A durable subscription joined a pattern only non-durable ones
+		// held, or the last durable one left while non-durable ones stay.
+		// The neighbours hold the interest as announced, and the grace
+		// drops non-durable interest with what waits for it: announced
+		// non-durable, a durable subscription's publishes would go with
+		// it during an outage.
+		if err := n.sendInterest(ctx, n.interestMessage(opSubscribe, p, n.cfg.Name, durable, self), self); err != nil {
+			return err
+		}
+		it.durable[p] = durable
 	case !wanted && it.announced[p]:
 		if err := n.withdrawAnnounced(ctx, p); err != nil {
 			return err
@@ -327,6 +346,7 @@ func (n *Node) announceLocked(ctx context.Context, p string, u patternUses, want
 			return err
 		}
 		delete(it.announced, p)
+		delete(it.durable, p)
 	}
 	return nil
 }
@@ -418,7 +438,7 @@ func (n *Node) forgetInterest(ctx context.Context, recs []*interestRecord) error
 // store, is made good.
 func (n *Node) loadInterest(ctx context.Context) error {
 	it := &n.topics.remote
-	it.learned, it.announced = map[interestKey]*interestRecord{}, map[string]bool{}
+	it.learned, it.announced, it.durable = map[interestKey]*interestRecord{}, map[string]bool{}, map[string]bool{}
 	it.index = patternIndex[*interestRecord]{}
 	// Records are read as values: a stored "null" is then a record with
 	// no pattern, refused below, not a nil one.

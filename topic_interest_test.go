@@ -299,3 +299,59 @@ func TestInterestTriangle(t *testing.T) {
 	}
 	t.Logf("links carried %d messages for %d publishes (12 announcements)", total, 3*perNode)
 }
+
+// B's pattern turns durable when a durable subscription joins the
+// non-durable one that announced it, and non-durable again once the
+// durable one is deleted: C, B's neighbour, and A, behind C, learn each
+// change, and C keeps it across a restart. Before, the pattern stayed as
+// first announced, so the grace could drop a durable subscription's
+// interest, and what waited for it, during an outage.
+func TestInterestDurabilityFollowsSubscriptions(t *testing.T) {
+	m := newMesh(t, "a", "b", "c")
+	dirC := filepath.Join(t.TempDir(), "c")
+	b := m.open(t, "b", "", "c")
+	c := m.open(t, "c", dirC, "a", "b")
+	a := m.open(t, "a", "", "c")
+	// Interest messages are applied in the order B sent them: once A
+	// learned a later pattern, C and A applied what came before it.
+	marks := 0
+	expect := func(durable bool) {
+		t.Helper()
+		marks++
+		mark := fmt.Sprintf("orders.mark%d.#", marks)
+		subscribe(t, b, mark, petrel.SubscribeOptions{})
+		waitInterest(t, a, "c/b/"+mark)
+		requireDurable(t, c, "b/b/orders.#", durable)
+		requireDurable(t, a, "c/b/orders.#", durable)
+	}
+	subscribe(t, b, "orders.#", petrel.SubscribeOptions{})
+	expect(false)
+	subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "d1", Durable: true})
+	expect(true)
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = m.open(t, "c", dirC, "a", "b")
+	requireDurable(t, c, "b/b/orders.#", true)
+
+	if err := b.Unsubscribe(context.Background(), "d1"); err != nil {
+		t.Fatal(err)
+	}
+	expect(false)
+}
+
+// requireDurable fails unless n learned the interest
+// "neighbour/node/pattern" want, with that durability.
+func requireDurable(t *testing.T, n *petrel.Node, want string, durable bool) {
+	t.Helper()
+	for _, i := range n.TopicInterest() {
+		if i.Neighbour+"/"+i.Node+"/"+i.Pattern == want {
+			if i.Durable != durable {
+				t.Fatalf("%s learned %s with durable %v, want %v", n.Name(), want, i.Durable, durable)
+			}
+			return
+		}
+	}
+	t.Fatalf("%s has not learned %s: %+v", n.Name(), want, n.TopicInterest())
+}
