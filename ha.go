@@ -161,8 +161,9 @@ func (c haCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // openHA runs Open's body with the lock held: it takes the lock, lets
-// open build the node, and drops the lock again if that fails.
-func openHA(ctx context.Context, cfg Config, open func(*haHold) (*Node, error)) (*Node, error) {
+// reload (if not nil) give the Config as it is now, lets open build the
+// node with it, and drops the lock again if either fails.
+func openHA(ctx context.Context, cfg Config, reload func(Config) (Config, error), open func(Config, *haHold) (*Node, error)) (*Node, error) {
 	if err := cfg.validateHA(); err != nil {
 		return nil, fmt.Errorf("open node: %w", err)
 	}
@@ -170,7 +171,19 @@ func openHA(ctx context.Context, cfg Config, open func(*haHold) (*Node, error)) 
 	if err != nil {
 		return nil, fmt.Errorf("open node: %w", err)
 	}
-	n, err := open(hold)
+	if reload != nil {
+		next, err := reload(cfg)
+		if err == nil && (next.DataDir != cfg.DataDir || next.HA != cfg.HA) {
+			// The lock held is the one of cfg's directory and role.
+			err = errors.New("the reloaded configuration changes node.data_dir or ha, which the lock was taken for")
+		}
+		if err != nil {
+			hold.release()
+			return nil, fmt.Errorf("open node: reload configuration: %w", err)
+		}
+		cfg = next
+	}
+	n, err := open(cfg, hold)
 	if err != nil {
 		hold.release()
 		return nil, err

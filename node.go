@@ -250,7 +250,18 @@ func privateDir(dir string) error {
 // Open starts a node: it opens (or creates) its data directory and store,
 // declares its addresses, and returns once it is ready. Close stops it.
 func Open(ctx context.Context, cfg Config) (*Node, error) {
-	return openHA(ctx, cfg, func(hold *haHold) (*Node, error) {
+	return OpenReloaded(ctx, cfg, nil)
+}
+
+// OpenReloaded is Open for a Config read from a file that may be edited
+// while a backup waits for the lock, possibly for days: once the lock is
+// held, and before anything else is opened, reload is called with cfg and
+// the node opens with the Config it returns, so that the node that takes
+// over runs the file as it is then, not as it was when its process
+// started. The Config returned must keep cfg's data directory and HA
+// settings, which the lock was taken for. A nil reload is Open.
+func OpenReloaded(ctx context.Context, cfg Config, reload func(Config) (Config, error)) (*Node, error) {
+	return openHA(ctx, cfg, reload, func(cfg Config, hold *haHold) (*Node, error) {
 		var n *Node
 		opts := []fx.Option{fx.Supply(cfg), Module, fx.Populate(&n), fx.NopLogger}
 		if hold != nil {

@@ -58,6 +58,14 @@ type WatchOptions struct {
 	OnError func(err error)
 	// Now is the clock of LastReload. Nil means time.Now.
 	Now func() time.Time
+	// Running is the File the caller runs, when it read the file before
+	// Watch: a node opens with it, and a backup may wait days for its
+	// lock in between. Watch then takes Running, not the file on disk, as
+	// Current at Version 1 and as the baseline of Diff.Restart, and reads
+	// the file at once as a reload: what was saved meanwhile comes to
+	// OnChange, and a file that is invalid or missing by then to OnError,
+	// rather than being taken as what runs. Nil means the first load.
+	Running *File
 }
 
 // Watcher watches a configuration file and reloads it after it changes. It
@@ -89,6 +97,7 @@ type Watcher struct {
 	// Owned by watchLoop after Watch returns.
 	running *File  // what the process started with: the baseline of Diff.Restart
 	target  string // where the file's symlink led at the last read; "" if not a symlink
+	catchUp bool   // Running was given: reload once before waiting for events
 
 	reloads atomic.Int64 // reload attempts, for tests
 
@@ -109,7 +118,8 @@ type eventSource struct {
 // Watch loads the file at path and watches it for changes. The first load
 // must succeed: its error (an *Error for a bad file; one that wraps
 // fs.ErrNotExist for a missing one) is returned, and nothing is started.
-// Current then holds the loaded File, at Version 1.
+// Current then holds the loaded File, at Version 1. With opts.Running, there
+// is no first load: the file is reloaded at once instead (see Running).
 //
 // The directory is watched before the first load, so an edit made while
 // the caller starts its node from Current is reloaded, not missed; OnChange
@@ -140,7 +150,7 @@ func newWatcher(path, abs string, opts WatchOptions, src eventSource) *Watcher {
 		path: path, abs: abs, dir: filepath.Dir(abs),
 		debounce: opts.Debounce, onChange: opts.OnChange, onError: opts.OnError,
 		now: opts.Now, log: opts.Logger, src: src,
-		stop: make(chan struct{}),
+		stop: make(chan struct{}), running: opts.Running,
 	}
 	if w.debounce <= 0 {
 		w.debounce = DefaultDebounce
@@ -157,9 +167,15 @@ func newWatcher(path, abs string, opts WatchOptions, src eventSource) *Watcher {
 
 // start loads the file the first time and starts watchLoop.
 func (w *Watcher) start() error {
-	f, err := w.read(false)
-	if err != nil {
-		return err
+	f := w.running
+	if f == nil {
+		var err error
+		if f, err = w.read(false); err != nil {
+			return err
+		}
+	} else {
+		// The caller read the file before Watch; it may have changed since.
+		w.catchUp = true
 	}
 	w.running, w.current, w.version, w.lastReload = f, f, 1, w.now()
 	w.log.Info("watching config", slog.String("dir", w.dir), slog.Duration("debounce", w.debounce))
@@ -222,6 +238,9 @@ func (w *Watcher) watchLoop() {
 	debounce.Stop()
 	defer debounce.Stop()
 	events, errs := w.src.events, w.src.errors
+	if w.catchUp {
+		w.reload()
+	}
 	for {
 		select {
 		case <-w.stop:

@@ -438,3 +438,33 @@ func TestCloseStopsWatchLoop(t *testing.T) {
 		t.Error("OnChange after Close")
 	}
 }
+
+// TestWatchRunningCatchesUp gives Watch the File the caller runs, read
+// before the file was saved again (a backup's wait for its lock): the
+// saved file is reloaded at once, against what runs, and its restart keys
+// are reported against it too.
+func TestWatchRunningCatchesUp(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	path := filepath.Join(t.TempDir(), "petrel.yaml")
+	running, err := Parse(path, []byte(configDoc(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, "node: {name: n1}\nlisten: 127.0.0.1:1\nlink:\n  window: 2\n")
+	r := &recorder{}
+	w, err := Watch(path, WatchOptions{Debounce: testDebounce, OnChange: r.onChange, OnError: r.onError, Running: running})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c := r.waitChanges(t, 1)
+	if c[0].old != running || c[0].new.Link.Window != 2 {
+		t.Errorf("catch-up OnChange from window %d to %d, want from Running (1) to 2", c[0].old.Link.Window, c[0].new.Link.Window)
+	}
+	if !reflect.DeepEqual(c[0].diff.Restart, []string{"listen", "link.window"}) {
+		t.Errorf("catch-up restart keys %v, want [listen link.window]", c[0].diff.Restart)
+	}
+	if w.Version() != 2 || w.Current() != c[0].new {
+		t.Errorf("after the catch-up: version %d, current is the new file %v", w.Version(), w.Current() == c[0].new)
+	}
+}

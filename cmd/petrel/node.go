@@ -80,7 +80,33 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 		// that an operator (or a test) knows the process is up.
 		fmt.Fprintf(stdout, "waiting role=backup node=%s data_dir=%s\n", cfg.Name, nodeproc.QuoteValue(cfg.DataDir))
 	}
-	node, err := petrel.Open(ctx, cfg)
+	// A backup may wait for the lock for days, while the operator edits
+	// the file on both machines: once it holds the lock it opens with the
+	// file as it is then. The watcher below starts from the file the node
+	// runs, so that whatever the node does not run is reloaded or reported.
+	running := file
+	takeover := func(c petrel.Config) (petrel.Config, error) {
+		if cfgPath == "" || c.HA.Role != petrel.HARoleBackup {
+			return c, nil
+		}
+		f, err := conf.Load(cfgPath)
+		if err != nil {
+			// The watcher reports it as a refused reload, and the node
+			// serves with the file it started with until a good save.
+			return c, nil
+		}
+		next := f.NodeConfig()
+		if next.DataDir != c.DataDir || next.HA != c.HA {
+			// The lock is that of the file read at start: the watcher
+			// reports these keys as needing a restart.
+			return c, nil
+		}
+		running = f
+		log = f.NewLoggerLevel(stderr, level)
+		next.Logger, next.ConfigSource = log, cfgPath
+		return next, nil
+	}
+	node, err := petrel.OpenReloaded(ctx, cfg, takeover)
 	if err != nil && cfg.HA.Role == petrel.HARoleBackup && ctx.Err() != nil {
 		// A backup stopped while it waited opened nothing: a clean stop.
 		log.Info("signal received while waiting for the ha lock; stopping")
@@ -113,7 +139,7 @@ func runNode(ctx context.Context, cfgPath string, stdout, stderr io.Writer) erro
 		ready += " mqtt=" + addr
 	}
 	if cfgPath != "" {
-		w, err := watchConfig(ctx, cfgPath, node, log, level)
+		w, err := watchConfig(ctx, cfgPath, running, node, log, level)
 		if err != nil {
 			node.Close()
 			return fmt.Errorf("watch %s: %w", cfgPath, err)

@@ -13,13 +13,15 @@ import (
 
 // watchConfig reloads the configuration file when it changes and applies
 // what can change live to node; a bad edit keeps the running configuration.
-// The state goes to node's status, for `petrel stat`. Close the returned
-// watcher to stop.
-func watchConfig(ctx context.Context, path string, node *petrel.Node, log *slog.Logger, level *slog.LevelVar) (*conf.Watcher, error) {
+// running is the File node was opened with: what was saved since is applied
+// at once. The state goes to node's status, for `petrel stat`. Close the
+// returned watcher to stop.
+func watchConfig(ctx context.Context, path string, running *conf.File, node *petrel.Node, log *slog.Logger, level *slog.LevelVar) (*conf.Watcher, error) {
 	state := petrel.ConfigStatus{Source: path, Version: 1, LoadedAt: time.Now()}
 	node.SetConfigStatus(state)
 	return conf.Watch(path, conf.WatchOptions{
-		Logger: log,
+		Logger:  log,
+		Running: running,
 		OnChange: func(_, next *conf.File, diff conf.Diff) {
 			cfg := next.NodeConfig()
 			cfg.Logger, cfg.ConfigSource = log, path

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,5 +81,59 @@ func saveByRename(t *testing.T, path, data string) {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBackupTakesOverWithTheFileAsSaved edits a waiting backup's file, a
+// live key (a new address) and a restart key (listen), then kills the live:
+// the backup that takes over runs the file as it is then, both keys
+// included, at version 1 with nothing pending, as a restart would.
+func TestBackupTakesOverWithTheFileAsSaved(t *testing.T) {
+	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
+		t.Fatalf("127.0.0.2 is not usable on this machine (Linux routes all of 127/8 to lo): %v", err)
+	} else {
+		ln.Close()
+	}
+	dir := t.TempDir()
+	pair := func(role, listen, addrs string) string {
+		return fmt.Sprintf("node: {name: hub, data_dir: data}\nlisten: %s\nha: {role: %s}\nauto_create: false\naddresses: [%s]\n", listen, role, addrs)
+	}
+	livePath, backupPath := filepath.Join(dir, "live.yaml"), filepath.Join(dir, "backup.yaml")
+	writeFile(t, livePath, pair("live", "127.0.0.1:0", "{name: first}"))
+	writeFile(t, backupPath, pair("backup", "127.0.0.1:0", "{name: first}"))
+	live := startNode(t, dir, "-c", livePath)
+	live.ready(t)
+	backup := startNode(t, dir, "-c", backupPath)
+	select {
+	case l := <-backup.lines:
+		if !strings.HasPrefix(l, "waiting ") {
+			t.Fatalf("backup's first line %q, want waiting", l)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("backup not waiting within 10s\nstderr:\n%s", backup.stderr)
+	}
+	// The backup read its file; the operator edits it while it waits.
+	saveByRename(t, backupPath, pair("backup", "127.0.0.2:0", "{name: first}, {name: second}"))
+	if err := live.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	fields := backup.ready(t)
+	if !strings.HasPrefix(fields["listen"], "127.0.0.2:") {
+		t.Errorf("backup listens on %s, want the listen saved while it waited (127.0.0.2)", fields["listen"])
+	}
+	var st petrel.Status
+	// The store lists a new queue shortly after it is made.
+	petreltest.Eventually(t, "a queue for the address saved while the backup waited", func() bool {
+		r := runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"), "--json")
+		r.wantCode(t, 0)
+		st = petrel.Status{}
+		return json.Unmarshal([]byte(r.stdout), &st) == nil &&
+			slices.ContainsFunc(st.Queues, func(q petrel.QueueStats) bool { return q.Name == "second" })
+	}, func() string { return fmt.Sprintf("queues %+v", st.Queues) })
+	if st.Config.Version != 1 || st.Config.LastError != "" || len(st.Config.NeedsRestart) > 0 {
+		t.Errorf("config status after the takeover %+v, want version 1, nothing pending or refused", st.Config)
+	}
+	if code := backup.stop(t); code != 0 {
+		t.Errorf("backup exit %d\nstderr:\n%s", code, backup.stderr)
 	}
 }
