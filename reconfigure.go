@@ -3,10 +3,13 @@ package petrel
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"reflect"
 	"slices"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/internal/reload"
 )
 
@@ -31,6 +34,14 @@ type Reconfigured struct {
 // changed reconnects through the new one, and one whose neighbour's
 // connector changed redials. A config that does not validate is refused
 // and nothing changes.
+//
+// A change is applied whole or not at all. What can be checked before
+// (an outbox folder that does not exist yet, a discovery announcement
+// without an address to give) refuses it with nothing changed. What fails
+// while it is applied (a discovery socket, a queue's store) rolls back the
+// sections applied before, so that the node runs its previous
+// configuration again; the error says so, and a later call with the same
+// cfg tries again.
 func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -39,7 +50,60 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 	n.reconfMu.Lock()
 	defer n.reconfMu.Unlock()
 	old := n.current
-	var r Reconfigured
+	if err := n.checkReconfigure(old, cfg); err != nil {
+		return Reconfigured{}, err
+	}
+	r, applied, err := n.reconfigure(ctx, old, cfg)
+	if err != nil {
+		// Applying old over what was applied undoes it: each section
+		// compares with applied, and those not reached are as old has
+		// them already.
+		if _, _, rerr := n.reconfigure(context.WithoutCancel(ctx), applied, old); rerr != nil {
+			n.log.Error("configuration not applied, and rolling back failed", slog.Any(logkey.Error, err), slog.Any("rollback_error", rerr))
+			return Reconfigured{}, fmt.Errorf("%w (rolling back: %v)", err, rerr)
+		}
+		return Reconfigured{}, fmt.Errorf("%w (nothing applied)", err)
+	}
+	n.current = keepRestartOnly(applied, old)
+	n.log.Info("configuration applied", "applied", r.Applied, "needs_restart", r.Restart)
+	return r, nil
+}
+
+// checkReconfigure finds what would make applying cfg over old fail,
+// before anything is applied.
+func (n *Node) checkReconfigure(old, cfg Config) error {
+	for _, c := range cfg.Outboxes {
+		if slices.Contains(old.Outboxes, c) {
+			continue // running already
+		}
+		// Folders are made by the operator, often after the edit that
+		// names them: the edit waits for the folder.
+		if fi, err := os.Stat(c.Dir); err != nil {
+			return fmt.Errorf("apply outboxes: outbox %s: %w (nothing applied)", c.Dir, err)
+		} else if !fi.IsDir() {
+			return fmt.Errorf("apply outboxes: outbox %s: not a directory (nothing applied)", c.Dir)
+		}
+	}
+	if d := cfg.Discovery; d.Enabled && (d != old.Discovery || old.Secret != cfg.Secret) {
+		addr, err := n.advertised(d)
+		if err == nil && addr != "" {
+			_, err = address.ParseConnectors(addr)
+		}
+		if err != nil {
+			return fmt.Errorf("apply discovery: %w (nothing applied)", err)
+		}
+	}
+	return nil
+}
+
+// reconfigure applies what differs from old to cfg, section by section. It
+// returns what to roll back from: cfg, with the peers in force. Sections
+// after one that failed are still old's, and applying old over them again
+// changes nothing; the peers must be old's until applied, as a switch of
+// the listener's mode is judged from them.
+func (n *Node) reconfigure(ctx context.Context, old, cfg Config) (r Reconfigured, applied Config, err error) {
+	applied = cfg
+	applied.Peers = old.Peers
 	r.Restart = restartNeeded(old, cfg)
 	if !slices.Equal(old.Nodes, cfg.Nodes) || !slices.Equal(old.Routes, cfg.Routes) {
 		n.applyRouting(old, cfg)
@@ -54,7 +118,7 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 		// Announcements are signed with the secret: both restart discovery.
 		n.stopDiscovery()
 		if err := n.startDiscovery(cfg.Discovery, cfg.Secret); err != nil {
-			return r, fmt.Errorf("apply discovery: %w", err)
+			return r, applied, fmt.Errorf("apply discovery: %w", err)
 		}
 		if old.Discovery != cfg.Discovery {
 			r.Applied = append(r.Applied, reload.Discovery)
@@ -66,11 +130,12 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 	}
 	if !reflect.DeepEqual(old.Addresses, cfg.Addresses) {
 		if err := n.applyAddresses(ctx, cfg.Addresses); err != nil {
-			return r, fmt.Errorf("apply addresses: %w", err)
+			return r, applied, fmt.Errorf("apply addresses: %w", err)
 		}
 		r.Applied = append(r.Applied, reload.Addresses)
 	}
 	cfg.Peers = n.applyIdentities(old, cfg, &r)
+	applied.Peers = cfg.Peers
 	if !reflect.DeepEqual(old.Access, cfg.Access) {
 		n.access.set(cfg.Access)
 		r.Applied = append(r.Applied, reload.Access)
@@ -78,13 +143,11 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 	n.rejudgeSessions()
 	if !slices.Equal(old.Outboxes, cfg.Outboxes) {
 		if err := n.applyOutboxes(cfg.Outboxes); err != nil {
-			return r, fmt.Errorf("apply outboxes: %w", err)
+			return r, applied, fmt.Errorf("apply outboxes: %w", err)
 		}
 		r.Applied = append(r.Applied, reload.Outboxes)
 	}
-	n.current = keepRestartOnly(cfg, old)
-	n.log.Info("configuration applied", "applied", r.Applied, "needs_restart", r.Restart)
-	return r, nil
+	return r, cfg, nil
 }
 
 func changed[T comparable](a, b []T, name string) []string {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -158,5 +160,84 @@ func TestReconfigureLeavesUntouchedLinksUp(t *testing.T) {
 	petreltest.Eventually(t, "the second message acked", func() bool { return a.Links()[0].Acked == 2 }, func() string { return fmt.Sprintf("%+v", a.Links()) })
 	if l := a.Links()[0]; l.Reconnects != 0 || l.State != "connected" || b.ReceiverStats().Connections != 1 {
 		t.Fatalf("the link to b was reset by an unrelated change: %+v, b saw %d connections", l, b.ReceiverStats().Connections)
+	}
+}
+
+// TestReconfigureIsAllOrNothing makes Reconfigure fail on its last section,
+// the outboxes: once on a folder that does not exist yet (found before
+// anything is applied), once on one whose sent/ cannot be made (found
+// while applying, after the neighbours, routes, auto_create and access
+// rules of the same change were in force). Either way the node runs the
+// configuration it had: none of the change is in force, and the same
+// change, once the folder is fixed, applies whole and can be undone.
+func TestReconfigureIsAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	base := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet,
+		Addresses: []petrel.AddressConfig{{Name: "orders"}}}
+	n, err := petrel.Open(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	outbox := filepath.Join(t.TempDir(), "out")
+	next := base
+	next.Nodes = []petrel.NodeConfig{{Name: "b", Connector: "tcp://127.0.0.1:1"}}
+	next.NoAutoCreate = true
+	next.Access = []petrel.AccessRule{{Identity: "ops", Send: []string{"orders"}}}
+	next.Outboxes = []petrel.OutboxConfig{{Dir: outbox, To: "orders"}}
+	// runsBase checks that nothing of next is in force.
+	checks := 0
+	runsBase := func(when string) {
+		t.Helper()
+		checks++
+		if err := n.Authorize("intruder", petrel.ActionSend, "orders"); err != nil {
+			t.Errorf("%s: the access rules of the refused change are in force: %v", when, err)
+		}
+		m := n.Producer().CreateDataMessage("x@b")
+		if err := n.Producer().Send(ctx, m); !errors.Is(err, petrel.ErrNoRoute) {
+			t.Errorf("%s: send to the neighbour of the refused change: %v, want ErrNoRoute", when, err)
+		}
+		if err := n.Producer().Send(ctx, n.Producer().CreateDataMessage(fmt.Sprint("auto", checks))); err != nil {
+			t.Errorf("%s: auto_create of the refused change is in force: %v", when, err)
+		}
+	}
+
+	if _, err := n.Reconfigure(ctx, next); err == nil {
+		t.Fatal("a change with a missing outbox folder applied")
+	}
+	runsBase("missing folder")
+
+	if err := os.Mkdir(outbox, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outbox, "sent"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Reconfigure(ctx, next); err == nil {
+		t.Fatal("a change whose outbox cannot make sent/ applied")
+	}
+	runsBase("sent/ not made")
+
+	// Fixed, the same change applies whole, and the base undoes it all.
+	if err := os.Remove(filepath.Join(outbox, "sent")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := n.Reconfigure(ctx, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"nodes", "auto_create", "access", "outboxes"} {
+		if !slices.Contains(r.Applied, s) {
+			t.Errorf("applied %v, want %s in it", r.Applied, s)
+		}
+	}
+	if err := n.Authorize("intruder", petrel.ActionSend, "orders"); !errors.Is(err, petrel.ErrDenied) {
+		t.Errorf("the applied rules: intruder %v, want ErrDenied", err)
+	}
+	if r, err := n.Reconfigure(ctx, base); err != nil || len(r.Applied) != 4 {
+		t.Fatalf("back to the base: %+v %v, want nodes, auto_create, access and outboxes applied", r, err)
+	}
+	if err := n.Authorize("intruder", petrel.ActionSend, "orders"); err != nil {
+		t.Errorf("back to the base: %v", err)
 	}
 }

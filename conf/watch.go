@@ -49,13 +49,23 @@ type WatchOptions struct {
 	// restart key still pending, not only those of this edit; an edit that
 	// puts such a key back to its running value clears it. See Diff for
 	// what the callee must apply. Nil means no callback.
-	OnChange func(old, new *File, diff Diff)
+	//
+	// An error says that the callee applied none of it: old stays Current,
+	// the Version does not move, LastError returns the error, and the next
+	// event on the file, a touch included, offers the change again (an
+	// outbox folder made after the edit that names it is then watched).
+	OnChange func(old, new *File, diff Diff) error
 	// OnError is called when a reload is refused (the file is invalid,
 	// empty, missing or unreadable) or the watch is lost. The error is
 	// already logged; OnError is for the caller's state, such as what
 	// `petrel stat` shows. A bad file's error is an *Error with the file,
 	// line and reason. Nil means no callback.
 	OnError func(err error)
+	// OnCleared is called when a reload after a refusal (LastError not
+	// nil, from OnError's errors or OnChange's) finds the file configuring
+	// what runs, as when the edit is put back: LastError is nil again.
+	// Nil means no callback.
+	OnCleared func()
 	// Now is the clock of LastReload. Nil means time.Now.
 	Now func() time.Time
 	// Running is the File the caller runs, when it read the file before
@@ -79,15 +89,16 @@ type WatchOptions struct {
 // the order of the reloads; they must not call Close. The other methods are
 // safe to call from any goroutine, callbacks included.
 type Watcher struct {
-	path     string // as given to Watch, for errors and logs
-	abs      string // absolute, to match events
-	dir      string // the watched directory
-	debounce time.Duration
-	onChange func(old, new *File, diff Diff)
-	onError  func(err error)
-	now      func() time.Time
-	log      *slog.Logger
-	src      eventSource
+	path      string // as given to Watch, for errors and logs
+	abs       string // absolute, to match events
+	dir       string // the watched directory
+	debounce  time.Duration
+	onChange  func(old, new *File, diff Diff) error
+	onError   func(err error)
+	onCleared func()
+	now       func() time.Time
+	log       *slog.Logger
+	src       eventSource
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -148,7 +159,7 @@ func Watch(path string, opts WatchOptions) (*Watcher, error) {
 func newWatcher(path, abs string, opts WatchOptions, src eventSource) *Watcher {
 	w := &Watcher{
 		path: path, abs: abs, dir: filepath.Dir(abs),
-		debounce: opts.Debounce, onChange: opts.OnChange, onError: opts.OnError,
+		debounce: opts.Debounce, onChange: opts.OnChange, onError: opts.OnError, onCleared: opts.OnCleared,
 		now: opts.Now, log: opts.Logger, src: src,
 		stop: make(chan struct{}), running: opts.Running,
 	}
@@ -198,8 +209,8 @@ func (w *Watcher) Close() error {
 }
 
 // Current returns the configuration last loaded successfully: the one
-// passed as new to the last OnChange, or the first one. Restart keys in it
-// may differ from what the process runs (see OnChange).
+// passed as new to the last OnChange that returned nil, or the first one.
+// Restart keys in it may differ from what the process runs (see OnChange).
 func (w *Watcher) Current() *File {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -207,8 +218,9 @@ func (w *Watcher) Current() *File {
 }
 
 // Version returns how many configurations have been loaded: 1 for the first,
-// plus one for each reload that changed it (each OnChange). A reload that
-// finds the same configuration, or is refused, does not count.
+// plus one for each reload that changed it (each OnChange that returned
+// nil). A reload that finds the same configuration, or is refused, does not
+// count.
 func (w *Watcher) Version() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -317,14 +329,30 @@ func (w *Watcher) reload() {
 	}
 	w.mu.Lock()
 	old := w.current
+	refused := w.lastError != nil
 	w.lastError = nil
+	w.mu.Unlock()
 	diff := Compare(old, next)
 	if diff.Empty() {
-		w.mu.Unlock()
 		w.log.Debug("config reloaded, unchanged")
+		if refused && w.onCleared != nil {
+			w.onCleared()
+		}
 		return
 	}
 	diff.Restart = Compare(w.running, next).Restart
+	// current moves only once the change runs: a change the callee could
+	// not apply is compared again, and offered again, at the next event.
+	if w.onChange != nil {
+		if err := w.onChange(old, next, diff); err != nil {
+			w.mu.Lock()
+			w.lastError = err
+			w.mu.Unlock()
+			w.log.Warn("config not applied; keeping the running one", slog.Any(logkey.Error, err))
+			return
+		}
+	}
+	w.mu.Lock()
 	w.current, w.lastReload = next, w.now()
 	w.version++
 	version := w.version
@@ -333,9 +361,6 @@ func (w *Watcher) reload() {
 	w.log.Info("config reloaded", slog.Int(logkey.Version, version), slog.Any(logkey.Changed, diff.Changed))
 	if diff.NeedsRestart() {
 		w.log.Warn("config changes need a restart; not applied", slog.Any(logkey.Restart, diff.Restart))
-	}
-	if w.onChange != nil {
-		w.onChange(old, next, diff)
 	}
 }
 

@@ -43,10 +43,11 @@ type recordedChange struct {
 	diff     Diff
 }
 
-func (r *recorder) onChange(old, new *File, diff Diff) {
+func (r *recorder) onChange(old, new *File, diff Diff) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changes = append(r.changes, recordedChange{old, new, diff})
+	return nil
 }
 
 func (r *recorder) onError(err error) {
@@ -420,7 +421,7 @@ func TestCloseStopsWatchLoop(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "petrel.yaml")
 	writeFile(t, path, configDoc(1))
 	changed := false
-	w, err := Watch(path, WatchOptions{Debounce: time.Hour, OnChange: func(*File, *File, Diff) { changed = true }})
+	w, err := Watch(path, WatchOptions{Debounce: time.Hour, OnChange: func(*File, *File, Diff) error { changed = true; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func watchConfig(ctx context.Context, path string, running *conf.File, node *pet
 	return conf.Watch(path, conf.WatchOptions{
 		Logger:  log,
 		Running: running,
-		OnChange: func(_, next *conf.File, diff conf.Diff) {
+		OnChange: func(_, next *conf.File, diff conf.Diff) error {
 			cfg := next.NodeConfig()
 			cfg.Logger, cfg.ConfigSource = log, path
 			r, err := node.Reconfigure(ctx, cfg)
@@ -30,10 +30,12 @@ func watchConfig(ctx context.Context, path string, running *conf.File, node *pet
 				level.Set(next.Log.Level)
 			}
 			if err != nil {
+				// Reconfigure applied none of it; the watcher offers the
+				// change again at the next save or touch.
 				log.Error("configuration reload not applied", slog.Any(logkey.Error, err))
 				state.LastError = err.Error()
 				node.SetConfigStatus(state)
-				return
+				return err
 			}
 			state.Version++
 			state.LoadedAt = time.Now()
@@ -46,10 +48,16 @@ func watchConfig(ctx context.Context, path string, running *conf.File, node *pet
 				log.Warn("configuration reloaded; some changes need a restart and were not applied",
 					slog.Any("applied", r.Applied), slog.Any("needs_restart", state.NeedsRestart))
 			}
+			return nil
 		},
 		OnError: func(err error) {
 			// The watcher logged it already.
 			state.LastError = err.Error()
+			node.SetConfigStatus(state)
+		},
+		OnCleared: func() {
+			// The file is back to what runs: nothing is refused any more.
+			state.LastError = ""
 			node.SetConfigStatus(state)
 		},
 	})

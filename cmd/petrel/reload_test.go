@@ -137,3 +137,66 @@ func TestBackupTakesOverWithTheFileAsSaved(t *testing.T) {
 		t.Errorf("backup exit %d\nstderr:\n%s", code, backup.stderr)
 	}
 }
+
+// TestNodeRetriesARefusedReload saves an edit that names an outbox folder
+// not made yet, with a new address: the node applies none of it and says
+// why. Once the folder is made, touching the file applies the edit whole,
+// and the outbox sends. An edit refused the same way and then put back
+// leaves nothing refused.
+func TestNodeRetriesARefusedReload(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "petrel.yaml")
+	base := "node: {name: a, data_dir: data}\nlisten: 127.0.0.1:0\n"
+	writeFile(t, cfg, base+"addresses: [{name: first}]\n")
+	p := startNode(t, dir, "-c", cfg)
+	p.ready(t)
+	var st petrel.Status
+	waitStat := func(what string, cond func(petrel.Status) bool) {
+		t.Helper()
+		petreltest.Eventually(t, what, func() bool {
+			r := runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"), "--json")
+			r.wantCode(t, 0)
+			st = petrel.Status{}
+			return json.Unmarshal([]byte(r.stdout), &st) == nil && cond(st)
+		}, func() string { return fmt.Sprintf("config status %+v, queues %+v", st.Config, st.Queues) })
+	}
+	hasQueue := func(name string) bool {
+		return slices.ContainsFunc(st.Queues, func(q petrel.QueueStats) bool { return q.Name == name })
+	}
+
+	edit := base + "addresses: [{name: first}, {name: second}]\noutboxes: [{dir: out, to: first, quiet: 50ms}]\n"
+	saveByRename(t, cfg, edit)
+	waitStat("the edit refused", func(st petrel.Status) bool { return strings.Contains(st.Config.LastError, "out") })
+	if st.Config.Version != 1 || hasQueue("second") {
+		t.Fatalf("a refused edit: version %d, queue second made %v; want version 1, nothing applied", st.Config.Version, hasQueue("second"))
+	}
+
+	// The operator makes the folder and touches the file.
+	if err := os.Mkdir(filepath.Join(dir, "out"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := os.Chtimes(cfg, now, now); err != nil {
+		t.Fatal(err)
+	}
+	// The reload makes the queue, then records its version: wait for both.
+	waitStat("the edit applied after the touch", func(st petrel.Status) bool { return st.Config.Version == 2 && hasQueue("second") })
+	if st.Config.LastError != "" {
+		t.Fatalf("after the touch: %+v", st.Config)
+	}
+	writeFile(t, filepath.Join(dir, "out", "f.txt"), "hello")
+	petreltest.Eventually(t, "the outbox sent its file", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "out", "sent", "f.txt"))
+		return err == nil
+	})
+
+	// Refused again, then put back: the file is what runs, nothing refused.
+	saveByRename(t, cfg, base+"addresses: [{name: first}, {name: second}]\naccess: [{identity: ops, send: [first]}]\n"+
+		"outboxes: [{dir: out, to: first, quiet: 50ms}, {dir: out2, to: first}]\n")
+	waitStat("the second edit refused", func(st petrel.Status) bool { return strings.Contains(st.Config.LastError, "out2") })
+	saveByRename(t, cfg, edit)
+	waitStat("the refusal cleared", func(st petrel.Status) bool { return st.Config.LastError == "" })
+	if st.Config.Version != 2 {
+		t.Fatalf("put back: version %d, want 2", st.Config.Version)
+	}
+}
