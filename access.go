@@ -394,7 +394,9 @@ func (n *Node) authorizeSubscribe(identity, pattern string) error {
 // authorizeInbound judges a message that arrives from a peer or a remote
 // client for dest, where action (send or relay, by actionFor or the
 // destination's node) is what the message does. A send to a topic of
-// this node is a publish, which the publish patterns judge instead.
+// this node is a publish, which the publish patterns judge instead; a
+// neighbour's interest (interestAddr) is never a topic, whatever the spaces
+// match, so the send rule of "_petrel.topics" judges it, as documented.
 func (n *Node) authorizeInbound(identity string, action Action, dest string) error {
 	if n.access.rules.Load() == nil {
 		return nil // no rules: no need to ask whether dest is a topic

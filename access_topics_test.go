@@ -3,11 +3,14 @@ package petrel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
 
@@ -180,5 +183,55 @@ func TestAccessTopicPublishFromLink(t *testing.T) {
 	}
 	if st := b.AccessStats(); st.Denied[petrel.ActionPublish] != 1 || st.Denied[petrel.ActionSend] != 0 {
 		t.Errorf("denied %v, want 1 publish", st.Denied)
+	}
+}
+
+// TestAccessInterestInCatchAllSpace: with access rules and a topic space
+// that matches "_petrel.topics" word by word ("#", "*.#"), a neighbour's
+// interest is still judged under the send rule of "_petrel.topics", and
+// its pattern under the subscribe rules, as in any space: what the rules
+// allow is learned and drawn; what they do not is counted as refused
+// interest, not as a publish. The interest was refused as a publish to the
+// topic "_petrel.topics" before, so nothing was learned. No space or
+// subscription may start with the word "_petrel".
+func TestAccessInterestInCatchAllSpace(t *testing.T) {
+	for _, space := range []string{"#", "*.#"} {
+		t.Run(space, func(t *testing.T) {
+			m := newMesh(t, "a", "b")
+			open := func(name, other string, mod func(*petrel.Config)) *petrel.Node {
+				return nodes.Open(t, nodes.Name(name), nodes.Listen(m[name]), withTopics(space), nodes.With(func(c *petrel.Config) {
+					c.Nodes = []petrel.NodeConfig{{Name: other, Connector: "tcp://" + m[other]}}
+					mod(c)
+				}))
+			}
+			a := open("a", "b", func(c *petrel.Config) {
+				c.Access = []petrel.AccessRule{{Identity: "b", Send: []string{"_petrel.topics"}, Subscribe: []string{"orders.eu.#"}}}
+			})
+			b := open("b", "a", func(*petrel.Config) {})
+			ok := subscribe(t, b, "orders.eu.*", petrel.SubscribeOptions{Name: "ok", Durable: true})
+			subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "wide", Durable: true})
+			waitInterest(t, a, "b/b/orders.eu.*")
+			drainSub(t, ok, publishN(t, a, "orders.eu.x", 3), a)
+			petreltest.Eventually(t, "a refused b's orders.# as interest", func() bool {
+				return a.AccessStats().Denied[petrel.ActionSubscribe] == 1
+			}, func() string { return fmt.Sprintf("%+v", a.AccessStats()) })
+			if st := a.AccessStats(); st.Denied[petrel.ActionPublish] != 0 || st.Denied[petrel.ActionSend] != 0 {
+				t.Errorf("a denied %v, want subscribe 1 alone", st.Denied)
+			}
+			for _, in := range a.TopicInterest() {
+				if in.Pattern == "orders.#" {
+					t.Errorf("a learned %+v past b's subscribe rule", in)
+				}
+			}
+			for _, p := range []string{"_petrel.topics", "_petrel.#"} {
+				if _, err := b.Subscribe(context.Background(), p, petrel.SubscribeOptions{}); !errors.Is(err, address.ErrTopicPattern) || !strings.Contains(err.Error(), "internal") {
+					t.Errorf("subscribe %q: %v, want ErrTopicPattern saying the word is internal", p, err)
+				}
+			}
+		})
+	}
+	err := petrel.Config{Name: "n", Topics: []petrel.TopicConfig{{Pattern: "_petrel.#"}}}.Validate()
+	if !errors.Is(err, petrel.ErrConfig) || !strings.Contains(err.Error(), "internal") {
+		t.Errorf("a space _petrel.#: %v, want a configuration error", err)
 	}
 }

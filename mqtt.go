@@ -191,6 +191,9 @@ func (b mqttBackend) AuthorizeSubscribe(c mqttgw.Conn, pattern string) error {
 	if err != nil {
 		return err
 	}
+	if isInternal(pattern) {
+		return fmt.Errorf("subscribe to %q: %w", pattern, errInternalPattern)
+	}
 	if !b.n.topics.inSpace(p) {
 		return fmt.Errorf("subscribe to %q: %w", pattern, ErrNoTopicSpace)
 	}

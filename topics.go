@@ -278,6 +278,9 @@ func newTopics(cfg []TopicConfig) (*topics, error) {
 		if err != nil {
 			return nil, fmt.Errorf("topics: %w", err)
 		}
+		if isInternal(c.Pattern) {
+			return nil, fmt.Errorf("topics: topic pattern %q: %w", c.Pattern, errInternalPattern)
+		}
 		t.spaces = append(t.spaces, p)
 		if c.MaxQueuedMessages < 0 {
 			return nil, fmt.Errorf("topics: %q: max_queued_messages must be 0 (no bound) or more (got %d)", c.Pattern, c.MaxQueuedMessages)
@@ -302,9 +305,28 @@ func newTopics(cfg []TopicConfig) (*topics, error) {
 	return t, nil
 }
 
+// internalWord is the first word of the addresses of the node's own
+// traffic between nodes (interestAddr, "_petrel.topics"). A space such as
+// "#" or "*.#" matches them word by word, yet they are never topics: taken
+// for one, a neighbour's interest would be judged, and fanned out, as a
+// publish. Nor may a space or a subscription's pattern start with it.
+const internalWord = "_petrel"
+
+// isInternal reports whether the name, or pattern, starts with
+// internalWord.
+func isInternal(name string) bool {
+	first, _, _ := strings.Cut(name, ".")
+	return first == internalWord
+}
+
+// errInternalPattern is the reason a space or subscription pattern that
+// starts with internalWord is refused.
+var errInternalPattern = fmt.Errorf("the word %q starts the node's internal addresses (such as %q), which are never topics; start the pattern with another word: %w",
+	internalWord, interestAddr, address.ErrTopicPattern)
+
 // isTopic reports whether the address name is a topic.
 func (t *topics) isTopic(name string) bool {
-	if len(t.spaces) == 0 || address.ValidTopic(name) != nil {
+	if len(t.spaces) == 0 || isInternal(name) || address.ValidTopic(name) != nil {
 		return false
 	}
 	for _, s := range t.spaces {
@@ -410,6 +432,9 @@ func (n *Node) subscribe(ctx context.Context, pattern string, opts SubscribeOpti
 	p, err := address.ParsePattern(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe: %w", err)
+	}
+	if isInternal(pattern) {
+		return nil, fmt.Errorf("subscribe to %q: %w", pattern, errInternalPattern)
 	}
 	if !n.topics.inSpace(p) {
 		return nil, fmt.Errorf("subscribe to %q: %w (declare a topic space that holds it, such as %q, under topics)", pattern, ErrNoTopicSpace, p.String())
