@@ -24,6 +24,7 @@ func TestAdminSubscribeStatuses(t *testing.T) {
 	}{
 		{adminapi.SubscribeRequest{Pattern: "events.#", Name: "../x", Count: 1}, http.StatusBadRequest, "subscription name"},
 		{adminapi.SubscribeRequest{Pattern: "events.#", Name: "a b", Count: 1}, http.StatusBadRequest, "subscription name"},
+		{adminapi.SubscribeRequest{Pattern: "events.#", Name: "audit.dlq", Count: 1}, http.StatusBadRequest, `dead-letter queue of subscription \"audit\"`},
 		{adminapi.SubscribeRequest{Pattern: "events.+", Name: "x", Count: 1}, http.StatusBadRequest, "events.+"},
 		{adminapi.SubscribeRequest{Pattern: "events.door", Name: "audit", Count: 1}, http.StatusConflict, "exists with pattern"},
 	} {

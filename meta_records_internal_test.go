@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
+
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // openTopicsNode opens a node on dir with the topic space orders.# and a
@@ -118,4 +121,36 @@ func FuzzNodeRecords(f *testing.F) {
 			again.Close()
 		}
 	})
+}
+
+// A durable subscription "<x>.dlq" that an older build made is loaded
+// with what it holds, and each start warns, naming it and the
+// subscription whose dead-letter queue its queue is.
+func TestSubscriptionNamedLikeADeadLetterQueueFromOlderBuild(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	n := openTopicsNode(t, dir)
+	rec, _ := json.Marshal(durableRecord{Name: "d.dlq", Pattern: "orders.eu.*"})
+	if err := n.store.SetMeta(ctx, metaSubscriptionPrefix+"d.dlq", rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &petreltest.SyncBuffer{}
+	n, err := Open(ctx, Config{Name: "hub", DataDir: dir, Topics: []TopicConfig{{Pattern: "orders.#"}},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	if got := n.Subscriptions(); len(got) != 1 || got[0].Name != "d.dlq" || got[0].Queue != "sub:d.dlq" {
+		t.Fatalf("subscriptions %+v, want d.dlq kept", got)
+	}
+	s := logs.String()
+	for _, want := range []string{"level=WARN", "subscription=d.dlq", "dead_letters_of=d"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("the log does not say %q:\n%s", want, s)
+		}
+	}
 }

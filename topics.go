@@ -477,6 +477,17 @@ func subscriptionName(opts SubscribeOptions) (string, error) {
 	if err := message.ValidName(opts.Name); err != nil {
 		return "", fmt.Errorf("subscribe: subscription name: %w: %w", errSubscriptionName, err)
 	}
+	if queue.IsDeadLetter(opts.Name) {
+		// Its queue, sub:<x>.dlq, would be the dead-letter queue of
+		// subscription <x>: each would take the other's messages.
+		base := strings.TrimSuffix(opts.Name, queue.DeadLetterSuffix)
+		return "", fmt.Errorf("subscribe: subscription name %q ends in %q, and its queue %q would be the dead-letter queue of subscription %q; use another name: %w",
+			opts.Name, queue.DeadLetterSuffix, subQueuePrefix+opts.Name, base, errSubscriptionName)
+	}
+	if dl := opts.Policy.DeadLetter; strings.HasPrefix(dl, subQueuePrefix) && !queue.IsDeadLetter(dl) {
+		return "", fmt.Errorf("subscribe: dead-letter queue %q of the policy is the queue of subscription %q; name one that ends in %q: %w",
+			dl, strings.TrimPrefix(dl, subQueuePrefix), queue.DeadLetterSuffix, ErrSubscription)
+	}
 	return opts.Name, nil
 }
 
@@ -617,6 +628,13 @@ func (n *Node) loadSubscriptions(ctx context.Context) error {
 		if !t.inSpace(p) {
 			n.log.Warn("durable subscription outside every topic space; it gets nothing until its space is declared again",
 				slog.String("subscription", r.Name), slog.String("pattern", r.Pattern))
+		}
+		if queue.IsDeadLetter(r.Name) {
+			// Made by an older build, which took such names. It is kept
+			// with what it holds, but an operator must take it apart.
+			n.log.Warn("durable subscription named like a dead-letter queue, made by an older version: its queue is also the dead-letter queue of another subscription, whose dead letters it takes and whose dlq list and replay take its messages; receive what it holds, unsubscribe it and subscribe under another name",
+				slog.String("subscription", r.Name), slog.String("queue", subQueuePrefix+r.Name),
+				slog.String("dead_letters_of", strings.TrimSuffix(r.Name, queue.DeadLetterSuffix)))
 		}
 		q, err := n.store.Queue(ctx, subQueuePrefix+r.Name, queue.KindReceive)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -585,5 +586,40 @@ func TestMatchCacheMetrics(t *testing.T) {
 	}
 	if got := scrape(t, n)["petrel_topic_match_cache_entries"]; got < 1 || got > 4096 {
 		t.Fatalf("cache entries %v after 5,000 new topic names, want 1 to 4,096", got)
+	}
+}
+
+// TestSubscriptionNamedLikeADeadLetterQueue: a subscription may not be
+// named "<x>.dlq", whose queue sub:<x>.dlq is subscription x's dead-letter
+// queue, nor have its dead letters go to another subscription's queue. A
+// subscription "d.dlq" was accepted before, and dlq list and replay of d
+// then took its live messages.
+func TestSubscriptionNamedLikeADeadLetterQueue(t *testing.T) {
+	n := nodes.Open(t, withTopics("orders.#"))
+	ctx := context.Background()
+	d := subscribe(t, n, "orders.#", petrel.SubscribeOptions{Name: "d", Durable: true})
+	for _, opts := range []petrel.SubscribeOptions{
+		{Name: "d.dlq", Durable: true},
+		{Name: "d.dlq"},
+		{Name: "never.made.dlq", Durable: true},
+	} {
+		_, err := n.Subscribe(ctx, "orders.eu.*", opts)
+		if !errors.Is(err, petrel.ErrSubscription) || !strings.Contains(err.Error(), "would be the dead-letter queue of subscription") {
+			t.Errorf("Subscribe as %q (durable %v): %v, want ErrSubscription saying why", opts.Name, opts.Durable, err)
+		}
+	}
+	_, err := n.Subscribe(ctx, "orders.eu.*", petrel.SubscribeOptions{Name: "e", Policy: petrel.QueuePolicy{DeadLetter: "sub:d"}})
+	if !errors.Is(err, petrel.ErrSubscription) || !strings.Contains(err.Error(), `queue of subscription "d"`) {
+		t.Errorf("Subscribe dead-lettering into sub:d: %v, want ErrSubscription", err)
+	}
+	publish(t, n, "orders.eu.x", "m1", nil)
+	if got := n.Subscriptions(); len(got) != 1 || got[0].Name != "d" {
+		t.Fatalf("subscriptions %+v, want d alone", got)
+	}
+	if dl, err := n.DeadLetters(ctx, "sub:d", 0); err != nil || len(dl) != 0 {
+		t.Fatalf("dead letters of sub:d: %d, %v; want none", len(dl), err)
+	}
+	if got := takeAll(t, d); len(got) != 1 || got[0] != "m1" {
+		t.Fatalf("d got %q, want m1", got)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"time"
 
 	"github.com/petrelmq/petrel/address"
@@ -77,6 +78,12 @@ func (o *subscribeOptions) request(pattern string) (adminapi.SubscribeRequest, e
 	case o.durable != "":
 		if err := message.ValidName(o.durable); err != nil {
 			return req, usageErrorf("--durable %q: %v", o.durable, err)
+		}
+		// sub:<x>.dlq is subscription x's dead-letter queue. The node
+		// refuses the name too; checked here, it is a usage error, as a
+		// malformed name is.
+		if base, dlq := strings.CutSuffix(o.durable, ".dlq"); dlq {
+			return req, usageErrorf("--durable %q: its queue would be the dead-letter queue of subscription %q; use another name", o.durable, base)
 		}
 	}
 	return req, nil

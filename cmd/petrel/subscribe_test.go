@@ -76,6 +76,12 @@ func TestSubscribeDurable(t *testing.T) {
 	if !strings.Contains(r.stderr, `--durable "../x"`) {
 		t.Fatalf("subscribe --durable ../x: stderr %q", r.stderr)
 	}
+	// So is one whose queue would be audit's dead-letter queue.
+	r = run("subscribe", "events.#", "--durable", "audit.dlq")
+	r.wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, `dead-letter queue of subscription "audit"`) {
+		t.Fatalf("subscribe --durable audit.dlq: stderr %q", r.stderr)
+	}
 }
 
 // TestSubscribeTemporary: without --durable the subscription lasts for
