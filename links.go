@@ -188,6 +188,9 @@ func (n *Node) accepts(name, node string) (hop string, err error) {
 		if !declared && n.noAutoCreate.Load() {
 			return "", fmt.Errorf("%w: node %s has no address %q", receiver.ErrRefused, n.cfg.Name, name)
 		}
+		if err := n.topics.misnamed(name); err != nil {
+			return "", fmt.Errorf("%w: node %s: %w", receiver.ErrRefused, n.cfg.Name, err)
+		}
 		return "", nil
 	}
 	if !declared || a.Role != address.RoleRelay {

@@ -510,6 +510,9 @@ func (n *Node) receiveQueue(ctx context.Context, name string) (*queue.Queue, err
 	if n.topics.isTopic(name) {
 		return nil, fmt.Errorf("address %q is a topic (subscribe to it instead): %w", name, ErrNotReceive)
 	}
+	if err := n.topics.misnamed(name); err != nil {
+		return nil, err
+	}
 	if q, ok := n.store.Lookup(name); ok {
 		return q, nil
 	}

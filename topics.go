@@ -337,6 +337,28 @@ func (t *topics) isTopic(name string) bool {
 	return false
 }
 
+// misnamed returns why the address name, which a topic space matches word
+// by word but which is no topic name ("orders..eu", "orders." or
+// "orders.-x" in "orders.#"), is no address either: made a queue on first
+// use, a send with a typo would strand its message where no subscription
+// looks. nil for a topic, an internal name, or a name outside every
+// space. Errors wrap address.ErrTopicName and message.ErrDestination.
+func (t *topics) misnamed(name string) error {
+	if len(t.spaces) == 0 || isInternal(name) || message.ValidName(name) != nil {
+		return nil
+	}
+	err := address.ValidTopic(name)
+	if err == nil {
+		return nil
+	}
+	for _, s := range t.spaces {
+		if s.Match(name) {
+			return fmt.Errorf("%q is an invalid topic name inside topic space %q, so it is neither a topic nor an address: %w: %w", name, s.String(), err, message.ErrDestination)
+		}
+	}
+	return nil
+}
+
 // The values of TopicConfig.Overflow.
 const (
 	overflowDropNew    = "drop_new"
@@ -715,6 +737,9 @@ func (c Config) validateTopics() error {
 		}
 		if t.isTopic(a.Name) {
 			return cfgErr("addresses", fmt.Sprintf("address %q is declared, but a topic space's pattern matches it: a name is an address or a topic, not both", a.Name), nil)
+		}
+		if err := t.misnamed(a.Name); err != nil {
+			return cfgErr("addresses", err.Error(), err)
 		}
 	}
 	return nil

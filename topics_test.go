@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/petrelmq/petrel"
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 	"github.com/petrelmq/petrel/message"
 )
@@ -621,5 +623,57 @@ func TestSubscriptionNamedLikeADeadLetterQueue(t *testing.T) {
 	}
 	if got := takeAll(t, d); len(got) != 1 || got[0] != "m1" {
 		t.Fatalf("d got %q, want m1", got)
+	}
+}
+
+// TestSendToInvalidTopicNameInSpace: a name that a topic space matches
+// word by word but that is not a topic name ("orders..eu", "orders.",
+// "orders.-x" in orders.#) is refused, saying why, from the Go API, the
+// admin API (400) and a neighbour (dead-lettered with the reason), and
+// is no address to consume from either. Each became an anycast queue on
+// first use before, where no subscription looked.
+func TestSendToInvalidTopicNameInSpace(t *testing.T) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), withTopics("orders.#"), nodes.With(withAdmin))
+	all := subscribe(t, b, "orders.#", petrel.SubscribeOptions{Name: "all", Durable: true})
+	ctx := context.Background()
+	p := b.Producer()
+	bad := []string{"orders..eu", "orders.", "orders.-x"}
+	for _, name := range bad {
+		m := p.CreateDataMessage(name)
+		m.Body = []byte("typo")
+		err := p.Send(ctx, m)
+		if !errors.Is(err, address.ErrTopicName) || !strings.Contains(err.Error(), `invalid topic name inside topic space "orders.#"`) {
+			t.Errorf("send to %q: %v, want ErrTopicName saying it is inside orders.#", name, err)
+		}
+		if err := p.SendAsync(p.CreateDataMessage(name)).Wait(ctx); !errors.Is(err, address.ErrTopicName) {
+			t.Errorf("async send to %q: %v, want ErrTopicName", name, err)
+		}
+		if _, err := b.Consumer(name); !errors.Is(err, address.ErrTopicName) {
+			t.Errorf("consumer of %q: %v, want ErrTopicName", name, err)
+		}
+		code, raw := apiCall(t, b, "POST", "/api/send", adminapi.SendRequest{To: name, Body: []byte("typo")}, nil)
+		if code != http.StatusBadRequest || !strings.Contains(raw, "invalid topic name inside topic space") {
+			t.Errorf("POST /api/send to %q: %d %s, want 400 saying why", name, code, raw)
+		}
+	}
+	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
+	sendOne(t, a, "orders..eu@b", "typo from a")
+	if d := deadLetter(t, a, "orders..eu.dlq"); !strings.Contains(d.Reason, `invalid topic name inside topic space "orders.#"`) {
+		t.Errorf("a's dead letter: reason %q", d.Reason)
+	}
+	publish(t, b, "orders.eu", "fine", nil)
+	if got := takeAll(t, all); len(got) != 1 || got[0] != "fine" {
+		t.Errorf("all got %q, want the valid publish alone", got)
+	}
+	for _, name := range bad {
+		if _, ok := b.QueueStat(name); ok {
+			t.Errorf("b made the queue %q", name)
+		}
+	}
+	cfg := petrel.Config{Name: "n", Topics: []petrel.TopicConfig{{Pattern: "orders.#"}}, Addresses: []petrel.AddressConfig{{Name: "orders.-x", Role: address.RoleReceive}}}
+	if err := cfg.Validate(); !errors.Is(err, petrel.ErrConfig) || !strings.Contains(err.Error(), "invalid topic name") {
+		t.Errorf("declaring orders.-x beside orders.#: %v, want a configuration error", err)
 	}
 }

@@ -138,3 +138,24 @@ func TestTopicsCommandForwards(t *testing.T) {
 		t.Fatalf("topics at a printed %q; want the forwards table with b's queue at depth 2, max 2, 1 dropped", r.stdout)
 	}
 }
+
+// TestSendInvalidTopicName: petrel send to a name that the topic space
+// events.# matches but that is no topic name is refused by the node (exit
+// 1) with the reason, and makes no queue; it made an anycast queue before.
+func TestSendInvalidTopicName(t *testing.T) {
+	_, run := startTopicNode(t)
+	for _, name := range []string{"events..door", "events.", "events.-x"} {
+		r := run("send", name, "typo")
+		r.wantCode(t, exitFailure)
+		if !strings.Contains(r.stderr, `invalid topic name inside topic space "events.#"`) {
+			t.Errorf("send %s: stderr %q", name, r.stderr)
+		}
+	}
+	r := run("queues", "--json")
+	r.wantCode(t, exitOK)
+	for _, name := range []string{`"events..door"`, `"events."`, `"events.-x"`} {
+		if strings.Contains(r.stdout, name) {
+			t.Errorf("the node made the queue %s: %s", name, r.stdout)
+		}
+	}
+}
