@@ -677,3 +677,23 @@ func TestSendToInvalidTopicNameInSpace(t *testing.T) {
 		t.Errorf("declaring orders.-x beside orders.#: %v, want a configuration error", err)
 	}
 }
+
+// TestSubscribeErrorsNameTheCharacter: a pattern or a subscription name
+// with a character it may not hold is refused naming that character, not
+// the first byte of its UTF-8 encoding ('é' was named 'Ã').
+func TestSubscribeErrorsNameTheCharacter(t *testing.T) {
+	n := nodes.Open(t, withTopics("orders.#"))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		pattern, name, want string
+	}{
+		{"orders.café", "", `word "café" has 'é'`},
+		{"orders.東京", "", `word "東京" has '東'`},
+		{"orders.#", "café", `has 'é'`},
+	} {
+		_, err := n.Subscribe(ctx, tc.pattern, petrel.SubscribeOptions{Name: tc.name})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "Ã") || strings.Contains(err.Error(), "æ") {
+			t.Errorf("Subscribe(%q) as %q: %v, want it to say %s", tc.pattern, tc.name, err, tc.want)
+		}
+	}
+}

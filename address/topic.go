@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/petrelmq/petrel/message"
 )
 
 // Topic names and patterns, with AMQP topic semantics:
@@ -38,12 +36,12 @@ const patternRule = "use dot-separated words of letters, digits, '_' or '-', or 
 
 // ValidTopic checks that s is a topic name. Errors wrap ErrTopicName.
 func ValidTopic(s string) error {
-	if err := message.ValidName(s); err != nil {
-		return fmt.Errorf("topic %q: %s: %w", s, topicRule, ErrTopicName)
+	if s == "" || len(s) > maxTopicLen {
+		return fmt.Errorf("topic %q: %s: %w", clipTopic(s), topicRule, ErrTopicName)
 	}
 	for _, w := range strings.Split(s, ".") {
-		if w == "" || w[0] == '-' {
-			return fmt.Errorf("topic %q has an empty word or one starting with '-'; %s: %w", s, topicRule, ErrTopicName)
+		if err := validWord(w); err != nil {
+			return fmt.Errorf("topic %q: %s; %s: %w", s, err, topicRule, ErrTopicName)
 		}
 	}
 	return nil
@@ -71,18 +69,26 @@ func ParsePattern(s string) (Pattern, error) {
 }
 
 func validPatternWord(w string) error {
+	if w == "*" || w == "#" {
+		return nil
+	}
+	return validWord(w)
+}
+
+// validWord checks a word of a topic name. A word of those bytes is also
+// an address name's, so a valid topic name is a valid address name.
+func validWord(w string) error {
 	switch {
 	case w == "":
 		return errors.New("empty word")
-	case w == "*" || w == "#":
-		return nil
 	case w[0] == '-':
 		return fmt.Errorf("word %q starts with '-'", w)
 	}
-	for i := 0; i < len(w); i++ {
-		c := w[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("word %q has %q", w, c)
+	// By rune, not by byte, so that the error names the character given:
+	// the first byte of 'é' printed with %q is 'Ã'.
+	for _, r := range w {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '-') {
+			return fmt.Errorf("word %q has %q", w, r)
 		}
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/petrelmq/petrel/message"
 )
 
 func TestValidTopic(t *testing.T) {
@@ -34,6 +36,24 @@ func TestValidTopic(t *testing.T) {
 				t.Fatalf("error %v does not wrap ErrTopicName", err)
 			}
 		})
+	}
+}
+
+// An error for a character a word may not hold names that character, not
+// the first byte of its UTF-8 encoding ('é' was named 'Ã').
+func TestTopicErrorsNameTheCharacter(t *testing.T) {
+	for _, tc := range []struct{ s, want string }{
+		{"orders.café", `word "café" has 'é'`},
+		{"orders.東京", `word "東京" has '東'`},
+		{"orders.a b", `word "a b" has ' '`},
+	} {
+		_, perr := ParsePattern(tc.s)
+		terr := ValidTopic(tc.s)
+		for _, err := range []error{perr, terr} {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%q: %v, want it to say %s", tc.s, err, tc.want)
+			}
+		}
 	}
 }
 
@@ -147,9 +167,9 @@ func TestPatternCovers(t *testing.T) {
 
 // FuzzParsePattern checks that no input makes ParsePattern panic, that
 // every error wraps ErrTopicPattern, that an accepted pattern prints as it
-// was given and covers itself, and that Match and Covers agree: a pattern
-// that covers another matches every name that one matches, tried on a
-// name made from the input. Seeds in testdata/fuzz/FuzzParsePattern.
+// was given and covers itself, that a topic name is an address name, and
+// that Match and Covers agree: a pattern that covers another matches
+// every name that one matches, tried on a name made from the input. Seeds in testdata/fuzz/FuzzParsePattern.
 func FuzzParsePattern(f *testing.F) {
 	f.Add("orders.#", "orders.eu.created")
 	f.Add("*.#.*", "a.b")
@@ -166,6 +186,9 @@ func FuzzParsePattern(f *testing.F) {
 		}
 		if !p.Covers(p) {
 			t.Fatalf("%q does not cover itself", s)
+		}
+		if ValidTopic(name) == nil && message.ValidName(name) != nil {
+			t.Fatalf("topic name %q is no address name: %v", name, message.ValidName(name))
 		}
 		q, err := ParsePattern(name)
 		if err != nil || ValidTopic(name) != nil {

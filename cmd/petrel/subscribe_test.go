@@ -137,6 +137,7 @@ func TestSubscribeUsage(t *testing.T) {
 	}{
 		{[]string{"subscribe", "events.#"}, "give --wait"},
 		{[]string{"subscribe", "events..#", "--wait", "1s"}, `pattern "events..#"`},
+		{[]string{"subscribe", "events.café", "--wait", "1s"}, `word "café" has 'é'`},
 		{[]string{"subscribe", "events.#", "--durable", "a", "--count", "0"}, "--count 0"},
 	} {
 		r := runPetrel(t, 10*time.Second, append(tc.args, "--data-dir", t.TempDir())...)
