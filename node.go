@@ -510,11 +510,14 @@ func (n *Node) receiveQueue(ctx context.Context, name string) (*queue.Queue, err
 	if n.topics.isTopic(name) {
 		return nil, fmt.Errorf("address %q is a topic (subscribe to it instead): %w", name, ErrNotReceive)
 	}
-	if err := n.topics.misnamed(name); err != nil {
-		return nil, err
-	}
 	if q, ok := n.store.Lookup(name); ok {
 		return q, nil
+	}
+	// Only a queue to be made is judged by name: what a queue that
+	// exists holds (made by an older version) stays reachable, and a
+	// send to one pays no second check of its name.
+	if err := n.topics.misnamed(name); err != nil {
+		return nil, err
 	}
 	if !declared && n.noAutoCreate.Load() && !queue.IsDeadLetter(name) {
 		return nil, fmt.Errorf("address %q: %w (declare it, or allow auto_create)", name, ErrUnknownAddress)
