@@ -186,6 +186,21 @@ func (b mqttBackend) Disconnect(c mqttgw.Conn) {
 	}
 }
 
+// Admitted: with peers listed, an identity removed from them no longer
+// connects (Authenticate), and one connected is disconnected at the
+// reload that removed it. Without peers, every identity is a claim that
+// nothing revokes; listing the first peer takes a restart.
+func (b mqttBackend) Admitted(c mqttgw.Conn) error {
+	n := b.n
+	if n.idents == nil || !n.idents.listed() {
+		return nil
+	}
+	if _, ok := n.idents.credential(c.Identity); !ok {
+		return fmt.Errorf("identity %q was removed from peers", c.Identity)
+	}
+	return nil
+}
+
 func (b mqttBackend) AuthorizeSubscribe(c mqttgw.Conn, pattern string) error {
 	p, err := address.ParsePattern(pattern)
 	if err != nil {

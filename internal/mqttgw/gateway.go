@@ -91,6 +91,10 @@ type Backend interface {
 	// refuse.
 	Connect(ctx context.Context, c Conn) error
 	Disconnect(c Conn)
+	// Admitted returns why c's identity, which it proved at CONNECT, would
+	// no longer be admitted (removed from the node's identities); nil if
+	// it would. Rejudge disconnects such a client.
+	Admitted(c Conn) error
 	// AuthorizeSubscribe checks that c may subscribe to the Petrel pattern.
 	AuthorizeSubscribe(c Conn, pattern string) error
 	// AuthorizeSys checks that c may read the broker's $SYS topics.

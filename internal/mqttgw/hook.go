@@ -317,13 +317,8 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		}
 	}
 	// A resumed session's filters (taken over, or loaded at start) are
-	// durable Petrel subscriptions already: join them.
-	for _, sub := range cl.State.Subscriptions.GetAll() {
-		// Not bounded: each was taken under the bound when it was made.
-		if err := st.subscribe(sub, true, false); err != nil {
-			h.g.log.Warn("mqtt session subscription not resumed", slog.String("client", cl.ID), slog.String("filter", sub.Filter), slog.Any("error", err))
-		}
-	}
+	// durable Petrel subscriptions already: join those it may still hold.
+	h.resume(st)
 }
 
 func (h *hook) conn(cl *mqtt.Client) *connState {
@@ -437,8 +432,13 @@ func (h *hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 		var err error
 		if st == nil {
 			err = ErrClosed
-		} else {
-			err = st.subscribe(sub, persistent(cl), true)
+		} else if err = st.subscribe(sub, persistent(cl), true); err == nil {
+			// Judged again once its pump is registered: a reload that
+			// ran since OnACLCheck judged it did not see it (Rejudge).
+			if aerr := h.authorizeFilter(st.conn, sub.Filter); aerr != nil {
+				h.dropFilter(st, sub.Filter)
+				err = &Refusal{Code: CodeNotAuthorized, Reason: aerr.Error()}
+			}
 		}
 		if err != nil {
 			h.g.log.Info("mqtt subscription refused", slog.String("client", cl.ID), slog.String("filter", sub.Filter), slog.Any("error", err))
