@@ -22,16 +22,7 @@ import (
 // message that waited stays, shown as its link's depth with the reason,
 // and goes once a reload brings B back.
 func TestSendToNeighbourRemovedByReloadFailsWithNoRoute(t *testing.T) {
-	bDir := t.TempDir()
-	bCfg := petrel.Config{Name: "b", DataDir: bDir, Logger: quiet, Link: nodes.FastLinks, Listen: "127.0.0.1:0"}
-	b, err := petrel.Open(context.Background(), bCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bCfg.Listen = b.ListenAddr() // B comes back at the same address
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
+	bCfg := stoppedNode(t, "b")
 	withB := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet, Link: nodes.FastLinks,
 		Nodes: []petrel.NodeConfig{{Name: "b", Connector: "tcp://" + bCfg.Listen}}}
 	a, err := petrel.Open(context.Background(), withB)
@@ -62,7 +53,7 @@ func TestSendToNeighbourRemovedByReloadFailsWithNoRoute(t *testing.T) {
 		return len(l) == 1 && l[0].Depth == 1 && l[0].State == "backing off" && strings.Contains(l[0].LastError, `no route to node "b"`)
 	}, func() string { return fmt.Sprintf("%+v", a.Links()) })
 
-	b, err = petrel.Open(context.Background(), bCfg)
+	b, err := petrel.Open(context.Background(), bCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,15 +76,7 @@ func TestSendToNeighbourRemovedByReloadFailsWithNoRoute(t *testing.T) {
 // once per 30 s for B, and the senders wait up to 30 s before they look
 // again, but at once when a reload brings B back.
 func TestSendQueuesWithoutRouteLogOnceAndWait(t *testing.T) {
-	bCfg := petrel.Config{Name: "b", DataDir: t.TempDir(), Logger: quiet, Link: nodes.FastLinks, Listen: "127.0.0.1:0"}
-	b, err := petrel.Open(context.Background(), bCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bCfg.Listen = b.ListenAddr() // B comes back at the same address
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
+	bCfg := stoppedNode(t, "b")
 	var logs petreltest.SyncBuffer
 	withB := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Link:  petrel.LinkConfig{ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second},
@@ -141,7 +124,7 @@ func TestSendQueuesWithoutRouteLogOnceAndWait(t *testing.T) {
 			n, m, queues, logs.String())
 	}
 
-	b, err = petrel.Open(context.Background(), bCfg)
+	b, err := petrel.Open(context.Background(), bCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,4 +144,21 @@ func TestSendQueuesWithoutRouteLogOnceAndWait(t *testing.T) {
 			acked += int(l.Acked)
 		}
 	}
+}
+
+// stoppedNode opens a node called name on a free port and closes it: the
+// Config returned opens it again, at the same address, which its
+// neighbours' configurations can name before it runs.
+func stoppedNode(t *testing.T, name string) petrel.Config {
+	t.Helper()
+	cfg := petrel.Config{Name: name, DataDir: t.TempDir(), Logger: quiet, Link: nodes.FastLinks, Listen: "127.0.0.1:0"}
+	n, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = n.ListenAddr()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
