@@ -100,14 +100,14 @@ func (n *Node) clientSubscribeTopic(ctx context.Context, peer session.Peer, patt
 // subscription that lost its consume or subscribe right ends with the
 // reason, and the connections of an identity removed from peers, or
 // granted less (its kind, relay, pinned id), are closed; the MQTT gateway
-// judges its clients the same way. Reconfigure calls
-// it after each change; deliveries themselves never look at the rules.
+// judges its clients the same way. Reconfigure calls it after each change;
+// deliveries themselves never look at the rules.
 func (n *Node) rejudgeSessions() {
 	if n.srv != nil {
 		n.srv.Rejudge()
 	}
 	if n.mqtt != nil {
-		n.mqtt.Rejudge() // its clients, the same way (mqttgw.Gateway.Rejudge)
+		n.mqtt.Rejudge()
 	}
 }
 
