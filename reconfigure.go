@@ -134,18 +134,23 @@ func (n *Node) reconfigure(ctx context.Context, old, cfg Config) (r Reconfigured
 		}
 		r.Applied = append(r.Applied, reload.Addresses)
 	}
+	if !slices.Equal(old.Outboxes, cfg.Outboxes) {
+		if err := n.applyOutboxes(cfg.Outboxes); err != nil {
+			return r, applied, fmt.Errorf("apply outboxes: %w", err)
+		}
+		r.Applied = append(r.Applied, reload.Outboxes)
+	}
+	// Last, as nothing after them can fail: rules or peers swapped in for
+	// a change that is then rolled back would be in force, and cut
+	// sessions by, for a moment.
 	cfg.Peers = n.applyIdentities(old, cfg, &r)
 	applied.Peers = cfg.Peers
 	if !reflect.DeepEqual(old.Access, cfg.Access) {
 		n.access.set(cfg.Access)
 		r.Applied = append(r.Applied, reload.Access)
 	}
-	n.rejudgeSessions()
-	if !slices.Equal(old.Outboxes, cfg.Outboxes) {
-		if err := n.applyOutboxes(cfg.Outboxes); err != nil {
-			return r, applied, fmt.Errorf("apply outboxes: %w", err)
-		}
-		r.Applied = append(r.Applied, reload.Outboxes)
+	if slices.Contains(r.Applied, reload.Access) || slices.Contains(r.Applied, reload.Peers) {
+		n.rejudgeSessions()
 	}
 	return r, cfg, nil
 }

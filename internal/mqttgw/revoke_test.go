@@ -156,6 +156,10 @@ func TestMQTTRevokedWhileAwayNotResumed(t *testing.T) {
 	}
 	<-c.Done()
 	tn.subscribed(2)
+	// Away for the node too: a reload that still found it connected would
+	// remove the filter then, and the reconnect would have nothing to
+	// refuse.
+	petreltest.Eventually(t, "the client gone at the node", func() bool { return tn.Status().MQTT.Clients == 0 })
 	tn.send("sensors.a.away")
 	tn.send("sensors.b.away")
 
