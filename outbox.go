@@ -52,19 +52,26 @@ func outboxKey(path string) string { return "outbox:" + path }
 func outboxSentKey(id uint64) string { return "outbox-sent:" + strconv.FormatUint(id, 10) }
 
 // outboxSentRecord is the value under outboxSentKey: the outbox's after
-// setting when it took the file, a NUL (no path holds one), and the
-// file's path. The file leaves the folder as that setting said even if
-// the outbox is removed, or changed, before the transfer ends.
-func outboxSentRecord(path, after string) []byte { return []byte(after + "\x00" + path) }
+// setting when it took the file, a NUL (no path holds one), the file's
+// path, a NUL, and the FileID of the version sent. The file leaves the
+// folder as that setting said even if the outbox is removed, or changed,
+// before the transfer ends; and only that version leaves, not a file
+// renamed in under its name meanwhile.
+func outboxSentRecord(path, after string, sent filetransfer.FileID) []byte {
+	return sent.AppendBinary([]byte(after + "\x00" + path + "\x00"))
+}
 
-// parseOutboxSent reads an outboxSentKey value; one written before the
-// setting was recorded is the path alone, and says nothing of after.
-func parseOutboxSent(rec []byte) (path, after string, known bool) {
+// parseOutboxSent reads an outboxSentKey value. One written before the
+// setting was recorded is the path alone, and says nothing of after; one
+// written before the FileID was gives a zero sent.
+func parseOutboxSent(rec []byte) (path, after string, sent filetransfer.FileID, known bool) {
 	before, rest, known := strings.Cut(string(rec), "\x00")
 	if !known {
-		return before, "", false
+		return before, "", filetransfer.FileID{}, false
 	}
-	return rest, before, true
+	path, id, _ := strings.Cut(rest, "\x00")
+	sent, _ = filetransfer.ParseFileID([]byte(id))
+	return path, before, sent, true
 }
 
 // startOutbox watches one folder. Files already in it are sent.
@@ -179,7 +186,7 @@ func (n *Node) sendOutboxFile(r *outboxRun, path string) {
 	key := outboxKey(path)
 	id, err := n.outboxID(r.ctx, key, fi)
 	if err == nil {
-		err = n.store.SetMeta(r.ctx, outboxSentKey(id), outboxSentRecord(path, r.cfg.After))
+		err = n.store.SetMeta(r.ctx, outboxSentKey(id), outboxSentRecord(path, r.cfg.After, filetransfer.FileIDOf(fi)))
 	}
 	if err != nil {
 		n.log.Warn("outbox file not sent", slog.String(logkey.Path, path), slog.Any(logkey.Error, err))
@@ -194,7 +201,7 @@ func (n *Node) sendOutboxFile(r *outboxRun, path string) {
 	}
 	if err != nil || m.File.ReceivedFilePath != "" {
 		// Failed, or delivered here already: no sender will report it.
-		n.finishOutboxFile(r.ob, path, id, r.cfg.After, err)
+		n.finishOutboxFile(r.ob, path, filetransfer.FileIDOf(fi), id, r.cfg.After, err)
 	}
 }
 
@@ -221,14 +228,15 @@ func (n *Node) outboxID(ctx context.Context, key string, fi os.FileInfo) (uint64
 }
 
 // finishOutboxFile moves the file to sent/ or failed/ (or deletes it, as
-// after says) and forgets its id, both ways. ob is the outbox watching
+// after says) if it is still the version sent, and forgets its id, both
+// ways. ob is the outbox watching
 // its folder, nil if none does any more.
-func (n *Node) finishOutboxFile(ob *filetransfer.Outbox, path string, id uint64, after string, err error) {
+func (n *Node) finishOutboxFile(ob *filetransfer.Outbox, path string, sent filetransfer.FileID, id uint64, after string, err error) {
 	var derr error
 	if ob != nil {
-		derr = ob.Done(path, err, after)
+		derr = ob.Done(path, sent, err, after)
 	} else {
-		derr = filetransfer.FinishOutboxFile(filetransfer.OutboxConfig{Dir: filepath.Dir(path), Logger: n.cfg.Logger}, path, err, after)
+		derr = filetransfer.FinishOutboxFile(filetransfer.OutboxConfig{Dir: filepath.Dir(path), Logger: n.cfg.Logger}, path, sent, err, after)
 	}
 	if derr != nil {
 		n.log.Warn("outbox: cannot move the file", slog.String(logkey.Path, path), slog.Any(logkey.Error, derr))
@@ -256,7 +264,7 @@ func (n *Node) outboxDone(m *message.Message, err error) {
 	if rec == nil {
 		return
 	}
-	path, after, known := parseOutboxSent(rec)
+	path, after, sent, known := parseOutboxSent(rec)
 	n.outboxes.mu.Lock()
 	r := n.outboxes.run[filepath.Dir(path)]
 	n.outboxes.mu.Unlock()
@@ -271,5 +279,5 @@ func (n *Node) outboxDone(m *message.Message, err error) {
 	// not configured at this start), the file still leaves it: it was
 	// sent, and left there it would be sent again once an outbox watches
 	// the folder.
-	n.finishOutboxFile(ob, path, m.ID, after, err)
+	n.finishOutboxFile(ob, path, sent, m.ID, after, err)
 }

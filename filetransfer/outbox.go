@@ -94,6 +94,11 @@ type Outbox struct {
 	mu      sync.Mutex
 	offered map[string]bool // names offered and not yet Done
 
+	// rescan asks watchLoop to list the folder again: Done found another
+	// file than the one sent under a name, whose own events came while the
+	// name was offered, and were dropped.
+	rescanNow chan struct{}
+
 	// Owned by watchLoop.
 	pending     map[string]*candidate
 	renamedPart bool // the last event was a rename of a .part file
@@ -159,6 +164,7 @@ func newOutbox(cfg OutboxConfig, ready func(path string)) (*Outbox, error) {
 		dir: dir, sent: filepath.Join(dir, SentDir), failed: filepath.Join(dir, FailedDir),
 		quiet: cfg.Quiet, log: cfg.Logger, ready: ready,
 		stop: make(chan struct{}), offered: map[string]bool{}, pending: map[string]*candidate{},
+		rescanNow: make(chan struct{}, 1),
 	}
 	if o.quiet <= 0 {
 		o.quiet = DefaultQuiet
@@ -211,6 +217,10 @@ func (o *Outbox) watchLoop(events <-chan fsnotify.Event, errs <-chan error) {
 			o.watchError(err)
 		case now := <-timer.C:
 			o.look(now)
+		case <-o.rescanNow:
+			if err := o.rescan(time.Now()); err != nil {
+				o.log.Error("outbox rescan", slog.Any(logkey.Error, err))
+			}
 		}
 	}
 }
@@ -387,22 +397,28 @@ func (o *Outbox) isOffered(name string) bool {
 // offered but that no Outbox watches any more: its folder was removed
 // from the configuration, or the process restarted without it, while the
 // file's transfer ran. Nothing is watched or started.
-func FinishOutboxFile(cfg OutboxConfig, path string, err error, after string) error {
+func FinishOutboxFile(cfg OutboxConfig, path string, sent FileID, err error, after string) error {
 	o, oerr := newOutbox(cfg, func(string) {})
 	if oerr != nil {
 		return oerr
 	}
-	return o.Done(path, err, after)
+	return o.Done(path, sent, err, after)
 }
 
 // Done records the outcome of the transfer of path, a file the Outbox
-// offered. With err nil, the file moves into sent/ (after AfterSent or
+// offered, whose version sent is the FileID taken when its transfer
+// began. With err nil, the file moves into sent/ (after AfterSent or
 // "") or is deleted (AfterDelete). With an error, it moves into failed/,
 // and failed/<name>.reason holds the error's text. A name already in sent/
 // or failed/ is kept: the file gets the next free one ("report (1).csv"),
 // and its reason file follows that name. Once Done returns nil, a new
 // file under the same name in the outbox is a new file to offer.
-func (o *Outbox) Done(path string, err error, after string) error {
+//
+// Only the version sent leaves the folder. Another file found under the
+// name (renamed in over it, or written to, after its transfer began) is
+// left where it is and offered as a new file once it is quiet; Done then
+// returns nil. A zero sent takes the file under the name as the one sent.
+func (o *Outbox) Done(path string, sent FileID, err error, after string) error {
 	name := filepath.Base(path)
 	if filepath.Dir(filepath.Clean(path)) != o.dir || o.ignored(name) {
 		return fmt.Errorf("outbox %s: done %s: %w", o.dir, path, ErrNotInOutbox)
@@ -414,43 +430,110 @@ func (o *Outbox) Done(path string, err error, after string) error {
 	var derr error
 	switch {
 	case err != nil:
-		derr = o.moveFailed(src, name, err)
+		derr = o.moveFailed(src, name, sent, err)
 	case after == AfterDelete:
-		derr = os.Remove(src)
+		derr = removeSame(src, sent)
 	default:
-		_, derr = moveUnique(src, o.sent, name)
+		_, derr = moveUnique(src, o.sent, name, sent)
+	}
+	o.mu.Lock()
+	if derr == nil || errors.Is(derr, errReplaced) {
+		delete(o.offered, name)
+	}
+	o.mu.Unlock()
+	if errors.Is(derr, errReplaced) {
+		attrs := []any{slog.String(logkey.File, name)}
+		if err != nil {
+			attrs = append(attrs, slog.Any(logkey.Reason, err)) // the sent version's failure
+		}
+		o.log.Info("the file sent was replaced under its name before its transfer ended; the new file is left in the folder and offered", attrs...)
+		select {
+		case o.rescanNow <- struct{}{}:
+		default: // a rescan is already asked for
+		}
+		return nil
 	}
 	if derr != nil {
 		return fmt.Errorf("outbox %s: done %s: %w", o.dir, name, derr)
 	}
-	o.mu.Lock()
-	delete(o.offered, name)
-	o.mu.Unlock()
 	return nil
 }
 
-// moveFailed moves src into failed/ and writes the reason beside it.
-func (o *Outbox) moveFailed(src, name string, reason error) error {
-	dst, err := moveUnique(src, o.failed, name)
+// errReplaced is returned by the moves of Done when the file under the
+// name is not the version that was sent.
+var errReplaced = errors.New("another file is under the name")
+
+// checkSame returns errReplaced if the file at path is not the version
+// sent (a zero sent matches any file). A file that is gone is left to the
+// caller's own error.
+func checkSame(path string, sent FileID) error {
+	if sent.IsZero() {
+		return nil
+	}
+	fi, err := os.Lstat(path)
 	if err != nil {
+		return nil
+	}
+	if !sent.Same(fi) {
+		return errReplaced
+	}
+	return nil
+}
+
+// removeSame removes path if it is the version sent.
+func removeSame(path string, sent FileID) error {
+	if err := checkSame(path, sent); err != nil {
+		return err
+	}
+	return os.Remove(path)
+}
+
+// moveFailed moves src into failed/ and writes the reason beside it.
+func (o *Outbox) moveFailed(src, name string, sent FileID, reason error) error {
+	dst, err := moveUnique(src, o.failed, name, sent)
+	if dst == "" {
 		return err
 	}
 	o.log.Warn("file failed", slog.String(logkey.File, name), slog.String(logkey.Path, dst), slog.Any(logkey.Reason, reason))
-	return writeFileAtomic(dst+".reason", []byte(reason.Error()+"\n"))
+	if werr := writeFileAtomic(dst+".reason", []byte(reason.Error()+"\n")); werr != nil {
+		return werr
+	}
+	return err // nil, or errReplaced: the new file under the name is offered
 }
 
 // moveUnique moves src into dir under name or its first free variant,
-// never replacing a file, and returns the new path.
-func moveUnique(src, dir, name string) (string, error) {
+// never replacing a file, and returns the new path. With sent not zero,
+// only that version of the file moves (errReplaced otherwise): the new
+// name is checked once linked, so what lands there is the file sent, and
+// src is checked again just before it is removed.
+func moveUnique(src, dir, name string, sent FileID) (string, error) {
+	if err := checkSame(src, sent); err != nil {
+		return "", err
+	}
 	dst, err := placeUnique(src, dir, name)
 	if err != nil {
 		return "", err
 	}
-	if err := removeIfExists(src); err != nil {
+	if err := checkSame(dst, sent); err != nil {
+		if rerr := os.Remove(dst); rerr != nil {
+			return "", rerr
+		}
 		return "", err
+	}
+	// Replaced between the link and here: the version sent is in dir
+	// already, and the new file stays, to be offered (errReplaced).
+	replaced := removeSame(src, sent)
+	if replaced != nil && !errors.Is(replaced, errReplaced) && !errors.Is(replaced, fs.ErrNotExist) {
+		return "", replaced
 	}
 	if err := durable.SyncDir(dir); err != nil {
 		return "", err
 	}
-	return dst, durable.SyncDir(filepath.Dir(src))
+	if err := durable.SyncDir(filepath.Dir(src)); err != nil {
+		return "", err
+	}
+	if errors.Is(replaced, errReplaced) {
+		return dst, replaced
+	}
+	return dst, nil
 }

@@ -159,7 +159,7 @@ func TestOutboxOffersOnce(t *testing.T) {
 	if n := got.count("a.txt"); n != 1 {
 		t.Fatalf("a.txt offered %d times during its transfer", n)
 	}
-	if err := o.Done(path, nil, AfterSent); err != nil {
+	if err := o.Done(path, FileID{}, nil, AfterSent); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, dir, "a.txt", []byte("a new a.txt"))
@@ -181,13 +181,13 @@ func TestOutboxDone(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, SentDir, "sent.txt"), []byte("an older one"), 0o644)
 	petreltest.Eventually(t, "the three files", func() bool { return len(got.all()) == 3 })
 
-	if err := o.Done(filepath.Join(dir, "sent.txt"), nil, AfterSent); err != nil {
+	if err := o.Done(filepath.Join(dir, "sent.txt"), FileID{}, nil, AfterSent); err != nil {
 		t.Fatal(err)
 	}
 	sameContent(t, filepath.Join(dir, SentDir, "sent (1).txt"), []byte("sent.txt"))
 	sameContent(t, filepath.Join(dir, SentDir, "sent.txt"), []byte("an older one"))
 
-	if err := o.Done(filepath.Join(dir, "gone.txt"), nil, AfterDelete); err != nil {
+	if err := o.Done(filepath.Join(dir, "gone.txt"), FileID{}, nil, AfterDelete); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "gone.txt")); !errors.Is(err, os.ErrNotExist) {
@@ -195,7 +195,7 @@ func TestOutboxDone(t *testing.T) {
 	}
 
 	why := errors.New("destination refused: disk full at plant-7")
-	if err := o.Done(filepath.Join(dir, "bad.txt"), why, AfterSent); err != nil {
+	if err := o.Done(filepath.Join(dir, "bad.txt"), FileID{}, why, AfterSent); err != nil {
 		t.Fatal(err)
 	}
 	sameContent(t, filepath.Join(dir, FailedDir, "bad.txt"), []byte("bad.txt"))
@@ -204,11 +204,49 @@ func TestOutboxDone(t *testing.T) {
 	if names := dirNames(t, dir); !slices.Equal(names, []string{FailedDir, SentDir}) {
 		t.Fatalf("outbox after Done: %v", names)
 	}
-	if err := o.Done(filepath.Join(t.TempDir(), "x"), nil, ""); !errors.Is(err, ErrNotInOutbox) {
+	if err := o.Done(filepath.Join(t.TempDir(), "x"), FileID{}, nil, ""); !errors.Is(err, ErrNotInOutbox) {
 		t.Fatalf("Done outside the outbox: %v", err)
 	}
-	if err := o.Done(filepath.Join(dir, "x"), nil, "archive"); err == nil || !strings.Contains(err.Error(), `"archive"`) {
+	if err := o.Done(filepath.Join(dir, "x"), FileID{}, nil, "archive"); err == nil || !strings.Contains(err.Error(), `"archive"`) {
 		t.Fatalf("Done with a bad after: %v", err)
+	}
+}
+
+// Done moves or deletes only the version of the file that was sent: a
+// new file renamed in under the name meanwhile stays, and is offered
+// itself, for each outcome.
+func TestOutboxDoneLeavesAReplacedFile(t *testing.T) {
+	for _, after := range []string{AfterSent, AfterDelete, "failed"} {
+		t.Run(after, func(t *testing.T) {
+			dir := t.TempDir()
+			o, got := watch(t, dir, 50*time.Millisecond)
+			path := writeFile(t, dir, "r.bin", []byte("the old report"))
+			petreltest.Eventually(t, "r.bin offered", func() bool { return got.count("r.bin") == 1 })
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := FileIDOf(fi)
+			writeFile(t, dir, "r.bin.part", []byte("the new report"))
+			if err := os.Rename(path+".part", path); err != nil {
+				t.Fatal(err)
+			}
+			var why error
+			switch after {
+			case "failed":
+				after, why = AfterSent, errors.New("another file was put in its place")
+			}
+			if err := o.Done(path, sent, why, after); err != nil {
+				t.Fatal(err)
+			}
+			sameContent(t, path, []byte("the new report"))
+			for _, sub := range []string{SentDir, FailedDir} {
+				if names := dirNames(t, filepath.Join(dir, sub)); len(names) != 0 {
+					t.Fatalf("%s/ holds %v", sub, names)
+				}
+			}
+			petreltest.Eventually(t, "the new r.bin offered", func() bool { return got.count("r.bin") == 2 })
+		})
 	}
 }
 
@@ -277,15 +315,15 @@ func TestFinishOutboxFileWithoutWatching(t *testing.T) {
 		writeFile(t, dir, n, []byte(n))
 	}
 	cfg := OutboxConfig{Dir: dir}
-	if err := FinishOutboxFile(cfg, filepath.Join(dir, "sent.txt"), nil, ""); err != nil {
+	if err := FinishOutboxFile(cfg, filepath.Join(dir, "sent.txt"), FileID{}, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	sameContent(t, filepath.Join(dir, SentDir, "sent.txt"), []byte("sent.txt"))
-	if err := FinishOutboxFile(cfg, filepath.Join(dir, "gone.txt"), nil, AfterDelete); err != nil {
+	if err := FinishOutboxFile(cfg, filepath.Join(dir, "gone.txt"), FileID{}, nil, AfterDelete); err != nil {
 		t.Fatal(err)
 	}
 	why := errors.New("refused at plant-7")
-	if err := FinishOutboxFile(cfg, filepath.Join(dir, "bad.txt"), why, AfterSent); err != nil {
+	if err := FinishOutboxFile(cfg, filepath.Join(dir, "bad.txt"), FileID{}, why, AfterSent); err != nil {
 		t.Fatal(err)
 	}
 	sameContent(t, filepath.Join(dir, FailedDir, "bad.txt.reason"), []byte(why.Error()+"\n"))
@@ -294,7 +332,7 @@ func TestFinishOutboxFileWithoutWatching(t *testing.T) {
 	}
 	other := t.TempDir()
 	writeFile(t, other, "x", []byte("x"))
-	if err := FinishOutboxFile(cfg, filepath.Join(other, "x"), nil, AfterDelete); !errors.Is(err, ErrNotInOutbox) {
+	if err := FinishOutboxFile(cfg, filepath.Join(other, "x"), FileID{}, nil, AfterDelete); !errors.Is(err, ErrNotInOutbox) {
 		t.Fatalf("a path outside the folder: %v", err)
 	}
 	sameContent(t, filepath.Join(other, "x"), []byte("x"))
