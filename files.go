@@ -74,7 +74,8 @@ func (n *Node) dropAbandoned() {
 	}
 }
 
-// janitor runs dropAbandoned every hour until stop is closed.
+// janitor runs dropAbandoned and dropFailedHeld every hour until stop is
+// closed.
 func (n *Node) janitor(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(time.Hour)
@@ -85,6 +86,7 @@ func (n *Node) janitor(stop <-chan struct{}, done chan<- struct{}) {
 			return
 		case <-t.C:
 			n.dropAbandoned()
+			n.dropFailedHeld()
 		}
 	}
 }
@@ -272,7 +274,13 @@ func (n *Node) fileTaken(m *message.Message, t receiver.FileTarget) {
 // records, never from a path the message names; and a failure is noticed.
 func (n *Node) fileDone(m *message.Message, err error) {
 	n.recordOutcome(m, filetransfer.StateHandedOver, err)
-	n.dropHeld(m)
+	if err != nil && m.Origin != n.id {
+		// Refused after this relay took custody: its copy is the only
+		// whole one, which the dead letter's replay sends.
+		n.keepFailedHeld(m)
+	} else {
+		n.dropHeld(m)
+	}
 	n.outboxDone(m, err)
 	if err != nil {
 		n.notifyFile(m, err)

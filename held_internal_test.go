@@ -38,6 +38,15 @@ func TestHostileFileSourceIsOnlyTheHeldCopy(t *testing.T) {
 	foreign := nodeID(t)
 	held := filepath.Join(spool, "held", receiver.TransferID(foreign, 9))
 	otherHeld := filepath.Join(spool, "held", receiver.TransferID(foreign, 10))
+	// The held copies exist: fileSource refuses a copy that is gone.
+	for _, p := range []string{held + "/report.csv", held + "/report (1).csv", otherHeld + "/report.csv"} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name   string
 		origin message.NodeID

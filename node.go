@@ -73,6 +73,9 @@ type Node struct {
 	// checksum follows, with its message already stored.
 	hashHook func(m *message.Message)
 	outboxes outboxes
+	// heldMu orders the marks of relayed files that failed for good with
+	// their sweep and with a send again (see keepFailedHeld).
+	heldMu   sync.Mutex
 	outcomes fileOutcomes
 	// janitorStop ends the spool janitor; janitorDone closes when it did.
 	janitorStop, janitorDone chan struct{}
@@ -374,6 +377,7 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.dropAbandoned()
+	n.dropFailedHeld()
 	n.janitorStop, n.janitorDone = make(chan struct{}), make(chan struct{})
 	go n.janitor(n.janitorStop, n.janitorDone)
 	for _, c := range n.cfg.Outboxes {
