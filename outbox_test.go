@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -290,5 +291,56 @@ func TestOutboxRemovedWhileItsFileIsSent(t *testing.T) {
 				return len(left) == 0
 			}, func() string { return fmt.Sprint("records left: ", left) })
 		})
+	}
+}
+
+// A failed file named like the reason file of another ("report.reason")
+// is never replaced by that reason: the later failed file takes a name
+// whose reason name is free too.
+func TestOutboxFailedReasonNeverReplacesAFailedFile(t *testing.T) {
+	out := t.TempDir()
+	outboxPair(t, func(*petrel.Node) []petrel.OutboxConfig {
+		return []petrel.OutboxConfig{{Dir: out, To: "nowhere@b", Quiet: 100 * time.Millisecond}}
+	})
+	failed := filepath.Join(out, "failed")
+	drop := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(out, name+".part"), []byte("precious data of "+name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(out, name+".part"), filepath.Join(out, name)); err != nil {
+			t.Fatal(err)
+		}
+		petreltest.Eventually(t, name+" out of the outbox", func() bool {
+			_, err := os.Stat(filepath.Join(out, name))
+			return os.IsNotExist(err)
+		}, func() string { return fmt.Sprint(dirList(out), dirList(failed)) })
+	}
+	drop("report.reason")
+	drop("report")
+	petreltest.Eventually(t, "both failed files and their reasons", func() bool {
+		names := dirList(failed)
+		return len(names) == 4 && !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".tmp") })
+	},
+		func() string { return fmt.Sprint(dirList(failed)) })
+	var data int
+	for _, n := range dirList(failed) {
+		b, err := os.ReadFile(filepath.Join(failed, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case strings.HasPrefix(string(b), "precious data of "):
+			data++
+			reason, err := os.ReadFile(filepath.Join(failed, n+".reason"))
+			if err != nil || !strings.Contains(string(reason), "nowhere") {
+				t.Errorf("the reason of %s: %q, %v", n, reason, err)
+			}
+		case !strings.Contains(string(b), "nowhere"):
+			t.Errorf("%s holds %q", n, b)
+		}
+	}
+	if data != 2 {
+		t.Fatalf("failed/ holds %d of the 2 files: %v", data, dirList(failed))
 	}
 }

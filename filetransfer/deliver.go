@@ -174,8 +174,18 @@ func candidateName(name string, i int) string {
 // back to rename after checking the name is free; two placements racing
 // for one name can then overwrite each other there.
 func placeUnique(src, dir, name string) (string, error) {
+	return placeUniqueWhere(src, dir, name, nil)
+}
+
+// placeUniqueWhere is placeUnique, skipping the names for which free,
+// when not nil, is false: a name whose companion name (its reason file)
+// is taken.
+func placeUniqueWhere(src, dir, name string, free func(path string) bool) (string, error) {
 	for i := 0; i < maxCollisions; i++ {
 		cand := filepath.Join(dir, candidateName(name, i))
+		if free != nil && !free(cand) {
+			continue
+		}
 		err := os.Link(src, cand)
 		switch {
 		case err == nil:

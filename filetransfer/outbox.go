@@ -94,6 +94,8 @@ type Outbox struct {
 	mu      sync.Mutex
 	offered map[string]bool // names offered and not yet Done
 
+	failMu sync.Mutex // held while a file and its reason go into failed/
+
 	// rescan asks watchLoop to list the folder again: Done found another
 	// file than the one sent under a name, whose own events came while the
 	// name was offered, and were dropped.
@@ -488,17 +490,34 @@ func removeSame(path string, sent FileID) error {
 	return os.Remove(path)
 }
 
-// moveFailed moves src into failed/ and writes the reason beside it.
+// moveFailed moves src into failed/ and writes the reason beside it. The
+// name chosen is one whose reason name is free too: a failed file named
+// "report.reason" may already be there, and the reason of a failed
+// "report" must not replace it.
 func (o *Outbox) moveFailed(src, name string, sent FileID, reason error) error {
-	dst, err := moveUnique(src, o.failed, name, sent)
+	// One at a time: both names are found free together, and must stay so
+	// until both are written.
+	o.failMu.Lock()
+	defer o.failMu.Unlock()
+	dst, err := moveUniqueWhere(src, o.failed, name, sent, reasonFree)
 	if dst == "" {
 		return err
 	}
 	o.log.Warn("file failed", slog.String(logkey.File, name), slog.String(logkey.Path, dst), slog.Any(logkey.Reason, reason))
-	if werr := writeFileAtomic(dst+".reason", []byte(reason.Error()+"\n")); werr != nil {
+	if werr := writeFileAtomic(reasonPath(dst), []byte(reason.Error()+"\n")); werr != nil {
 		return werr
 	}
 	return err // nil, or errReplaced: the new file under the name is offered
+}
+
+// reasonPath is the path of the reason file of the failed file at dst.
+func reasonPath(dst string) string { return dst + ".reason" }
+
+// reasonFree reports whether the reason name of a failed file at dst is
+// free.
+func reasonFree(dst string) bool {
+	_, err := os.Lstat(reasonPath(dst))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // moveUnique moves src into dir under name or its first free variant,
@@ -507,10 +526,16 @@ func (o *Outbox) moveFailed(src, name string, sent FileID, reason error) error {
 // name is checked once linked, so what lands there is the file sent, and
 // src is checked again just before it is removed.
 func moveUnique(src, dir, name string, sent FileID) (string, error) {
+	return moveUniqueWhere(src, dir, name, sent, nil)
+}
+
+// moveUniqueWhere is moveUnique, skipping the names for which free, when
+// not nil, is false (see placeUniqueWhere).
+func moveUniqueWhere(src, dir, name string, sent FileID, free func(string) bool) (string, error) {
 	if err := checkSame(src, sent); err != nil {
 		return "", err
 	}
-	dst, err := placeUnique(src, dir, name)
+	dst, err := placeUniqueWhere(src, dir, name, free)
 	if err != nil {
 		return "", err
 	}
