@@ -139,13 +139,19 @@ func (sc *sendfileCmd) request(file, to string) (adminapi.SendFileRequest, error
 }
 
 // printSentJSON prints the stored file message and, when followed, how
-// its transfer ended, as one JSON object.
+// its transfer ended, as one JSON object; a transfer that failed is the
+// command's error all the same, so that a script sees exit status 1 with
+// or without --json.
 func printSentJSON(out io.Writer, sent adminapi.SendFileResponse, final adminapi.FileProgress) error {
-	return json.NewEncoder(out).Encode(struct {
+	err := json.NewEncoder(out).Encode(struct {
 		adminapi.SendFileResponse
 		State filetransfer.State `json:"state,omitempty"`
 		Error string             `json:"error,omitempty"`
 	}{sent, final.State, final.Error})
+	if err == nil && final.State == filetransfer.StateFailed {
+		err = fmt.Errorf("transfer of %s failed: %s", sent.Filename, final.Error)
+	}
+	return err
 }
 
 // printSent prints the file's SHA-256 and how its transfer ended; a

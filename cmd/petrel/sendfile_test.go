@@ -61,3 +61,36 @@ func TestSendfileEndsWhenTheNodeNoLongerKnowsTheFile(t *testing.T) {
 		}
 	}
 }
+
+// A transfer that fails for good (the next hop refuses the address) ends
+// sendfile with exit status 1, with --json as without it; --json still
+// prints the object, which says "failed" and why.
+func TestSendfileFailedExitsOneWithAndWithoutJSON(t *testing.T) {
+	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
+		c.NoAutoCreate = true
+	}))
+	roots := t.TempDir()
+	n := nodes.Open(t, nodes.With(func(c *petrel.Config) {
+		c.Admin.Listen = "127.0.0.1:0"
+		c.Admin.FileRoots = []string{roots}
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
+	path := filepath.Join(roots, "f.bin")
+	if err := os.WriteFile(path, []byte("content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, json := range []bool{false, true} {
+		args := []string{"sendfile", path, "nowhere@b", "--server", n.AdminAddr()}
+		if json {
+			args = append(args, "--json")
+		}
+		r := runPetrel(t, time.Minute, args...)
+		r.wantCode(t, exitFailure)
+		if !strings.Contains(r.stderr, "failed") {
+			t.Fatalf("--json %v: stderr does not say it failed:\n%s", json, r.stderr)
+		}
+		if json && !strings.Contains(r.stdout, `"state":"failed"`) {
+			t.Fatalf("--json: stdout:\n%s", r.stdout)
+		}
+	}
+}
