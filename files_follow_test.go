@@ -582,3 +582,38 @@ func TestFileChecksumFollowsWindowOfOne(t *testing.T) {
 		t.Fatalf("%d file sessions; want the one announced with its checksum", n)
 	}
 }
+
+// The origin gives a file up while the relay forwards it early (it
+// changed while hashed): the relay aborts its part and passes the abort
+// on, so the node after it drops its partial file at once, instead of
+// holding it, and its spool quota, until abandon_after.
+func TestFileGivenUpAtOriginIsDroppedAfterTheRelay(t *testing.T) {
+	a, c, b := relayTrio(t, func(cfg *petrel.Config) {
+		cfg.Files = smallChunks
+	})
+	const size = 8 << 20
+	src, _ := writeRandom(t, t.TempDir(), "gone.bin", size)
+	g := holdHashes(a)
+	m, wait := sendHeld(t, a, g, context.Background(), "files@b", src)
+	allBytesAt(t, c, size)
+	petreltest.Eventually(t, "the relay forwarding early", func() bool {
+		tr, ok := transferOf(b)
+		return ok && tr.Received > 0
+	}, func() string { return fmt.Sprintf("b transfers %+v", b.Transfers()) })
+	f, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("more"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	close(g.release)
+	if err := wait(); !errors.Is(err, filetransfer.ErrSourceChanged) {
+		t.Fatalf("Send of a file that changed while hashed = %v; want ErrSourceChanged", err)
+	}
+	nothingDelivered(t, a, b, m.ID, "changed")
+	if ts := b.Transfers(); len(ts) != 0 {
+		t.Fatalf("b still lists transfers: %+v", ts)
+	}
+}

@@ -55,6 +55,11 @@ var (
 	// follows was closed, aborted or found corrupt before the bytes asked
 	// for became durable: they may never come from this Incoming.
 	ErrUnfinished = errors.New("transfer ended before those bytes were durable")
+	// ErrAborted is returned by Follower.ReadChunk and Follower.Checksum
+	// when the transfer they follow was given up for good (Abort): its
+	// sender will not send the rest, and a relay forwarding the file tells
+	// its own next hop to drop what it got.
+	ErrAborted = errors.New("transfer given up by its sender")
 	// ErrNotRegular is returned by Describe and its variants and by
 	// OpenSource when the file to send is not a regular file: a directory,
 	// a named pipe, a socket or a device. Its error says which. Only a

@@ -79,7 +79,7 @@ func (fo *Follower) ReadChunk(offset int64, buf []byte) (int, error) {
 			return n, nil
 		}
 		if ended {
-			return 0, fmt.Errorf("follow transfer %s at %d (durable %d): %w", fo.in.id, offset, durable, ErrUnfinished)
+			return 0, fo.in.endedShort(fmt.Sprintf("at %d (durable %d)", offset, durable))
 		}
 		select {
 		case <-moved:
@@ -106,7 +106,7 @@ func (fo *Follower) Checksum(ctx context.Context) (string, error) {
 			return sum, nil
 		}
 		if ended {
-			return "", fmt.Errorf("follow transfer %s: the checksum at %d (durable %d): %w", fo.in.id, fo.in.info.Size, durable, ErrUnfinished)
+			return "", fo.in.endedShort(fmt.Sprintf("the checksum at %d (durable %d)", fo.in.info.Size, durable))
 		}
 		select {
 		case <-moved:
@@ -132,6 +132,20 @@ func (fo *Follower) Close() error {
 		err = fo.f.Close()
 	})
 	return err
+}
+
+// endedShort is the error of a follower whose transfer ended before what
+// it waits for (where): ErrAborted when the sender gave the file up, so
+// that the next hop is told to drop its part too; ErrUnfinished otherwise
+// (a cut session, a stop), after which the next hop keeps its part.
+func (in *Incoming) endedShort(where string) error {
+	in.mu.Lock()
+	reason := in.aborted
+	in.mu.Unlock()
+	if reason != "" {
+		return fmt.Errorf("follow transfer %s %s: %w: %s", in.id, where, ErrAborted, reason)
+	}
+	return fmt.Errorf("follow transfer %s %s: %w", in.id, where, ErrUnfinished)
 }
 
 // progress returns the durable offset, whether the Incoming has ended

@@ -52,6 +52,7 @@ type Incoming struct {
 	direct    bool
 	stage     []byte
 	broken    error         // set when a rollback failed: only Close and Abort work
+	aborted   string        // Abort's reason, for the followers
 	delivered string        // where Deliver placed the file
 	moved     chan struct{} // closed when durable moves or the Incoming ends (see Follow)
 }
@@ -390,6 +391,7 @@ func (in *Incoming) Abort(reason string) error {
 	}
 	in.log.Info("transfer aborted", slog.String(logkey.File, in.info.Filename),
 		slog.Int64(logkey.Offset, in.end), slog.String(logkey.Reason, reason))
+	in.aborted = reason
 	if err := in.finish(); err != nil {
 		return fmt.Errorf("abort transfer %s: %w", in.id, err)
 	}

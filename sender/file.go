@@ -628,6 +628,9 @@ func sendChecksum(ctx context.Context, sess *session.Session, sum func(context.C
 		if ctx.Err() == nil && context.Cause(wctx) == errSessionEnded {
 			return fmt.Errorf("waiting for the file's checksum: %w", errSessionEnded)
 		}
+		if errors.Is(err, filetransfer.ErrAborted) {
+			return errPermanent{err} // the next hop drops its part too
+		}
 		return err
 	}
 	if err := sess.SendData(ctx, session.FileChecksumSeq, session.AppendFileChecksum(nil, cs)); err != nil {

@@ -28,7 +28,11 @@ import (
 //     holds, and custody passes then, on the usual path;
 //   - it fails quietly: whatever stops it (the upstream pauses, the relay
 //     or the next hop restarts, the link breaks) leaves the next hop with
-//     a partial file at a checkpoint, which the next session resumes.
+//     a partial file at a checkpoint, which the next session resumes;
+//   - but an upstream that gives the file up for good (its source changed
+//     or was removed) aborts it here, and the forward passes the abort on
+//     (filetransfer.ErrAborted): no session would ever resume the next
+//     hop's part, which would hold its spool quota until abandon_after.
 
 // earlyKey names a file message: its origin and id.
 type earlyKey struct {
@@ -95,6 +99,8 @@ func (s *Sender) forward(ctx context.Context, m *message.Message, src *filetrans
 	switch {
 	case err == nil:
 		log.Debug("file forwarded while it was received: the next hop has it")
+	case errors.Is(err, filetransfer.ErrAborted):
+		log.Info("early forward given up with the file: the next hop was told to drop its part", slog.Any(logkey.Error, err))
 	case ctx.Err() != nil, errors.Is(err, filetransfer.ErrUnfinished), errors.Is(err, filetransfer.ErrClosed):
 		log.Debug("early forward stopped; the file goes on once it is whole here", slog.Any(logkey.Error, err))
 	default:
