@@ -347,6 +347,15 @@ func TestFileResumesAfterCutLink(t *testing.T) {
 	if after == 0 || atCut == size {
 		t.Fatal("the cut came too late to test a resume")
 	}
+	// What b acked before the cut and got again after it counts once.
+	var acked int64
+	petreltest.Eventually(t, "a counting the file's bytes acked once", func() bool {
+		acked = 0
+		for _, l := range a.Links() {
+			acked += l.Files.Bytes
+		}
+		return acked == size
+	}, func() string { return fmt.Sprintf("a counts %d bytes acked for one %d-byte file", acked, size) })
 }
 
 func wireBytes(n *petrel.Node) int64 {

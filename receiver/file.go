@@ -151,6 +151,10 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 		s.closeDrained(sess)
 		return
 	}
+	if errors.Is(err, filetransfer.ErrSpoolFull) && ctx.Err() == nil {
+		s.endSpoolFull(c.Peer(), sess, err)
+		return
+	}
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, context.Canceled), errors.Is(err, session.ErrClosed),
 		errors.Is(err, errAborted):
@@ -160,6 +164,20 @@ func (s *Server) fileLoop(c *session.Conn, sess *session.Session) {
 	}
 	s.log.Warn("file session ended", slog.String(logkey.Peer, sess.Peer().Name), slog.Any(logkey.Error, err))
 	sess.CloseWithin(err.Error(), 0)
+}
+
+// endSpoolFull ends sess, whose file this node had no disk room for
+// (err), with session.CodeFull: the sender sees the pause as such
+// (session.ErrFull), and waits longer and longer before it sends again,
+// rather than sending what came after the checkpoint every reconnect
+// backoff only to be ended at the same write. The transfer stays paused
+// here, at its checkpoint. Logged once a minute per peer.
+func (s *Server) endSpoolFull(peer session.Peer, sess *session.Session, err error) {
+	if held, ok := s.fullLog.Allow(peer.Name); ok {
+		s.log.Warn("spool full: file session ended, its sender tries again later (logged once a minute per peer)",
+			slog.String(logkey.Peer, peer.Name), slog.Int64("suppressed", held), slog.Any(logkey.Error, err))
+	}
+	sess.Abort(session.CodeFull, "node "+s.cfg.Session.Name+": "+err.Error())
 }
 
 func (s *Server) receiveFile(ctx context.Context, c *session.Conn, sess *session.Session) (err error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"sync"
@@ -140,6 +141,23 @@ type files struct {
 type fileRun struct {
 	mu sync.Mutex
 	st FileStatus
+	// counted is the highest offset whose bytes were added to
+	// files.bytes: a session resumed at an earlier checkpoint sends bytes
+	// again that the next hop had acked, and they are counted once.
+	counted int64
+}
+
+// acked records an ack of offset a and returns how many bytes it adds to
+// what this run counted as acked.
+func (r *fileRun) acked(a int64) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a <= r.counted {
+		return 0
+	}
+	n := a - r.counted
+	r.counted = a
+	return n
 }
 
 func (r *fileRun) set(f func(*FileStatus)) {
@@ -274,7 +292,7 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 			return
 		}
 	}
-	attempt, corrupt := 0, 0
+	attempt, corrupt, full := 0, 0, 0
 	announced := m // what the next hop is told: m, or m with its checksum
 	for {
 		err := s.sendFile(ctx, announced, open, sum, run)
@@ -320,10 +338,25 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		}
 		attempt++
 		wait, dialFailed := s.retryWait(attempt, err)
-		run.set(func(st *FileStatus) { st.State, st.Error = filetransfer.StateBackingOff, err.Error() })
+		state := filetransfer.StateBackingOff
+		if errors.Is(err, session.ErrFull) {
+			// The next hop's spool is full: each session would send again
+			// what came after its checkpoint only to be ended at the same
+			// write, so the waits grow, well past the reconnect backoff.
+			full++
+			wait, state = fullWait(full), filetransfer.StatePaused
+		} else {
+			full = 0
+		}
+		run.set(func(st *FileStatus) { st.State, st.Error = state, err.Error() })
+		switch {
+		case state == filetransfer.StatePaused:
+			if full == 1 {
+				log.Info("file transfer paused: the next hop's spool is full; trying again with growing waits", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
+			}
 		// The pool logs failed dials, once for all; a lack of route is
 		// logged once for all too.
-		if !dialFailed && !s.logNoRoute(err, wait) {
+		case !dialFailed && !s.logNoRoute(err, wait):
 			log.Info("file transfer interrupted; resuming after a backoff", slog.Duration("wait", wait), slog.Any(logkey.Error, err))
 		}
 		if !s.pause(ctx, wait, err) {
@@ -332,6 +365,26 @@ func (s *Sender) transferFile(ctx context.Context, d *queue.Delivery) {
 		}
 		run.set(func(st *FileStatus) { st.State = filetransfer.StateSending })
 	}
+}
+
+// The waits of a transfer whose next hop's spool is full: firstFullWait
+// after the first session it ended, doubling up to maxFullWait, so that a
+// spool that stays full for hours costs a session a minute, while one
+// freed soon is used again soon.
+const (
+	firstFullWait = time.Second
+	maxFullWait   = time.Minute
+)
+
+// fullWait is the wait after the n-th session in a row that the next hop
+// ended for its full spool, with jitter (a random wait in [d/2, d]).
+func fullWait(n int) time.Duration {
+	d := firstFullWait
+	for i := 1; i < n && d < maxFullWait; i++ {
+		d *= 2
+	}
+	d = min(d, maxFullWait)
+	return d/2 + rand.N(d/2+1)
 }
 
 // settleFile reports the outcome to FileConfig.Done, then acks the file
@@ -450,6 +503,8 @@ func (s *Sender) sendFile(ctx context.Context, m *message.Message, open func() (
 		return err
 	}
 	run.set(func(st *FileStatus) { st.Acked, st.Error = at, "" })
+	// The next hop's offset acks what it holds, acks lost in a cut included.
+	s.files.bytes.Add(run.acked(at))
 	if at == size {
 		return nil // the next hop had it already
 	}
@@ -579,7 +634,7 @@ func (s *Sender) sendChunks(ctx context.Context, conn *session.Conn, sess *sessi
 		if a > next || a < acked {
 			return fmt.Errorf("%w: the next hop acked byte %d; sent up to %d, acked before %d", session.ErrProtocol, a, next, acked)
 		}
-		s.files.bytes.Add(a - acked)
+		s.files.bytes.Add(run.acked(a))
 		acked = a
 		i := sort.Search(len(ends), func(i int) bool { return ends[i] > a })
 		ends = ends[:copy(ends, ends[i:])]
