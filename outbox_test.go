@@ -344,3 +344,39 @@ func TestOutboxFailedReasonNeverReplacesAFailedFile(t *testing.T) {
 		t.Fatalf("failed/ holds %d of the 2 files: %v", data, dirList(failed))
 	}
 }
+
+// A failed file whose name is too long for "<name>.reason" beside it
+// (248 to 255 bytes) is shortened in failed/, as a numbered name is, so
+// that its reason file is there too.
+func TestOutboxFailedLongNameKeepsItsReason(t *testing.T) {
+	out := t.TempDir()
+	outboxPair(t, func(*petrel.Node) []petrel.OutboxConfig {
+		return []petrel.OutboxConfig{{Dir: out, To: "nowhere@b", Quiet: 100 * time.Millisecond}}
+	})
+	name := strings.Repeat("m", 246) + ".bin" // 250 bytes
+	if err := os.WriteFile(filepath.Join(out, name), []byte("long-named data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	failed := filepath.Join(out, "failed")
+	petreltest.Eventually(t, "the file and its reason in failed/", func() bool {
+		names := dirList(failed)
+		return len(names) == 2 && !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".tmp") })
+	},
+		func() string { return fmt.Sprint(dirList(out), dirList(failed)) })
+	var data string
+	for _, n := range dirList(failed) {
+		if !strings.HasSuffix(n, ".reason") {
+			data = n
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(failed, data)); err != nil || string(b) != "long-named data" {
+		t.Fatalf("failed/ holds %v: %q, %v", dirList(failed), b, err)
+	}
+	if !strings.HasPrefix(data, strings.Repeat("m", 200)) || !strings.HasSuffix(data, ".bin") {
+		t.Fatalf("the failed file is called %q", data)
+	}
+	reason, err := os.ReadFile(filepath.Join(failed, data+".reason"))
+	if err != nil || !strings.Contains(string(reason), "nowhere") {
+		t.Fatalf("its reason: %q, %v", reason, err)
+	}
+}

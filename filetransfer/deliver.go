@@ -143,16 +143,25 @@ func replaceFile(path string, data []byte) error {
 // (".profile (1)"). The base is shortened, on a UTF-8 boundary, when the
 // result would pass MaxNameLen.
 func candidateName(name string, i int) string {
-	if i == 0 {
+	return candidateNameWithin(name, i, MaxNameLen)
+}
+
+// candidateNameWithin is candidateName for names of at most maxLen bytes:
+// name itself is shortened the same way when it is longer.
+func candidateNameWithin(name string, i, maxLen int) string {
+	if i == 0 && len(name) <= maxLen {
 		return name
 	}
 	ext := filepath.Ext(name)
-	if ext == name || len(ext) > MaxNameLen/2 {
+	if ext == name || len(ext) > maxLen/2 {
 		ext = ""
 	}
 	base := strings.TrimSuffix(name, ext)
-	suffix := fmt.Sprintf(" (%d)", i)
-	if max := MaxNameLen - len(suffix) - len(ext); len(base) > max {
+	suffix := ""
+	if i > 0 {
+		suffix = fmt.Sprintf(" (%d)", i)
+	}
+	if max := maxLen - len(suffix) - len(ext); len(base) > max {
 		cut := max
 		for cut > 0 && !utf8.RuneStart(base[cut]) {
 			cut--
@@ -174,15 +183,15 @@ func candidateName(name string, i int) string {
 // back to rename after checking the name is free; two placements racing
 // for one name can then overwrite each other there.
 func placeUnique(src, dir, name string) (string, error) {
-	return placeUniqueWhere(src, dir, name, nil)
+	return placeUniqueWhere(src, dir, name, MaxNameLen, nil)
 }
 
-// placeUniqueWhere is placeUnique, skipping the names for which free,
-// when not nil, is false: a name whose companion name (its reason file)
-// is taken.
-func placeUniqueWhere(src, dir, name string, free func(path string) bool) (string, error) {
+// placeUniqueWhere is placeUnique for names of at most maxLen bytes (see
+// candidateNameWithin), skipping the names for which free, when not nil,
+// is false: a name whose companion name (its reason file) is taken.
+func placeUniqueWhere(src, dir, name string, maxLen int, free func(path string) bool) (string, error) {
 	for i := 0; i < maxCollisions; i++ {
-		cand := filepath.Join(dir, candidateName(name, i))
+		cand := filepath.Join(dir, candidateNameWithin(name, i, maxLen))
 		if free != nil && !free(cand) {
 			continue
 		}

@@ -499,7 +499,7 @@ func (o *Outbox) moveFailed(src, name string, sent FileID, reason error) error {
 	// until both are written.
 	o.failMu.Lock()
 	defer o.failMu.Unlock()
-	dst, err := moveUniqueWhere(src, o.failed, name, sent, reasonFree)
+	dst, err := moveUniqueWhere(src, o.failed, name, sent, maxFailedNameLen, reasonFree)
 	if dst == "" {
 		return err
 	}
@@ -509,6 +509,12 @@ func (o *Outbox) moveFailed(src, name string, sent FileID, reason error) error {
 	}
 	return err // nil, or errReplaced: the new file under the name is offered
 }
+
+// maxFailedNameLen is the longest name of a file in failed/: its reason
+// file's name, and the temp name that one is written under
+// ("<name>.reason.tmp"), must fit in MaxNameLen too, so a longer name is
+// shortened there, as a name is for "report (1).csv".
+const maxFailedNameLen = MaxNameLen - len(".reason.tmp")
 
 // reasonPath is the path of the reason file of the failed file at dst.
 func reasonPath(dst string) string { return dst + ".reason" }
@@ -526,16 +532,17 @@ func reasonFree(dst string) bool {
 // name is checked once linked, so what lands there is the file sent, and
 // src is checked again just before it is removed.
 func moveUnique(src, dir, name string, sent FileID) (string, error) {
-	return moveUniqueWhere(src, dir, name, sent, nil)
+	return moveUniqueWhere(src, dir, name, sent, MaxNameLen, nil)
 }
 
-// moveUniqueWhere is moveUnique, skipping the names for which free, when
-// not nil, is false (see placeUniqueWhere).
-func moveUniqueWhere(src, dir, name string, sent FileID, free func(string) bool) (string, error) {
+// moveUniqueWhere is moveUnique for names of at most maxLen bytes,
+// skipping the names for which free, when not nil, is false (see
+// placeUniqueWhere).
+func moveUniqueWhere(src, dir, name string, sent FileID, maxLen int, free func(string) bool) (string, error) {
 	if err := checkSame(src, sent); err != nil {
 		return "", err
 	}
-	dst, err := placeUniqueWhere(src, dir, name, free)
+	dst, err := placeUniqueWhere(src, dir, name, maxLen, free)
 	if err != nil {
 		return "", err
 	}
