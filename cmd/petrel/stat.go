@@ -19,10 +19,11 @@ func newStatCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "stat [-c file | --data-dir dir | --server host:port]",
-		Short: "Show a running node's links, queues and receiver counters",
+		Short: "Show a running node's links, queues, file transfers and receiver counters",
 		Long: `Show the state of a running node: each link (one per send queue) with its
 state, last error, packets in flight, totals sent and acked, and send-queue
-depth; each queue's figures; the receiver's counters.
+depth; each queue's figures; the files being received, and those paused
+with why (spool full, link down); the receiver's counters.
 
 petrel stat reads the node through the admin socket (petrel.sock) in the
 node's data directory, so it needs the same data directory: give the node's
@@ -115,6 +116,7 @@ func printStatus(w io.Writer, st petrel.Status) {
 		fmt.Fprintf(w, "\ndiscovery  sent %d  received %d  accepted %d  malformed %d  bad mac %d  own %d  unusable %d  nodes known %d\n",
 			d.Sent, d.Received, d.Accepted, d.Malformed, d.BadMAC, d.Own, d.Unusable, len(st.Nodes))
 	}
+	printTransfers(w, st.Transfers)
 	r := st.Receiver
 	fmt.Fprintf(w, "\nreceiver  connections %d  handshake failures %d (auth %d, tls %d)  sessions refused %d\n", r.Connections, r.HandshakeFailed, r.AuthFailed, r.TLSFailed, r.SessionsRefused)
 	fmt.Fprintf(w, "          received %d  stored %d  deduped %d  refused %d (forged origins %d, routing loops %d)  protocol errors %d  ended by a full store %d\n",
@@ -127,6 +129,22 @@ func printStatus(w io.Writer, st petrel.Status) {
 	if m := st.MQTT; m != nil {
 		printMQTT(w, m)
 	}
+}
+
+// printTransfers lists the files being received and those paused (a
+// full spool, a cut link), with why; nothing when there are none.
+func printTransfers(w io.Writer, ts []petrel.TransferStatus) {
+	if len(ts) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nfile transfers")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  FILE\tFROM\tDESTINATION\tSTATE\tDURABLE\tSIZE\tSINCE\tWHY")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", t.Filename, t.From, t.Dest, t.State, t.Offset, t.Size,
+			t.Since.Format(time.RFC3339), t.Error)
+	}
+	tw.Flush()
 }
 
 // printMQTT shows the MQTT listener: its clients, sessions and traffic.
