@@ -1,11 +1,13 @@
 package filetransfer
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding"
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // validStateJSON is a state file as writeState writes it: 3 bytes of a
@@ -97,4 +99,25 @@ func TestDecodeStateRefusesWhatCannotResume(t *testing.T) {
 			t.Errorf("%s: accepted", tt.name)
 		}
 	}
+}
+
+// FuzzParseFileID: the FileID an outbox records beside a file it sent is
+// read back from the store; any bytes are refused or read as one FileID,
+// which encodes back to the same bytes.
+func FuzzParseFileID(f *testing.F) {
+	f.Add(FileID{Dev: 2049, Ino: 131, Size: 4096, ModTime: time.Unix(1700000000, 5)}.AppendBinary(nil))
+	f.Add([]byte{})
+	f.Add(make([]byte, fileIDLen-1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, ok := ParseFileID(b)
+		if !ok {
+			if len(b) == fileIDLen {
+				t.Fatalf("%d bytes refused", len(b))
+			}
+			return
+		}
+		if got := id.AppendBinary(nil); !bytes.Equal(got, b) {
+			t.Fatalf("%x read as %+v, which encodes to %x", b, id, got)
+		}
+	})
 }
