@@ -613,7 +613,8 @@ func TestFileGivenUpAtOriginIsDroppedAfterTheRelay(t *testing.T) {
 		t.Fatalf("Send of a file that changed while hashed = %v; want ErrSourceChanged", err)
 	}
 	nothingDelivered(t, a, b, m.ID, "changed")
-	if ts := b.Transfers(); len(ts) != 0 {
-		t.Fatalf("b still lists transfers: %+v", ts)
-	}
+	// The abort travels a hop more than the dead letter at a: on a loaded
+	// machine b may get it a moment after a settled.
+	petreltest.Eventually(t, "b drops its partial file", func() bool { return len(b.Transfers()) == 0 },
+		func() string { return fmt.Sprintf("b still lists transfers: %+v", b.Transfers()) })
 }
