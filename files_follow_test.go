@@ -284,18 +284,7 @@ func TestFileChecksumFollowsHashFailsOnChange(t *testing.T) {
 	g := holdHashes(a)
 	m, wait := sendHeld(t, a, g, context.Background(), "files@b", src)
 	allBytesAt(t, b, size)
-	f, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("more"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	close(g.release)
-	if err := wait(); !errors.Is(err, filetransfer.ErrSourceChanged) {
-		t.Fatalf("Send of a file that changed while hashed = %v; want ErrSourceChanged", err)
-	}
+	changeWhileHashed(t, src, g, wait)
 	nothingDelivered(t, a, b, m.ID, "changed")
 }
 
@@ -600,6 +589,19 @@ func TestFileGivenUpAtOriginIsDroppedAfterTheRelay(t *testing.T) {
 		tr, ok := transferOf(b)
 		return ok && tr.Received > 0
 	}, func() string { return fmt.Sprintf("b transfers %+v", b.Transfers()) })
+	changeWhileHashed(t, src, g, wait)
+	nothingDelivered(t, a, b, m.ID, "changed")
+	// The abort travels a hop more than the dead letter at a: on a loaded
+	// machine b may get it a moment after a settled.
+	petreltest.Eventually(t, "b drops its partial file", func() bool { return len(b.Transfers()) == 0 },
+		func() string { return fmt.Sprintf("b still lists transfers: %+v", b.Transfers()) })
+}
+
+// changeWhileHashed appends to src while its Send, held by g, hashes it,
+// lets the hash go on, and checks that the Send (wait) fails with
+// ErrSourceChanged.
+func changeWhileHashed(t *testing.T, src string, g *hashGate, wait func() error) {
+	t.Helper()
 	f, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -612,9 +614,4 @@ func TestFileGivenUpAtOriginIsDroppedAfterTheRelay(t *testing.T) {
 	if err := wait(); !errors.Is(err, filetransfer.ErrSourceChanged) {
 		t.Fatalf("Send of a file that changed while hashed = %v; want ErrSourceChanged", err)
 	}
-	nothingDelivered(t, a, b, m.ID, "changed")
-	// The abort travels a hop more than the dead letter at a: on a loaded
-	// machine b may get it a moment after a settled.
-	petreltest.Eventually(t, "b drops its partial file", func() bool { return len(b.Transfers()) == 0 },
-		func() string { return fmt.Sprintf("b still lists transfers: %+v", b.Transfers()) })
 }
