@@ -20,14 +20,7 @@ import (
 // the spool is full, corrupt nothing, and complete once the filesystem
 // grows.
 func TestFileFullSpoolPausesThenResumes(t *testing.T) {
-	spool := tmpfs.Mount(t, "2m")
-	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
-		c.Files = petrel.FilesConfig{Spool: filepath.Join(spool, "spool"), Received: filepath.Join(spool, "in"),
-			ChunkSize: 64 << 10, SyncBytes: 256 << 10}
-	}))
-	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
-	}))
+	a, b, spool := fullSpoolPair(t)
 	src, sum := writeRandom(t, t.TempDir(), "big.bin", 6<<20)
 	m := a.Producer().CreateFileMessage("files@b")
 	m.File.SendFilePath = src
@@ -64,14 +57,7 @@ func TestFileFullSpoolPausesThenResumes(t *testing.T) {
 // backoff; and the sender counts the bytes its next hop acked once, not
 // once per try.
 func TestFileFullSpoolBacksOff(t *testing.T) {
-	spool := tmpfs.Mount(t, "2m")
-	b := nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
-		c.Files = petrel.FilesConfig{Spool: filepath.Join(spool, "spool"), Received: filepath.Join(spool, "in"),
-			ChunkSize: 64 << 10, SyncBytes: 256 << 10}
-	}))
-	a := nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
-		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
-	}))
+	a, b, spool := fullSpoolPair(t)
 	const size = 6 << 20
 	src, sum := writeRandom(t, t.TempDir(), "big.bin", size)
 	m := a.Producer().CreateFileMessage("files@b")
@@ -106,4 +92,19 @@ func TestFileFullSpoolBacksOff(t *testing.T) {
 	if acked > size {
 		t.Fatalf("a counts %d bytes acked for one %d-byte file", acked, size)
 	}
+}
+
+// fullSpoolPair opens b, whose spool and received folders are on a 2 MiB
+// tmpfs (spool), and a, whose neighbour it is.
+func fullSpoolPair(t *testing.T) (a, b *petrel.Node, spool string) {
+	t.Helper()
+	spool = tmpfs.Mount(t, "2m")
+	b = nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
+		c.Files = petrel.FilesConfig{Spool: filepath.Join(spool, "spool"), Received: filepath.Join(spool, "in"),
+			ChunkSize: 64 << 10, SyncBytes: 256 << 10}
+	}))
+	a = nodes.Open(t, nodes.Name("a"), nodes.With(func(c *petrel.Config) {
+		c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
+	}))
+	return a, b, spool
 }
