@@ -5,10 +5,8 @@ package petrel_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -98,18 +96,6 @@ func fillNodeDisk(t *testing.T, path string) string {
 		t.Fatalf("truncate the store's log: busy %d, %v", busy, err)
 	}
 	filler := filepath.Join(filepath.Dir(path), "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill the disk: %v", err)
-			}
-			return filler
-		}
-	}
+	tmpfs.Fill(t, filler)
+	return filler
 }

@@ -85,7 +85,7 @@ func TestCheckpointFailuresLoggedOnceAMinute(t *testing.T) {
 		puts[i] = Put{Queue: q, Msg: msg(4, body)}
 	}
 	submitWait(t, s, puts)
-	fillMore(t, filler)
+	tmpfs.Fill(t, filler)
 	s.wal.ckptMu.Unlock()
 	lines := func() int { return strings.Count(logs.String(), `msg="checkpoint failed`) }
 	petreltest.Eventually(t, "ten checkpoints failed", func() bool { return s.wal.failures.Load() >= 10 })

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/petrelmq/petrel/internal/petreltest"
@@ -150,27 +149,8 @@ func fillDisk(t *testing.T, path string) string {
 		t.Fatalf("truncate the log: busy %d, %v", busy, err)
 	}
 	filler := filepath.Join(filepath.Dir(path), "filler")
-	fillMore(t, filler)
+	tmpfs.Fill(t, filler)
 	return filler
-}
-
-// fillMore appends to the file filler until its filesystem is full.
-func fillMore(t *testing.T, filler string) {
-	t.Helper()
-	f, err := os.OpenFile(filler, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill the disk: %v", err)
-			}
-			return
-		}
-	}
 }
 
 // syncWriter waits until the writer has handled every request submitted so

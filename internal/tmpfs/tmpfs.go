@@ -5,9 +5,11 @@ package tmpfs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 )
 
@@ -56,5 +58,25 @@ func Grow(t testing.TB, dir, size string) {
 	t.Helper()
 	if out, err := exec.Command("mount", "-o", "remount,size="+size, dir).CombinedOutput(); err != nil {
 		t.Fatalf("grow the tmpfs: %v %s", err, out)
+	}
+}
+
+// Fill appends to the file at path, making it if needed, until its
+// filesystem is full (ENOSPC). Any other error fails the test.
+func Fill(t testing.TB, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("fill the disk: %v", err)
+			}
+			return
+		}
 	}
 }
