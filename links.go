@@ -2,6 +2,7 @@ package petrel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -188,9 +189,6 @@ func (n *Node) accepts(name, node string) (hop string, err error) {
 		if !declared && n.noAutoCreate.Load() {
 			return "", fmt.Errorf("%w: node %s has no address %q", receiver.ErrRefused, n.cfg.Name, name)
 		}
-		if err := n.topics.misnamed(name); err != nil {
-			return "", fmt.Errorf("%w: node %s: %w", receiver.ErrRefused, n.cfg.Name, err)
-		}
 		return "", nil
 	}
 	if !declared || a.Role != address.RoleRelay {
@@ -248,7 +246,14 @@ func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Messag
 		return nil, fmt.Errorf("%w: %s", receiver.ErrRefused, reason)
 	}
 	if node == "" || node == n.cfg.Name {
-		return n.receiveQueue(ctx, name)
+		q, err := n.receiveQueue(ctx, name)
+		if errors.Is(err, address.ErrTopicName) {
+			// A name inside a topic space that is no topic name is
+			// refused for good (topics.misnamed): sent again, it would
+			// be refused again.
+			return nil, fmt.Errorf("%w: node %s: %w", receiver.ErrRefused, n.cfg.Name, err)
+		}
+		return q, err
 	}
 	return n.sendQueue(ctx, name, node)
 }
