@@ -3,13 +3,11 @@ package petrel
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"reflect"
 	"slices"
 
 	"github.com/petrelmq/petrel/address"
-	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/internal/reload"
 )
 
@@ -59,8 +57,8 @@ func (n *Node) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error
 		// compares with applied, and those not reached are as old has
 		// them already.
 		if _, _, rerr := n.reconfigure(context.WithoutCancel(ctx), applied, old); rerr != nil {
-			n.log.Error("configuration not applied, and rolling back failed", slog.Any(logkey.Error, err), slog.Any("rollback_error", rerr))
-			return Reconfigured{}, fmt.Errorf("%w (rolling back: %v)", err, rerr)
+			// Returned, not logged: the caller logs a refused change.
+			return Reconfigured{}, fmt.Errorf("%w (and rolling back failed, so the node may run part of it: %v)", err, rerr)
 		}
 		return Reconfigured{}, fmt.Errorf("%w (nothing applied)", err)
 	}
