@@ -186,8 +186,9 @@ func (s *Sender) logFailure(err error, wait time.Duration, dialFailed bool) {
 }
 
 // retryWait is how long to wait after the attempt-th failure in a row,
-// err. A sender without a route waits noRouteWait, as it is woken when
-// one may have come back (see pause). A failed dial of the next hop is the pool's, shared by every send
+// err. A sender without a route waits up to noRouteWait, as it is woken
+// when one may have come back (see pause). A failed dial of the next hop
+// is the pool's, shared by every send
 // queue toward it: the wait lasts until the pool dials again (dialFailed),
 // at most ReconnectMax, and a few ms more at random, so that the senders
 // woken together find that dial under way, or done, and share it.
