@@ -125,6 +125,12 @@ func TestReconfigureRevokesClientSubscription(t *testing.T) {
 	defer sub.Close()
 	sendOne(t, n, "events.eu", "before")
 	expectBodies(t, sub, "before the revocation", "before")
+	// A remote ack is flushed in the background; one still on its way
+	// when the right goes is refused, and "before" is rightly kept too.
+	petreltest.Eventually(t, "the ack of the first message taken", func() bool {
+		st, _ := n.QueueStat("sub:mine")
+		return st.Depth == 0 && st.InFlight == 0
+	})
 
 	cfg.Access = []petrel.AccessRule{cfg.Access[0], {Identity: "app-1", Consume: []string{"orders"}}}
 	if _, err := n.Reconfigure(ctx, cfg); err != nil {
