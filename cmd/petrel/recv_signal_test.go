@@ -217,12 +217,13 @@ func TestCLIRecvInterruptedAroundTheAnswer(t *testing.T) {
 		switch code := exitCode(cmd); {
 		case code == 0 || code == 130:
 			handled++
-		case code == -int(syscall.SIGINT) && len(ids) == 0:
+		case code == -int(syscall.SIGINT):
 			// On a loaded machine the signal can come before recv
-			// started to handle it, and so before its request: Go's
-			// default ends it. Its round's message waits for the next
-			// round, and the count below still holds every ack to a
-			// print.
+			// started to handle it, and so before its request, or
+			// after it printed, settled and gave the signal back on its
+			// way out: Go's default ends it either way. A message not
+			// settled waits for the next round, and the count below
+			// still holds every ack to a print.
 		default:
 			t.Fatalf("round %d: exit status %d; stderr:\n%s", i, code, stderr)
 		}
