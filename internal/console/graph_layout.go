@@ -3,6 +3,9 @@ package console
 import (
 	"math"
 	"sort"
+	"strconv"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -11,8 +14,13 @@ import (
 //
 //   - Up to maxSparse nodes whose names fit (namesFit), the ring is
 //     sparse: names above or below the nodes, each link's state,
-//     in-flight count and rate written on its spoke, and the nodes
-//     reached through a relay outside the ring, by their relay.
+//     in-flight count and rate written level on its spoke, and the nodes
+//     reached through a relay outside the ring, by their relay. A label
+//     is wider than the room between two spokes near this node, so the
+//     ring is made as large as it takes for no label to overlap another,
+//     a circle or a name (sparse): the labels' boxes are computed here,
+//     their width overestimated rune by rune (textWidth). If even
+//     maxRingR is not enough, the ring is dense.
 //   - Else the ring is dense, up to maxDense nodes: smaller circles,
 //     names along the radii (so that they never overlap, however many),
 //     a link's state as its symbol before the name, the relayed nodes on
@@ -34,7 +42,18 @@ const (
 	nodeR, denseR    = 18.0, 11.0
 	// charW is about how wide a character of the 12px labels is.
 	charW = 7.0
+
+	// A sparse ring's radius: ringR, or larger by ringStep until every
+	// label has room, up to maxRingR. The nodes reached through a relay
+	// are farOut further out; margin is kept round the drawing.
+	ringR, ringStep, maxRingR = 130.0, 10.0, 400.0
+	farOut                    = 65.0
+	margin                    = 6.0
 )
+
+// spokePlaces are where a link's label may go along its spoke, as a
+// fraction of the way from this node to the other: the middle first.
+var spokePlaces = []float64{0.5, 0.58, 0.42, 0.66, 0.34, 0.74, 0.26}
 
 // layout places the nodes: this one, order's hops and the directory's
 // other nodes (kind), and the nodes reached through relays (relayed: node
@@ -63,16 +82,20 @@ func (v *networkLive) layout(self string, order []string, hops map[string]*hopVi
 		for _, name := range near {
 			drawn[name] = true
 		}
+		onRing := append([]string(nil), near...)
 		var beside []string
 		for _, name := range far {
 			if drawn[relayed[name]] {
 				beside = append(beside, name)
 			} else {
-				near = append(near, name)
+				onRing = append(onRing, name)
 			}
 		}
-		v.sparse(self, near, beside, hops, kind, relayed)
-		return
+		if v.sparse(self, onRing, beside, hops, kind, relayed) {
+			return
+		}
+		// No ring up to maxRingR has room for every label: dense, the
+		// figures in the tables.
 	}
 	ring, rest := pickRing(append(near, far...), maxDense, hops, kind)
 	v.dense(self, ring, hops, kind, relayed)
@@ -103,33 +126,146 @@ func namesFit(nodes []string, relayed map[string]string, hops map[string]*hopVie
 	return true
 }
 
-// sparse lays a few nodes out: near on the ring, far outside it.
-func (v *networkLive) sparse(self string, near, far []string, hops map[string]*hopView, kind, relayed map[string]string) {
-	v.Width, v.Height = sparseW, sparseH
-	cx, cy := float64(v.Width)/2, float64(v.Height)/2
-	v.Nodes = append(v.Nodes, graphNode{Name: self, Kind: "self", Label: self + " (this node)", X: cx, Y: cy, R: 26, LabelDY: 42})
+// sparse lays a few nodes out: near on the ring, far outside it. The
+// ring is the smallest, from ringR up, on which no text overlaps another
+// text or a circle (sparseAt); it reports false, for a dense ring, when
+// even the largest has no room.
+func (v *networkLive) sparse(self string, near, far []string, hops map[string]*hopView, kind, relayed map[string]string) bool {
+	for r := ringR; r <= maxRingR; r += ringStep {
+		w := *v
+		if w.sparseAt(r, self, near, far, hops, kind, relayed) {
+			*v = w
+			return true
+		}
+	}
+	return false
+}
+
+// sparseAt lays the nodes out on a ring of radius r, centred on this
+// node: the nodes' circles and names first, then each link's label on its
+// spoke, at the first place along it (the middle first) where its box is
+// clear of every circle, name and label already placed. It reports false
+// if two names overlap, or a label has no such place. The viewBox is then
+// made to hold everything, at least sparseW by sparseH.
+func (v *networkLive) sparseAt(r float64, self string, near, far []string, hops map[string]*hopView, kind, relayed map[string]string) bool {
+	var boxes []box
+	var circles [][3]float64
+	// add draws n, its name at the first of its places (namePlaces) clear
+	// of the circles and names already drawn; false if there is none.
+	add := func(n graphNode) bool {
+		for _, c := range circles {
+			if math.Hypot(n.X-c[0], n.Y-c[1]) < n.R+c[2]+gap {
+				return false
+			}
+		}
+		for _, b := range boxes {
+			if b.hitsCircle(n.X, n.Y, n.R) {
+				return false
+			}
+		}
+	places:
+		for _, p := range namePlaces(n) {
+			n.LabelDX, n.LabelDY, n.Anchor = p.dx, p.dy, p.anchor
+			nb := nameBox(n)
+			for _, b := range boxes {
+				if nb.overlaps(b) {
+					continue places
+				}
+			}
+			for _, c := range circles {
+				if nb.hitsCircle(c[0], c[1], c[2]) {
+					continue places
+				}
+			}
+			v.Nodes = append(v.Nodes, n)
+			boxes = append(boxes, nb)
+			circles = append(circles, [3]float64{n.X, n.Y, n.R})
+			return true
+		}
+		return false
+	}
+	if !add(graphNode{Name: self, Kind: "self", Label: self + " (this node)", R: 26, LabelDY: 42}) {
+		return false
+	}
 	pos := map[string][2]float64{}
 	for i, name := range near {
 		a := ringAngle(i, len(near))
-		x, y := cx+130*math.Cos(a), cy+130*math.Sin(a)
+		x, y := r*math.Cos(a), r*math.Sin(a)
 		pos[name] = [2]float64{x, y}
-		n := graphNode{Name: name, Kind: kindOf(name, kind), Label: name, X: x, Y: y, R: nodeR, LabelDY: labelDY(y, cy)}
+		n := graphNode{Name: name, Kind: kindOf(name, kind), Label: name, X: x, Y: y, R: nodeR, LabelDY: labelDY(y)}
 		if via, ok := relayed[name]; ok && hops[name] == nil {
 			n.Kind, n.Label = "relayed", name+" (via "+via+")"
 		}
-		v.Nodes = append(v.Nodes, n)
-		if h := hops[name]; h != nil {
-			h.X1, h.Y1, h.X2, h.Y2 = cx, cy, x, y
-			h.LX, h.LY = (cx+x)/2, (cy+y)/2-6
+		if !add(n) {
+			return false
 		}
 	}
 	for i, name := range far {
 		via := pos[relayed[name]]
-		a := math.Atan2(via[1]-cy, via[0]-cx) + float64(i%3-1)*0.35
-		x, y := cx+195*math.Cos(a), cy+195*math.Sin(a)
-		v.Nodes = append(v.Nodes, graphNode{Name: name, Kind: "relayed", Label: name + " (via " + relayed[name] + ")", X: x, Y: y, R: nodeR, LabelDY: labelDY(y, cy)})
+		a := math.Atan2(via[1], via[0]) + float64(i%3-1)*0.35
+		x, y := (r+farOut)*math.Cos(a), (r+farOut)*math.Sin(a)
+		if !add(graphNode{Name: name, Kind: "relayed", Label: name + " (via " + relayed[name] + ")", X: x, Y: y, R: nodeR, LabelDY: labelDY(y)}) {
+			return false
+		}
 		v.Routes = append(v.Routes, graphEdge{via[0], via[1], x, y})
 	}
+	for _, name := range near {
+		h := hops[name]
+		if h == nil {
+			continue
+		}
+		x, y := pos[name][0], pos[name][1]
+		h.X1, h.Y1, h.X2, h.Y2 = 0, 0, x, y
+		h.Label = edgeLabel(h)
+		placed := false
+		for _, t := range spokePlaces {
+			lb := edgeBox(t*x, t*y, h)
+			clear := true
+			for _, b := range boxes {
+				clear = clear && !lb.overlaps(b)
+			}
+			for _, c := range circles {
+				clear = clear && !lb.hitsCircle(c[0], c[1], c[2])
+			}
+			if clear {
+				h.LX, h.LY = t*x, edgeBaseline(t*y)
+				boxes = append(boxes, lb)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			return false
+		}
+	}
+	// The viewBox: everything drawn, and a margin, this node in the
+	// middle.
+	halfW, halfH := float64(sparseW)/2, float64(sparseH)/2
+	for _, b := range boxes {
+		halfW = max(halfW, -b.x0+margin, b.x1+margin)
+		halfH = max(halfH, -b.y0+margin, b.y1+margin)
+	}
+	for _, c := range circles {
+		halfW = max(halfW, math.Abs(c[0])+c[2]+margin)
+		halfH = max(halfH, math.Abs(c[1])+c[2]+margin)
+	}
+	halfW, halfH = math.Ceil(halfW), math.Ceil(halfH)
+	v.Width, v.Height = int(2*halfW), int(2*halfH)
+	for i := range v.Nodes {
+		v.Nodes[i].X += halfW
+		v.Nodes[i].Y += halfH
+	}
+	for i := range v.Routes {
+		e := &v.Routes[i]
+		e.X1, e.Y1, e.X2, e.Y2 = e.X1+halfW, e.Y1+halfH, e.X2+halfW, e.Y2+halfH
+	}
+	for _, name := range near {
+		if h := hops[name]; h != nil {
+			h.X1, h.Y1, h.X2, h.Y2 = h.X1+halfW, h.Y1+halfH, h.X2+halfW, h.Y2+halfH
+			h.LX, h.LY = h.LX+halfW, h.LY+halfH
+		}
+	}
+	return true
 }
 
 // dense lays ring out with the names along the radii.
@@ -196,8 +332,46 @@ func ringAngle(i, n int) float64 {
 	return 2*math.Pi*float64(i)/float64(max(n, 1)) - math.Pi/2
 }
 
-func labelDY(y, cy float64) float64 {
-	if y < cy-1 {
+// namePlace is where a node's name goes: (dx, dy) from its centre,
+// anchored at anchor.
+type namePlace struct {
+	dx, dy float64
+	anchor string
+}
+
+// namePlaces are where n's name may go on a sparse ring, the first
+// clear one taken: LabelDY's side, then the other side, then level with
+// the circle on its outer side (the names of a node reached through a
+// relay and of its relay may be side by side).
+func namePlaces(n graphNode) []namePlace {
+	out := []namePlace{{0, n.LabelDY, "middle"}}
+	if n.Kind == "self" {
+		return out
+	}
+	other := -26.0 // above
+	if n.LabelDY < 0 {
+		other = 34 // below
+	}
+	out = append(out, namePlace{0, other, "middle"})
+	if n.X < 0 {
+		return append(out, namePlace{-(n.R + 6), 4, "end"})
+	}
+	return append(out, namePlace{n.R + 6, 4, "start"})
+}
+
+// nameBox is the box of n's name on a sparse ring.
+func nameBox(n graphNode) box {
+	anchor := n.Anchor
+	if anchor == "" {
+		anchor = "middle"
+	}
+	return textBox(n.X+n.LabelDX, n.Y+n.LabelDY, anchor, n.Label)
+}
+
+// labelDY places the name of a node at height y, this node at 0: above a
+// node of the upper half, below the others.
+func labelDY(y float64) float64 {
+	if y < -1 {
 		return -26
 	}
 	return 34
@@ -257,4 +431,105 @@ func notDrawn(rest []string, hops map[string]*hopView, kind, relayed map[string]
 		out = append(out, n)
 	}
 	return out
+}
+
+// Text boxes. The graph's text is 12px (console.css: .net .edge text,
+// .net .node text); textWidth overestimates a line's width there, rune by
+// rune, so that the boxes computed here hold the text however a browser's
+// sans-serif draws it: wide letters and symbols 1em, capitals 0.8em,
+// narrow letters and punctuation 0.42em, the others 0.66em (DejaVu Sans,
+// among the widest, has 0.64em digits and lower case letters). A line's
+// box reaches from ascent above its baseline to descent below; lines are
+// lineH apart.
+const (
+	fontPx  = 12.0
+	ascent  = 1.1 * fontPx
+	descent = 0.3 * fontPx
+	lineH   = 1.25 * fontPx
+	// gap is the least room between two boxes, or a box and a circle.
+	gap = 2.0
+)
+
+func runeEm(r rune) float64 {
+	switch {
+	case r >= 0x1f000: // emoji
+		return 1.3
+	case r >= 0x1100 || strings.ContainsRune("mwMW@%#&~", r): // CJK, arrows, shapes
+		return 1
+	case strings.ContainsRune("iljtfrI.,:;'!|()[]{}· ", r):
+		return 0.42
+	case unicode.IsUpper(r):
+		return 0.8
+	}
+	return 0.66
+}
+
+func textWidth(s string) float64 {
+	w := 0.0
+	for _, r := range s {
+		w += runeEm(r) * fontPx
+	}
+	return w
+}
+
+// box is a rectangle of the graph, x0 < x1, y0 < y1 (y down).
+type box struct{ x0, y0, x1, y1 float64 }
+
+// textBox is the box of lines of text whose first baseline is at y,
+// anchored at x as text-anchor says.
+func textBox(x, y float64, anchor string, lines ...string) box {
+	w := 0.0
+	for _, l := range lines {
+		w = max(w, textWidth(l))
+	}
+	x0 := x - w/2
+	switch anchor {
+	case "start":
+		x0 = x
+	case "end":
+		x0 = x - w
+	}
+	return box{x0, y - ascent, x0 + w, y + lineH*float64(len(lines)-1) + descent}
+}
+
+func (a box) overlaps(b box) bool {
+	return a.x0 < b.x1+gap && b.x0 < a.x1+gap && a.y0 < b.y1+gap && b.y0 < a.y1+gap
+}
+
+// hitsCircle reports whether a comes within gap of the circle at (x, y)
+// of radius r.
+func (a box) hitsCircle(x, y, r float64) bool {
+	dx := x - max(a.x0, min(x, a.x1))
+	dy := y - max(a.y0, min(y, a.y1))
+	return math.Hypot(dx, dy) < r+gap
+}
+
+// edgeLabel is a link's label on a sparse ring, on two lines so that it
+// is narrow: its state, then its in-flight count and acks per second.
+func edgeLabel(h *hopView) []string {
+	st, counts := edgeText(h)
+	return []string{st, counts}
+}
+
+func edgeText(h *hopView) (state, counts string) {
+	return h.St.Symbol + " " + h.St.Word, strconv.FormatInt(h.InFlight, 10) + " · " + strconv.FormatFloat(h.Rate, 'f', 1, 64) + "/s"
+}
+
+// countsRoom is the least room a label keeps for its figures, so that the
+// graph does not move as they change by a digit.
+const countsRoom = "0000 · 000.0/s"
+
+// edgeBox is the box of h's label centred on (x, y), its figures at
+// least as wide as countsRoom.
+func edgeBox(x, y float64, h *hopView) box {
+	st, counts := edgeText(h)
+	sw, cw := textWidth(st), max(textWidth(counts), textWidth(countsRoom))
+	w, ht := max(sw, cw), ascent+lineH+descent
+	return box{x - w/2, y - ht/2, x + w/2, y + ht/2}
+}
+
+// edgeBaseline is the first baseline of a label whose box edgeBox centred
+// on y.
+func edgeBaseline(y float64) float64 {
+	return y - (ascent+lineH+descent)/2 + ascent
 }

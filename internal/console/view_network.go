@@ -55,8 +55,10 @@ type hopView struct {
 	Rate     float64 // messages acked per second
 	Links    []linkView
 	Href     string
-	// The edge, and where its label goes.
+	// The edge, and where its label goes: its lines (Label), the first's
+	// baseline at (LX, LY), centred.
 	X1, Y1, X2, Y2, LX, LY float64
+	Label                  []string
 }
 
 // graphNode is one node drawn.
@@ -64,11 +66,14 @@ type graphNode struct {
 	Name, Kind, Label string // Kind: self, neighbour, relayed, discovered
 	X, Y              float64
 	R                 float64 // its circle's radius
-	// LabelDY places the name outside the ring: below a node in the lower
-	// half, above one in the upper half, clear of the link's label.
-	LabelDY float64
+	// LabelDX, LabelDY place the name outside the ring: below a node in
+	// the lower half, above one in the upper half, else (when that place
+	// is taken) on the other side or level with it, anchored at Anchor,
+	// clear of the links' labels.
+	LabelDX, LabelDY float64
 	// Radial, on a dense ring, sets the label along the radius instead,
 	// from (LX, LY), turned by Rotate degrees, anchored at Anchor.
+	// On a sparse ring LX, LY and Rotate are unused.
 	Radial         bool
 	LX, LY, Rotate float64
 	Anchor         string
