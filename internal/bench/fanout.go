@@ -78,6 +78,17 @@ type FanoutResult struct {
 	// baseline.
 	PublishRatio   float64 `json:"publish_ratio"`
 	DeliveredRatio float64 `json:"delivered_ratio"`
+	// BaselineCPUUsPerMsg and FanoutCPUUsPerMsg are the process's CPU time
+	// (user and system, the node's and the bench's goroutines alike) from
+	// the first publish to the last copy acked, per message published, in
+	// the baseline and in the fan-out; CPURatio divides the second by the
+	// first. Where both phases keep every core busy, the fan-out's rates
+	// follow its CPU: publish 0.5x the baseline needs CPURatio 2 at most,
+	// whatever the machine, which says how much a target needs taken
+	// from a message's copies. Only with --nodes 1.
+	BaselineCPUUsPerMsg float64 `json:"baseline_cpu_us_per_msg,omitempty"`
+	FanoutCPUUsPerMsg   float64 `json:"fanout_cpu_us_per_msg,omitempty"`
+	CPURatio            float64 `json:"cpu_ratio,omitempty"`
 	// PeakRSSMB is the process's peak RSS; with --nodes 3 the largest of
 	// the nodes', each of which is in PerNode.
 	PeakRSSMB float64 `json:"peak_rss_mb"`
@@ -103,6 +114,9 @@ type FanoutRound struct {
 	BaselineAnycastMsgsPerSec float64 `json:"baseline_anycast_msgs_per_sec"`
 	PublishRatio              float64 `json:"publish_ratio"`
 	DeliveredRatio            float64 `json:"delivered_ratio"`
+	BaselineCPUUsPerMsg       float64 `json:"baseline_cpu_us_per_msg,omitempty"`
+	FanoutCPUUsPerMsg         float64 `json:"fanout_cpu_us_per_msg,omitempty"`
+	CPURatio                  float64 `json:"cpu_ratio,omitempty"`
 }
 
 func (o FanoutOptions) validate() (queue.SyncMode, error) {
@@ -180,11 +194,13 @@ func measureFanout(ctx context.Context, node *petrel.Node, o FanoutOptions, prog
 		var rd FanoutRound
 		baseline := func() error {
 			fmt.Fprintf(progress, "round %d, baseline: %d messages to the anycast address %q...\n", i+1, o.Messages, Addr)
+			cpu := startCPU()
 			b, err := measureAnycast(ctx, node, o.Messages, o.Producers, o.Window, o.Batch, body)
 			if err != nil {
 				return fmt.Errorf("baseline: %w", err)
 			}
 			rd.BaselineAnycastMsgsPerSec = b
+			rd.BaselineCPUUsPerMsg = cpu.usPer(o.Messages)
 			return nil
 		}
 		if i%2 == 0 {
@@ -193,6 +209,7 @@ func measureFanout(ctx context.Context, node *petrel.Node, o FanoutOptions, prog
 			}
 		}
 		fmt.Fprintf(progress, "round %d, fan-out: %d messages to %q, %d subscriptions...\n", i+1, o.Messages, FanoutTopic, o.Subscribers)
+		cpu := startCPU()
 		g := startDrainers(ctx, subs, int64(o.Messages), o.Batch)
 		start := time.Now()
 		sent, err := sendAllTo(ctx, node.Producer(), FanoutTopic, o.Messages, o.Producers, o.Window, body, false)
@@ -204,6 +221,7 @@ func measureFanout(ctx context.Context, node *petrel.Node, o FanoutOptions, prog
 		if err != nil {
 			return nil, fmt.Errorf("consume: %w (delivered %d of %d)", err, n, int64(o.Messages)*int64(o.Subscribers))
 		}
+		rd.FanoutCPUUsPerMsg = cpu.usPer(o.Messages)
 		rd.PublishMsgsPerSec = rate(int64(o.Messages), sent.last.Sub(start))
 		rd.DeliveredMsgsPerSec = rate(n, end.Sub(start))
 		if i%2 == 1 {
@@ -277,6 +295,9 @@ func (o FanoutOptions) result(rounds []FanoutRound, n int64, lat *latencyHist) *
 		rd := &rounds[i]
 		rd.PublishRatio = ratio(rd.PublishMsgsPerSec, rd.BaselineAnycastMsgsPerSec)
 		rd.DeliveredRatio = ratio(rd.DeliveredMsgsPerSec, rd.BaselineAnycastMsgsPerSec)
+		rd.CPURatio = ratio(rd.FanoutCPUUsPerMsg, rd.BaselineCPUUsPerMsg)
+		rd.BaselineCPUUsPerMsg = round(rd.BaselineCPUUsPerMsg, 3)
+		rd.FanoutCPUUsPerMsg = round(rd.FanoutCPUUsPerMsg, 3)
 		rd.PublishMsgsPerSec = round(rd.PublishMsgsPerSec, 2)
 		rd.DeliveredMsgsPerSec = round(rd.DeliveredMsgsPerSec, 2)
 		rd.BaselineAnycastMsgsPerSec = round(rd.BaselineAnycastMsgsPerSec, 2)
@@ -300,6 +321,9 @@ func (o FanoutOptions) result(rounds []FanoutRound, n int64, lat *latencyHist) *
 		BaselineAnycastMsgsPerSec: round(med(func(rd FanoutRound) float64 { return rd.BaselineAnycastMsgsPerSec }), 2),
 		PublishRatio:              med(func(rd FanoutRound) float64 { return rd.PublishRatio }),
 		DeliveredRatio:            med(func(rd FanoutRound) float64 { return rd.DeliveredRatio }),
+		BaselineCPUUsPerMsg:       med(func(rd FanoutRound) float64 { return rd.BaselineCPUUsPerMsg }),
+		FanoutCPUUsPerMsg:         med(func(rd FanoutRound) float64 { return rd.FanoutCPUUsPerMsg }),
+		CPURatio:                  med(func(rd FanoutRound) float64 { return rd.CPURatio }),
 		PeakRSSMB:                 round(rss, 2),
 		Runs:                      len(rounds),
 		CPUs:                      runtime.NumCPU(),
@@ -331,6 +355,10 @@ func (r *FanoutResult) figures() []figure {
 		{"delivery latency max", fmt.Sprintf("%.3f ms", r.MaxMs)},
 		{"peak RSS", fmt.Sprintf("%.1f MiB", r.PeakRSSMB)},
 	}
+	if r.CPURatio > 0 {
+		figs = append(figs, figure{"CPU per message", fmt.Sprintf("%.2f us fan-out, %.2f us anycast baseline (%.2fx; publish 0.5x the baseline, on a machine whose cores both phases keep busy, needs 2x at most)",
+			r.FanoutCPUUsPerMsg, r.BaselineCPUUsPerMsg, r.CPURatio)})
+	}
 	if len(r.PerNode) > 0 {
 		figs[4].name, figs[5].name = "delivery latency p50 (worst node)", "delivery latency p99 (worst node)"
 		figs[len(figs)-1].name = "peak RSS (largest node)"
@@ -338,8 +366,12 @@ func (r *FanoutResult) figures() []figure {
 	if len(r.Rounds) > 1 {
 		figs[0].value += fmt.Sprintf("; the rates and ratios are the medians of %d rounds", len(r.Rounds))
 		for i, rd := range r.Rounds {
-			figs = append(figs, figure{fmt.Sprintf("round %d", i+1), fmt.Sprintf("publish %.0f msgs/s (%.2fx), delivered %.0f msgs/s (%.2fx), baseline %.0f msgs/s",
-				rd.PublishMsgsPerSec, rd.PublishRatio, rd.DeliveredMsgsPerSec, rd.DeliveredRatio, rd.BaselineAnycastMsgsPerSec)})
+			f := figure{fmt.Sprintf("round %d", i+1), fmt.Sprintf("publish %.0f msgs/s (%.2fx), delivered %.0f msgs/s (%.2fx), baseline %.0f msgs/s",
+				rd.PublishMsgsPerSec, rd.PublishRatio, rd.DeliveredMsgsPerSec, rd.DeliveredRatio, rd.BaselineAnycastMsgsPerSec)}
+			if rd.CPURatio > 0 {
+				f.value += fmt.Sprintf(", CPU per message %.2fx the baseline's", rd.CPURatio)
+			}
+			figs = append(figs, f)
 		}
 	}
 	for _, n := range r.PerNode {
@@ -347,4 +379,25 @@ func (r *FanoutResult) figures() []figure {
 			n.Subscribers, n.Delivered, n.P50ms, n.P99ms, n.PeakRSSMB)})
 	}
 	return figs
+}
+
+// cpuMark is the process's CPU time at the start of a phase.
+type cpuMark struct {
+	at time.Duration
+	ok bool
+}
+
+func startCPU() cpuMark {
+	at, ok := processCPU()
+	return cpuMark{at, ok}
+}
+
+// usPer is the CPU time since m, in microseconds per one of n messages; 0
+// where the system does not say.
+func (m cpuMark) usPer(n int) float64 {
+	now, ok := processCPU()
+	if !m.ok || !ok || n <= 0 {
+		return 0
+	}
+	return float64(now-m.at) / float64(time.Microsecond) / float64(n)
 }

@@ -35,6 +35,7 @@ func TestRunFanout(t *testing.T) {
 			"publish_msgs_per_sec": r.PublishMsgsPerSec, "delivered_msgs_per_sec": r.DeliveredMsgsPerSec,
 			"baseline_anycast_msgs_per_sec": r.BaselineAnycastMsgsPerSec, "p99_ms": r.P99ms,
 			"publish_ratio": r.PublishRatio, "delivered_ratio": r.DeliveredRatio,
+			"baseline_cpu_us_per_msg": r.BaselineCPUUsPerMsg, "fanout_cpu_us_per_msg": r.FanoutCPUUsPerMsg, "cpu_ratio": r.CPURatio,
 		} {
 			if v <= 0 {
 				t.Errorf("%s = %v, want > 0", name, v)
