@@ -69,6 +69,9 @@ func (p *nodePublisher) sendAsync(m *message.Message) *Pending {
 
 func (p *nodePublisher) submit(ctx context.Context, m *message.Message) (completion, error) {
 	n := p.n
+	if err := n.reservedDest(m.Destination); err != nil {
+		return nil, err
+	}
 	if err := p.stamp(m); err != nil {
 		return nil, err
 	}

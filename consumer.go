@@ -17,7 +17,9 @@ type Consumer struct {
 }
 
 // Consumer returns a consumer of the local receive address addr (a bare
-// name, or name@this-node).
+// name, or name@this-node). A name whose first word is "_petrel" is the
+// node's own, refused with message.ErrDestination, but for its dead
+// letters ("_petrel.topics.dlq").
 func (n *Node) Consumer(addr string) (*Consumer, error) {
 	q, err := n.consumerQueue(addr)
 	if err != nil {
@@ -35,6 +37,11 @@ func (n *Node) consumerQueue(addr string) (*queue.Queue, error) {
 	}
 	if node != "" && node != n.cfg.Name {
 		return nil, fmt.Errorf("consumer of %q: node %q is not this node (%s): %w", addr, node, n.cfg.Name, ErrNotReceive)
+	}
+	// The dead letters of the node's own traffic ("_petrel.topics.dlq")
+	// are for an operator to read; the rest is the node's to consume.
+	if err := reservedName(name); err != nil && !queue.IsDeadLetter(name) {
+		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	q, err := n.receiveQueue(context.Background(), name)
 	if err != nil {

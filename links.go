@@ -227,6 +227,9 @@ func (n *Node) inbound(ctx context.Context, peer session.Peer, m *message.Messag
 		}
 		return n.inbox(ctx) // applied by the inbox pump
 	}
+	if err := reservedName(name); err != nil && (node == "" || node == n.cfg.Name) {
+		return nil, fmt.Errorf("%w: node %s: %w", receiver.ErrRefused, n.cfg.Name, err)
+	}
 	if (node == "" || node == n.cfg.Name) && n.topics.isTopic(name) {
 		if m.Kind == message.KindFile {
 			return nil, fmt.Errorf("%w: node %s: %q: %w", receiver.ErrRefused, n.cfg.Name, name, ErrFileToTopic)

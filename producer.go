@@ -63,6 +63,10 @@ func (p *Producer) CreateFileMessage(addr string) *message.Message {
 // reason. A file for an address of this node is read first, then copied
 // into its received folder before Send returns.
 //
+// A destination whose name starts with the word "_petrel" is the node's
+// own traffic, on this node or another: Send refuses it, wrapping
+// message.ErrDestination.
+//
 // Through a Client (see Dial), Send returns once the node has committed
 // the message, and a refusal by the node wraps ErrRefused or ErrDenied. A
 // client cannot send file messages.
@@ -88,6 +92,9 @@ func (p *Producer) SendAsync(m *message.Message) *Pending {
 // a no-op: an outbox sends again what a crash may have interrupted.
 func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) error {
 	resends := dedupe // the caller (an outbox) sends the file again after a restart
+	if err := n.reservedDest(m.Destination); err != nil {
+		return err
+	}
 	if err := n.stamper().stamp(m); err != nil {
 		return err
 	}
@@ -174,6 +181,23 @@ func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, string, er
 	}
 	q, err := n.sendQueue(ctx, name, node)
 	return q, message.JoinDestination(name, node), err
+}
+
+// reservedDest refuses a destination whose name is reserved for the
+// node's internal traffic (reservedName), on this node or another: what a
+// producer or a client sends to "_petrel.topics@b" would reach b as this
+// node's interest. Only what comes from outside the node is judged here;
+// the node's own traffic goes straight to its send queues (sendQueue), and
+// a replay of its dead letters through route.
+func (n *Node) reservedDest(dest string) error {
+	name, _, err := message.ParseDestination(dest)
+	if err != nil {
+		return nil // refused, saying why, where it is routed
+	}
+	if err := reservedName(name); err != nil {
+		return fmt.Errorf("send to %q: %w", dest, err)
+	}
+	return nil
 }
 
 // resolve splits dest into its name and node. A bare name declared as a

@@ -27,6 +27,9 @@ func (n *Node) clientPublish(ctx context.Context, peer session.Peer, m *message.
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %w", receiver.ErrRefused, err)
 	}
+	if err := n.reservedDest(m.Destination); err != nil {
+		return nil, "", fmt.Errorf("%w: %w", receiver.ErrRefused, err)
+	}
 	if err := n.authorizeInbound(peer.Name, action, m.Destination); err != nil {
 		return nil, "", fmt.Errorf("%w: %w", receiver.ErrDenied, err)
 	}

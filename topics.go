@@ -319,6 +319,20 @@ func isInternal(name string) bool {
 	return first == internalWord
 }
 
+// reservedName returns why the address name, whose first word is
+// internalWord, is refused to a producer or a consumer; nil for any other
+// name. The node makes those queues itself (sendQueue, for interest) and
+// judges what arrives there as its own traffic: a message a producer put
+// there would be taken for a neighbour's interest, or stranded in a queue
+// nothing reads. Errors wrap message.ErrDestination.
+func reservedName(name string) error {
+	if !isInternal(name) {
+		return nil
+	}
+	return fmt.Errorf("address %q: names whose first word is %q are reserved for the node's internal traffic (such as %q); use another name: %w",
+		name, internalWord, interestAddr, message.ErrDestination)
+}
+
 // errInternalPattern is the reason a space or subscription pattern that
 // starts with internalWord is refused.
 var errInternalPattern = fmt.Errorf("the word %q starts the node's internal addresses (such as %q), which are never topics; start the pattern with another word: %w",
@@ -732,8 +746,8 @@ func (c Config) validateTopics() error {
 		}
 	}
 	for _, a := range c.Addresses {
-		if a.Name == interestAddr {
-			return cfgErr("addresses", fmt.Sprintf("address %q is reserved for the topic traffic between nodes; use another name", a.Name), nil)
+		if err := reservedName(a.Name); err != nil {
+			return cfgErr("addresses", err.Error(), err)
 		}
 		if t.isTopic(a.Name) {
 			return cfgErr("addresses", fmt.Sprintf("address %q is declared, but a topic space's pattern matches it: a name is an address or a topic, not both", a.Name), nil)
