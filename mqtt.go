@@ -231,8 +231,7 @@ func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.C
 	n := b.n
 	topic := n.localTopic(m.Destination)
 	if topic == "" {
-		return nil, &mqttgw.Refusal{Code: mqttgw.CodeTopicNameBad,
-			Reason: fmt.Sprintf("topic %q is in no topic space of node %s (declare one under topics)", m.Destination, n.cfg.Name)}
+		return nil, &mqttgw.Refusal{Code: mqttgw.CodeTopicNameBad, Reason: n.notTopic(m.Destination)}
 	}
 	if err := n.icpt.publish(ctx, m, b.info(c)); err != nil {
 		return nil, &mqttgw.Refusal{Code: mqttgw.CodeImplementation, Reason: err.Error()}
@@ -251,6 +250,25 @@ func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.C
 		return nil, storeRefusal(err)
 	}
 	return mqttCommit{done}, nil
+}
+
+// notTopic says why dest, which localTopic did not take, is no topic of
+// this node: in the words a Petrel sender to it is told where there are
+// any (a reserved name; a name inside a space that is no topic name),
+// so that an MQTT client is not told "in no topic space" of "_petrel.x"
+// when a space "#" matches it word by word.
+func (n *Node) notTopic(dest string) string {
+	name, _, err := message.ParseDestination(dest)
+	if err != nil {
+		return err.Error()
+	}
+	if err := reservedName(name); err != nil {
+		return err.Error()
+	}
+	if err := n.topics.misnamed(name); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("topic %q is in no topic space of node %s (declare one under topics)", dest, n.cfg.Name)
 }
 
 // mqttMarkPrefix keeps the gateway's marks, in the store's meta table,
