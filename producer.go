@@ -3,6 +3,7 @@ package petrel
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/filetransfer"
@@ -190,6 +191,9 @@ func (n *Node) route(ctx context.Context, dest string) (*queue.Queue, string, er
 // the node's own traffic goes straight to its send queues (sendQueue), and
 // a replay of its dead letters through route.
 func (n *Node) reservedDest(dest string) error {
+	if !strings.HasPrefix(dest, internalWord) {
+		return nil // every send takes this path: no second parse of its destination
+	}
 	name, _, err := message.ParseDestination(dest)
 	if err != nil {
 		return nil // refused, saying why, where it is routed
