@@ -43,6 +43,7 @@ type identities struct {
 
 	mu      sync.Mutex
 	peers   map[string]PeerConfig
+	shared  []byte                    // the network's shared secret (Config.Secret); nil for none
 	dial    map[string]string         // neighbours' secrets, by name
 	bound   map[string]message.NodeID // node bindings, persisted; see bindingsFile
 	clients *clientBindings           // persisted with them, in batches
@@ -84,7 +85,8 @@ func newIdentities(cfg Config, self message.NodeID) (*identities, error) {
 	return ids, nil
 }
 
-// set installs the peers and neighbours' secrets of cfg.
+// set installs the peers, the shared secret and the neighbours' secrets
+// of cfg.
 func (ids *identities) set(cfg Config) {
 	peers := map[string]PeerConfig{}
 	for _, p := range cfg.Peers {
@@ -96,9 +98,21 @@ func (ids *identities) set(cfg Config) {
 			dial[nc.Name] = nc.Secret
 		}
 	}
+	var shared []byte
+	if cfg.Secret != "" {
+		shared = []byte(cfg.Secret)
+	}
 	ids.mu.Lock()
-	ids.peers, ids.dial = peers, dial
+	ids.peers, ids.dial, ids.shared = peers, dial, shared
 	ids.mu.Unlock()
+}
+
+// sharedSecret is the network's shared secret in force, nil for none.
+// Unlike Node.sharedSecret, it may be read while a reload applies.
+func (ids *identities) sharedSecret() []byte {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	return ids.shared
 }
 
 // credential is the listener's session.Config.Credentials: the peers

@@ -2,7 +2,9 @@ package petrel
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,34 +144,56 @@ var errMQTTAuth = errors.New("mqtt authentication failed")
 // is one; else, with peers listed, the username's entry and its secret as
 // the password; else, with a shared secret, the secret as the password
 // and the username as a claimed identity; else anyone, as its username.
-func (b mqttBackend) Authenticate(username string, password []byte, certCN string) (string, error) {
+// The proof notes which secret the password matched (secretProof), for
+// Admitted.
+func (b mqttBackend) Authenticate(username string, password []byte, certCN string) (string, string, error) {
 	n := b.n
 	peers := n.idents != nil && n.idents.listed()
 	if certCN != "" {
 		if username != "" && username != certCN {
-			return "", fmt.Errorf("%w: username %q is not the certificate's name %q", errMQTTAuth, username, certCN)
+			return "", "", fmt.Errorf("%w: username %q is not the certificate's name %q", errMQTTAuth, username, certCN)
 		}
 		if peers {
 			if _, ok := n.idents.credential(certCN); !ok {
-				return "", fmt.Errorf("%w: %q is not listed under peers", errMQTTAuth, certCN)
+				return "", "", fmt.Errorf("%w: %q is not listed under peers", errMQTTAuth, certCN)
 			}
 		}
-		return certCN, nil
+		return certCN, "", nil
 	}
 	if n.cfg.MQTT.TLS && n.cfg.TLS.ClientAuth == ClientAuthRequireAndVerify {
-		return "", fmt.Errorf("%w: a verified client certificate is required", errMQTTAuth)
+		return "", "", fmt.Errorf("%w: a verified client certificate is required", errMQTTAuth)
 	}
 	if peers {
 		cred, ok := n.idents.credential(username)
 		if !ok || cred.Secret == nil || subtle.ConstantTimeCompare(cred.Secret, password) != 1 {
-			return "", fmt.Errorf("%w: unknown username %q or wrong password", errMQTTAuth, username)
+			return "", "", fmt.Errorf("%w: unknown username %q or wrong password", errMQTTAuth, username)
 		}
-		return username, nil
+		return username, secretProof(proofPeer, cred.Secret), nil
 	}
-	if secret := n.sharedSecret(); secret != "" && subtle.ConstantTimeCompare([]byte(secret), password) != 1 {
-		return "", fmt.Errorf("%w: wrong password (the node's shared secret)", errMQTTAuth)
+	secret := n.sharedSecret()
+	if secret != "" && subtle.ConstantTimeCompare([]byte(secret), password) != 1 {
+		return "", "", fmt.Errorf("%w: wrong password (the node's shared secret)", errMQTTAuth)
 	}
-	return username, nil
+	return username, secretProof(proofShared, []byte(secret)), nil
+}
+
+// The kinds of an MQTT connection's proof (mqttgw.Conn.Proof): the
+// secret of its identity's peers entry, or the shared secret. A
+// certificate's proof is empty: no secret change revokes it.
+const (
+	proofPeer   = "peer:"
+	proofShared = "shared:"
+)
+
+// secretProof notes that a client proved secret, as kind: a digest, so
+// that the secret itself is not kept with every connection; kind alone
+// for no secret.
+func secretProof(kind string, secret []byte) string {
+	if len(secret) == 0 {
+		return kind
+	}
+	sum := sha256.Sum256(secret)
+	return kind + hex.EncodeToString(sum[:])
 }
 
 func (b mqttBackend) info(c mqttgw.Conn) ConnInfo {
@@ -188,15 +212,28 @@ func (b mqttBackend) Disconnect(c mqttgw.Conn) {
 
 // Admitted: with peers listed, an identity removed from them no longer
 // connects (Authenticate), and one connected is disconnected at the
-// reload that removed it. Without peers, every identity is a claim that
-// nothing revokes; listing the first peer takes a restart.
+// reload that removed it, or that changed the secret it proved with its
+// password (a certificate proves no secret). Without peers, every
+// identity is a claim that nothing revokes, but a connection that proved
+// the shared secret is disconnected when it changes; listing the first
+// peer takes a restart.
 func (b mqttBackend) Admitted(c mqttgw.Conn) error {
 	n := b.n
-	if n.idents == nil || !n.idents.listed() {
+	if n.idents == nil {
 		return nil
 	}
-	if _, ok := n.idents.credential(c.Identity); !ok {
+	if !n.idents.listed() {
+		if strings.HasPrefix(c.Proof, proofShared) && c.Proof != secretProof(proofShared, n.idents.sharedSecret()) {
+			return errors.New("the node's shared secret changed; connect again with the new one")
+		}
+		return nil
+	}
+	cred, ok := n.idents.credential(c.Identity)
+	if !ok {
 		return fmt.Errorf("identity %q was removed from peers", c.Identity)
+	}
+	if strings.HasPrefix(c.Proof, proofPeer) && c.Proof != secretProof(proofPeer, cred.Secret) {
+		return fmt.Errorf("the secret of identity %q changed; connect again with the new one", c.Identity)
 	}
 	return nil
 }

@@ -147,7 +147,9 @@ func (n *Node) reconfigure(ctx context.Context, old, cfg Config) (r Reconfigured
 		n.access.set(cfg.Access)
 		r.Applied = append(r.Applied, reload.Access)
 	}
-	if slices.Contains(r.Applied, reload.Access) || slices.Contains(r.Applied, reload.Peers) {
+	// A changed secret rejudges too: a connection that proved the old
+	// one is closed, and must prove the new one to come back.
+	if slices.Contains(r.Applied, reload.Access) || slices.Contains(r.Applied, reload.Peers) || slices.Contains(r.Applied, reload.Secret) {
 		n.rejudgeSessions()
 	}
 	return r, cfg, nil

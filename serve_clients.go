@@ -102,8 +102,9 @@ func (n *Node) clientSubscribeTopic(ctx context.Context, peer session.Peer, patt
 // access rules just swapped in, what its peers hold open: a client's
 // subscription that lost its consume or subscribe right ends with the
 // reason, and the connections of an identity removed from peers, or
-// granted less (its kind, relay, pinned id), are closed; the MQTT gateway
-// judges its clients the same way. Reconfigure calls it after each change;
+// granted less (its kind, relay, pinned id), or that proved a secret no
+// longer in force (its own, or the shared one), are closed; the MQTT
+// gateway judges its clients the same way. Reconfigure calls it after each change;
 // deliveries themselves never look at the rules.
 func (n *Node) rejudgeSessions() {
 	if n.srv != nil {

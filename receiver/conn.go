@@ -22,7 +22,7 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 	defer hcancel()
 	// Read before the handshake looks the identity up: see stillAdmitted.
 	gen := s.rejudgeGen()
-	c, ok := s.handshake(hctx, nc, slot)
+	c, proved, ok := s.handshake(hctx, nc, slot)
 	if !ok {
 		return
 	}
@@ -32,7 +32,7 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 	// session: a connection may carry thousands of idle sessions.
 	cctx, ccancel := context.WithCancel(s.ctx)
 	defer ccancel()
-	if !s.track(cctx, c) {
+	if !s.track(cctx, c, proved) {
 		c.Close()
 		return
 	}
@@ -63,11 +63,22 @@ func (s *Server) serveConn(nc net.Conn, slot *connSlot) {
 }
 
 // handshake runs the TLS handshake, if the listener speaks TLS, then the
-// session handshake, which proves the peer's identity. A failure is
-// counted and logged (rate-limited), and the connection is closed.
-func (s *Server) handshake(ctx context.Context, nc net.Conn, slot *connSlot) (*session.Conn, bool) {
+// session handshake, which proves the peer's identity. It returns the
+// secret the peer proved (see proof). A failure is counted and logged
+// (rate-limited), and the connection is closed.
+func (s *Server) handshake(ctx context.Context, nc net.Conn, slot *connSlot) (*session.Conn, proof, bool) {
 	remote := nc.RemoteAddr().String()
 	cfg := s.sessionConfig()
+	proved := proof{secret: cfg.Secret}
+	if creds := cfg.Credentials; creds != nil {
+		// Called once, by the handshake in this goroutine: the secret
+		// the peer is held to is the one its credential had then.
+		cfg.Credentials = func(name string) (session.Credential, bool) {
+			c, ok := creds(name)
+			proved = proof{secret: c.Secret, identity: true}
+			return c, ok
+		}
+	}
 	if s.cfg.TLS != nil {
 		tc, check, cn, err := s.tlsConn(ctx, nc)
 		if err != nil {
@@ -76,7 +87,7 @@ func (s *Server) handshake(ctx context.Context, nc net.Conn, slot *connSlot) (*s
 			if !s.draining() {
 				s.handshakeFailed("link refused at TLS handshake", remote, err)
 			}
-			return nil, false
+			return nil, proof{}, false
 		}
 		nc, cfg.CheckPeer, cfg.Certified = tc, check, cn
 	}
@@ -91,9 +102,9 @@ func (s *Server) handshake(ctx context.Context, nc net.Conn, slot *connSlot) (*s
 		if !s.draining() {
 			s.handshakeFailed("link refused at handshake", remote, err)
 		}
-		return nil, false
+		return nil, proof{}, false
 	}
-	return c, true
+	return c, proved, true
 }
 
 // serveSessions takes the sessions the peer opens, one goroutine each, until
@@ -167,21 +178,24 @@ func isProtocol(err error) bool {
 		errors.Is(err, session.ErrWindow)
 }
 
-// track registers c, with its context ctx, so that Stop closes it and
-// ctxOf finds ctx; false if the server stopped.
-func (s *Server) track(ctx context.Context, c *session.Conn) bool {
+// track registers c, with its context ctx and what it proved at its
+// handshake, so that Stop closes it, ctxOf finds ctx and Rejudge finds
+// its proof; false if the server stopped.
+func (s *Server) track(ctx context.Context, c *session.Conn, proved proof) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
 		return false
 	}
 	s.conns[c] = ctx
+	s.proofs[c] = proved
 	return true
 }
 
 func (s *Server) untrack(c *session.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	delete(s.proofs, c)
 	s.mu.Unlock()
 }
 

@@ -85,7 +85,8 @@ type Server struct {
 	mu sync.Mutex
 	// conns are the connections up, each with its context (see ctxOf).
 	conns  map[*session.Conn]context.Context
-	secret []byte // the secret new connections authenticate with
+	proofs map[*session.Conn]proof // what each of conns proved at its handshake
+	secret []byte                  // the secret new connections authenticate with
 	// subs are the client subscriptions being served, and rejudged
 	// counts the calls of Rejudge, which judges them again (rejudge.go).
 	subs     map[*subscription]struct{}
@@ -148,6 +149,7 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 		cfg: cfg, store: store, router: router, secret: cfg.Session.Secret, icpt: interceptorOf(router),
 		log:     cfg.Logger.With(slog.String(logkey.Component, "receiver")),
 		conns:   map[*session.Conn]context.Context{},
+		proofs:  map[*session.Conn]proof{},
 		subs:    map[*subscription]struct{}{},
 		limits:  newConnLimits(cfg),
 		forged:  &ratelog.Limiter{Every: forgedLogEvery},
@@ -172,7 +174,8 @@ func (s *Server) Start() error {
 }
 
 // SetSecret changes the secret that new connections must prove. Links
-// already up stay up.
+// already up stay up until the next Rejudge, which closes those that
+// proved the old one.
 func (s *Server) SetSecret(secret []byte) {
 	s.mu.Lock()
 	s.secret = secret

@@ -1,6 +1,9 @@
 package receiver
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -18,6 +21,13 @@ import (
 // a connection whose identity is no longer admitted as it was is closed,
 // once its subscriptions were told why. What a revoked subscription held
 // is given back to its queue, as at any end of a session.
+//
+// A connection proved a secret at its handshake: its identity's own
+// (Config.Session.Credentials), or the shared secret. A reload that
+// changes that secret must not leave it up on the old one, which may be
+// the very secret the change meant to retire: Rejudge closes it too
+// (secretChanged), and its client reconnects with the new secret. The
+// connections of identities whose secret did not change stay up.
 //
 // Nothing is judged per delivery: the push loop only watches its context,
 // which a revocation cancels. A connection or subscription that was being
@@ -38,14 +48,11 @@ type Rejudger interface {
 }
 
 // Rejudge judges again every connection and client subscription that is
-// open, under the router's current identities and rules (see Rejudger):
-// those that lost their grant are ended, with the reason. It does not
-// wait for them to end.
+// open, under the router's current identities and rules (see Rejudger)
+// and the secrets in force (see secretChanged): those that lost their
+// grant are ended, with the reason. It does not wait for them to end.
 func (s *Server) Rejudge() {
-	rj, ok := s.router.(Rejudger)
-	if !ok {
-		return
-	}
+	rj, _ := s.router.(Rejudger)
 	s.mu.Lock()
 	s.rejudged++
 	conns := make([]*session.Conn, 0, len(s.conns))
@@ -59,15 +66,56 @@ func (s *Server) Rejudge() {
 	s.mu.Unlock()
 	ended := map[*session.Conn][]<-chan struct{}{}
 	for _, sub := range subs {
-		if sub.rejudge(rj) {
+		if sub.rejudge(rj, s.secretChanged(sub.conn)) {
 			ended[sub.conn] = append(ended[sub.conn], sub.done)
 		}
 	}
 	for _, c := range conns {
-		if err := rj.PeerRevoked(c.Peer()); err != nil {
+		if err := s.connRevoked(rj, c); err != nil {
 			s.cut(c, err, ended[c])
 		}
 	}
+}
+
+// connRevoked returns why c may no longer stay up: its identity is no
+// longer admitted as it was (rj, if the router has one), or the secret it
+// proved is no longer the one in force.
+func (s *Server) connRevoked(rj Rejudger, c *session.Conn) error {
+	if rj != nil {
+		if err := rj.PeerRevoked(c.Peer()); err != nil {
+			return err
+		}
+	}
+	return s.secretChanged(c)
+}
+
+// secretChanged returns why c must prove its secret again, or nil: the
+// secret it proved at its handshake is not the one a connection of its
+// identity must prove now. An identity removed from the credentials is
+// the Rejudger's to judge (PeerRevoked), and nil here.
+func (s *Server) secretChanged(c *session.Conn) error {
+	s.mu.Lock()
+	proved, ok := s.proofs[c]
+	shared := s.secret
+	s.mu.Unlock()
+	if !ok {
+		return nil // gone already
+	}
+	if !proved.identity {
+		if bytes.Equal(proved.secret, shared) {
+			return nil
+		}
+		return errors.New("the node's shared secret changed; reconnect with the new one")
+	}
+	name := c.Peer().Name
+	cred, ok := s.cfg.Session.Credentials(name)
+	if !ok || bytes.Equal(cred.Secret, proved.secret) {
+		return nil
+	}
+	if cred.Secret == nil {
+		return fmt.Errorf("the secret of identity %q was removed: it proves itself by its certificate now; reconnect", name)
+	}
+	return fmt.Errorf("the secret of identity %q changed; reconnect with the new one", name)
 }
 
 // rejudgedSince reports whether Rejudge ran since gen was read (rejudgeGen):
@@ -89,16 +137,24 @@ func (s *Server) stillAdmitted(c *session.Conn, gen uint64) bool {
 	s.mu.Lock()
 	again := s.rejudgedSince(gen)
 	s.mu.Unlock()
-	rj, ok := s.router.(Rejudger)
-	if !again || !ok {
+	if !again {
 		return true
 	}
-	if err := rj.PeerRevoked(c.Peer()); err != nil {
+	rj, _ := s.router.(Rejudger)
+	if err := s.connRevoked(rj, c); err != nil {
 		s.log.Warn("connection closed: its identity was revoked", slog.String(logkey.Peer, c.Peer().Name), slog.Any(logkey.Error, err))
 		c.Close()
 		return false
 	}
 	return true
+}
+
+// proof is what a connection proved at its handshake: with credentials
+// (identity), the secret its identity's credential had then, nil if a
+// certificate vouched for it; without, the shared secret, nil for none.
+type proof struct {
+	secret   []byte
+	identity bool
 }
 
 // cut closes c, whose identity was revoked (err), once the subscriptions
@@ -145,8 +201,9 @@ func (s *Server) register(sub *subscription, gen uint64) {
 	s.subs[sub] = struct{}{}
 	again := s.rejudgedSince(gen)
 	s.mu.Unlock()
-	if rj, ok := s.router.(Rejudger); ok && again {
-		sub.rejudge(rj)
+	if again {
+		rj, _ := s.router.(Rejudger)
+		sub.rejudge(rj, s.secretChanged(sub.conn))
 	}
 }
 
@@ -158,12 +215,16 @@ func (s *Server) unregister(sub *subscription) {
 	close(sub.done)
 }
 
-// rejudge revokes sub if its peer or its subscription lost its grant, and
-// reports whether it did.
-func (sub *subscription) rejudge(rj Rejudger) bool {
-	err := rj.PeerRevoked(sub.peer)
-	if err == nil {
-		err = rj.SubscriptionRevoked(sub.peer, sub.sess.Address(), sub.topic)
+// rejudge revokes sub if its connection must prove a new secret
+// (secretChanged), or its peer or its subscription lost its grant (rj, if
+// the router has one), and reports whether it did.
+func (sub *subscription) rejudge(rj Rejudger, secretChanged error) bool {
+	err := secretChanged
+	if err == nil && rj != nil {
+		err = rj.PeerRevoked(sub.peer)
+		if err == nil {
+			err = rj.SubscriptionRevoked(sub.peer, sub.sess.Address(), sub.topic)
+		}
 	}
 	if err == nil {
 		return false

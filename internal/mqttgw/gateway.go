@@ -75,6 +75,11 @@ type Config struct {
 type Conn struct {
 	// Identity is what the client proved (see Backend.Authenticate).
 	Identity string
+	// Proof is what the Backend noted of the credential the client
+	// proved at CONNECT (Backend.Authenticate), opaque here: Admitted
+	// compares it with the credential in force, so that a client whose
+	// secret changed is disconnected.
+	Proof string
 	// ClientID is the MQTT client identifier.
 	ClientID string
 	Remote   string
@@ -85,15 +90,17 @@ type Conn struct {
 type Backend interface {
 	// Authenticate returns the identity that a username and password, or
 	// a verified client certificate's Common Name (certCN, empty without
-	// one), prove; an error refuses the connection.
-	Authenticate(username string, password []byte, certCN string) (identity string, err error)
+	// one), prove, and its note of the credential proved (Conn.Proof);
+	// an error refuses the connection.
+	Authenticate(username string, password []byte, certCN string) (identity, proof string, err error)
 	// Connect and Disconnect tell the node's interceptors; Connect may
 	// refuse.
 	Connect(ctx context.Context, c Conn) error
 	Disconnect(c Conn)
 	// Admitted returns why c's identity, which it proved at CONNECT, would
-	// no longer be admitted (removed from the node's identities); nil if
-	// it would. Rejudge disconnects such a client.
+	// no longer be admitted (removed from the node's identities, or its
+	// secret changed since c proved it); nil if it would. Rejudge
+	// disconnects such a client.
 	Admitted(c Conn) error
 	// AuthorizeSubscribe checks that c may subscribe to the Petrel pattern.
 	AuthorizeSubscribe(c Conn, pattern string) error

@@ -25,7 +25,7 @@ type hook struct {
 	g *Gateway
 
 	pending sync.Map // *mqtt.Client -> Conn, from authentication to OnDisconnect
-	proven  sync.Map // *mqtt.Client -> identity, from OnConnect to OnConnectAuthenticate
+	proven  sync.Map // *mqtt.Client -> Conn (identity and proof), from OnConnect to OnConnectAuthenticate
 	// willProps are the will of a CONNECT with its properties (mochi
 	// keeps only the user properties), from authentication to
 	// OnDisconnect.
@@ -110,7 +110,7 @@ func (h *hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	// Authenticated here rather than in OnConnectAuthenticate, where
 	// mochi answers every refusal as bad credentials: a client id held by
 	// another identity gets its own reason code.
-	id, err := h.authenticate(cl, pk)
+	id, proof, err := h.authenticate(cl, pk)
 	if err != nil {
 		h.g.metrics.authFailed.Add(1)
 		h.g.log.Info("mqtt connection refused", slog.String("client", cl.ID), slog.String("remote", cl.Net.Remote), slog.Any("error", err))
@@ -126,12 +126,13 @@ func (h *hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if held && owner != id {
 		return h.refuseClientID(cl, id, owner)
 	}
-	h.proven.Store(cl, id)
+	h.proven.Store(cl, Conn{Identity: id, Proof: proof})
 	return nil
 }
 
-// authenticate returns the identity cl's CONNECT proves.
-func (h *hook) authenticate(cl *mqtt.Client, pk packets.Packet) (string, error) {
+// authenticate returns the identity cl's CONNECT proves, and the
+// Backend's note of the credential (Conn.Proof).
+func (h *hook) authenticate(cl *mqtt.Client, pk packets.Packet) (string, string, error) {
 	var certCN string
 	// A *tls.Conn, or a wss connection (wsConn).
 	if tc, ok := cl.Net.Conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
@@ -223,7 +224,8 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	if !ok {
 		return false
 	}
-	c := Conn{Identity: v.(string), ClientID: cl.ID, Remote: cl.Net.Remote}
+	c := v.(Conn)
+	c.ClientID, c.Remote = cl.ID, cl.Net.Remote
 	if err := h.g.be.Connect(h.g.ctx, c); err != nil {
 		h.g.log.Info("mqtt connection refused", slog.String("client", cl.ID), slog.Any("error", err))
 		return false
