@@ -3,11 +3,13 @@ package petrel
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"reflect"
 	"slices"
 
 	"github.com/petrelmq/petrel/address"
+	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/internal/reload"
 )
 
@@ -143,6 +145,7 @@ func (n *Node) reconfigure(ctx context.Context, old, cfg Config) (r Reconfigured
 	// sessions by, for a moment.
 	cfg.Peers = n.applyIdentities(old, cfg, &r)
 	applied.Peers = cfg.Peers
+	n.redialChangedSecrets(old, cfg)
 	if !reflect.DeepEqual(old.Access, cfg.Access) {
 		n.access.set(cfg.Access)
 		r.Applied = append(r.Applied, reload.Access)
@@ -220,6 +223,48 @@ func (n *Node) applyRouting(old, cfg Config) {
 		}
 	}
 	n.mgr.Rehop()
+}
+
+// redialChangedSecrets drops this node's connections to each neighbour
+// whose secret, the one this node proves when it dials it (dialSecret),
+// differs between old and cfg, once cfg's secrets are in force: the
+// neighbour admitted them on the old secret, which the change may have
+// retired. Their senders redial with the new one. Neighbours removed
+// from nodes were dropped with the routing (applyRouting); those left
+// keep their connections.
+func (n *Node) redialChangedSecrets(old, cfg Config) {
+	names := map[string]bool{}
+	for _, nc := range cfg.Nodes {
+		names[nc.Name] = true
+	}
+	pool := n.mgr.Pool()
+	for name := range pool.Connections() {
+		names[name] = true // a node discovery found, dialled with the shared secret
+	}
+	for name := range names {
+		if dialSecret(old, name) != dialSecret(cfg, name) {
+			n.log.Info("link closed to redial: the secret this node proves to the neighbour changed", slog.String(logkey.Node, name))
+			pool.Drop(name)
+		}
+	}
+}
+
+// dialSecret is the secret this node proves when it dials node under cfg,
+// as the dial finds it (identities.dialCredential, then the pool's shared
+// secret): the neighbour's own (nodes: secret), else its peers entry's,
+// else the shared secret.
+func dialSecret(cfg Config, node string) string {
+	for _, nc := range cfg.Nodes {
+		if nc.Name == node && nc.Secret != "" {
+			return nc.Secret
+		}
+	}
+	for _, p := range cfg.Peers {
+		if p.Name == node && p.Secret != "" {
+			return p.Secret
+		}
+	}
+	return cfg.Secret
 }
 
 func (n *Node) applySecret(secret string) {
