@@ -24,6 +24,17 @@ import (
 // durable subscriptions, and what was in flight on them goes back to be
 // delivered again, as at any end of a connection.
 //
+// A persistent session outlives its connection: while its client is
+// away, its filters' durable Petrel subscriptions go on collecting what
+// is published, until the session expires (days, by default). A reload
+// that removes its identity from peers drops such a session at once, as
+// if it expired, whether its client was connected (and is cut) or away:
+// no one can resume it, and what it would collect until it expires is
+// taken from the store for no one. Its subscriptions are deleted with
+// what they held, and its will is discarded. A session away that lost
+// the right to a filter has that filter removed, with its subscription,
+// at the reload rather than at its next connection (resume).
+//
 // Nothing is judged per delivery: a revoked filter's pump is cancelled
 // at once, before Rejudge returns, so nothing published after the change
 // goes out on it. A connection or filter admitted while Rejudge ran,
@@ -36,6 +47,98 @@ import (
 func (g *Gateway) Rejudge() {
 	for _, st := range g.hook.connected() {
 		g.hook.rejudge(st)
+	}
+	g.hook.rejudgeAway()
+}
+
+// rejudgeAway judges the persistent sessions whose clients are away, in
+// a goroutine, as reading their owners and deleting subscriptions must
+// not hold up the reload: a session whose owner is no longer admitted is
+// dropped (dropSession), and the filters it may no longer hold are
+// removed. A session stored before sessions had an owner is judged when
+// it resumes.
+func (h *hook) rejudgeAway() {
+	var away []*mqtt.Client
+	for _, cl := range h.g.srv.Clients.GetAll() {
+		if persistent(cl) && cl.Closed() && h.conn(cl) == nil {
+			away = append(away, cl)
+		}
+	}
+	if len(away) == 0 || h.g.ctx.Err() != nil {
+		return
+	}
+	h.g.wg.Add(1)
+	go func() {
+		defer h.g.wg.Done()
+		owners, err := h.g.store.owners(h.g.ctx)
+		if err != nil {
+			h.g.log.Warn("mqtt sessions away not judged again: their owners not read", slog.Any("error", err))
+			return
+		}
+		dropped := 0
+		for _, cl := range away {
+			owner := owners[cl.ID]
+			if owner == "" {
+				continue
+			}
+			c := Conn{Identity: owner, ClientID: cl.ID}
+			if err := h.g.be.Admitted(c); err != nil {
+				if h.dropSession(cl, owner, err) {
+					dropped++
+				}
+				continue
+			}
+			for _, sub := range cl.State.Subscriptions.GetAll() {
+				if err := h.authorizeFilter(c, sub.Filter); err != nil {
+					h.g.log.Warn("mqtt session filter removed: its right was revoked", slog.String("client", cl.ID),
+						slog.String("identity", owner), slog.String("filter", sub.Filter), slog.Any("error", err))
+					cl.State.Subscriptions.Delete(sub.Filter)
+					h.g.srv.Topics.Unsubscribe(sub.Filter, cl.ID)
+					h.dropDurable(cl.ID, sub.Filter)
+				}
+			}
+		}
+		if dropped > 0 {
+			h.g.log.Warn("mqtt persistent sessions dropped: their identities were revoked", slog.Int("sessions", dropped))
+		}
+	}()
+}
+
+// dropSession drops cl's persistent session, whose owner identity was
+// revoked (why), as if it expired: mochi forgets it, its filters'
+// durable subscriptions are deleted with what they held, its will is
+// discarded, and mqtt.db forgets it. It reports whether it did: not if
+// another connection holds the client id by now.
+func (h *hook) dropSession(cl *mqtt.Client, identity string, why error) bool {
+	if cur, ok := h.g.srv.Clients.Get(cl.ID); !ok || cur != cl {
+		return false
+	}
+	h.g.srv.Clients.Delete(cl.ID)
+	h.g.willRevoked(cl.ID)
+	subs := cl.State.Subscriptions.GetAll()
+	for _, sub := range subs {
+		h.dropDurable(cl.ID, sub.Filter)
+		cl.State.Subscriptions.Delete(sub.Filter)
+		h.g.srv.Topics.Unsubscribe(sub.Filter, cl.ID)
+	}
+	if err := h.g.store.dropSession(h.g.ctx, cl.ID); err != nil {
+		h.g.log.Warn("mqtt session not dropped", slog.String("client", cl.ID), slog.Any("error", err))
+	}
+	h.g.qos2Forget(cl.ID)
+	h.g.log.Warn("mqtt persistent session dropped: its identity was revoked", slog.String("client", cl.ID),
+		slog.String("identity", identity), slog.Int("subscriptions", len(subs)), slog.Any("error", why))
+	return true
+}
+
+// willRevoked discards the will clientID's session holds back for its
+// delay: its identity was revoked, and may publish nothing more.
+func (g *Gateway) willRevoked(clientID string) {
+	g.wills.mu.Lock()
+	w := g.wills.pending[clientID]
+	delete(g.wills.pending, clientID)
+	g.wills.mu.Unlock()
+	if w != nil {
+		g.settleWill(w, false)
 	}
 }
 
@@ -103,6 +206,13 @@ func (h *hook) cut(st *connState, revoked []string, why error) {
 		disconnectRevoked(h.g.srv, cl, why)
 		for _, f := range revoked {
 			h.dropFilter(st, f)
+		}
+		// Judged without its proof: an identity whose secret changed
+		// keeps its session, to resume with the new secret; one removed
+		// loses it.
+		owner := Conn{Identity: st.conn.Identity, ClientID: cl.ID}
+		if revoked == nil && persistent(cl) && h.g.be.Admitted(owner) != nil {
+			h.dropSession(cl, owner.Identity, why)
 		}
 	}()
 }

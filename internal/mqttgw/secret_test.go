@@ -97,3 +97,35 @@ func TestMQTTChangedSharedSecretDisconnected(t *testing.T) {
 		t.Fatalf("with the new shared secret: CONNACK 0x%02x, want success", code)
 	}
 }
+
+// A persistent session whose identity's secret changed is not dropped
+// with its connection: the client resumes it with the new secret, and
+// gets what was published meanwhile.
+func TestMQTTChangedSecretKeepsSession(t *testing.T) {
+	tn := openNode(t, revokeConfig(t))
+	c, _, _ := revokeClient(t, tn, true)
+	subscribeCodes(t, c, "sensors/a/#")
+	cfg := tn.cfg
+	cfg.Peers = slices.Clone(cfg.Peers)
+	cfg.Peers[0].Secret = "rotated-app-1"
+	if _, err := tn.Reconfigure(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client of the changed secret kept its connection")
+	}
+	tn.send("sensors.a.meanwhile")
+	r := newReceived()
+	_, ca := pahoClient(t, tn, &paho.Connect{ClientID: "keeper", KeepAlive: 30,
+		Username: "app-1", UsernameFlag: true, Password: []byte("rotated-app-1"), PasswordFlag: true,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(uint32(3600))}},
+		paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){r.handler}})
+	if !ca.SessionPresent {
+		t.Fatal("the session was not kept for the new secret")
+	}
+	if p := r.next(t); p.Topic != "sensors/a/meanwhile" {
+		t.Fatalf("got %s", p.Topic)
+	}
+}

@@ -240,6 +240,25 @@ func (s *sessionStore) sessionOwner(ctx context.Context, clientID string) (strin
 	return owner, true, nil
 }
 
+// owners returns the identity that owns each stored session, by client
+// id; "" for one stored before sessions had an owner.
+func (s *sessionStore) owners(ctx context.Context) (map[string]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT client_id, identity FROM sessions`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, owner string
+		if err := rows.Scan(&id, &owner); err != nil {
+			return nil, err
+		}
+		out[id] = owner
+	}
+	return out, rows.Err()
+}
+
 // dropSession forgets a session and its subscriptions; qos2Forget drops
 // its QoS 2 markers.
 func (s *sessionStore) dropSession(ctx context.Context, clientID string) error {
