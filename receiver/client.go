@@ -77,7 +77,14 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 		}
 		return
 	}
+	var sub *subscription
+	if q != nil {
+		sub = s.newSubscription(c, sess, q, gen)
+	}
 	if err := sess.Accept(s.cfg.Window); err != nil {
+		if sub != nil {
+			sub.abandon()
+		}
 		s.unsubscribed(peer, q)
 		release()
 		return
@@ -85,8 +92,8 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 	sessions.Add(1)
 	go func() {
 		defer sessions.Done()
-		if q != nil {
-			s.subscribeLoop(c, sess, q, gen)
+		if sub != nil {
+			sub.serve()
 			s.unsubscribed(peer, q)
 			release()
 		} else {

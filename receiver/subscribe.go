@@ -37,6 +37,10 @@ type subscription struct {
 	maxHeld int
 	stop    context.CancelFunc // ends pushLoop: the subscription was revoked
 	done    chan struct{}      // closed once it ended and gave back its leases
+	// ctx ends with the connection (cancel ends it sooner); pctx, the
+	// push loop's, ends with it and with stop.
+	ctx, pctx context.Context
+	cancel    context.CancelFunc
 
 	mu      sync.Mutex
 	held    map[uint64]held // by tag
@@ -51,24 +55,42 @@ type held struct {
 	at time.Time // when it was leased
 }
 
-// subscribeLoop serves sess, a subscribe session for q, until the session
-// ends, the connection dies, the server stops or Rejudge revokes it; gen
-// is the count of Rejudge calls read before the subscription was admitted.
-func (s *Server) subscribeLoop(c *session.Conn, sess *session.Session, q *queue.Queue, gen uint64) {
+// newSubscription makes the subscription that will serve sess, a
+// subscribe session for q, and registers it, before the session is
+// accepted: a Rejudge from then on ends it with its reason, which the
+// client reads, rather than closing a connection that seems to hold no
+// subscription. gen is the count of Rejudge calls read before the
+// subscription was admitted. serve or abandon must follow.
+func (s *Server) newSubscription(c *session.Conn, sess *session.Session, q *queue.Queue, gen uint64) *subscription {
 	ctx, cancel := s.ctxOf(c)
-	defer cancel()
 	_, topic := sess.Topic()
 	sub := &subscription{
-		s: s, conn: c, sess: sess, peer: c.Peer(), topic: topic, q: q, maxHeld: 4 * int(sess.Window()),
+		s: s, conn: c, sess: sess, peer: c.Peer(), topic: topic, q: q,
 		log:  s.log.With(slog.String(logkey.Peer, c.Peer().Name), slog.String(logkey.Address, q.Name())),
 		held: map[uint64]held{}, room: make(chan struct{}, 1), done: make(chan struct{}),
+		ctx: ctx, cancel: cancel,
 	}
 	// pushLoop blocks in the queue, which knows nothing of the session:
 	// its context ends with the session, or when Rejudge revokes it.
-	pctx, pcancel := s.readCtx(ctx)
-	defer pcancel()
-	sub.stop = pcancel
+	sub.pctx, sub.stop = s.readCtx(ctx)
 	s.register(sub, gen)
+	return sub
+}
+
+// abandon ends sub, whose session was never accepted.
+func (sub *subscription) abandon() {
+	sub.stop()
+	sub.cancel()
+	sub.s.unregister(sub)
+}
+
+// serve serves sub's session until it ends, the connection dies, the
+// server stops or Rejudge revokes it.
+func (sub *subscription) serve() {
+	s, sess, ctx, pctx, pcancel := sub.s, sub.sess, sub.ctx, sub.pctx, sub.stop
+	sub.maxHeld = 4 * int(sess.Window()) // the window the session was accepted with
+	defer sub.cancel()
+	defer pcancel()
 	defer s.unregister(sub)
 	var wg sync.WaitGroup
 	wg.Go(func() {
