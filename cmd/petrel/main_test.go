@@ -46,6 +46,16 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
+// lastBytes is the end of out, at most 4 KiB: a run cut short may have
+// printed megabytes that would bury the failure.
+func lastBytes(out string) string {
+	const most = 4 << 10
+	if len(out) <= most {
+		return out
+	}
+	return fmt.Sprintf("[%d bytes before]\n%s", len(out)-most, out[len(out)-most:])
+}
+
 // result is what one run of the binary left.
 type result struct {
 	stdout, stderr string
@@ -66,7 +76,7 @@ func runPetrel(t *testing.T, timeout time.Duration, args ...string) result {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("petrel %q did not exit within %v\nstdout:\n%s\nstderr:\n%s", args, timeout, &stdout, &stderr)
+		t.Fatalf("petrel %q did not exit within %v\nstdout (its end):\n%s\nstderr (its end):\n%s", args, timeout, lastBytes(stdout.String()), lastBytes(stderr.String()))
 	}
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
