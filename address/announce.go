@@ -11,7 +11,8 @@ import (
 	"github.com/petrelmq/petrel/message"
 )
 
-// Announcement layout, version 1.
+// Announcement layout, version 2 (version 1 is the same without the
+// sequence field).
 //
 // An announcement is one UDP datagram of at most 1400 bytes, so that it
 // fits one Ethernet frame. Integers are big-endian (int32 and int64 in two's
@@ -22,11 +23,15 @@ import (
 //
 //	offset  field       type      notes
 //	[0]     magic       4 bytes   "PTRL" (50 54 52 4C); anything else is foreign
-//	[4]     version     uint8     1; any other version is refused
+//	[4]     version     uint8     2, or 1 from an older node; any other
+//	                              version is refused
 //	[5]     name        str8      node name: 1 to 128 bytes of ASCII letters,
 //	                              digits, '.', '_', '-', not starting with '.'
 //	                              or '-' (message.ValidName)
 //	        id          16 bytes  the node's unique id; never all zero
+//	        sequence    uint64    version 2 only: never 0, and greater in each
+//	                              announcement the node sends than in the one
+//	                              before, across restarts too (see Seq)
 //	        pairs       uint8     number of connector pairs, 0 to 16
 //	        pairs times:
 //	          main        connector
@@ -55,14 +60,16 @@ import (
 // decoding and encoding again gives the same bytes. The golden vectors in
 // testdata/announce pin them.
 //
-// Example, testdata/announce/single.bin, 66 bytes: node "plant-7", id
-// 0123456789abcdeffedcba9876543210, one connector tcp://192.0.2.7:7400,
-// no MAC.
+// Example, testdata/announce/seq.bin, 74 bytes: node "plant-7", id
+// 0123456789abcdeffedcba9876543210, sequence 1733356800000000001, one
+// connector tcp://192.0.2.7:7400, no MAC. testdata/announce/single.bin is
+// the same announcement in version 1: the version byte 01 and no sequence.
 //
 //	50 54 52 4c                                      magic "PTRL"
-//	01                                               version 1
+//	02                                               version 2
 //	07 70 6c 61 6e 74 2d 37                          name "plant-7"
 //	01 23 45 67 89 ab cd ef fe dc ba 98 76 54 32 10  id
+//	18 0e 1e d3 6d 02 00 01                          sequence
 //	01                                               1 pair
 //	02 63 31                                         main: name "c1"
 //	03 74 63 70                                        factory "tcp"
@@ -85,15 +92,26 @@ import (
 // AnnouncedConnector.Connector and Announcement.Connectors.
 //
 // The MAC proves that the sender knows the shared secret; it does not hide
-// anything, and it does not stop a replay of a recorded announcement, which
-// at worst keeps a stopped node in the directory for as long as the replay
-// goes on.
+// anything. The sequence, under the MAC, is what stops a replay: the
+// directory refuses an announcement whose sequence is not greater than the
+// last one it accepted from that node while that node's entry lives (see
+// Directory.Heard), so a recorded announcement cannot move a live node back
+// to an address it left. Once the entry expired any valid announcement is
+// taken again, so a replay at worst keeps a stopped node in the directory
+// for as long as the replay goes on. A version 1 announcement has no
+// sequence and no such protection; it is still read, from nodes that
+// write nothing else. Without a secret nothing is signed, and a forged
+// announcement, sequence included, is as good as a real one.
 const (
 	// AnnouncementMagic starts every announcement.
 	AnnouncementMagic = "PTRL"
-	// AnnouncementVersion is the layout version this package reads and
-	// writes.
-	AnnouncementVersion = 1
+	// AnnouncementVersion is the layout version this package writes for
+	// an announcement with a sequence number.
+	AnnouncementVersion = 2
+	// AnnouncementVersionNoSeq is the older layout, without a sequence
+	// number, which this package still reads, and writes for an
+	// announcement whose Seq is 0.
+	AnnouncementVersionNoSeq = 1
 	// MaxAnnouncementSize is the largest announcement, MAC included.
 	MaxAnnouncementSize = 1400
 	// MaxAnnouncedPairs is the most connector pairs one announcement holds.
@@ -114,6 +132,7 @@ const (
 	macLen        = sha256.Size
 	maxStr        = 255
 	annHeaderLen  = len(AnnouncementMagic) + 1
+	seqLen        = 8
 	minConnLen    = 1 + 1 + 1 + 1 + 1 // name and factory of one byte, no params
 	minPairLen    = minConnLen + 1    // and has-backup
 	minParamLen   = 1 + 1 + 1 + 1     // key of one byte, type, a bool
@@ -137,6 +156,15 @@ type Announcement struct {
 	Name string
 	// ID is the node's unique id.
 	ID message.NodeID
+	// Seq orders the announcements of one node: each one it sends has a
+	// greater Seq than the one before, so that the directory can refuse
+	// an older one replayed. An Announcer sets it at each send, from the
+	// wall clock at its start plus the time since, so that it grows
+	// across restarts of the node as long as the clock does not step
+	// back. 0 means none: the announcement is written in layout version
+	// 1 (AnnouncementVersionNoSeq), as a node older than the sequence
+	// writes it, and is not protected against replay.
+	Seq uint64
 	// Pairs are the ways to reach the node, each a main connector and an
 	// optional backup.
 	Pairs []ConnectorPair
@@ -183,9 +211,16 @@ func (a Announcement) AppendBinary(dst []byte, secret []byte) ([]byte, error) {
 	dst = slices.Grow(dst, n)
 	start := len(dst)
 	dst = append(dst, AnnouncementMagic...)
-	dst = append(dst, AnnouncementVersion)
+	if a.Seq == 0 {
+		dst = append(dst, AnnouncementVersionNoSeq)
+	} else {
+		dst = append(dst, AnnouncementVersion)
+	}
 	dst = appendStr8(dst, a.Name)
 	dst = append(dst, a.ID[:]...)
+	if a.Seq != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, a.Seq)
+	}
 	dst = append(dst, byte(len(a.Pairs)))
 	for _, p := range a.Pairs {
 		dst = p.Main.appendTo(dst)
@@ -224,6 +259,9 @@ func (a Announcement) size() (int, error) {
 		return 0, fmt.Errorf("%d connector pairs, more than %d: %w", len(a.Pairs), MaxAnnouncedPairs, ErrAnnouncement)
 	}
 	n := annHeaderLen + 1 + len(a.Name) + len(a.ID) + 1 + annTrailerLen
+	if a.Seq != 0 {
+		n += seqLen
+	}
 	for i, p := range a.Pairs {
 		m, err := p.Main.size()
 		if err != nil {

@@ -24,11 +24,12 @@ func DecodeAnnouncement(b []byte, secret []byte) (Announcement, error) {
 	if len(b) < annHeaderLen || string(b[:len(AnnouncementMagic)]) != AnnouncementMagic {
 		return Announcement{}, fmt.Errorf("packet of %d bytes does not start with %q, so it is not a Petrel announcement: %w", len(b), AnnouncementMagic, ErrAnnouncement)
 	}
-	if v := b[len(AnnouncementMagic)]; v != AnnouncementVersion {
-		return Announcement{}, fmt.Errorf("announcement version %d, this node reads version %d: %w", v, AnnouncementVersion, ErrAnnouncement)
+	v := b[len(AnnouncementMagic)]
+	if v != AnnouncementVersion && v != AnnouncementVersionNoSeq {
+		return Announcement{}, fmt.Errorf("announcement version %d, this node reads versions %d and %d: %w", v, AnnouncementVersionNoSeq, AnnouncementVersion, ErrAnnouncement)
 	}
 	r := annReader{b: b, off: annHeaderLen}
-	a := r.announcement()
+	a := r.announcement(v == AnnouncementVersion)
 	macStart := r.off
 	mac := r.take(int(r.u8()), "MAC")
 	switch {
@@ -115,7 +116,8 @@ func (r *annReader) count(what string, max, minLen int) int {
 	return n
 }
 
-func (r *annReader) announcement() Announcement {
+// announcement reads what follows the version; withSeq for version 2.
+func (r *annReader) announcement(withSeq bool) Announcement {
 	var a Announcement
 	off := r.off
 	a.Name = r.str("node name", 1)
@@ -126,6 +128,16 @@ func (r *annReader) announcement() Announcement {
 	copy(a.ID[:], r.take(len(a.ID), "node id"))
 	if r.err == nil && a.ID.IsZero() {
 		r.fail(off, "node id is zero")
+	}
+	if withSeq {
+		off = r.off
+		if v := r.take(seqLen, "sequence"); v != nil {
+			a.Seq = binary.BigEndian.Uint64(v)
+		}
+		if r.err == nil && a.Seq == 0 {
+			// Version 1 says "no sequence"; one meaning, one encoding.
+			r.fail(off, "sequence is zero")
+		}
 	}
 	n := r.count("connector pairs", MaxAnnouncedPairs, minPairLen)
 	if n > 0 {

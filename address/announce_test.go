@@ -103,6 +103,10 @@ func TestAnnouncementEncodeErrors(t *testing.T) {
 func TestDecodeAnnouncementErrors(t *testing.T) {
 	single, _ := goldenCases[0].a.AppendBinary(nil, nil)
 	signed, _ := goldenCases[1].a.AppendBinary(nil, testSecret)
+	withSeq := goldenCases[0].a
+	withSeq.Seq = 1733356800000000001
+	seq, _ := withSeq.AppendBinary(nil, nil)
+	signedSeq, _ := withSeq.AppendBinary(nil, testSecret)
 	edit := func(b []byte, f func([]byte) []byte) []byte { return f(bytes.Clone(b)) }
 	tests := []struct {
 		name   string
@@ -113,7 +117,12 @@ func TestDecodeAnnouncementErrors(t *testing.T) {
 	}{
 		{"empty", nil, nil, ErrAnnouncement, "not a Petrel announcement"},
 		{"foreign", []byte("GET / HTTP/1.1\r\n"), nil, ErrAnnouncement, "not a Petrel announcement"},
-		{"version 2", edit(single, func(b []byte) []byte { b[4] = 2; return b }), nil, ErrAnnouncement, "version 2"},
+		{"version 3", edit(single, func(b []byte) []byte { b[4] = 3; return b }), nil, ErrAnnouncement, "version 3"},
+		{"version 0", edit(single, func(b []byte) []byte { b[4] = 0; return b }), nil, ErrAnnouncement, "version 0"},
+		// Sequence at 29..36 in version 2.
+		{"zero sequence", edit(seq, func(b []byte) []byte { clear(b[29:37]); return b }), nil, ErrAnnouncement, "sequence is zero"},
+		{"truncated sequence", seq[:33], nil, ErrAnnouncement, "sequence needs 8 bytes"},
+		{"tampered sequence", edit(signedSeq, func(b []byte) []byte { b[36]++; return b }), testSecret, ErrAnnouncementMAC, "another secret"},
 		{"truncated", single[:40], nil, ErrAnnouncement, "remain"},
 		{"trailing", append(bytes.Clone(single), 7), nil, ErrAnnouncement, "1 bytes after the end"},
 		{"oversize", make([]byte, 1401), nil, ErrAnnouncement, "1401 bytes"},

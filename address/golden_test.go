@@ -55,6 +55,22 @@ var goldenCases = []struct {
 			}},
 		}},
 	}},
+	{"seq", nil, Announcement{
+		Name: "plant-7",
+		ID:   message.NodeID{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10},
+		Seq:  1733356800000000001,
+		Pairs: []ConnectorPair{{Main: AnnouncedConnector{Name: "c1", Factory: "tcp", Params: []Param{
+			{Key: "host", Value: "192.0.2.7"}, {Key: "port", Value: int32(7400)},
+		}}}},
+	}},
+	{"signed-seq", testSecret, Announcement{
+		Name: "hub-1",
+		ID:   message.NodeID{0: 0x11, 15: 0x01},
+		Seq:  0xfffffffffffffffe,
+		Pairs: []ConnectorPair{{Main: AnnouncedConnector{Name: "c1", Factory: "tcp", Params: []Param{
+			{Key: "host", Value: "hub-1.example"}, {Key: "port", Value: int32(7401)},
+		}}}},
+	}},
 	{"all-types", testSecret, Announcement{
 		Name: "edge-9",
 		ID:   message.NodeID{0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x09},
@@ -82,7 +98,8 @@ var goldenCases = []struct {
 type goldenJSON struct {
 	Secret     *string      `json:"secret"` // the secret the MAC is made with; null for none
 	Name       string       `json:"name"`
-	ID         string       `json:"id"` // 32 hex digits
+	ID         string       `json:"id"`  // 32 hex digits
+	Seq        *string      `json:"seq"` // decimal; null for none (version 1)
 	Pairs      []goldenPair `json:"pairs"`
 	MAC        *string      `json:"mac"`        // 64 hex digits; null for none
 	Connectors string       `json:"connectors"` // what the directory makes of it (Announcement.Connectors)
@@ -107,6 +124,10 @@ type goldenParam struct {
 
 func toGolden(a Announcement, secret, packet []byte) goldenJSON {
 	g := goldenJSON{Name: a.Name, ID: a.ID.String(), Pairs: []goldenPair{}}
+	if a.Seq != 0 {
+		seq := strconv.FormatUint(a.Seq, 10)
+		g.Seq = &seq
+	}
 	if len(secret) > 0 {
 		s, mac := string(secret), hex.EncodeToString(packet[len(packet)-macLen:])
 		g.Secret, g.MAC = &s, &mac
@@ -155,6 +176,11 @@ func fromGolden(t *testing.T, g goldenJSON) Announcement {
 		t.Fatal(err)
 	}
 	a := Announcement{Name: g.Name, ID: id}
+	if g.Seq != nil {
+		if a.Seq, err = strconv.ParseUint(*g.Seq, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, gp := range g.Pairs {
 		p := ConnectorPair{Main: fromGoldenConnector(t, gp.Main)}
 		if gp.Backup != nil {
@@ -280,7 +306,7 @@ func writeGolden(t *testing.T) {
 		writeFile(t, filepath.Join(dir, c.name+".json"), js.Bytes())
 		seeds[c.name] = packet
 	}
-	for name, packet := range nearMisses(seeds["single"], seeds["signed"]) {
+	for name, packet := range nearMisses(seeds["single"], seeds["signed"], seeds["seq"]) {
 		seeds[name] = packet
 	}
 	fuzzDir := filepath.Join("testdata", "fuzz", "FuzzDecodeAnnouncement")
@@ -300,8 +326,8 @@ func writeFile(t *testing.T, name string, b []byte) {
 }
 
 // nearMisses returns packets that break one rule each, made from the
-// single and signed vectors, for the fuzzer to start from.
-func nearMisses(single, signed []byte) map[string][]byte {
+// single, signed and seq vectors, for the fuzzer to start from.
+func nearMisses(single, signed, seq []byte) map[string][]byte {
 	edit := func(b []byte, f func([]byte) []byte) []byte { return f(bytes.Clone(b)) }
 	// Offsets in single: name "plant-7" at 5..12, id 13..28, pairs 29,
 	// connector name at 30, factory at 33, params count at 37, first key 38.
@@ -321,5 +347,10 @@ func nearMisses(single, signed []byte) map[string][]byte {
 		"mac-31":        edit(signed, func(b []byte) []byte { b[len(b)-33] = 31; return b[:len(b)-1] }),
 		"bad-mac":       edit(signed, func(b []byte) []byte { b[len(b)-1] ^= 1; return b }),
 		"oversize":      append(bytes.Clone(single), make([]byte, MaxAnnouncementSize)...),
+		// In seq the sequence is at 29..36.
+		"version-3":     edit(seq, func(b []byte) []byte { b[4] = 3; return b }),
+		"seq-zero":      edit(seq, func(b []byte) []byte { clear(b[29:37]); return b }),
+		"seq-truncated": seq[:33],
+		"seq-as-v1":     edit(seq, func(b []byte) []byte { b[4] = 1; return b }),
 	}
 }
