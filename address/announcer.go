@@ -17,10 +17,16 @@ import (
 // Start and Stop are not safe to call concurrently with each other; Update
 // and Stats are safe at any time.
 type Announcer struct {
-	d      discovery
-	log    *slog.Logger
-	packet atomic.Pointer[[]byte]
-	kick   chan struct{} // Update asks for a send now
+	d    discovery
+	log  *slog.Logger
+	ann  atomic.Pointer[Announcement] // checked by Update; Seq set at each send
+	kick chan struct{}                // Update asks for a send now
+
+	// born is when the announcer was made, wall clock and monotonic;
+	// lastSeq the sequence of the last packet, read and written by the
+	// send loop only. See nextSeq.
+	born    time.Time
+	lastSeq uint64
 
 	conn   packetConn
 	cancel context.CancelFunc
@@ -48,6 +54,7 @@ func NewAnnouncer(cfg DiscoveryConfig, a Announcement) (*Announcer, error) {
 	}
 	an := &Announcer{
 		d:    d,
+		born: time.Now(),
 		log:  d.Logger.With(slog.String(logkey.Component, "announcer"), slog.String(logkey.Group, d.group.String())),
 		kick: make(chan struct{}, 1),
 	}
@@ -62,11 +69,17 @@ func NewAnnouncer(cfg DiscoveryConfig, a Announcement) (*Announcer, error) {
 // When a cannot be encoded the old announcement stays, and the error wraps
 // ErrAnnouncement.
 func (an *Announcer) Update(a Announcement) error {
+	a.Seq = 1 // any sequence: the size and the rules do not depend on it
 	packet, err := a.AppendBinary(nil, an.d.Secret)
 	if err != nil {
 		return err
 	}
-	an.packet.Store(&packet)
+	// Decoded back, it is a copy the caller's later changes do not reach.
+	own, err := DecodeAnnouncement(packet, an.d.Secret)
+	if err != nil {
+		return err
+	}
+	an.ann.Store(&own)
 	select {
 	case an.kick <- struct{}{}:
 	default:
@@ -115,16 +128,40 @@ func (an *Announcer) Stats() AnnouncerStats {
 	return AnnouncerStats{Sent: an.sent.Load(), Failed: an.failed.Load()}
 }
 
+// nextSeq returns the sequence of the next packet: the wall clock at the
+// announcer's start, in nanoseconds since 1970, plus the time since on the
+// monotonic clock, and at least one more than the last. It grows within the
+// process whatever the wall clock does, and across restarts as long as the
+// wall clock does not step back further than the time between the last
+// announcement before a restart and the first after; see Directory.Heard
+// for what happens when it does.
+func (an *Announcer) nextSeq() uint64 {
+	seq := uint64(max(an.born.UnixNano(), 0)) + uint64(time.Since(an.born))
+	if seq <= an.lastSeq {
+		seq = an.lastSeq + 1
+	}
+	an.lastSeq = seq
+	return seq
+}
+
 // announceLoop sends the announcement at once, then every Period and after
-// each Update, until ctx ends.
+// each Update, until ctx ends. Each packet is encoded afresh with the next
+// sequence, so that no two are the same.
 func (an *Announcer) announceLoop(ctx context.Context) {
 	defer close(an.done)
 	dst := net.UDPAddrFromAddrPort(an.d.group)
 	ticker := time.NewTicker(an.d.Period)
 	defer ticker.Stop()
 	failing := false
+	var packet []byte
 	for {
-		_, err := an.conn.WriteTo(*an.packet.Load(), dst)
+		a := *an.ann.Load()
+		a.Seq = an.nextSeq()
+		var err error
+		packet, err = a.AppendBinary(packet[:0], an.d.Secret)
+		if err == nil { // Update checked it; the sequence changes nothing
+			_, err = an.conn.WriteTo(packet, dst)
+		}
 		switch {
 		case err == nil:
 			an.sent.Add(1)
