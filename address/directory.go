@@ -48,6 +48,10 @@ type Entry struct {
 	// LastSeen is when a discovered node last announced itself; zero for
 	// a static entry.
 	LastSeen time.Time
+	// Seq is the sequence number of the announcement the entry was last
+	// taken from (Announcement.Seq); 0 for a static entry and for a node
+	// that announces without one.
+	Seq uint64
 }
 
 // clone returns e with its own copy of its connectors, so that neither the
@@ -190,34 +194,49 @@ func (d *Directory) SetStatic(entries []Entry) {
 // its Source becomes SourceDiscovered and its LastSeen now. It reports
 // whether the node is new to the directory. An entry without a name or with
 // the zero id is ignored, and so is a new node while the directory holds
-// its most discovered entries (see SetMaxDiscovered). A static entry of the same name still wins in
-// Lookup; the discovered one is kept beside it (All lists both).
+// its most discovered entries (see SetMaxDiscovered). A static entry of the
+// same name still wins in Lookup; the discovered one is kept beside it (All
+// lists both).
+//
+// e.Seq is the sequence of the announcement. While the entry of e.ID lives
+// (heard within the timeout) and was taken from an announcement with a
+// sequence, an announcement whose sequence is not greater is stale and
+// ignored: a replay of that one or of an older one, or one without a
+// sequence. It neither changes nor refreshes the entry, so a node that
+// stopped still expires however often it is replayed. Once the entry
+// expired any announcement is taken again. A node whose clock stepped back
+// across a restart therefore announces sequences smaller than those it
+// sent before: it is ignored until its old entry expires, at most one
+// timeout after its last announcement of before the restart.
 func (d *Directory) Heard(e Entry, now time.Time) (added bool) {
-	added, _ = d.heard(e, now)
+	added, _, _ = d.heard(e, now)
 	return added
 }
 
 // heard is Heard, and reports also whether a new node was dropped because
-// the directory is full.
-func (d *Directory) heard(e Entry, now time.Time) (added, dropped bool) {
+// the directory is full, or an announcement because it is stale.
+func (d *Directory) heard(e Entry, now time.Time) (added, dropped, stale bool) {
 	if e.Name == "" || e.ID.IsZero() {
-		return false, false
+		return false, false, false
 	}
 	e = e.clone()
 	e.Source, e.LastSeen = SourceDiscovered, now
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.silent, e.Name)
 	old, known := d.discovered[e.ID]
+	if known && old.Seq != 0 && e.Seq <= old.Seq && now.Before(old.LastSeen.Add(d.timeout)) {
+		return false, false, true
+	}
+	delete(d.silent, e.Name)
 	if !known && len(d.discovered) >= d.maxNodes {
 		d.full++
-		return false, true
+		return false, true, false
 	}
 	d.discovered[e.ID] = e
 	if !known || old.Name != e.Name || old.Connectors.String() != e.Connectors.String() {
 		d.notify()
 	}
-	return !known, false
+	return !known, false, false
 }
 
 // Expire removes the discovered entries last heard a timeout or more
@@ -266,7 +285,8 @@ func (d *Directory) Silent(name string) bool {
 }
 
 // Lookup returns the entry of the node called name: the static one if there
-// is one, else the discovered one heard last.
+// is one, else the discovered one with the greatest sequence, or, among
+// those without one, heard last (see fresher).
 func (d *Directory) Lookup(name string) (Entry, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -287,9 +307,14 @@ func (d *Directory) Lookup(name string) (Entry, bool) {
 }
 
 // fresher reports whether discovered entry a wins over b of the same name:
-// heard later, or, heard at the same time, the smaller id, so that the
-// choice does not depend on map order.
+// when both carry a sequence, the greater one, so that a replayed
+// announcement of an id the node no longer uses does not take its name
+// back; else heard later, or, heard at the same time, the smaller id, so
+// that the choice does not depend on map order.
 func fresher(a, b Entry) bool {
+	if a.Seq != 0 && b.Seq != 0 && a.Seq != b.Seq {
+		return a.Seq > b.Seq
+	}
 	if !a.LastSeen.Equal(b.LastSeen) {
 		return a.LastSeen.After(b.LastSeen)
 	}

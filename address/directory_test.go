@@ -315,3 +315,140 @@ func TestDirectorySilent(t *testing.T) {
 		t.Fatalf("past the bound of 2: x %v y %v z %v, want the longest silent (x) forgotten", d.Silent("x"), d.Silent("y"), d.Silent("z"))
 	}
 }
+
+// TestDirectoryStale: while a node's entry lives, an announcement whose
+// sequence is not greater than the one the entry was taken from (a replay
+// of the latest or of an older one, or one without a sequence) neither
+// changes the entry nor refreshes it, nor closes Changed.
+func TestDirectoryStale(t *testing.T) {
+	t0 := time.Date(2025, 11, 29, 13, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	id := message.NodeID{0xa}
+	oldAddr, newAddr := mustConnectors(t, "tcp://10.0.0.1:7400"), mustConnectors(t, "tcp://10.0.0.1:7401")
+
+	d := NewDirectory()
+	d.SetTimeout(5 * time.Second)
+	d.Heard(Entry{Name: "plant", ID: id, Connectors: oldAddr, Seq: 100}, at(0))
+	d.Heard(Entry{Name: "plant", ID: id, Connectors: newAddr, Seq: 200}, at(time.Second))
+	want := Entry{Name: "plant", ID: id, Connectors: newAddr, Source: SourceDiscovered, LastSeen: at(time.Second), Seq: 200}
+
+	changed := d.Changed()
+	for i, seq := range []uint64{100, 200, 199, 0, 1} {
+		for j := range 50 {
+			now := at(time.Second + time.Duration(i*50+j)*10*time.Millisecond)
+			if _, _, stale := d.heard(Entry{Name: "plant", ID: id, Connectors: oldAddr, Seq: seq}, now); !stale {
+				t.Fatalf("sequence %d after 200 is not stale", seq)
+			}
+		}
+		if e, _ := d.Lookup("plant"); !reflect.DeepEqual(e, want) {
+			t.Fatalf("after replays of sequence %d Lookup = %+v, want %+v", seq, e, want)
+		}
+	}
+	select {
+	case <-changed:
+		t.Fatal("a stale announcement closed Changed")
+	default:
+	}
+	// Refused announcements did not refresh it: it expires 5s after 1s.
+	if gone := d.Expire(at(6 * time.Second)); len(gone) != 1 {
+		t.Fatalf("Expire removed %v, want the entry replays did not keep alive", gone)
+	}
+
+	// A greater sequence is taken.
+	d.Heard(Entry{Name: "plant", ID: id, Connectors: newAddr, Seq: 200}, at(7*time.Second))
+	if _, _, stale := d.heard(Entry{Name: "plant", ID: id, Connectors: oldAddr, Seq: 201}, at(8*time.Second)); stale {
+		t.Fatal("a greater sequence is stale")
+	}
+	if e, _ := d.Lookup("plant"); e.Seq != 201 || e.Connectors.String() != oldAddr.String() {
+		t.Fatalf("Lookup = %+v, want sequence 201", e)
+	}
+}
+
+// TestDirectoryStaleAfterExpiry: once the entry's timeout has passed, any
+// announcement is taken again, whether or not Expire has removed the
+// entry yet: a node whose clock stepped back across a restart is ignored
+// for at most one timeout.
+func TestDirectoryStaleAfterExpiry(t *testing.T) {
+	t0 := time.Date(2025, 11, 29, 13, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	id := message.NodeID{0xa}
+	before, after := mustConnectors(t, "tcp://10.0.0.1:7400"), mustConnectors(t, "tcp://10.0.0.1:7401")
+
+	d := NewDirectory()
+	d.SetTimeout(5 * time.Second)
+	d.Heard(Entry{Name: "plant", ID: id, Connectors: before, Seq: 1000}, at(0))
+	// Restarted with its clock set back: smaller sequences, ignored while
+	// the old entry lives.
+	if _, _, stale := d.heard(Entry{Name: "plant", ID: id, Connectors: after, Seq: 500}, at(5*time.Second-1)); !stale {
+		t.Fatal("a smaller sequence was taken while the entry lived")
+	}
+	// At the timeout, before Expire runs: taken.
+	if _, _, stale := d.heard(Entry{Name: "plant", ID: id, Connectors: after, Seq: 501}, at(5*time.Second)); stale {
+		t.Fatal("a smaller sequence was refused after the entry's timeout")
+	}
+	if e, _ := d.Lookup("plant"); e.Seq != 501 || e.Connectors.String() != after.String() {
+		t.Fatalf("Lookup = %+v, want sequence 501", e)
+	}
+	// After Expire removed it: any announcement is new again.
+	d.Expire(at(time.Hour))
+	if !d.Heard(Entry{Name: "plant", ID: id, Connectors: before, Seq: 3}, at(time.Hour)) {
+		t.Fatal("an announcement after the entry expired is not new")
+	}
+	// Without a sequence after one with: refused while the entry lives.
+	if _, _, stale := d.heard(Entry{Name: "plant", ID: id, Connectors: after}, at(time.Hour+time.Second)); !stale {
+		t.Fatal("an announcement without a sequence replaced one with")
+	}
+	// Without a sequence on both sides: taken, as before sequences.
+	d.Expire(at(2 * time.Hour))
+	d.Heard(Entry{Name: "plant", ID: id, Connectors: before}, at(2*time.Hour))
+	if _, _, stale := d.heard(Entry{Name: "plant", ID: id, Connectors: after}, at(2*time.Hour+time.Second)); stale {
+		t.Fatal("an announcement without a sequence after one without is stale")
+	}
+}
+
+// TestDirectoryIncarnations: the packets of two runs of one node arrive
+// interleaved, in either order; the entry ends with the later run's
+// connectors, and none of the earlier run's packets after the first of the
+// later one moves it back.
+func TestDirectoryIncarnations(t *testing.T) {
+	t0 := time.Date(2025, 11, 29, 13, 0, 0, 0, time.UTC)
+	id := message.NodeID{0xa}
+	first, second := mustConnectors(t, "tcp://10.0.0.1:7400"), mustConnectors(t, "tcp://10.0.0.1:7401")
+	type pkt struct {
+		c   Connectors
+		seq uint64
+	}
+	for _, order := range [][]pkt{
+		{{first, 100}, {second, 200}, {first, 101}, {second, 201}, {first, 102}},
+		{{second, 200}, {first, 100}, {first, 101}, {second, 201}, {first, 102}},
+		{{first, 100}, {first, 101}, {second, 200}, {first, 102}, {first, 101}},
+	} {
+		d := NewDirectory()
+		for i, p := range order {
+			d.Heard(Entry{Name: "plant", ID: id, Connectors: p.c, Seq: p.seq}, t0.Add(time.Duration(i)*time.Second))
+			if e, _ := d.Lookup("plant"); p.seq >= 200 && e.Connectors.String() != second.String() {
+				t.Fatalf("after %v: %v, want the second run's", order[:i+1], e.Connectors)
+			}
+		}
+		if e, _ := d.Lookup("plant"); e.Connectors.String() != second.String() {
+			t.Fatalf("after %v: %v, want the second run's", order, e.Connectors)
+		}
+	}
+}
+
+// TestDirectoryFresherSeq: of two ids with one name that both announce a
+// sequence, Lookup takes the greater sequence, not the one heard last: a
+// replayed announcement of an id the node no longer uses does not take its
+// name back.
+func TestDirectoryFresherSeq(t *testing.T) {
+	now := time.Unix(1, 0)
+	d := NewDirectory()
+	d.Heard(Entry{Name: "n", ID: message.NodeID{2}, Connectors: mustConnectors(t, "tcp://new:1"), Seq: 200}, now)
+	d.Heard(Entry{Name: "n", ID: message.NodeID{1}, Connectors: mustConnectors(t, "tcp://old:1"), Seq: 100}, now.Add(time.Second))
+	if e, _ := d.Lookup("n"); e.ID != (message.NodeID{2}) {
+		t.Fatalf("Lookup = %v, want the greater sequence", entryString(e))
+	}
+	if got := d.Entries(); len(got) != 1 || got[0].ID != (message.NodeID{2}) {
+		t.Fatalf("Entries = %v, want the greater sequence", got)
+	}
+}

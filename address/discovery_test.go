@@ -382,3 +382,136 @@ func TestDiscoveryConfig(t *testing.T) {
 		t.Errorf("announcer of a bad announcement: err = %v", err)
 	}
 }
+
+// TestDiscoveryReplayAfterRestart: a node's signed announcement is
+// recorded; the node restarts on another port (a new announcer, a new
+// run); the recorded announcement replayed many times a second does not
+// point the directory back at the old port, and is counted stale. Once the
+// node stops, the replay does not keep its entry alive past the timeout.
+func TestDiscoveryReplayAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, dir := &fakeNet{}, NewDirectory()
+		cfg := testConfig()
+		cfg.Secret = testSecret
+		l := startListener(t, n, cfg, dir)
+		tap := n.conn() // an attacker's socket: it reads and writes the group
+
+		an, err := NewAnnouncer(cfg, AnnouncementFor("plant-7", plantID, mustConnectors(t, "tcp://10.0.0.7:7400")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		an.start(n.conn())
+		synctest.Wait()
+		recorded := (<-tap.in).b
+		time.Sleep(3 * time.Second)
+		an.Stop()
+
+		startAnnouncer(t, n, cfg, AnnouncementFor("plant-7", plantID, mustConnectors(t, "tcp://10.0.0.7:7401")))
+		synctest.Wait()
+		if e, _ := dir.Lookup("plant-7"); e.Connectors.String() != "tcp://10.0.0.7:7401" {
+			t.Fatalf("after the restart Lookup = %v", entryString(e))
+		}
+		for range 300 { // 30s at 10 a second
+			tap.WriteTo(recorded, nil)
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			if e, _ := dir.Lookup("plant-7"); e.Connectors.String() != "tcp://10.0.0.7:7401" {
+				t.Fatalf("a replay moved the entry back: %v", entryString(e))
+			}
+		}
+		if st := l.Stats(); st.Stale < 300 {
+			t.Fatalf("Stats = %+v, want the 300 replays stale", st)
+		}
+		for len(tap.in) > 0 {
+			<-tap.in
+		}
+	})
+}
+
+// TestDiscoveryReplayStopped: with the node stopped, a replay of its last
+// announcement does not refresh its entry, which expires on time; what the
+// replay does after that is what it did before sequences: keep a stopped
+// node in the directory.
+func TestDiscoveryReplayStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, dir := &fakeNet{}, NewDirectory()
+		cfg := testConfig()
+		cfg.Secret = testSecret
+		startListener(t, n, cfg, dir)
+		tap := n.conn()
+		an, err := NewAnnouncer(cfg, AnnouncementFor("plant-7", plantID, mustConnectors(t, "tcp://10.0.0.7:7400")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		an.start(n.conn())
+		synctest.Wait()
+		last := (<-tap.in).b
+		an.Stop() // heard at start: expires 10s later
+		start := time.Now()
+		retaken := false
+		for range 150 {
+			tap.WriteTo(last, nil)
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			<-tap.in
+			e, ok := dir.Lookup("plant-7")
+			switch {
+			case time.Since(start) < 10*time.Second && (!ok || !e.LastSeen.Equal(start)):
+				t.Fatalf("at %v: %v, %v; want the entry as last heard at the start", time.Since(start), entryString(e), ok)
+			case ok && e.LastSeen.After(start):
+				retaken = true
+			}
+		}
+		if !retaken {
+			t.Fatal("the replay was not taken again once the entry had expired")
+		}
+	})
+}
+
+// TestAnnouncerSeq: every packet an announcer sends has a greater sequence
+// than the one before, also two sent at the same instant, and a new
+// announcer of the node starts above the last one.
+func TestAnnouncerSeq(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := &fakeNet{}
+		tap := n.conn()
+		a := AnnouncementFor("plant-7", plantID, mustConnectors(t, "tcp://10.0.0.7:7400"))
+		var last uint64
+		next := func() {
+			t.Helper()
+			synctest.Wait()
+			for len(tap.in) > 0 {
+				got, err := DecodeAnnouncement((<-tap.in).b, testSecret)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Seq <= last {
+					t.Fatalf("sequence %d after %d", got.Seq, last)
+				}
+				last = got.Seq
+			}
+		}
+		cfg := testConfig()
+		cfg.Secret = testSecret
+		for range 2 {
+			an, err := NewAnnouncer(cfg, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			an.start(n.conn())
+			t.Cleanup(an.Stop)
+			next()
+			an.Update(a) // at the same instant
+			next()
+			time.Sleep(2 * time.Second)
+			next()
+			an.Stop()
+			// A restart takes time; were it to take none, the new run's
+			// first sequence would equal the old run's last.
+			time.Sleep(time.Millisecond)
+		}
+		if last == 0 {
+			t.Fatal("nothing sent")
+		}
+	})
+}

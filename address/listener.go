@@ -19,7 +19,8 @@ import (
 //
 // A packet that is malformed, foreign (another magic or version), badly
 // signed, this node's own, or without a connector this node can use is
-// dropped and counted in Stats. It never changes the directory.
+// dropped and counted in Stats. It never changes the directory. Nor does a
+// stale one, which the directory refuses (see Directory.Heard): a replay.
 //
 // Start and Stop are not safe to call concurrently with each other, nor
 // Addr with Start; Stats is safe at any time.
@@ -33,8 +34,8 @@ type Listener struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	received, accepted, malformed, badMAC, own, unusable, full atomic.Uint64
-	fullLog                                                    time.Time // when a dropped new node was last logged
+	received, accepted, malformed, badMAC, own, unusable, full, stale atomic.Uint64
+	fullLog                                                           time.Time // when a dropped new node was last logged
 }
 
 // ListenerStats count a Listener's packets since it was made. Received is
@@ -49,6 +50,11 @@ type ListenerStats struct {
 	// Full counts the accepted announcements of new nodes that the
 	// directory dropped because it held MaxNodes discovered nodes.
 	Full uint64
+	// Stale counts the accepted announcements that the directory refused
+	// because they were not newer than the last one heard from their
+	// node (Directory.Heard): replays, or a node whose clock stepped
+	// back across a restart.
+	Stale uint64
 }
 
 // NewListener returns a listener that feeds dir, for the node whose unique
@@ -119,6 +125,7 @@ func (l *Listener) Stats() ListenerStats {
 		Own:       l.own.Load(),
 		Unusable:  l.unusable.Load(),
 		Full:      l.full.Load(),
+		Stale:     l.stale.Load(),
 	}
 }
 
@@ -177,11 +184,16 @@ func (l *Listener) handle(p []byte, from net.Addr) {
 		return
 	}
 	l.accepted.Add(1)
-	added, dropped := l.dir.heard(Entry{Name: a.Name, ID: a.ID, Connectors: cs}, l.d.Now())
-	if added {
+	added, dropped, stale := l.dir.heard(Entry{Name: a.Name, ID: a.ID, Connectors: cs, Seq: a.Seq}, l.d.Now())
+	switch {
+	case stale:
+		l.stale.Add(1)
+		l.log.Debug("stale announcement dropped", slog.String(logkey.Node, a.Name), slog.String(logkey.NodeID, a.ID.String()),
+			slog.Uint64("seq", a.Seq), slog.Any(logkey.From, from))
+	case added:
 		l.log.Info("node discovered", slog.String(logkey.Node, a.Name), slog.String(logkey.NodeID, a.ID.String()),
 			slog.String("connectors", cs.String()), slog.Any(logkey.From, from))
-	} else if dropped {
+	case dropped:
 		l.dropFull(a, from)
 	}
 }
