@@ -68,6 +68,8 @@ func checkInvariants(t *testing.T, c Connectors) {
 // panic, that every error wraps ErrAnnouncement or ErrAnnouncementMAC, and
 // that what it accepts encodes again to the same bytes: with the secret, the
 // packet itself; without one, the packet with its MAC, if any, left off.
+// Version 1 decodes to Seq 0 and version 2 to a Seq that is not, so that
+// the version is never lost.
 // The seed corpus in testdata/fuzz/FuzzDecodeAnnouncement holds the golden
 // vectors and near misses of them (go test -run TestGolden -update-golden
 // writes it).
@@ -80,6 +82,9 @@ func FuzzDecodeAnnouncement(f *testing.F) {
 					t.Fatalf("error %v wraps neither sentinel", err)
 				}
 				continue
+			}
+			if v1 := b[len(AnnouncementMagic)] == AnnouncementVersionNoSeq; v1 != (a.Seq == 0) {
+				t.Fatalf("version %d decoded to sequence %d", b[len(AnnouncementMagic)], a.Seq)
 			}
 			again, err := a.AppendBinary(nil, secret)
 			if err != nil {
