@@ -62,7 +62,15 @@ type Config struct {
 	// handshake or authenticated (default DefaultMaxConnections). A
 	// connection past a bound is closed as soon as it is accepted.
 	MaxHandshakes, MaxHandshakesPerIP, MaxConnections int
-	Logger                                            *slog.Logger
+	// MaxSubscriptionHeld bounds the bytes of the messages one client
+	// subscription holds leased and not yet settled (default
+	// DefaultMaxSubscriptionHeld); MaxHeld bounds them for every client
+	// subscription together (default DefaultMaxHeld). At a bound the
+	// subscription delivers nothing more until the client settles, or
+	// the leases time out in the queue; under it the next message goes
+	// whatever its size, so one larger than the bound still goes.
+	MaxSubscriptionHeld, MaxHeld int64
+	Logger                       *slog.Logger
 }
 
 // Server is the listener side of links.
@@ -98,6 +106,7 @@ type Server struct {
 	forged    *ratelog.Limiter // rate-limits the log of forged origins, per peer
 	fullLog   *ratelog.Limiter // rate-limits the log of sessions a full store ended, per peer
 	limits    *connLimits
+	held      heldCounts // bytes clients' subscriptions hold leased
 }
 
 // Stats count what the server saw since it started.

@@ -22,10 +22,15 @@ import (
 // go back to the queue at once, as a local consumer's would after their
 // lease, without counting an attempt.
 //
-// Leases held are bounded by maxHeld. A client that takes deliveries but
-// never settles them stalls at that bound, until the leases time out in
-// the queue (which delivers the messages again, here or elsewhere) and
-// are forgotten here.
+// Leases held are bounded by maxHeld in count, and in bytes by maxBytes
+// (the sum of the held messages' sizes) and by the server's MaxHeld for
+// every client subscription together: each lease keeps its message in
+// memory. Under the bytes bounds the next message goes whatever its size,
+// and a subscription that holds nothing always takes one, so a message
+// larger than a bound still goes and every client gets its turn. A client
+// that takes deliveries but never settles them stalls at a bound, until
+// the leases time out in the queue (which delivers the messages again,
+// here or elsewhere) and are forgotten here.
 type subscription struct {
 	s       *Server
 	conn    *session.Conn
@@ -35,24 +40,28 @@ type subscription struct {
 	q       *queue.Queue
 	log     *slog.Logger
 	maxHeld int
-	stop    context.CancelFunc // ends pushLoop: the subscription was revoked
-	done    chan struct{}      // closed once it ended and gave back its leases
+	// maxBytes bounds heldBytes, the sum of the held messages' sizes.
+	maxBytes int64
+	stop     context.CancelFunc // ends pushLoop: the subscription was revoked
+	done     chan struct{}      // closed once it ended and gave back its leases
 	// ctx ends with the connection (cancel ends it sooner); pctx, the
 	// push loop's, ends with it and with stop.
 	ctx, pctx context.Context
 	cancel    context.CancelFunc
 
-	mu      sync.Mutex
-	held    map[uint64]held // by tag
-	tag     uint64          // the last tag given
-	room    chan struct{}   // capacity 1: a lease was settled
-	revoked string          // why Rejudge ended it, if it did
+	mu        sync.Mutex
+	held      map[uint64]held // by tag
+	heldBytes int64           // the sum of held's sizes
+	tag       uint64          // the last tag given
+	room      chan struct{}   // capacity 1: a lease was settled
+	revoked   string          // why Rejudge ended it, if it did
 }
 
 // held is a lease a client holds.
 type held struct {
-	d  *queue.Delivery
-	at time.Time // when it was leased
+	d    *queue.Delivery
+	at   time.Time // when it was leased
+	size int64     // len(d.Data), counted in heldBytes
 }
 
 // newSubscription makes the subscription that will serve sess, a
@@ -89,6 +98,7 @@ func (sub *subscription) abandon() {
 func (sub *subscription) serve() {
 	s, sess, ctx, pctx, pcancel := sub.s, sub.sess, sub.ctx, sub.pctx, sub.stop
 	sub.maxHeld = 4 * int(sess.Window()) // the window the session was accepted with
+	sub.maxBytes = s.maxSubscriptionHeld()
 	defer sub.cancel()
 	defer pcancel()
 	defer s.unregister(sub)
@@ -178,8 +188,11 @@ func (sub *subscription) push(ctx context.Context, d *queue.Delivery) error {
 	sub.mu.Lock()
 	sub.tag++
 	tag := sub.tag
-	sub.held[tag] = held{d: d, at: time.Now()}
+	size := int64(len(d.Data))
+	sub.held[tag] = held{d: d, at: time.Now(), size: size}
+	sub.heldBytes += size
 	sub.mu.Unlock()
+	sub.s.held.bytes.Add(size)
 	sub.s.stats.Delivered.Add(1) // before the client can see it
 	err := sub.sess.Deliver(ctx, session.Deliver{Tag: tag, Attempt: uint32(d.Attempt), Reason: d.Reason, Message: data})
 	if err != nil {
@@ -209,20 +222,51 @@ func remaining(d *queue.Delivery) ([]byte, bool) {
 	return data, true
 }
 
-func (sub *subscription) hasRoom() bool {
+// Why a subscription may not take another lease, as roomState returns it.
+const (
+	roomFree  = iota
+	roomCount // it holds maxHeld leases
+	roomBytes // it holds maxBytes, or all together hold the server's MaxHeld
+)
+
+func (sub *subscription) hasRoom() bool { return sub.roomState() == roomFree }
+
+// roomState says whether sub may take another lease: it holds fewer than
+// maxHeld, and nothing, or less than maxBytes while all client
+// subscriptions together hold less than the server's MaxHeld.
+func (sub *subscription) roomState() int {
 	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	return len(sub.held) < sub.maxHeld
+	n, b := len(sub.held), sub.heldBytes
+	sub.mu.Unlock()
+	switch {
+	case n >= sub.maxHeld:
+		return roomCount
+	case n == 0:
+		return roomFree
+	case b >= sub.maxBytes || sub.s.held.bytes.Load() >= sub.s.maxHeld():
+		return roomBytes
+	}
+	return roomFree
 }
 
-// waitRoom waits until fewer than maxHeld leases are held. At the bound it
-// forgets the leases that timed out in the queue meanwhile, and looks
-// again every second.
+// waitRoom waits until sub may take another lease (see roomState). At a bound
+// it forgets the leases that timed out in the queue meanwhile, and looks
+// again every second (or sooner, when the client settles one). Each wait
+// at a bound in bytes is counted once.
 func (sub *subscription) waitRoom(ctx context.Context) error {
 	var tick *time.Timer
-	for !sub.hasRoom() {
+	counted := false
+	for {
+		r := sub.roomState()
+		if r == roomFree {
+			return nil
+		}
 		if sub.forgetTimedOut() > 0 {
 			continue
+		}
+		if r == roomBytes && !counted {
+			counted = true
+			sub.s.held.waits.Add(1)
 		}
 		if tick == nil {
 			tick = time.NewTimer(time.Second)
@@ -237,7 +281,6 @@ func (sub *subscription) waitRoom(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return nil
 }
 
 // forgetTimedOut drops the leases whose time ran out: the queue took the
@@ -248,12 +291,16 @@ func (sub *subscription) forgetTimedOut() int {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	n := 0
+	var freed int64
 	for tag, h := range sub.held {
 		if now.Sub(h.at) > timeout {
 			delete(sub.held, tag)
+			freed += h.size
 			n++
 		}
 	}
+	sub.heldBytes -= freed
+	sub.s.held.bytes.Add(-freed)
 	return n
 }
 
@@ -266,6 +313,8 @@ func (sub *subscription) take(tag uint64) *queue.Delivery {
 		return nil
 	}
 	delete(sub.held, tag)
+	sub.heldBytes -= h.size
+	sub.s.held.bytes.Add(-h.size)
 	select {
 	case sub.room <- struct{}{}:
 	default:
@@ -336,9 +385,10 @@ func (sub *subscription) check(op session.SettleOp, err error) {
 // releaseAll gives back every lease still held.
 func (sub *subscription) releaseAll() {
 	sub.mu.Lock()
-	all := sub.held
-	sub.held = map[uint64]held{}
+	all, bytes := sub.held, sub.heldBytes
+	sub.held, sub.heldBytes = map[uint64]held{}, 0
 	sub.mu.Unlock()
+	sub.s.held.bytes.Add(-bytes)
 	for _, h := range all {
 		sub.check(session.SettleRelease, h.d.Release())
 	}
