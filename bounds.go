@@ -90,6 +90,10 @@ var (
 		"Bytes of messages received and not yet taken for storing, all inbound connections together (each bounded by link.max_conn_buffer_bytes).", nil, nil)
 	descReadPauses = prometheus.NewDesc("petrel_receiver_read_pauses_total",
 		"Times an inbound connection stopped reading because it held link.max_conn_buffer_bytes.", nil, nil)
+	descClientHeld = prometheus.NewDesc("petrel_receiver_held_bytes",
+		"Bytes of the messages leased to remote clients' consumers and not yet settled, all together (each bounded by link.max_subscription_held_bytes, all by link.max_held_bytes).", nil, nil)
+	descClientHeldWaits = prometheus.NewDesc("petrel_receiver_held_waits_total",
+		"Times a remote client's consumer stopped being delivered to because it, or all together, held link.max_subscription_held_bytes or link.max_held_bytes.", nil, nil)
 	descSpoolUsed = prometheus.NewDesc("petrel_spool_used_bytes",
 		"Spool space the files being received take, each at its announced size.", nil, nil)
 	descSpoolHeld = prometheus.NewDesc("petrel_spool_held_bytes",
@@ -114,7 +118,7 @@ var (
 )
 
 var boundDescs = []*prometheus.Desc{
-	descConnsRejected, descConnsOpen, descConnBuffered, descReadPauses,
+	descConnsRejected, descConnsOpen, descConnBuffered, descReadPauses, descClientHeld, descClientHeldWaits,
 	descSpoolUsed, descSpoolHeld, descSpoolQuota, descSpoolQuotaEvents, descAutoRefused,
 	descPrefetched, descPrefetchLimit,
 	descDiscoveryNodes, descDiscoveryFull, descTransfersEvicted,
@@ -132,6 +136,9 @@ func collectBounds(ch chan<- prometheus.Metric, n *Node) {
 		bs := n.srv.BufferStats()
 		ch <- gauge(descConnBuffered, bs.Buffered.Load())
 		ch <- counter(descReadPauses, int64(bs.Pauses.Load()))
+		hs := n.srv.HeldStats()
+		ch <- gauge(descClientHeld, hs.Bytes)
+		ch <- counter(descClientHeldWaits, hs.Waits)
 		ch <- counter(descTransfersEvicted, n.srv.TransfersEvicted())
 	}
 	if n.spool != nil {

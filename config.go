@@ -313,6 +313,14 @@ type LinkConfig struct {
 	// twice MaxFrame). Past it the node stops reading that connection, so
 	// a slow disk slows the peer instead of growing memory.
 	MaxConnBuffer int64
+	// MaxSubscriptionHeld bounds the bytes of the messages a remote
+	// client's consumer or subscription holds leased and not yet settled
+	// (default 8 MiB), MaxHeld those of every remote consumer together
+	// (default 256 MiB): each lease keeps its message in this node's
+	// memory. At a bound the node delivers nothing more to that consumer
+	// until it settles, or its leases time out; under it the next message
+	// goes whatever its size, so one larger than the bound still goes.
+	MaxSubscriptionHeld, MaxHeld int64
 }
 
 // AddressConfig declares one address on this node.

@@ -97,6 +97,7 @@ func linkConfigs(lc fx.Lifecycle, n *Node, t nodeTLS) (linkOut, error) {
 			Listen: c.Listen, Session: listen, Window: uint32(window), Limits: c.Limits, Logger: c.Logger,
 			Spool: n.spool, FileSyncBytes: n.files.SyncBytes, TLS: t.server,
 			MaxHandshakes: c.Link.MaxHandshakes, MaxHandshakesPerIP: c.Link.MaxHandshakesPerIP, MaxConnections: c.Link.MaxConnections,
+			MaxSubscriptionHeld: c.Link.MaxSubscriptionHeld, MaxHeld: c.Link.MaxHeld,
 		},
 	}, nil
 }
