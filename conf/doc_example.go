@@ -122,6 +122,15 @@
 //	  # that connection until it has stored some, so a slow disk slows the peer
 //	  # instead of growing memory. Default: 64MiB.
 //	  max_conn_buffer_bytes: 64MiB
+//	  # Bytes of the messages one remote client's consumer or subscription holds
+//	  # delivered and not yet settled (size, more than 0): each keeps its message
+//	  # in this node's memory. At the bound the node delivers nothing more to it
+//	  # until it settles, or its leases time out; under it the next message goes
+//	  # whatever its size. Default: 8MiB.
+//	  max_subscription_held_bytes: 8MiB
+//	  # The same, for every remote consumer together (size, more than 0); a
+//	  # consumer that holds nothing still takes one message. Default: 256MiB.
+//	  max_held_bytes: 256MiB
 //
 //	discovery:
 //	  # Find other nodes by UDP announcements, and be found (bool). A discovered

@@ -28,6 +28,9 @@ type LinkSection struct {
 	MaxHandshakesPerIP int  `yaml:"max_handshakes_per_ip"`
 	MaxConnections     int  `yaml:"max_connections"`
 	MaxConnBuffer      Size `yaml:"max_conn_buffer_bytes"`
+	// The bounds on the bytes remote clients' consumers hold leased.
+	MaxSubscriptionHeld Size `yaml:"max_subscription_held_bytes"`
+	MaxHeld             Size `yaml:"max_held_bytes"`
 }
 
 // defaultMaxFrame is the session package's default frame bound, which
@@ -66,6 +69,14 @@ func (s *LinkSection) check(c *checker, path string) {
 	if c.has(buf) && s.MaxConnBuffer < 2*limit {
 		c.fail(buf, reasonf(nil, "must be at least twice max_frame (%s), so that a connection can hold two whole frames; got %s", 2*limit, s.MaxConnBuffer))
 	}
+	for _, b := range []struct {
+		key string
+		v   Size
+	}{{"max_subscription_held_bytes", s.MaxSubscriptionHeld}, {"max_held_bytes", s.MaxHeld}} {
+		if p := join(path, b.key); c.has(p) && b.v <= 0 {
+			c.fail(p, reasonf(nil, "must be more than 0, got %s (leave it out for the default)", b.v))
+		}
+	}
 }
 
 func (s *LinkSection) linkConfig() petrel.LinkConfig {
@@ -81,5 +92,6 @@ func (s *LinkSection) linkConfig() petrel.LinkConfig {
 		StallAfter:       time.Duration(s.StallAfter),
 		MaxHandshakes:    s.MaxHandshakes, MaxHandshakesPerIP: s.MaxHandshakesPerIP,
 		MaxConnections: s.MaxConnections, MaxConnBuffer: int64(s.MaxConnBuffer),
+		MaxSubscriptionHeld: int64(s.MaxSubscriptionHeld), MaxHeld: int64(s.MaxHeld),
 	}
 }
