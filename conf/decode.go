@@ -4,6 +4,7 @@ import (
 	"encoding"
 	"fmt"
 	"log/slog"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -174,6 +175,14 @@ func (d *decoder) basic(n *yaml.Node, v reflect.Value, path string, at position)
 			v.SetBool(b)
 		}
 	default:
+		// yaml converts a float to an integer by cutting off its
+		// fraction, so that 1.9 would run as 1: a number with a
+		// fraction is refused instead. A whole one (1e3, 2.0) is fine.
+		var f float64
+		if n.ShortTag() == "!!float" && n.Decode(&f) == nil && f != math.Trunc(f) {
+			d.fail(at, path, reasonf(nil, "want %s, not %s", kindWant(v.Kind()), short(n.Value)))
+			return
+		}
 		var i int64
 		if err = n.Decode(&i); err == nil && v.OverflowInt(i) {
 			d.fail(at, path, reasonf(nil, "%s is too large", n.Value))
