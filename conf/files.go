@@ -2,9 +2,12 @@ package conf
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/message"
 )
 
@@ -102,17 +105,69 @@ func (o *OutboxSection) check(c *checker, path string) {
 // outboxList is the outboxes section; a folder may be watched once.
 type outboxList []OutboxSection
 
+// check refuses two outboxes on one folder, however it is spelled ("ob",
+// "ob/", "./ob", its absolute path, a symbolic link to it): each would send
+// every file, once to each address. It refuses too an outbox on another's
+// sent/ or failed/ folder, or inside one, since it would send again the
+// files the other one finished. A folder inside another outbox's is
+// allowed: an outbox leaves its subfolders alone.
 func (l outboxList) check(c *checker, path string) {
-	first := map[string]int{}
+	dirs := make([]string, len(l))
 	for i := range l {
 		item := fmt.Sprintf("%s[%d]", path, i)
 		l[i].check(c, item)
-		if j, dup := first[l[i].Dir]; dup && l[i].Dir != "" {
-			c.fail(join(item, "dir"), reasonf(nil, "folder %q is watched by %s[%d] already", l[i].Dir, path, j))
+		if l[i].Dir == "" {
 			continue
 		}
-		first[l[i].Dir] = i
+		dirs[i] = outboxKey(l[i].Dir)
+		for j := range i {
+			if dirs[j] == "" {
+				continue
+			}
+			if reason := outboxOverlap(dirs[i], dirs[j]); reason != "" {
+				c.fail(join(item, "dir"), reasonf(nil, "folder %q %s %s[%d] (%q)", l[i].Dir, reason, path, j, l[j].Dir))
+				break
+			}
+		}
 	}
+}
+
+// outboxKey is the folder dir names, as the node will watch it: absolute
+// against the working directory (as the node makes it), cleaned, and with
+// its symbolic links resolved when it exists.
+func outboxKey(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return filepath.Clean(dir)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
+}
+
+// outboxOverlap says how the outbox folders a and b, both outboxKey, get
+// in each other's way, or "" when they do not.
+func outboxOverlap(a, b string) string {
+	if a == b {
+		return "is watched by"
+	}
+	for _, sub := range []string{filetransfer.SentDir, filetransfer.FailedDir} {
+		if within(a, filepath.Join(b, sub)) {
+			return "is in the " + sub + "/ folder of"
+		}
+		if within(b, filepath.Join(a, sub)) {
+			return "has its " + sub + "/ folder watched by"
+		}
+	}
+	return ""
+}
+
+// within reports whether path is dir or under it; both are clean and
+// absolute.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func (f *File) outboxConfigs() []petrel.OutboxConfig {
