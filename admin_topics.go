@@ -16,7 +16,7 @@ func (s *adminServer) handleTopics(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (n *Node) topicsResponse() adminapi.Topics {
-	r := adminapi.Topics{Spaces: []string{}, Subscriptions: []adminapi.Subscription{}}
+	r := adminapi.Topics{Spaces: []string{}, Subscriptions: []adminapi.Subscription{}, Forwards: []adminapi.Forward{}}
 	for _, s := range n.topics.spaces {
 		r.Spaces = append(r.Spaces, s.String())
 	}

@@ -34,6 +34,11 @@ publishes dropped at that bound.
 			}
 			out := cmd.OutOrStdout()
 			if node.asJSON {
+				// Every key --help promises, even from a node that
+				// leaves an empty list out.
+				if resp.Forwards == nil {
+					resp.Forwards = []adminapi.Forward{}
+				}
 				return writeJSONLine(out, resp)
 			}
 			spaces := "none"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -32,6 +33,19 @@ func TestTopicsCommand(t *testing.T) {
 	run("send", "events.door.open", "hi").wantCode(t, exitOK)
 	r := run("topics", "--json")
 	r.wantCode(t, exitOK)
+	// Each key --help promises is there, forwards too when empty.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(r.stdout), &keys); err != nil {
+		t.Fatalf("topics --json printed %q: %v", r.stdout, err)
+	}
+	for _, k := range []string{"spaces", "subscriptions", "forwards"} {
+		if keys[k] == nil {
+			t.Fatalf("topics --json printed %q: no key %q", r.stdout, k)
+		}
+	}
+	if string(keys["forwards"]) != "[]" {
+		t.Fatalf("topics --json printed %q: forwards %s, want []", r.stdout, keys["forwards"])
+	}
 	got := jsonLines[adminapi.Topics](t, r.stdout)
 	if len(got) != 1 || len(got[0].Spaces) != 1 || got[0].Spaces[0] != "events.#" || len(got[0].Subscriptions) != 0 {
 		t.Fatalf("topics --json = %+v", got)

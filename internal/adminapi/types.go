@@ -251,9 +251,9 @@ type Topics struct {
 	Spaces        []string       `json:"spaces"`
 	Subscriptions []Subscription `json:"subscriptions"`
 	// Forwards are the send queues toward neighbours for topic traffic,
-	// with what waits in each; none when the node has no neighbour's
+	// with what waits in each; empty when the node has no neighbour's
 	// interest.
-	Forwards []Forward `json:"forwards,omitempty"`
+	Forwards []Forward `json:"forwards"`
 }
 
 // Forward is the send queue toward one neighbour for topic traffic: the
