@@ -26,8 +26,12 @@ func watchConfig(ctx context.Context, path string, running *conf.File, node *pet
 			cfg := next.NodeConfig()
 			cfg.Logger, cfg.ConfigSource = log, path
 			r, err := node.Reconfigure(ctx, cfg)
+			// The node applies its sections; the log level is this
+			// process's, and applied here, so it is named here too.
+			applied := r.Applied
 			if err == nil && slices.Contains(diff.Changed, conf.SectionLog) {
 				level.Set(next.Log.Level)
+				applied = append(slices.Clone(applied), conf.SectionLog)
 			}
 			if err != nil {
 				// Reconfigure applied none of it; the watcher offers the
@@ -43,11 +47,11 @@ func watchConfig(ctx context.Context, path string, running *conf.File, node *pet
 			// conf names the keys of the file; the node's list says the same
 			// by section.
 			state.NeedsRestart = diff.Restart
-			node.SetConfigStatus(state)
 			if len(state.NeedsRestart) > 0 {
 				log.Warn("configuration reloaded; some changes need a restart and were not applied",
-					slog.Any("applied", r.Applied), slog.Any("needs_restart", state.NeedsRestart))
+					slog.Any("applied", applied), slog.Any("needs_restart", state.NeedsRestart))
 			}
+			node.SetConfigStatus(state)
 			return nil
 		},
 		OnError: func(err error) {

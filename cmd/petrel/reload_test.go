@@ -71,6 +71,34 @@ func TestNodeReloadsItsConfigFile(t *testing.T) {
 	}
 }
 
+// TestReloadLogNamesTheLogLevelItApplied: an edit of log.level and of a
+// key that needs a restart logs the level among what was applied; it used
+// to log applied=[] while the new level was in force.
+func TestReloadLogNamesTheLogLevelItApplied(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "petrel.yaml")
+	base := "node: {name: a, data_dir: data}\n"
+	writeFile(t, cfg, base)
+	p := startNode(t, dir, "-c", cfg)
+	p.ready(t)
+	saveByRename(t, cfg, base+"log: {level: warn}\nstore: {sync: normal}\n")
+	petreltest.Eventually(t, "the edit loaded", func() bool {
+		r := runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"), "--json")
+		var st petrel.Status
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && st.Config.Version == 2
+	}, func() string { return "config version not 2" })
+	p.stop(t)
+	var line string
+	for l := range strings.Lines(p.stderr.String()) {
+		if strings.Contains(l, "some changes need a restart") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "applied=[log]") || !strings.Contains(line, "needs_restart=[store.sync]") {
+		t.Fatalf("reload logged %q; want applied=[log] needs_restart=[store.sync]\nstderr:\n%s", line, p.stderr)
+	}
+}
+
 // saveByRename writes data next to path and renames it over path, as many
 // editors save.
 func saveByRename(t *testing.T, path, data string) {
