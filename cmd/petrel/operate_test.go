@@ -267,6 +267,8 @@ func TestCLIOperateUsage(t *testing.T) {
 		{"send bad ttl", []string{"send", "orders", "x", "--ttl", "soon"}, `invalid argument "soon" for "--ttl"`},
 		{"send negative ttl", []string{"send", "orders", "x", "--ttl", "-1s"}, "negative"},
 		{"send priority", []string{"send", "orders", "x", "--priority", "12"}, "want 0 to 9"},
+		{"send negative priority", []string{"send", "orders", "x", "--priority", "-1"}, "want 0 to 9"},
+		{"sendfile negative priority", []string{"sendfile", "f.txt", "orders", "--priority", "-1"}, "want 0 to 9"},
 		{"send command without name", []string{"send", "orders", "x", "--kind", "command"}, "needs --command"},
 		{"send command props on data", []string{"send", "orders", "x", "--reply-to", "r"}, "add --kind command"},
 		{"send data props on command", []string{"send", "orders", "x", "--kind", "command", "--command", "c", "--encoding", "json"}, "for data messages"},
@@ -296,6 +298,25 @@ func TestCLIOperateUsage(t *testing.T) {
 				t.Errorf("stdout is not empty:\n%s", r.stdout)
 			}
 		})
+	}
+}
+
+// TestPriorityHelpGivesOneDefault: --priority of send and sendfile gives
+// its default once, the node's (4); it used to add "(default -1)", the
+// value that meant "not given".
+func TestPriorityHelpGivesOneDefault(t *testing.T) {
+	for _, c := range []string{"send", "sendfile"} {
+		r := runPetrel(t, 10*time.Second, c, "--help")
+		r.wantCode(t, exitOK)
+		var line string
+		for l := range strings.Lines(r.stdout) {
+			if strings.Contains(l, "--priority") && !strings.Contains(l, "petrel ") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "0 to 9 (default 4)") || strings.Count(line, "default") != 1 {
+			t.Errorf("%s --help: --priority line %q; want one default, 4", c, line)
+		}
 	}
 }
 

@@ -69,7 +69,7 @@ float32, float64 or string. Files go with petrel sendfile.
 	o.node.add(cmd, "print the id and destination as one JSON object")
 	f := cmd.Flags()
 	f.StringVar(&o.kind, "kind", "data", "message `kind`: data or command")
-	f.IntVar(&o.priority, "priority", -1, "message priority, 0 to 9 (default 4)")
+	f.IntVar(&o.priority, "priority", message.DefaultPriority, "message priority, 0 to 9")
 	f.DurationVar(&o.ttl, "ttl", 0, "time to live (`duration`, such as 30s or 1h); default: none")
 	f.StringArrayVar(&o.props, "prop", nil, "application property `key=type:value`, repeatable")
 	f.StringVar(&o.command, "command", "", "command `name` (command messages)")
@@ -91,13 +91,11 @@ func (o *sendOptions) request(to string) (adminapi.SendRequest, error) {
 		return req, usageErrorf("--kind: %v", err)
 	}
 	req.Kind = kind.String()
-	if o.priority < -1 || o.priority > message.MaxPriority {
-		return req, usageErrorf("--priority %d: want 0 to 9", o.priority)
+	p, err := priorityFlag(o.priority)
+	if err != nil {
+		return req, err
 	}
-	if o.priority >= 0 {
-		p := uint8(o.priority)
-		req.Priority = &p
-	}
+	req.Priority = &p
 	commandSet := o.command != "" || o.replyTo != "" || o.correlationID != ""
 	dataSet := o.dataType != "" || o.encoding != ""
 	switch {
@@ -122,6 +120,15 @@ func (o *sendOptions) request(to string) (adminapi.SendRequest, error) {
 		req.Properties = append(req.Properties, prop)
 	}
 	return req, nil
+}
+
+// priorityFlag checks --priority, whose default is the node's own
+// (message.DefaultPriority).
+func priorityFlag(p int) (uint8, error) {
+	if p < message.MinPriority || p > message.MaxPriority {
+		return 0, usageErrorf("--priority %d: want %d to %d", p, message.MinPriority, message.MaxPriority)
+	}
+	return uint8(p), nil
 }
 
 // parseProp reads --prop key=type:value.

@@ -65,7 +65,7 @@ func (sc *sendfileCmd) flags(cmd *cobra.Command) {
 	f.StringVar(&sc.dataDir, "data-dir", "", "the local node's data `directory`")
 	f.StringVar(&sc.notify, "notify", "", "`address` that gets a notice when the transfer completes or fails")
 	f.StringVar(&sc.name, "name", "", "file `name` at the destination (default: the file's own)")
-	f.IntVar(&sc.priority, "priority", -1, "message priority, 0 to 9 (default 4)")
+	f.IntVar(&sc.priority, "priority", message.DefaultPriority, "message priority, 0 to 9")
 	f.DurationVar(&sc.ttl, "ttl", 0, "time to live of the transfer (default: none)")
 	f.BoolVar(&sc.asJSON, "json", false, "print one JSON object instead of a progress bar")
 	f.BoolVar(&sc.noWait, "no-wait", false, "return once the node stored the file message")
@@ -118,8 +118,9 @@ func (sc *sendfileCmd) run(cmd *cobra.Command, args []string) error {
 // request checks the flags and the file, and builds the node's request:
 // the node reads the file at its absolute path.
 func (sc *sendfileCmd) request(file, to string) (adminapi.SendFileRequest, error) {
-	if sc.priority < -1 || sc.priority > 9 {
-		return adminapi.SendFileRequest{}, usageErrorf("--priority %d: want 0 to 9", sc.priority)
+	priority, err := priorityFlag(sc.priority)
+	if err != nil {
+		return adminapi.SendFileRequest{}, err
 	}
 	path, err := filepath.Abs(file)
 	if err != nil {
@@ -130,12 +131,7 @@ func (sc *sendfileCmd) request(file, to string) (adminapi.SendFileRequest, error
 	} else if !fi.Mode().IsRegular() {
 		return adminapi.SendFileRequest{}, fmt.Errorf("sendfile: %s is not a regular file", path)
 	}
-	req := adminapi.SendFileRequest{Path: path, To: to, Filename: sc.name, Notify: sc.notify, TTL: sc.ttl}
-	if sc.priority >= 0 {
-		p := uint8(sc.priority)
-		req.Priority = &p
-	}
-	return req, nil
+	return adminapi.SendFileRequest{Path: path, To: to, Filename: sc.name, Notify: sc.notify, TTL: sc.ttl, Priority: &priority}, nil
 }
 
 // printSentJSON prints the stored file message and, when followed, how
