@@ -268,6 +268,8 @@ func TestCLIOperateUsage(t *testing.T) {
 		{"send negative ttl", []string{"send", "orders", "x", "--ttl", "-1s"}, "negative"},
 		{"send priority", []string{"send", "orders", "x", "--priority", "12"}, "want 0 to 9"},
 		{"send negative priority", []string{"send", "orders", "x", "--priority", "-1"}, "want 0 to 9"},
+		{"send prop key twice", []string{"send", "orders", "x", "--prop", "a=string:x", "--prop", "a=string:y"}, `key "a" is given twice`},
+		{"sendfile negative ttl", []string{"sendfile", "f.txt", "orders", "--ttl", "-5s"}, "--ttl -5s: negative; leave it out"},
 		{"sendfile negative priority", []string{"sendfile", "f.txt", "orders", "--priority", "-1"}, "want 0 to 9"},
 		{"send command without name", []string{"send", "orders", "x", "--kind", "command"}, "needs --command"},
 		{"send command props on data", []string{"send", "orders", "x", "--reply-to", "r"}, "add --kind command"},

@@ -83,8 +83,8 @@ float32, float64 or string. Files go with petrel sendfile.
 // request checks the flags and makes the request for a message to to.
 func (o *sendOptions) request(to string) (adminapi.SendRequest, error) {
 	req := adminapi.SendRequest{To: to, TTL: o.ttl}
-	if o.ttl < 0 {
-		return req, usageErrorf("--ttl %v: negative; leave it out for a message that never expires", o.ttl)
+	if err := ttlFlag(o.ttl); err != nil {
+		return req, err
 	}
 	kind, err := message.ParseKind(o.kind)
 	if err != nil {
@@ -112,11 +112,18 @@ func (o *sendOptions) request(to string) (adminapi.SendRequest, error) {
 	case dataSet:
 		req.Data = &adminapi.Data{DataType: o.dataType, Encoding: o.encoding}
 	}
+	first := map[string]string{}
 	for _, p := range o.props {
 		prop, err := parseProp(p)
 		if err != nil {
 			return req, err
 		}
+		// The node refuses a message with a key twice; say so here, as
+		// the bad command line it is.
+		if was, dup := first[prop.Key]; dup {
+			return req, usageErrorf("--prop %q: key %q is given twice (first as %q)", p, prop.Key, was)
+		}
+		first[prop.Key] = p
 		req.Properties = append(req.Properties, prop)
 	}
 	return req, nil
@@ -129,6 +136,14 @@ func priorityFlag(p int) (uint8, error) {
 		return 0, usageErrorf("--priority %d: want %d to %d", p, message.MinPriority, message.MaxPriority)
 	}
 	return uint8(p), nil
+}
+
+// ttlFlag checks --ttl: 0, its default, is a message that never expires.
+func ttlFlag(ttl time.Duration) error {
+	if ttl < 0 {
+		return usageErrorf("--ttl %v: negative; leave it out for a message that never expires", ttl)
+	}
+	return nil
 }
 
 // parseProp reads --prop key=type:value.

@@ -122,6 +122,9 @@ func (sc *sendfileCmd) request(file, to string) (adminapi.SendFileRequest, error
 	if err != nil {
 		return adminapi.SendFileRequest{}, err
 	}
+	if err := ttlFlag(sc.ttl); err != nil {
+		return adminapi.SendFileRequest{}, err
+	}
 	path, err := filepath.Abs(file)
 	if err != nil {
 		return adminapi.SendFileRequest{}, err
