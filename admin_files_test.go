@@ -82,3 +82,28 @@ func TestAdminFileProgressOfAnUnknownFile(t *testing.T) {
 	// Delivered before the restart: its outcome went with it.
 	wantNoFile(t, a, toA.ID)
 }
+
+// TestAdminSendFileRefusesAnInvalidNotifyAddress: POST /api/files with a
+// notify address that is not one is refused with the reason, and nothing
+// is sent. Before, the file went and the notice was dropped when it was
+// due, with only a line in the node's log.
+func TestAdminSendFileRefusesAnInvalidNotifyAddress(t *testing.T) {
+	files := t.TempDir()
+	cfg := petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet,
+		Admin: petrel.AdminConfig{Listen: "127.0.0.1:0", FileRoots: []string{files}}}
+	a, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	path, _ := writeRandom(t, files, "f.bin", 100)
+	code, raw := apiCall(t, a, "POST", adminapi.PathFiles, adminapi.SendFileRequest{Path: path, To: "files", Notify: "bad name!"}, nil)
+	if code != http.StatusBadRequest || !strings.Contains(raw, `notify \"bad name!\"`) {
+		t.Fatalf("POST %s with notify \"bad name!\": %d %s; want 400 naming the notify address", adminapi.PathFiles, code, raw)
+	}
+	for _, q := range a.QueueStats() {
+		if q.Name == "files" && q.Depth != 0 {
+			t.Fatalf("files holds %d messages; want none sent", q.Depth)
+		}
+	}
+}

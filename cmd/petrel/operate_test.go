@@ -271,6 +271,7 @@ func TestCLIOperateUsage(t *testing.T) {
 		{"send prop key twice", []string{"send", "orders", "x", "--prop", "a=string:x", "--prop", "a=string:y"}, `key "a" is given twice`},
 		{"sendfile negative ttl", []string{"sendfile", "f.txt", "orders", "--ttl", "-5s"}, "--ttl -5s: negative; leave it out"},
 		{"sendfile negative priority", []string{"sendfile", "f.txt", "orders", "--priority", "-1"}, "want 0 to 9"},
+		{"sendfile bad notify", []string{"sendfile", "f.txt", "orders", "--notify", "bad name!"}, `--notify "bad name!"`},
 		{"send command without name", []string{"send", "orders", "x", "--kind", "command"}, "needs --command"},
 		{"send command props on data", []string{"send", "orders", "x", "--reply-to", "r"}, "add --kind command"},
 		{"send data props on command", []string{"send", "orders", "x", "--kind", "command", "--command", "c", "--encoding", "json"}, "for data messages"},

@@ -125,6 +125,13 @@ func (sc *sendfileCmd) request(file, to string) (adminapi.SendFileRequest, error
 	if err := ttlFlag(sc.ttl); err != nil {
 		return adminapi.SendFileRequest{}, err
 	}
+	// The node sends the notice only once the file has gone: an address
+	// it cannot send to would be found out then, and the notice lost.
+	if sc.notify != "" {
+		if _, _, err := message.ParseDestination(sc.notify); err != nil {
+			return adminapi.SendFileRequest{}, usageErrorf("--notify %q: %v", sc.notify, err)
+		}
+	}
 	path, err := filepath.Abs(file)
 	if err != nil {
 		return adminapi.SendFileRequest{}, err
