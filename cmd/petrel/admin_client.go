@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
 
-	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/petrelmq/petrel/conf"
+	"github.com/petrelmq/petrel/internal/adminapi"
 )
 
 // adminClient talks to a running node's admin endpoints, through the one
@@ -20,6 +24,9 @@ import (
 // the command line should do when the node asks for a token.
 type adminClient struct {
 	api *adminapi.Client
+	// cfgPath is the configuration file the socket was found with, if
+	// any, for the hint when no node answers there.
+	cfgPath string
 }
 
 // tokenEnv names the environment variable that holds the admin token when
@@ -52,7 +59,8 @@ func adminToken(tokenFile string) (string, error) {
 // "http://host:port" of its admin listener) or, when server is empty,
 // through the socket of the node whose configuration file is cfgPath or
 // whose data directory is dataDir (the default data directory if neither).
-func newAdminClient(server, cfgPath, dataDir, tokenFile string) (*adminClient, error) {
+// A warning goes to warn when cfgPath has an error (see socketDir).
+func newAdminClient(server, cfgPath, dataDir, tokenFile string, warn io.Writer) (*adminClient, error) {
 	set := 0
 	for _, s := range []string{server, cfgPath, dataDir} {
 		if s != "" {
@@ -74,13 +82,62 @@ func newAdminClient(server, cfgPath, dataDir, tokenFile string) (*adminClient, e
 	}
 	dir := dataDir
 	if dir == "" {
-		file, err := loadConfig(cfgPath)
-		if err != nil {
+		var err error
+		if dir, err = socketDir(cfgPath, warn); err != nil {
 			return nil, err
 		}
-		dir = file.NodeConfig().DataDir
 	}
-	return &adminClient{api: adminapi.Socket(dir)}, nil
+	return &adminClient{api: adminapi.Socket(dir), cfgPath: cfgPath}, nil
+}
+
+// socketDir returns the data directory, where the admin socket is, of the
+// node whose configuration file is cfgPath (the default one if "").
+//
+// A file with an error (an edit the running node refused, and keeps
+// running its last good configuration for) is no reason not to reach
+// that node: it is how petrel stat shows why the edit was refused. Only
+// node.data_dir is needed, and it changes only with a restart, so it is
+// read from the file as YAML, with a warning on warn that the file has an
+// error. A file that is not YAML at all, or has no readable data_dir,
+// is the error it was.
+func socketDir(cfgPath string, warn io.Writer) (string, error) {
+	file, err := loadConfig(cfgPath)
+	if err == nil {
+		return file.NodeConfig().DataDir, nil
+	}
+	if !errors.Is(err, conf.ErrInvalid) {
+		return "", err
+	}
+	dir, ok := dataDirOf(cfgPath)
+	if !ok {
+		return "", badInput(fmt.Errorf("%w\n(the file has an error, and its node.data_dir cannot be read either; "+
+			"a running node keeps the configuration it last loaded: reach it with --data-dir)", err))
+	}
+	fmt.Fprintf(warn, "petrel: warning: %v\npetrel: the file has an error: a running node keeps the configuration it last loaded; "+
+		"reaching it in the file's node.data_dir, %s\n", err, dir)
+	return dir, nil
+}
+
+// dataDirOf reads node.data_dir alone from the YAML file at path, the
+// default when it is not there; false if the file is not YAML, or the key
+// not a string.
+func dataDirOf(path string) (string, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	var f struct {
+		Node struct {
+			DataDir string `yaml:"data_dir"`
+		} `yaml:"node"`
+	}
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		return "", false
+	}
+	if f.Node.DataDir == "" {
+		return conf.Default().NodeConfig().DataDir, true
+	}
+	return f.Node.DataDir, true
 }
 
 // checkServer refuses, as a usage error, a --server that names no admin
@@ -119,11 +176,17 @@ func (c *adminClient) stream(ctx context.Context, method, path string, in any) (
 	return body, c.tokenHint(err)
 }
 
-// tokenHint adds to a refusal for want of a token how to give one.
+// tokenHint adds to a refusal for want of a token how to give one, and
+// to a socket found with -c where no node answers why that may be.
 func (c *adminClient) tokenHint(err error) error {
 	var se *adminapi.StatusError
 	if errors.As(err, &se) && se.Code == http.StatusUnauthorized && se.Message != "" && !c.api.HasToken() {
 		return fmt.Errorf("%w (give the token with --token-file or $%s)", err, tokenEnv)
+	}
+	var ne *net.OpError
+	if c.cfgPath != "" && errors.As(err, &ne) {
+		return fmt.Errorf("%w (the socket is in node.data_dir of %s; a node started before that was changed "+
+			"uses its old data directory until it restarts: give that one with --data-dir)", err, c.cfgPath)
 	}
 	return err
 }

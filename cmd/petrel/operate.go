@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -33,7 +34,7 @@ func (f *nodeFlags) add(cmd *cobra.Command, jsonHelp string) {
 
 // call makes one request to the node, giving up after timeout.
 func (f *nodeFlags) call(ctx context.Context, timeout time.Duration, method, path string, in, out any) error {
-	c, err := newAdminClient(f.server, f.cfgPath, f.dataDir, f.tokenFile)
+	c, err := newAdminClient(f.server, f.cfgPath, f.dataDir, f.tokenFile, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -50,7 +51,9 @@ const callTimeout = 30 * time.Second
 const nodeTargetHelp = `
 The command talks to the node's admin API: by default through the admin
 socket (petrel.sock) in the local node's data directory, found with -c (the
-node's configuration file) or --data-dir, else the default petrel-data; or,
+node's configuration file; one with an error, such as an edit the node
+refused, is read for its node.data_dir alone, with a warning) or
+--data-dir, else the default petrel-data; or,
 with --server host:port, over TCP to the node's admin listener (admin.listen
 in its configuration), sending the bearer token of --token-file or
 $PETREL_ADMIN_TOKEN when the listener asks for one (admin.token_file).

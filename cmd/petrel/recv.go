@@ -128,7 +128,7 @@ func (o *recvOptions) request(addr string) (adminapi.RecvRequest, error) {
 // printed whole, since the node acks its messages once it has written
 // them. take then returns an exit status of 128 + the signal's number.
 func (o *recvOptions) take(cmd *cobra.Command, path, addr string, req func(count int, wait time.Duration) any) error {
-	c, err := newAdminClient(o.node.server, o.node.cfgPath, o.node.dataDir, o.node.tokenFile)
+	c, err := newAdminClient(o.node.server, o.node.cfgPath, o.node.dataDir, o.node.tokenFile, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

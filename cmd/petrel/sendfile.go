@@ -89,7 +89,7 @@ func (sc *sendfileCmd) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := newAdminClient(sc.server, sc.cfgPath, sc.dataDir, sc.tokenFile)
+	c, err := newAdminClient(sc.server, sc.cfgPath, sc.dataDir, sc.tokenFile, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,7 +63,7 @@ bearer token of --token-file or $PETREL_ADMIN_TOKEN if it asks for one.`,
 // that of the configuration file cfgPath, or the default.
 func readNodeStatus(ctx context.Context, server, cfgPath, dataDir, tokenFile string) (petrel.Status, error) {
 	// newAdminClient refuses more than one with a usage error (exit 2).
-	c, err := newAdminClient(server, cfgPath, dataDir, tokenFile)
+	c, err := newAdminClient(server, cfgPath, dataDir, tokenFile, os.Stderr)
 	if err != nil {
 		return petrel.Status{}, err
 	}

@@ -128,3 +128,39 @@ func TestStatMQTTResends(t *testing.T) {
 		t.Fatalf("stat shows\n%s\nwant a line with %q", b.String(), want)
 	}
 }
+
+// TestStatWithTheFileOfARefusedEdit: petrel stat -c, given the file of a
+// running node after an edit the node refused, still reaches that node
+// (its data directory read from the file) and shows why the edit was
+// refused, with a warning that the file has an error; it used to stop at
+// the file's error with exit 2. After an edit of node.data_dir, which
+// needs a restart, the error says where the socket was looked for and
+// what to give instead.
+func TestStatWithTheFileOfARefusedEdit(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "petrel.yaml")
+	data := filepath.Join(dir, "data")
+	writeFile(t, cfg, "node: {name: a, data_dir: "+data+"}\n")
+	startNode(t, dir, "-c", cfg).ready(t)
+
+	saveByRename(t, cfg, "node: {name: a, data_dir: "+data+"}\nlink: {window: x}\n")
+	var r result
+	petreltest.Eventually(t, "the refused edit shown through -c", func() bool {
+		r = runPetrel(t, 10*time.Second, "stat", "-c", cfg)
+		return r.code == exitOK && strings.Contains(r.stdout, "last reload refused: ")
+	}, func() string { return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr) })
+	if !strings.Contains(r.stderr, "warning: "+cfg+":2:8: link.window") || !strings.Contains(r.stderr, "keeps the configuration it last loaded") {
+		t.Fatalf("stat -c on a file with an error warns:\n%s", r.stderr)
+	}
+
+	saveByRename(t, cfg, "node: {name: a, data_dir: "+data+"2}\n")
+	r = runPetrel(t, 10*time.Second, "stat", "-c", cfg)
+	r.wantCode(t, exitFailure)
+	if !strings.Contains(r.stderr, "no node answers") || !strings.Contains(r.stderr, "give that one with --data-dir") {
+		t.Fatalf("stat -c after data_dir changed:\n%s", r.stderr)
+	}
+	petreltest.Eventually(t, "needs a restart shown through --data-dir", func() bool {
+		r = runPetrel(t, 10*time.Second, "stat", "--data-dir", data)
+		return r.code == exitOK && strings.Contains(r.stdout, "changed, needs a restart: node.data_dir")
+	}, func() string { return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr) })
+}
