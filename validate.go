@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 
 	"github.com/petrelmq/petrel/address"
@@ -113,10 +114,17 @@ func (c Config) validateFiles() error {
 		if o.Dir == "" {
 			return cfgErr(field+".dir", "an outbox needs a folder", nil)
 		}
-		if dirs[o.Dir] {
+		// The node watches the folder by its absolute path: "ob", "ob/"
+		// and "/abs/ob" are one folder, and two outboxes on it would
+		// each send every file.
+		dir, err := filepath.Abs(o.Dir)
+		if err != nil {
+			return cfgErr(field+".dir", err.Error(), err)
+		}
+		if dirs[dir] {
 			return cfgErr(field+".dir", fmt.Sprintf("%q is watched by another outbox already", o.Dir), nil)
 		}
-		dirs[o.Dir] = true
+		dirs[dir] = true
 		if _, _, err := message.ParseDestination(o.To); err != nil {
 			return cfgErr(field+".to", err.Error(), err)
 		}
