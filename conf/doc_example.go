@@ -342,7 +342,8 @@
 //	outboxes:
 //	  - # Folder watched (path, required). A file dropped in is sent once it is
 //	    # complete: renamed from name.part to name, or unchanged and closed for
-//	    # quiet. Files there at startup are sent too.
+//	    # quiet. Files there at startup are sent too. One outbox per folder,
+//	    # however its path is spelled, and none in another's sent/ or failed/.
 //	    dir: /var/spool/petrel/out/billing
 //	    # Address its files go to (name@node or a local name, required).
 //	    to: invoices@plant-9
