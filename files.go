@@ -138,13 +138,26 @@ func (n *Node) senderFiles() sender.FileConfig {
 // time so that the sender notices a change. dest is the destination in
 // full, name@node. With later, a file with content is not read: its
 // checksum is left empty, to follow (see Node.sendFile).
-func (n *Node) prepareFile(ctx context.Context, m *message.Message, dest string, later bool) error {
+//
+// The file is read, now and by its sender later, without following a
+// symbolic link in the last part of its path (see filetransfer's
+// ErrNotRegular). With follow, a caller that names a link means the file
+// it points to: the path is resolved here, once, and the link's name is
+// the one sent. An outbox does not follow: whoever writes into its folder
+// could point a link at any file the node may read.
+func (n *Node) prepareFile(ctx context.Context, m *message.Message, dest string, later, follow bool) error {
 	if m.File.SendFilePath == "" {
 		return fmt.Errorf("send file to %q: set File.SendFilePath: %w", m.Destination, ErrNoFile)
 	}
 	path, err := filepath.Abs(m.File.SendFilePath)
 	if err != nil {
 		return fmt.Errorf("send file %q: %w", m.File.SendFilePath, err)
+	}
+	name := filepath.Base(path)
+	if follow {
+		if path, err = filepath.EvalSymlinks(path); err != nil {
+			return fmt.Errorf("send file: %w", err)
+		}
 	}
 	// A checksum the caller already has spares reading the whole file here;
 	// a wrong one is refused as corrupt by the next hop (see Send).
@@ -164,6 +177,7 @@ func (n *Node) prepareFile(ctx context.Context, m *message.Message, dest string,
 	if err != nil {
 		return fmt.Errorf("send file: %w", err)
 	}
+	info.Filename = name
 	if m.File.Filename != "" {
 		info.Filename = m.File.Filename
 	}

@@ -14,6 +14,11 @@ import (
 // sleeping for a race to happen.
 func SetHashHook(n *Node, f func(m *message.Message)) { n.hashHook = f }
 
+// SetOutboxHook makes f run for each file an outbox of n is about to
+// send, after the file was found complete, before the node looks at it
+// or reads it: a test swaps the file for something else there, as a race would.
+func SetOutboxHook(n *Node, f func(path string)) { n.outboxHook.Store(&f) }
+
 // PendingChecksums returns how many file checksums n's senders may still
 // wait for.
 func PendingChecksums(n *Node) int { return n.checksums.Len() }

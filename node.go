@@ -72,7 +72,10 @@ type Node struct {
 	// hashHook, set by tests only, runs before Send hashes a file whose
 	// checksum follows, with its message already stored.
 	hashHook func(m *message.Message)
-	outboxes outboxes
+	// outboxHook, set by tests only, runs when an outbox's file is about
+	// to be sent: found complete, not yet looked at or read.
+	outboxHook atomic.Pointer[func(path string)]
+	outboxes   outboxes
 	// heldMu orders the marks of relayed files that failed for good with
 	// their sweep and with a send again (see keepFailedHeld).
 	heldMu   sync.Mutex

@@ -178,8 +178,16 @@ func (n *Node) stopOutboxes() {
 // is recorded first, with the file's size and modification time: a crash
 // after the send commits makes the next start send it again under the
 // same id, and dedupe drops the copy.
+//
+// The file is looked at with Lstat, and read without following a link
+// (see prepareFile): a symbolic link put under its name after the outbox
+// found it complete is refused, and Done leaves it in the folder, as the
+// outbox leaves any link.
 func (n *Node) sendOutboxFile(r *outboxRun, path string) {
-	fi, err := os.Stat(path)
+	if hook := n.outboxHook.Load(); hook != nil {
+		(*hook)(path)
+	}
+	fi, err := os.Lstat(path)
 	if err != nil {
 		return // gone meanwhile
 	}

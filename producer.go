@@ -112,7 +112,7 @@ func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) er
 	// A file that leaves this node is stored before it is hashed, so that
 	// its transfer starts at once; the hash follows, here (see Send).
 	later := q.Kind() == queue.KindSend && m.File.FileChecksum == ""
-	if err := n.prepareFile(ctx, m, dest, later); err != nil {
+	if err := n.prepareFile(ctx, m, dest, later, !resends); err != nil {
 		return err
 	}
 	var hashed func(sum string, err error)

@@ -62,10 +62,11 @@ var (
 	ErrAborted = errors.New("transfer given up by its sender")
 	// ErrNotRegular is returned by Describe and its variants and by
 	// OpenSource when the file to send is not a regular file: a directory,
-	// a named pipe, a socket or a device. Its error says which. Only a
-	// regular file has a size and content that stay put while they are
-	// described and sent; a named pipe would also block the open for as
-	// long as it has no writer.
+	// a named pipe, a socket, a device, or a symbolic link (never
+	// followed: the path names the file to send, not another one
+	// elsewhere). Its error says which. Only a regular file has a size and
+	// content that stay put while they are described and sent; a named pipe
+	// would also block the open for as long as it has no writer.
 	ErrNotRegular = errors.New("not a regular file")
 	// ErrNotInOutbox is returned by Outbox.Done for a path that is not a file
 	// directly in the outbox directory.

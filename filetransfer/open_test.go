@@ -84,7 +84,7 @@ func TestSendingRefusesWhatIsNotARegularFile(t *testing.T) {
 	defer l.Close()
 	cases := []struct{ path, kind string }{
 		{fifo, "a named pipe"},
-		{link, "a named pipe"}, // the link is followed, as an open does
+		{link, "a symbolic link"}, // never followed: what it points to is not judged
 		{sock, "a socket"},
 		{dir, "a directory"},
 	}
@@ -132,5 +132,65 @@ func TestSendingRefusesAFileSwappedForANamedPipe(t *testing.T) {
 				t.Fatalf("got %v, want the named pipe refused (ErrNotRegular)", err)
 			}
 		})
+	}
+}
+
+// A regular file in a folder whose writers are not trusted (an outbox)
+// becomes a symbolic link to a file elsewhere between the check of its
+// path and its open. The link is refused, not followed: nothing of the
+// file it points to is read.
+func TestSendingRefusesAFileSwappedForALink(t *testing.T) {
+	dir := t.TempDir()
+	secret := writeFile(t, t.TempDir(), "secret", []byte("TOP-SECRET"))
+	path := writeFile(t, dir, "swapped", []byte("content"))
+	beforeOpen = func(p string) {
+		if err := os.Remove(p); err != nil {
+			t.Error(err)
+		}
+		if err := os.Symlink(secret, p); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { beforeOpen = nil })
+	for _, o := range openers {
+		if o.name == "DescribeLater" {
+			continue // it opens nothing
+		}
+		t.Run(o.name, func(t *testing.T) {
+			os.Remove(path)
+			writeFile(t, dir, "swapped", []byte("content"))
+			err := promptly(t, o.name, func() error { return o.open(path) })
+			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "a symbolic link, not a regular file") {
+				t.Fatalf("got %v, want the link refused (ErrNotRegular)", err)
+			}
+		})
+	}
+}
+
+// A Source opened on a file keeps reading it, but Verify reports a link
+// put under its name since: the file under the path is not the one sent.
+func TestSourceVerifyRefusesALinkPutInItsPlace(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "f", []byte("content"))
+	info, err := Describe(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenSource(path, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// A link to the very same file is still a link: the name no longer
+	// names the file sent.
+	other := filepath.Join(dir, "g")
+	if err := os.Rename(path, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(); !errors.Is(err, ErrSourceChanged) {
+		t.Fatalf("Verify = %v, want ErrSourceChanged", err)
 	}
 }

@@ -416,6 +416,10 @@ func FinishOutboxFile(cfg OutboxConfig, path string, sent FileID, err error, aft
 // and its reason file follows that name. Once Done returns nil, a new
 // file under the same name in the outbox is a new file to offer.
 //
+// A symbolic link or a folder found under the name when err wraps
+// ErrNotRegular (put there after the file was offered) is left where it
+// is, as the Outbox leaves any link or folder, and Done returns nil.
+//
 // Only the version sent leaves the folder. Another file found under the
 // name (renamed in over it, or written to, after its transfer began) is
 // left where it is and offered as a new file once it is quiet; Done then
@@ -429,6 +433,19 @@ func (o *Outbox) Done(path string, sent FileID, err error, after string) error {
 		return fmt.Errorf("outbox %s: done %s: after is %q, want %q or %q", o.dir, path, after, AfterSent, AfterDelete)
 	}
 	src := filepath.Join(o.dir, name)
+	if errors.Is(err, ErrNotRegular) {
+		if fi, lerr := os.Lstat(src); lerr == nil && !offerable(fi.Mode()) {
+			// A link or a folder was put under the name after the file
+			// was found complete (the sender refused it, and read nothing
+			// through it): left alone, as one found there at a look.
+			o.mu.Lock()
+			delete(o.offered, name)
+			o.mu.Unlock()
+			o.log.Warn("a symbolic link or folder was put under the name of a file to send; it was not read, and is left alone",
+				slog.String(logkey.File, name), slog.Any(logkey.Reason, err))
+			return nil
+		}
+	}
 	var derr error
 	switch {
 	case err != nil:

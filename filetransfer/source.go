@@ -97,7 +97,8 @@ func (i Info) sameFile(o Info) bool {
 // after the read: if it changed meanwhile (a writer still at work), the
 // error wraps ErrSourceChanged, because the checksum would describe no
 // version of the file. A path that is not a regular file (a directory, a
-// named pipe, a device) is refused with ErrNotRegular, without blocking.
+// named pipe, a device, a symbolic link, which is never followed) is
+// refused with ErrNotRegular, without blocking.
 func Describe(path string) (Info, error) {
 	return DescribeContext(context.Background(), path)
 }
@@ -148,7 +149,7 @@ func DescribeContext(ctx context.Context, path string) (Info, error) {
 // Info.Pending); DescribeMatching computes the checksum later and checks
 // that the file is still the one described here.
 func DescribeLater(path string) (Info, error) {
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path) // a link is refused, as openRegular does
 	if err != nil {
 		return Info{}, fmt.Errorf("describe %s: %w", path, err)
 	}
@@ -289,7 +290,7 @@ func (s *Source) Verify() error {
 	if d := differences(s.want, fi.Size(), fi.ModTime()); d != "" {
 		return changed(s.path, d)
 	}
-	pfi, err := os.Stat(s.path)
+	pfi, err := os.Lstat(s.path) // a link put there is another file
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return changed(s.path, "it was removed")
