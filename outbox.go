@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -50,6 +51,30 @@ func outboxKey(path string) string { return "outbox:" + path }
 // reports the message's end, the file that leaves the folder is found
 // from this record, never from a path the message carries.
 func outboxSentKey(id uint64) string { return "outbox-sent:" + strconv.FormatUint(id, 10) }
+
+// outboxFinishedKey is the store's meta key that marks a message id whose
+// file was sent (or failed for good) but could not leave the outbox
+// folder: the file is not sent again, only its move is tried again. Its
+// value is outboxFinishedRecord's.
+func outboxFinishedKey(id uint64) string { return "outbox-finished:" + strconv.FormatUint(id, 10) }
+
+// outboxFinishedRecord is the value under outboxFinishedKey: "s" for a
+// file that was sent, or "f" and the reason for one that failed.
+func outboxFinishedRecord(err error) []byte {
+	if err == nil {
+		return []byte("s")
+	}
+	return []byte("f" + err.Error())
+}
+
+// parseOutboxFinished reads an outboxFinishedKey value: the transfer's
+// outcome, nil for a file that was sent.
+func parseOutboxFinished(rec []byte) error {
+	if len(rec) > 0 && rec[0] == 'f' {
+		return errors.New(string(rec[1:]))
+	}
+	return nil
+}
 
 // outboxSentRecord is the value under outboxSentKey: the outbox's after
 // setting when it took the file, a NUL (no path holds one), the file's
@@ -193,6 +218,17 @@ func (n *Node) sendOutboxFile(r *outboxRun, path string) {
 	}
 	key := outboxKey(path)
 	id, err := n.outboxID(r.ctx, key, fi)
+	var fin []byte
+	if err == nil {
+		fin, err = n.store.Meta(r.ctx, outboxFinishedKey(id))
+	}
+	if err == nil && fin != nil {
+		// Sent (or failed) already, under this id, and left in the
+		// folder because it could not be moved: only the move is tried
+		// again, as the record of the send says.
+		n.retryOutboxFinish(r, path, id, fin)
+		return
+	}
 	if err == nil {
 		err = n.store.SetMeta(r.ctx, outboxSentKey(id), outboxSentRecord(path, r.cfg.After, filetransfer.FileIDOf(fi)))
 	}
@@ -235,10 +271,33 @@ func (n *Node) outboxID(ctx context.Context, key string, fi os.FileInfo) (uint64
 	return id, n.store.SetMeta(ctx, key, rec)
 }
 
+// retryOutboxFinish moves a file that was sent, or failed, under id
+// before, but could not leave the folder then (fin is its
+// outboxFinishedKey record), without sending it again.
+func (n *Node) retryOutboxFinish(r *outboxRun, path string, id uint64, fin []byte) {
+	rec, err := n.store.Meta(r.ctx, outboxSentKey(id))
+	if err != nil {
+		n.log.Warn("outbox: cannot read which file a message was sent for", slog.Uint64("msg_id", id), slog.Any(logkey.Error, err))
+		return
+	}
+	_, after, sent, known := parseOutboxSent(rec)
+	if !known {
+		after = r.cfg.After
+	}
+	n.log.Info("outbox: the file was sent already; moving it out of the folder again, not sending it",
+		slog.String(logkey.Path, path), slog.Uint64("msg_id", id))
+	n.finishOutboxFile(r.ob, path, sent, id, after, parseOutboxFinished(fin))
+}
+
 // finishOutboxFile moves the file to sent/ or failed/ (or deletes it, as
 // after says) if it is still the version sent, and forgets its id, both
-// ways. ob is the outbox watching
-// its folder, nil if none does any more.
+// ways. ob is the outbox watching its folder, nil if none does any more.
+//
+// A file that cannot be moved (the folder became read-only, say) keeps
+// its records, marked finished (outboxFinishedKey): left in the folder
+// and offered again at the next start, it keeps its id, and is then
+// moved, not sent a second time. Forgetting the id would make it a new
+// file, with a new id that dedupe does not know.
 func (n *Node) finishOutboxFile(ob *filetransfer.Outbox, path string, sent filetransfer.FileID, id uint64, after string, err error) {
 	var derr error
 	if ob != nil {
@@ -246,11 +305,20 @@ func (n *Node) finishOutboxFile(ob *filetransfer.Outbox, path string, sent filet
 	} else {
 		derr = filetransfer.FinishOutboxFile(filetransfer.OutboxConfig{Dir: filepath.Dir(path), Logger: n.cfg.Logger}, path, sent, err, after)
 	}
-	if derr != nil {
-		n.log.Warn("outbox: cannot move the file", slog.String(logkey.Path, path), slog.Any(logkey.Error, derr))
+	ctx := context.Background()
+	if _, lerr := os.Lstat(path); derr != nil && errors.Is(lerr, fs.ErrNotExist) {
+		derr = nil // taken away meanwhile: nothing is left to send again
 	}
-	for _, key := range []string{outboxKey(path), outboxSentKey(id)} {
-		if serr := n.store.SetMeta(context.Background(), key, nil); serr != nil {
+	if derr != nil {
+		n.log.Error("outbox: cannot move the file out of the folder; it stays there, and is not sent again: the move is tried again when the outbox next offers it (at the next start)",
+			slog.String(logkey.Path, path), slog.Uint64("msg_id", id), slog.Any(logkey.Error, derr))
+		if serr := n.store.SetMeta(ctx, outboxFinishedKey(id), outboxFinishedRecord(err)); serr != nil {
+			n.log.Warn("outbox: cannot record that the file was finished", slog.String(logkey.Path, path), slog.Any(logkey.Error, serr))
+		}
+		return
+	}
+	for _, key := range []string{outboxKey(path), outboxSentKey(id), outboxFinishedKey(id)} {
+		if serr := n.store.SetMeta(ctx, key, nil); serr != nil {
 			n.log.Warn("outbox: cannot forget the file's id", slog.String(logkey.Path, path), slog.Any(logkey.Error, serr))
 		}
 	}

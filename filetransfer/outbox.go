@@ -411,7 +411,8 @@ func FinishOutboxFile(cfg OutboxConfig, path string, sent FileID, err error, aft
 // offered, whose version sent is the FileID taken when its transfer
 // began. With err nil, the file moves into sent/ (after AfterSent or
 // "") or is deleted (AfterDelete). With an error, it moves into failed/,
-// and failed/<name>.reason holds the error's text. A name already in sent/
+// and failed/<name>.reason holds the error's text. A sent/ or failed/
+// removed since the Outbox started is created again. A name already in sent/
 // or failed/ is kept: the file gets the next free one ("report (1).csv"),
 // and its reason file follows that name. Once Done returns nil, a new
 // file under the same name in the outbox is a new file to offer.
@@ -453,7 +454,9 @@ func (o *Outbox) Done(path string, sent FileID, err error, after string) error {
 	case after == AfterDelete:
 		derr = removeSame(src, sent)
 	default:
-		_, derr = moveUnique(src, o.sent, name, sent)
+		if derr = o.makeSub(o.sent); derr == nil {
+			_, derr = moveUnique(src, o.sent, name, sent)
+		}
 	}
 	o.mu.Lock()
 	if derr == nil || errors.Is(derr, errReplaced) {
@@ -476,6 +479,23 @@ func (o *Outbox) Done(path string, sent FileID, err error, after string) error {
 		return fmt.Errorf("outbox %s: done %s: %w", o.dir, name, derr)
 	}
 	return nil
+}
+
+// makeSub creates sub, the outbox's sent/ or failed/, if it is missing:
+// a cleanup job that empties it may remove it while the node runs, and a
+// file that cannot leave the folder is a file that may be sent again.
+// Only sub itself is made, never the outbox folder: one that is gone is
+// not brought back here.
+func (o *Outbox) makeSub(sub string) error {
+	err := os.Mkdir(sub, 0o750)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	o.log.Warn("outbox subfolder was missing; created it again", slog.String(logkey.Path, sub))
+	return durable.SyncDir(o.dir)
 }
 
 // errReplaced is returned by the moves of Done when the file under the
@@ -516,6 +536,9 @@ func (o *Outbox) moveFailed(src, name string, sent FileID, reason error) error {
 	// until both are written.
 	o.failMu.Lock()
 	defer o.failMu.Unlock()
+	if err := o.makeSub(o.failed); err != nil {
+		return err
+	}
 	dst, err := moveUniqueWhere(src, o.failed, name, sent, maxFailedNameLen, reasonFree)
 	if dst == "" {
 		return err
