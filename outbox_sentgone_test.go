@@ -119,3 +119,30 @@ func TestOutboxFileThatCannotLeaveIsNotSentAgain(t *testing.T) {
 		t.Fatalf("b received %v, want b.txt once", got)
 	}
 }
+
+// The outbox folder is removed while the node runs, then made again under
+// the same path. A file dropped into the new folder is sent and moved to
+// its sent/, as in the old one: the node watches the folder again.
+func TestOutboxFolderRemovedAndMadeAgainIsWatched(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	openA, b := outboxToB(t, out)
+	openA()
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the node sees the folder go
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dropPart(t, out, "after.txt", 1000)
+	petreltest.Eventually(t, "after.txt sent and in sent/", func() bool {
+		_, err := os.Stat(filepath.Join(out, "sent", "after.txt"))
+		return err == nil
+	}, func() string { return fmt.Sprintf("outbox %v", dirList(out)) })
+	if got := drainFiles(t, b); fmt.Sprint(got) != "[after.txt]" {
+		t.Fatalf("b received %v, want after.txt once", got)
+	}
+}

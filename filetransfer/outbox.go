@@ -104,7 +104,17 @@ type Outbox struct {
 	// Owned by watchLoop.
 	pending     map[string]*candidate
 	renamedPart bool // the last event was a rename of a .part file
+	// gone is set while the folder is removed or renamed away: its watch
+	// is lost, and watchLoop looks for it every rewatchEvery until a
+	// folder is there again, watches that one and lists it.
+	gone bool
 }
+
+// rewatchEvery is how often an outbox whose folder was removed looks for
+// it to come back: quick enough that a folder made again (by a deploy, a
+// cleanup job) is watched before files pile up in it, and one stat a
+// second at most while it stays away.
+func (o *Outbox) rewatchEvery() time.Duration { return min(o.quiet, time.Second) }
 
 // candidate is a file waiting to be found complete by convention 2.
 type candidate struct {
@@ -202,11 +212,23 @@ func (o *Outbox) watchLoop(events <-chan fsnotify.Event, errs <-chan error) {
 	defer o.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// rewatch fires while the folder is gone (o.gone); nil otherwise.
+	var rewatch <-chan time.Time
+	rewatchTimer := time.NewTimer(time.Hour)
+	rewatchTimer.Stop()
+	defer rewatchTimer.Stop()
 	for {
 		o.schedule(timer)
+		if o.gone && rewatch == nil {
+			rewatchTimer.Reset(o.rewatchEvery())
+			rewatch = rewatchTimer.C
+		}
 		select {
 		case <-o.stop:
 			return
+		case <-rewatch:
+			rewatch = nil
+			o.watchAgain(time.Now())
 		case ev, ok := <-events:
 			if !ok {
 				return
@@ -247,10 +269,13 @@ func (o *Outbox) event(ev fsnotify.Event, now time.Time) {
 	afterPartRename := o.renamedPart
 	o.renamedPart = false
 	if filepath.Clean(ev.Name) == o.dir {
-		if ev.Has(fsnotify.Remove | fsnotify.Rename) {
-			o.log.Error("outbox folder removed or renamed; no longer watching it")
+		if ev.Has(fsnotify.Remove|fsnotify.Rename) && !o.gone {
+			o.folderGone()
 		}
 		return
+	}
+	if o.gone {
+		return // a late event of the folder that went away
 	}
 	name := filepath.Base(ev.Name)
 	if filepath.Dir(filepath.Clean(ev.Name)) != o.dir || o.ignored(name) {
@@ -283,6 +308,48 @@ func (o *Outbox) event(ev fsnotify.Event, now time.Time) {
 		}
 		c.due, c.looked = now.Add(o.quiet), false
 	}
+}
+
+// folderGone handles the removal, or renaming away, of the folder: its
+// watch is dropped (a renamed folder would still report events, under
+// names of the old path), and watchLoop looks for the folder to come
+// back (watchAgain). Files dropped into a folder made again under the
+// same path are then sent, as the configuration says they should be.
+func (o *Outbox) folderGone() {
+	o.gone = true
+	if o.fsw != nil {
+		o.fsw.Remove(o.dir) // gone with a removed folder already: the error says so
+	}
+	clear(o.pending)
+	o.log.Error("outbox folder removed or renamed; not watching it until it is there again",
+		slog.Duration("retry_every", o.rewatchEvery()))
+}
+
+// watchAgain is called while the folder is gone: if a folder is there
+// again, it watches it, makes its sent/ and failed/, and lists it, as at
+// start. Otherwise watchLoop tries again later.
+func (o *Outbox) watchAgain(now time.Time) {
+	fi, err := os.Stat(o.dir)
+	if err != nil || !fi.IsDir() {
+		return
+	}
+	// Watch before listing, so a file dropped in between is not missed.
+	if o.fsw != nil {
+		if err := o.fsw.Add(o.dir); err != nil {
+			o.log.Warn("outbox folder is back, but cannot be watched yet", slog.Any(logkey.Error, err))
+			return
+		}
+	}
+	o.gone = false
+	for _, sub := range []string{o.sent, o.failed} {
+		if err := o.makeSub(sub); err != nil {
+			o.log.Warn("outbox subfolder cannot be made", slog.String(logkey.Path, sub), slog.Any(logkey.Error, err))
+		}
+	}
+	if err := o.rescan(now); err != nil {
+		o.log.Error("outbox rescan", slog.Any(logkey.Error, err))
+	}
+	o.log.Info("outbox folder is there again; watching it", slog.Int("waiting", len(o.pending)))
 }
 
 // look checks each candidate whose quiet period is over: a first look
@@ -338,6 +405,9 @@ func (o *Outbox) offer(names []string) {
 // is offered after one more look. It runs at start, and after fsnotify
 // lost events.
 func (o *Outbox) rescan(now time.Time) error {
+	if o.gone {
+		return nil // watchAgain lists the folder once it is back
+	}
 	entries, err := os.ReadDir(o.dir)
 	if err != nil {
 		return err
