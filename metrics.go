@@ -139,6 +139,9 @@ var (
 		"File messages refused because they came in an ordinary session, not as a file session's announcement.", nil, nil)
 	descNoticesDenied = prometheus.NewDesc("petrel_file_notices_denied_total",
 		"File notices not sent because the peer that handed the file over may not send to their address.", nil, nil)
+	descOutboxWatching = prometheus.NewDesc("petrel_outbox_watching",
+		"1 while an outbox folder is watched, 0 while it is removed or renamed away (the node watches it again once it is back).",
+		[]string{"dir"}, nil)
 	descPathsRefused = prometheus.NewDesc("petrel_file_paths_refused_total",
 		"File messages failed, and cleanups skipped, because a path was not one the node derives from its own records.", nil, nil)
 )
@@ -152,7 +155,7 @@ func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descRecvProtocolErrors, descRecvStoreFull, descRecvMessages, descRecvTLSFailed, descAccessDenied,
 		descStoreCommits, descStoreRequests, descForgedOrigins, descRoutingLoops, descClientLinkRefused,
 		descFileBytes, descFileActive, descFiles,
-		descFilesOutsideSession, descNoticesDenied, descPathsRefused,
+		descFilesOutsideSession, descNoticesDenied, descPathsRefused, descOutboxWatching,
 	} {
 		ch <- d
 	}
@@ -200,6 +203,15 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(descFiles, rs.FilesTaken, "taken")
 	ch <- counter(descFiles, rs.FilesRefused, "refused")
 	ch <- counter(descFiles, rs.FilesCorrupt, "corrupt")
+	c.n.outboxes.mu.Lock()
+	for dir, r := range c.n.outboxes.run {
+		var v int64
+		if r.ob.Watching() {
+			v = 1
+		}
+		ch <- gauge(descOutboxWatching, v, dir)
+	}
+	c.n.outboxes.mu.Unlock()
 	ws := c.n.store.WriterStats()
 	ch <- counter(descStoreCommits, ws.Commits)
 	ch <- counter(descStoreRequests, ws.Requests)

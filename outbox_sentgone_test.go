@@ -16,7 +16,7 @@ import (
 // outboxToB opens b, which receives "files", and returns a function that
 // opens a with the outbox out toward it, on the data directory dir each
 // time (so a restart keeps a's records).
-func outboxToB(t *testing.T, out string) (openA func() *petrel.Node, b *petrel.Node) {
+func outboxToB(t *testing.T, out string, mods ...func(*petrel.Config)) (openA func() *petrel.Node, b *petrel.Node) {
 	t.Helper()
 	b = nodes.Open(t, nodes.Name("b"), nodes.Listen("127.0.0.1:0"), nodes.With(func(c *petrel.Config) {
 		c.Addresses = []petrel.AddressConfig{{Name: "files", Role: address.RoleReceive}}
@@ -27,6 +27,9 @@ func outboxToB(t *testing.T, out string) (openA func() *petrel.Node, b *petrel.N
 			c.DataDir = dir
 			c.Nodes = []petrel.NodeConfig{{Name: "b", Connector: nodes.TCP(b)}}
 			c.Outboxes = []petrel.OutboxConfig{{Dir: out, To: "files@b", Quiet: 100 * time.Millisecond}}
+			for _, mod := range mods {
+				mod(c)
+			}
 		}))
 	}, b
 }
@@ -122,18 +125,24 @@ func TestOutboxFileThatCannotLeaveIsNotSentAgain(t *testing.T) {
 
 // The outbox folder is removed while the node runs, then made again under
 // the same path. A file dropped into the new folder is sent and moved to
-// its sent/, as in the old one: the node watches the folder again.
+// its sent/, as in the old one: the node watches the folder again. The
+// metric petrel_outbox_watching shows the folder unwatched meanwhile.
 func TestOutboxFolderRemovedAndMadeAgainIsWatched(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	if err := os.Mkdir(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	openA, b := outboxToB(t, out)
-	openA()
+	openA, b := outboxToB(t, out, withAdmin)
+	a := openA()
+	series := fmt.Sprintf("petrel_outbox_watching{dir=%q}", out)
+	if got := scrape(t, a)[series]; got != 1 {
+		t.Fatalf("%s = %v before the removal, want 1", series, got)
+	}
 	if err := os.RemoveAll(out); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the node sees the folder go
+	petreltest.Eventually(t, series+" at 0", func() bool { return scrape(t, a)[series] == 0 },
+		func() string { return fmt.Sprint(scrape(t, a)[series]) })
 	if err := os.Mkdir(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -144,5 +153,8 @@ func TestOutboxFolderRemovedAndMadeAgainIsWatched(t *testing.T) {
 	}, func() string { return fmt.Sprintf("outbox %v", dirList(out)) })
 	if got := drainFiles(t, b); fmt.Sprint(got) != "[after.txt]" {
 		t.Fatalf("b received %v, want after.txt once", got)
+	}
+	if got := scrape(t, a)[series]; got != 1 {
+		t.Fatalf("%s = %v once the folder is back, want 1", series, got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -108,7 +109,13 @@ type Outbox struct {
 	// is lost, and watchLoop looks for it every rewatchEvery until a
 	// folder is there again, watches that one and lists it.
 	gone bool
+	// watching is !gone, for readers outside watchLoop (Watching).
+	watching atomic.Bool
 }
+
+// Watching reports whether the folder is watched: false while it is
+// removed or renamed away, until a folder is there again under its path.
+func (o *Outbox) Watching() bool { return o.watching.Load() }
 
 // rewatchEvery is how often an outbox whose folder was removed looks for
 // it to come back: quick enough that a folder made again (by a deploy, a
@@ -178,6 +185,7 @@ func newOutbox(cfg OutboxConfig, ready func(path string)) (*Outbox, error) {
 		stop: make(chan struct{}), offered: map[string]bool{}, pending: map[string]*candidate{},
 		rescanNow: make(chan struct{}, 1),
 	}
+	o.watching.Store(true)
 	if o.quiet <= 0 {
 		o.quiet = DefaultQuiet
 	}
@@ -317,6 +325,7 @@ func (o *Outbox) event(ev fsnotify.Event, now time.Time) {
 // same path are then sent, as the configuration says they should be.
 func (o *Outbox) folderGone() {
 	o.gone = true
+	o.watching.Store(false)
 	if o.fsw != nil {
 		o.fsw.Remove(o.dir) // gone with a removed folder already: the error says so
 	}
@@ -341,6 +350,7 @@ func (o *Outbox) watchAgain(now time.Time) {
 		}
 	}
 	o.gone = false
+	o.watching.Store(true)
 	for _, sub := range []string{o.sent, o.failed} {
 		if err := o.makeSub(sub); err != nil {
 			o.log.Warn("outbox subfolder cannot be made", slog.String(logkey.Path, sub), slog.Any(logkey.Error, err))
