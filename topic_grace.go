@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
 	"github.com/petrelmq/petrel/sender"
 	"github.com/petrelmq/petrel/session"
 )
@@ -64,6 +66,10 @@ func (n *Node) topicJanitor(ctx context.Context) {
 	// No link is up when the node starts: every neighbour is unreachable
 	// from then until it is seen reachable.
 	g := newGraceState(n.neighbours(), n.now())
+	g.settle = n.cfg.Discovery.Timeout
+	if g.settle <= 0 {
+		g.settle = address.DefaultTimeout
+	}
 	tick := time.NewTicker(n.janitorTick())
 	defer tick.Stop()
 	// The prunes withdrawals ask for run at most once per gap (runPrunes):
@@ -106,6 +112,7 @@ func (n *Node) topicJanitor(ctx context.Context) {
 			continue
 		case <-tick.C:
 		}
+		n.releaseGone(ctx, g)
 		n.greetNew(ctx, g)
 		n.checkGrace(ctx, g)
 		n.trimKeeps(ctx)
@@ -129,10 +136,19 @@ type graceState struct {
 	dropped map[string]bool
 	// known are the neighbours greeted (greetNew).
 	known map[string]bool
+	// start is when the janitor started, and settle how long discovery
+	// takes to hear the nodes that are up (its timeout): until then, a
+	// send queue from before the start toward a node not in the
+	// directory may be one discovery has not heard yet (releaseGone).
+	start  time.Time
+	settle time.Duration
+	// swept says releaseGone looked at the send queues from before the
+	// start.
+	swept bool
 }
 
 func newGraceState(neighbours []string, start time.Time) *graceState {
-	g := &graceState{down: map[string]time.Time{}, lost: map[string]bool{}, dropped: map[string]bool{}, known: map[string]bool{}}
+	g := &graceState{down: map[string]time.Time{}, lost: map[string]bool{}, dropped: map[string]bool{}, known: map[string]bool{}, start: start}
 	for _, nb := range neighbours {
 		g.down[nb], g.known[nb] = start, true
 	}
@@ -360,4 +376,130 @@ func sortRecords(recs []*interestRecord) {
 		a, b := recs[i], recs[j]
 		return a.Neighbour+"\x00"+a.Node+"\x00"+a.Pattern < b.Neighbour+"\x00"+b.Node+"\x00"+b.Pattern
 	})
+}
+
+// Releasing the nodes discovery forgot. Every node discovery finds
+// becomes a neighbour: greetNew announces this node's interest to it,
+// which makes the send queue "_petrel.topics@<node>" and its sender. The
+// directory holds at most discovery.max_nodes discovered nodes, but a
+// node that left it (expired, or never heard again) would keep that
+// queue, and a sender dialling it, for ever: without a secret anyone can
+// announce ever-new names, and each would cost a stored queue and a
+// goroutine. So once a node left the directory, the janitor drops what
+// it made toward it, when that loses nothing:
+//
+//   - no interest was learned from it: nothing published here waits for
+//     it in that queue (pruning removes what interest no longer wants);
+//   - the queue holds interest messages only, which greetNew builds
+//     again from this node's state if the node comes back;
+//   - nothing was ever delivered through the queue (its acked count is
+//     zero, so the node holds none of this node's interest that a
+//     withdrawal still queued would have to undo), or the directory
+//     forgot the node altogether (Directory.Silent: past max_nodes
+//     silent names, as for a route an operator removed).
+//
+// Messages an application queued toward a discovered node are in queues
+// of their own, which stay: a silent node is an outage, and they wait
+// for it (see sendQueue).
+
+// releaseGone drops the topic send queues, and stops the senders, toward
+// the nodes that left the directory, as above.
+func (n *Node) releaseGone(ctx context.Context, g *graceState) {
+	live := map[string]bool{}
+	for _, nb := range n.neighbours() {
+		live[nb] = true
+	}
+	var gone []string
+	for nb := range g.known {
+		if !live[nb] {
+			gone = append(gone, nb)
+		}
+	}
+	if !g.swept && n.now().Sub(g.start) >= g.settle {
+		// The queues left from before the start, toward nodes discovery
+		// has not heard since.
+		g.swept = true
+		for _, q := range n.store.Queues() {
+			nb, ok := strings.CutPrefix(q.Name(), interestAddr+"@")
+			if ok && q.Kind() == queue.KindSend && !live[nb] && !g.known[nb] {
+				gone = append(gone, nb)
+			}
+		}
+	}
+	sort.Strings(gone)
+	for _, nb := range gone {
+		if _, routed := n.nextHop(nb); routed {
+			continue // reached through another node now
+		}
+		released, err := n.releaseTopicQueue(ctx, nb)
+		if err != nil {
+			n.log.Debug("release the topic send queue of a node that left the directory", slog.String(logkey.Node, nb), slog.Any(logkey.Error, err))
+			continue
+		}
+		if !released {
+			continue
+		}
+		delete(g.known, nb)
+		delete(g.down, nb)
+		delete(g.lost, nb)
+		delete(g.dropped, nb)
+	}
+}
+
+// releaseTopicQueue drops the topic send queue toward nb, which left the
+// directory, and stops its sender, if that loses nothing (see above); it
+// reports whether nb holds nothing here any more. It holds subMu and
+// changeMu, as every change of an announcement does, so that no interest
+// message is queued toward nb while its queue is judged and dropped.
+func (n *Node) releaseTopicQueue(ctx context.Context, nb string) (bool, error) {
+	t := n.topics
+	t.subMu.Lock()
+	defer t.subMu.Unlock()
+	it := &t.remote
+	it.changeMu.Lock()
+	defer it.changeMu.Unlock()
+	it.mu.RLock()
+	learned := false
+	for k := range it.learned {
+		if k.Neighbour == nb {
+			learned = true
+			break
+		}
+	}
+	it.mu.RUnlock()
+	if learned {
+		return false, nil
+	}
+	q, ok := n.store.Lookup(message.JoinDestination(interestAddr, nb))
+	if !ok || q.Kind() != queue.KindSend {
+		return true, nil
+	}
+	if q.Stats().Acked > 0 && n.dir.Silent(nb) {
+		return false, nil
+	}
+	// The sender stops first, so that what it holds in flight is back
+	// in the queue when the queue is read.
+	left := n.mgr.Remove(q, nb)
+	only := true
+	err := q.Each(ctx, func(r queue.Browsed) bool {
+		var m message.Message
+		if err := m.UnmarshalBinary(r.Data); err != nil || m.Kind != message.KindData || m.Data.DataType != interestType {
+			only = false
+		} else if name, _, _ := message.ParseDestination(m.Destination); name != interestAddr {
+			only = false
+		}
+		return only
+	})
+	if err == nil && only {
+		_, err = n.store.Drop(ctx, q)
+	}
+	if err != nil || !only {
+		n.mgr.Ensure(q, nb) // kept: it goes on waiting for nb
+		return false, err
+	}
+	if left == 0 {
+		n.mgr.Pool().Drop(nb)
+	}
+	t.released.Add(1)
+	return true, nil
 }

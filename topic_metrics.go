@@ -19,6 +19,8 @@ var (
 		"Publishes dropped from the send queue toward a neighbour because the interest they waited for went away: withdrawn by its subscriber (unsubscribed), or non-durable and its link down past topic_interest_grace (grace), since the node started.", []string{"reason"}, nil)
 	descTopicPruneRuns = prometheus.NewDesc("petrel_topic_prune_runs_total",
 		"Reads of the send queue toward a neighbour to prune it, since the node started: withdrawals from one neighbour that arrive within the janitor's gap (at least 500 ms, and nine times the last run) make one.", nil, nil)
+	descTopicReleased = prometheus.NewDesc("petrel_topic_released_queues_total",
+		"Send queues of topic interest dropped, with their senders, toward discovered nodes that left the directory and were owed nothing, since the node started.", nil, nil)
 	descTopicKept = prometheus.NewDesc("petrel_topic_kept_total",
 		"Publishes that matched no subscription and were held by their topic space's keep policy, since the node started.", nil, nil)
 	descTopicKeepTaken = prometheus.NewDesc("petrel_topic_keep_taken_total",
@@ -52,6 +54,7 @@ func (topicCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTopicInterest
 	ch <- descTopicPruned
 	ch <- descTopicPruneRuns
+	ch <- descTopicReleased
 	ch <- descTopicKept
 	ch <- descTopicKeepTaken
 	ch <- descTopicKeepDropped
@@ -72,6 +75,7 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(descTopicPruned, c.t.prunedUnsub.Load(), pruneUnsubscribed)
 	ch <- counter(descTopicPruned, c.t.prunedGrace.Load(), pruneGrace)
 	ch <- counter(descTopicPruneRuns, c.t.pruneRuns.Load())
+	ch <- counter(descTopicReleased, c.t.released.Load())
 	ch <- counter(descTopicKept, c.t.kept.Load())
 	ch <- counter(descTopicInterestDenied, c.t.interestDenied.Load())
 	ch <- counter(descTopicKeepTaken, c.t.keepTaken.Load())

@@ -198,6 +198,9 @@ type topics struct {
 	pruneWant   map[string]bool
 	pruneKick   chan struct{}
 	pruneRuns   atomic.Int64
+	// released counts the topic send queues dropped toward discovered
+	// nodes that left the directory (releaseGone).
+	released atomic.Int64
 
 	// keeps are the spaces' keep policies (topic_keep.go), in the order
 	// of the spaces; keepKick wakes the janitor to enforce their bounds.

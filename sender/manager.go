@@ -49,6 +49,27 @@ func (m *Manager) Ensure(q *queue.Queue, dest string) {
 	s.Start()
 }
 
+// Remove stops the sender of q, if one runs, and reports how many
+// senders toward its node remain. The node calls it before it drops a
+// send queue it no longer needs (a discovered node that left the
+// directory), so that no goroutine keeps dialling for a queue that is
+// gone.
+func (m *Manager) Remove(q *queue.Queue, dest string) (left int) {
+	m.mu.Lock()
+	s := m.senders[q]
+	delete(m.senders, q)
+	for _, o := range m.senders {
+		if o.dest == dest {
+			left++
+		}
+	}
+	m.mu.Unlock()
+	if s != nil {
+		s.Stop()
+	}
+	return left
+}
+
 // Rehop makes every sender whose next hop changed (routes or neighbours
 // were reconfigured) reconnect through the new one. Senders whose hop is
 // the same keep their sessions; those that wait for a route look again.
