@@ -254,7 +254,10 @@ func TestHostileClaimsBoundID(t *testing.T) {
 	peers := []petrel.PeerConfig{{Name: "mallory", Secret: "m"}, {Name: "plant-7", Secret: "p"}}
 	n, cfg := hostileHub(t, peers...)
 	victim := nodeID("plant-7")
-	mustRawPeer(t, n, "plant-7", "p", victim).Close() // bound on first use
+	// Bound on first use: the first link it opens.
+	vc := mustRawPeer(t, n, "plant-7", "p", victim)
+	openLink(t, vc)
+	vc.Close()
 	for _, id := range []message.NodeID{victim, n.ID()} {
 		c, err := rawPeer(t, n, "mallory", "m", id)
 		if c != nil || !errors.Is(err, session.ErrAuth) {

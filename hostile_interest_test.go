@@ -38,7 +38,7 @@ func TestHostileInterestInAnotherName(t *testing.T) {
 		c.Topics = []petrel.TopicConfig{{Pattern: "orders.#"}}
 	})
 	mallory, victim := nodeID("mallory"), nodeID("plant-7")
-	mustRawPeer(t, n, "plant-7", "p", victim) // binds plant-7 to its id
+	openLink(t, mustRawPeer(t, n, "plant-7", "p", victim)) // its first link binds plant-7 to its id
 	sess := openLink(t, mustRawPeer(t, n, "mallory", "m", mallory))
 	got := sendAll(t, sess,
 		interestMsg(victim, 1, "plant-7", "plant-7"),

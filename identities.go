@@ -21,7 +21,9 @@ import (
 // identity is bound to.
 //
 // A node identity is bound to the id it proves at its first connection
-// (trust on first use) unless its peers entry pins one. The bindings are
+// that opens a link or file session (trust on first use) unless its peers
+// entry pins one; a client's connection opens neither, so a client given
+// a node's entry binds nothing. The bindings are
 // kept in bindingsFile in the data directory, a JSON object of name to id
 // written through a synced temporary file and a rename, so a crash leaves
 // the old bindings or the new ones. An identity that proves another id than
@@ -171,13 +173,52 @@ func (ids *identities) bind(peer session.Peer) error {
 		ids.bindClient(peer.Name, peer.ID, now) // a client makes a new id at every Dial
 		return nil
 	}
-	old, bound := ids.bound[peer.Name]
-	switch {
-	case bound && old == peer.ID:
-		return nil
-	case bound && pin.IsZero():
+	if !pin.IsZero() {
+		// The pin decides; the binding follows it.
+		if old, bound := ids.bound[peer.Name]; bound && old == peer.ID {
+			return nil
+		}
+		return ids.save(peer.Name, peer.ID)
+	}
+	// A node identity is bound when it first opens a link or file
+	// session (bindNode), not here: a connection with a node's
+	// credentials may be a client's (petrel.Dial given a node's entry by
+	// mistake), whose random id must never become the node's.
+	return ids.checkBound(peer)
+}
+
+// checkBound refuses the node identity peer if it is bound to another id
+// than the one it proved. ids.mu is held.
+func (ids *identities) checkBound(peer session.Peer) error {
+	if old, bound := ids.bound[peer.Name]; bound && old != peer.ID {
 		return fmt.Errorf("%w: identity %q proved id %s, but it is bound to id %s since its first connection; if that node was rebuilt, pin the new id (id: in its peers entry) or remove %q from %s while this node is stopped",
 			session.ErrAuth, peer.Name, peer.ID, old, peer.Name, ids.path)
+	}
+	return nil
+}
+
+// bindNode binds the node identity peer, not pinned, to the id it proved,
+// on the first link or file session it opens: what only a node opens.
+// A client's connection opens publish and subscribe sessions only, which
+// a node identity is refused (see receiver's sessionAllowed), so it binds
+// nothing. Later sessions find the binding made.
+func (ids *identities) bindNode(peer session.Peer) error {
+	if peer.Kind != session.PeerNode {
+		return nil
+	}
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	if p, ok := ids.peers[peer.Name]; !ok || !p.ID.IsZero() {
+		return nil // pinned (checked at the handshake), or removed since
+	}
+	if err := ids.checkBound(peer); err != nil {
+		return err
+	}
+	if _, bound := ids.bound[peer.Name]; bound {
+		return nil
+	}
+	if owner, ok := ids.ownerOf(peer.ID, peer.Name, ids.now()); ok {
+		return fmt.Errorf("%w: identity %q claims id %s, which is bound to identity %q", session.ErrAuth, peer.Name, peer.ID, owner)
 	}
 	return ids.save(peer.Name, peer.ID)
 }

@@ -168,9 +168,15 @@ func (n *Node) sendQueue(ctx context.Context, name, node string) (*queue.Queue, 
 // is decided per message, so that a refusal reaches the sender as a
 // permanent refusal of each message (which it dead-letters) rather than
 // as a link that never comes up.
+//
+// A node identity's first link or file session binds it to the id it
+// proved (identities.bindNode); one proving another id is refused.
 func (n *Node) acceptSession(peer session.Peer, addr string) error {
 	if _, _, err := message.ParseDestination(addr); err != nil {
 		return fmt.Errorf("session address: %w", err)
+	}
+	if err := n.idents.bindNode(peer); err != nil {
+		return err
 	}
 	return nil
 }

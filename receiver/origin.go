@@ -59,7 +59,15 @@ func (s *Server) checkOrigin(peer session.Peer, m *message.Message, publish bool
 
 // sessionAllowed returns why peer may not open sess, or nil: a client
 // identity publishes and subscribes, and opens no link or file session.
+//
+// A node identity opens link and file sessions only: a client that
+// authenticates with a node's entry (petrel.Dial given it by mistake) is
+// refused at its first session, before it could act, or be taken, as the
+// node.
 func sessionAllowed(peer session.Peer, sess *session.Session) error {
+	if peer.Kind == session.PeerNode && (sess.Publish() || sess.Subscribe()) {
+		return fmt.Errorf("%w: identity %q is a node; clients connect with an identity of kind client (kind: client in the node's peers)", ErrRefused, peer.Name)
+	}
 	if peer.Kind != session.PeerClient || sess.Publish() || sess.Subscribe() {
 		return nil
 	}
