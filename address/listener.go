@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/message"
 )
 
@@ -36,7 +37,15 @@ type Listener struct {
 
 	received, accepted, malformed, badMAC, own, unusable, full, stale atomic.Uint64
 	fullLog                                                           time.Time // when a dropped new node was last logged
+	// comings bounds the lines of nodes discovered and expired: without
+	// a secret anyone can announce new names without end, each worth
+	// two lines. Past it, they go to debug level.
+	comings ratelog.Budget
 }
+
+// comingsPerMinute is how many lines of nodes discovered and expired a
+// Listener logs per minute at most, at info level.
+const comingsPerMinute = 60
 
 // ListenerStats count a Listener's packets since it was made. Received is
 // the sum of the others.
@@ -68,7 +77,7 @@ func NewListener(cfg DiscoveryConfig, self message.NodeID, dir *Directory) (*Lis
 	dir.SetTimeout(d.Timeout)
 	dir.SetMaxDiscovered(d.MaxNodes)
 	return &Listener{
-		d: d, self: self, dir: dir,
+		d: d, self: self, dir: dir, comings: ratelog.Budget{Lines: comingsPerMinute, Every: time.Minute, Now: d.Now},
 		log: d.Logger.With(slog.String(logkey.Component, "discovery"), slog.String(logkey.Group, d.group.String())),
 	}, nil
 }
@@ -191,7 +200,7 @@ func (l *Listener) handle(p []byte, from net.Addr) {
 		l.log.Debug("stale announcement dropped", slog.String(logkey.Node, a.Name), slog.String(logkey.NodeID, a.ID.String()),
 			slog.Uint64("seq", a.Seq), slog.Any(logkey.From, from))
 	case added:
-		l.log.Info("node discovered", slog.String(logkey.Node, a.Name), slog.String(logkey.NodeID, a.ID.String()),
+		l.logComing("node discovered", slog.String(logkey.Node, a.Name), slog.String(logkey.NodeID, a.ID.String()),
 			slog.String("connectors", cs.String()), slog.Any(logkey.From, from))
 	case dropped:
 		l.dropFull(a, from)
@@ -226,8 +235,21 @@ func (l *Listener) expireLoop(ctx context.Context) {
 		case <-ticker.C:
 		}
 		for _, e := range l.dir.Expire(l.d.Now()) {
-			l.log.Info("node expired", slog.String(logkey.Node, e.Name), slog.String(logkey.NodeID, e.ID.String()),
+			l.logComing("node expired", slog.String(logkey.Node, e.Name), slog.String(logkey.NodeID, e.ID.String()),
 				slog.Time("last_seen", e.LastSeen))
 		}
 	}
+}
+
+// logComing logs a node discovered or expired at info level, within
+// comingsPerMinute lines a minute, and at debug level past it.
+func (l *Listener) logComing(msg string, attrs ...any) {
+	if held, ok := l.comings.Allow(); ok {
+		if held > 0 {
+			attrs = append(attrs, slog.Int64("suppressed", held))
+		}
+		l.log.Info(msg, attrs...)
+		return
+	}
+	l.log.Debug(msg, attrs...)
 }

@@ -81,10 +81,12 @@ func (s *Sender) logNoRoute(err error, wait time.Duration) bool {
 	}
 	attrs := []any{slog.String(logkey.Node, s.dest), slog.Duration("wait", wait), slog.Any(logkey.Error, err)}
 	if held, ok := s.pool.noRouteLog.Allow(s.dest); ok {
-		s.log.Warn("no route to node; its send queues keep their messages and wait for one (logged once per 30s per node)",
-			append(attrs, slog.Int64("suppressed", held))...)
-	} else {
-		s.log.Debug("no route to node; waiting for one", attrs...)
+		if others, ok := s.pool.lines.Allow(); ok {
+			s.log.Warn("no route to node; its send queues keep their messages and wait for one (logged once per 30s per node, 20 lines per 30s in all)",
+				append(attrs, slog.Int64("suppressed", held), slog.Int64("suppressed_all_nodes", others))...)
+			return true
+		}
 	}
+	s.log.Debug("no route to node; waiting for one", attrs...)
 	return true
 }

@@ -53,6 +53,11 @@ type Pool struct {
 	// noRouteLog holds back repeated lines of send queues whose node has
 	// no route, per node.
 	noRouteLog ratelog.Limiter
+	// lines bounds the lines of dialLog and noRouteLog, all nodes
+	// together: each node's are bounded per node, but discovery can name
+	// nodes without end (forged announcements, when they are not
+	// signed). Past it, those lines go to debug level.
+	lines ratelog.Budget
 	// rehopped is closed and replaced at each Rehop, to wake the senders
 	// that wait for a route (see noRouteError); under mu.
 	rehopped chan struct{}
@@ -61,6 +66,10 @@ type Pool struct {
 // dialLogEvery is how often the failed dials to one node are logged at
 // most.
 const dialLogEvery = 30 * time.Second
+
+// linesPerPeriod is how many lines of failed dials and missing routes,
+// of every node together, are logged per dialLogEvery at most.
+const linesPerPeriod = 20
 
 // dialError is a failed dial to a neighbour. The pool keeps it until
 // retryAt and hands it to every sender that asks meanwhile, so that a
@@ -127,6 +136,7 @@ func NewPool(cfg session.Config, dir *address.Directory, log *slog.Logger) *Pool
 		minWait: 100 * time.Millisecond, maxWait: time.Second,
 		dialLog: ratelog.Limiter{Every: dialLogEvery}, fullLog: ratelog.Limiter{Every: dialLogEvery},
 		noRouteLog: ratelog.Limiter{Every: dialLogEvery}, rehopped: make(chan struct{}),
+		lines: ratelog.Budget{Lines: linesPerPeriod, Every: dialLogEvery},
 	}
 }
 
@@ -322,10 +332,15 @@ func (p *Pool) dialMain(ctx context.Context, node string, pc *poolConn) {
 	wait = wait/2 + rand.N(wait/2+1)
 	de.retryAt = time.Now().Add(wait)
 	pc.retryAt = de.retryAt
+	attrs := []any{slog.String(logkey.Node, node), slog.Int("failures", n), slog.Duration("wait", wait), slog.Any(logkey.Error, de.err)}
 	if held, ok := p.dialLog.Allow(node); ok {
-		p.log.Warn("dial failed; its send queues back off (logged once per 30s per node)", slog.String(logkey.Node, node),
-			slog.Int("failures", n), slog.Duration("wait", wait), slog.Int64("suppressed", held), slog.Any(logkey.Error, de.err))
+		if others, ok := p.lines.Allow(); ok {
+			p.log.Warn("dial failed; its send queues back off (logged once per 30s per node, 20 lines per 30s in all)",
+				append(attrs, slog.Int64("suppressed", held), slog.Int64("suppressed_all_nodes", others))...)
+			return
+		}
 	}
+	p.log.Debug("dial failed; its send queues back off", attrs...)
 }
 
 // dial dials node into pc, and closes pc.ready.

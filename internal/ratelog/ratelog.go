@@ -87,3 +87,47 @@ func (l *Limiter) Len() int {
 	defer l.mu.Unlock()
 	return len(l.keys)
 }
+
+// Budget lets at most Lines lines through per period, whatever their
+// keys: a Limiter bounds the lines of each key, and a Budget in front of
+// it bounds those of keys without end (a flood of invented node names).
+// The zero Budget lets nothing through; it is safe for concurrent use,
+// and its fields must not change once it is used.
+type Budget struct {
+	// Lines is how many lines get through per period.
+	Lines int
+	// Every is the period (DefaultEvery when zero).
+	Every time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	mu    sync.Mutex
+	start time.Time // of the current period
+	used  int       // lines let through in it
+	held  int64     // lines held back since the last one let through
+}
+
+// Allow reports whether a line may be logged now and, if so, how many
+// were held back since the last one.
+func (b *Budget) Allow() (held int64, ok bool) {
+	every, now := b.Every, time.Now
+	if every <= 0 {
+		every = DefaultEvery
+	}
+	if b.Now != nil {
+		now = b.Now
+	}
+	t := now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t.Sub(b.start) >= every {
+		b.start, b.used = t, 0
+	}
+	if b.used >= b.Lines {
+		b.held++
+		return 0, false
+	}
+	b.used++
+	held, b.held = b.held, 0
+	return held, true
+}

@@ -55,3 +55,17 @@ func TestForgetsEndedKeys(t *testing.T) {
 		t.Fatalf("%d keys held, want at most %d", n, pruneAbove+100)
 	}
 }
+
+func TestBudget(t *testing.T) {
+	now := time.Unix(0, 0)
+	b := &Budget{Lines: 2, Every: time.Minute, Now: func() time.Time { return now }}
+	for i, want := range []bool{true, true, false, false} {
+		if _, ok := b.Allow(); ok != want {
+			t.Fatalf("line %d: %v, want %v", i, ok, want)
+		}
+	}
+	now = now.Add(time.Minute)
+	if held, ok := b.Allow(); !ok || held != 2 {
+		t.Fatalf("after the period: %d held, %v; want 2, true", held, ok)
+	}
+}
