@@ -136,6 +136,9 @@ type graceState struct {
 	dropped map[string]bool
 	// known are the neighbours greeted (greetNew).
 	known map[string]bool
+	// discovered are the neighbours seen in the directory as found by
+	// discovery, not configured (releaseGone).
+	discovered map[string]bool
 	// start is when the janitor started, and settle how long discovery
 	// takes to hear the nodes that are up (its timeout): until then, a
 	// send queue from before the start toward a node not in the
@@ -148,7 +151,7 @@ type graceState struct {
 }
 
 func newGraceState(neighbours []string, start time.Time) *graceState {
-	g := &graceState{down: map[string]time.Time{}, lost: map[string]bool{}, dropped: map[string]bool{}, known: map[string]bool{}, start: start}
+	g := &graceState{down: map[string]time.Time{}, lost: map[string]bool{}, dropped: map[string]bool{}, known: map[string]bool{}, discovered: map[string]bool{}, start: start}
 	for _, nb := range neighbours {
 		g.down[nb], g.known[nb] = start, true
 	}
@@ -395,8 +398,10 @@ func sortRecords(recs []*interestRecord) {
 //   - nothing was ever delivered through the queue (its acked count is
 //     zero, so the node holds none of this node's interest that a
 //     withdrawal still queued would have to undo), or the directory
-//     forgot the node altogether (Directory.Silent: past max_nodes
-//     silent names, as for a route an operator removed).
+//     forgot the discovered node altogether (Directory.Silent: past
+//     max_nodes silent names). A neighbour an operator removed from
+//     nodes keeps a queue that delivered before, as any send queue
+//     outlives its route.
 //
 // Messages an application queued toward a discovered node are in queues
 // of their own, which stay: a silent node is an outage, and they wait
@@ -406,8 +411,11 @@ func sortRecords(recs []*interestRecord) {
 // the nodes that left the directory, as above.
 func (n *Node) releaseGone(ctx context.Context, g *graceState) {
 	live := map[string]bool{}
-	for _, nb := range n.neighbours() {
-		live[nb] = true
+	for _, e := range n.dir.Entries() {
+		live[e.Name] = true
+		if e.Source == address.SourceDiscovered {
+			g.discovered[e.Name] = true
+		}
 	}
 	var gone []string
 	for nb := range g.known {
@@ -431,7 +439,10 @@ func (n *Node) releaseGone(ctx context.Context, g *graceState) {
 		if _, routed := n.nextHop(nb); routed {
 			continue // reached through another node now
 		}
-		released, err := n.releaseTopicQueue(ctx, nb)
+		// A node the directory forgot altogether: discovered, and
+		// silent no more (past max_nodes silent names).
+		forgotten := g.discovered[nb] && !n.dir.Silent(nb)
+		released, err := n.releaseTopicQueue(ctx, nb, forgotten)
 		if err != nil {
 			n.log.Debug("release the topic send queue of a node that left the directory", slog.String(logkey.Node, nb), slog.Any(logkey.Error, err))
 			continue
@@ -443,6 +454,7 @@ func (n *Node) releaseGone(ctx context.Context, g *graceState) {
 		delete(g.down, nb)
 		delete(g.lost, nb)
 		delete(g.dropped, nb)
+		delete(g.discovered, nb)
 	}
 }
 
@@ -451,7 +463,7 @@ func (n *Node) releaseGone(ctx context.Context, g *graceState) {
 // reports whether nb holds nothing here any more. It holds subMu and
 // changeMu, as every change of an announcement does, so that no interest
 // message is queued toward nb while its queue is judged and dropped.
-func (n *Node) releaseTopicQueue(ctx context.Context, nb string) (bool, error) {
+func (n *Node) releaseTopicQueue(ctx context.Context, nb string, forgotten bool) (bool, error) {
 	t := n.topics
 	t.subMu.Lock()
 	defer t.subMu.Unlock()
@@ -474,7 +486,7 @@ func (n *Node) releaseTopicQueue(ctx context.Context, nb string) (bool, error) {
 	if !ok || q.Kind() != queue.KindSend {
 		return true, nil
 	}
-	if q.Stats().Acked > 0 && n.dir.Silent(nb) {
+	if q.Stats().Acked > 0 && !forgotten {
 		return false, nil
 	}
 	// The sender stops first, so that what it holds in flight is back
