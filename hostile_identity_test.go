@@ -226,7 +226,7 @@ func TestHostileBadCredentials(t *testing.T) {
 		reason             string
 	}{
 		{"wrong secret", "plant-7", "guess", `client "plant-7" sent a wrong MAC`},
-		{"no secret", "plant-7", "", `client "plant-7" sent no MAC`},
+		{"no secret", "plant-7", "", `client "plant-7" sent no MAC, but this side requires the secret of identity "plant-7" (its peers entry)`},
 		{"valid but unlisted", "plant-8", "p", `no credentials for identity "plant-8" on this node`},
 		{"path in the name", "../x", "p", "not a valid name"},
 		{"space in the name", "plant 7", "p", "not a valid name"},

@@ -36,7 +36,7 @@ func TestHandshakeCredentials(t *testing.T) {
 		{name: "kind left out is a node", client: "defaults", secret: []byte("d"), want: Peer{Kind: PeerNode}},
 		{name: "another identity's secret", client: "plant-7", secret: []byte("hub-2 secret"), serverErr: `client "plant-7" sent a wrong MAC`},
 		{name: "the shared secret", client: "plant-7", secret: []byte("shared"), serverErr: "wrong MAC"},
-		{name: "no secret", client: "plant-7", serverErr: "sent no MAC"},
+		{name: "no secret", client: "plant-7", serverErr: `client "plant-7" sent no MAC, but this side requires the secret of identity "plant-7" (its peers entry)`},
 		{name: "unknown name", client: "plant-8", secret: []byte("plant-7 secret"), serverErr: `no credentials for identity "plant-8" on this node`},
 		{name: "invalid name", client: "../x", secret: []byte("x"), serverErr: "not a valid name"},
 		{name: "name with a space", client: "plant 7", secret: []byte("x"), serverErr: "not a valid name"},

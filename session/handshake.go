@@ -153,7 +153,7 @@ func authenticate(cfg *Config, hello Hello, auth Auth, peer Peer) (Peer, []byte,
 		if cfg.Secret == nil {
 			return peer, nil, nil
 		}
-		return peer, cfg.Secret, checkMAC(auth.MAC, clientMAC(cfg.Secret, hello.Nonce, auth.Nonce, auth.Name, auth.ID), who)
+		return peer, cfg.Secret, checkMAC(auth.MAC, clientMAC(cfg.Secret, hello.Nonce, auth.Nonce, auth.Name, auth.ID), who, "a shared secret")
 	}
 	if err := message.ValidName(auth.Name); err != nil {
 		return peer, nil, fmt.Errorf("%w: %s claims an identity that is not a valid name (%v)", ErrAuth, who, err)
@@ -172,7 +172,7 @@ func authenticate(cfg *Config, hello Hello, auth Auth, peer Peer) (Peer, []byte,
 		}
 		return peer, nil, nil
 	}
-	return peer, cred.Secret, checkMAC(auth.MAC, clientMAC(cred.Secret, hello.Nonce, auth.Nonce, auth.Name, auth.ID), who)
+	return peer, cred.Secret, checkMAC(auth.MAC, clientMAC(cred.Secret, hello.Nonce, auth.Nonce, auth.Name, auth.ID), who, "the secret of identity "+quote(auth.Name)+" (its peers entry)")
 }
 
 func clientHandshake(nc net.Conn, cfg *Config) (Peer, error) {
@@ -214,7 +214,7 @@ func clientHandshake(nc net.Conn, cfg *Config) (Peer, error) {
 		ok, err = DecodeAuthOK(p)
 	}
 	if err == nil && secret != nil {
-		err = checkMAC(ok.MAC, serverMAC(secret, auth.Nonce, hello.Nonce, hello.Name, hello.ID), "server "+quote(hello.Name))
+		err = checkMAC(ok.MAC, serverMAC(secret, auth.Nonce, hello.Nonce, hello.Name, hello.ID), "server "+quote(hello.Name), "a secret")
 	}
 	if err != nil {
 		refuse(nc, err)
@@ -318,10 +318,13 @@ func mac(secret []byte, label string, first, second [32]byte, name string, id me
 	return m.Sum(nil)
 }
 
-func checkMAC(got, want []byte, who string) error {
+// checkMAC checks the MAC who sent, proving secret (what the other side
+// is held to, in words: a shared secret, or an identity's own), so that a
+// missing one is told which secret to give.
+func checkMAC(got, want []byte, who, secret string) error {
 	switch {
 	case len(got) == 0:
-		return fmt.Errorf("%w: %s sent no MAC, but this side requires a shared secret", ErrAuth, who)
+		return fmt.Errorf("%w: %s sent no MAC, but this side requires %s", ErrAuth, who, secret)
 	case !hmac.Equal(got, want):
 		return fmt.Errorf("%w: %s sent a wrong MAC; check that both sides have the same secret", ErrAuth, who)
 	}

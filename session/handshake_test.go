@@ -44,7 +44,7 @@ func TestHandshakeAuthFailures(t *testing.T) {
 		{name: "wrong secret", client: []byte("guess"), server: []byte("s3cret"),
 			serverErr: "wrong MAC", clientErr: "authentication failed: client \"plant-7\" sent a wrong MAC"},
 		{name: "missing secret", client: nil, server: []byte("s3cret"),
-			serverErr: "sent no MAC", clientErr: "sent no MAC"},
+			serverErr: "sent no MAC, but this side requires a shared secret", clientErr: "sent no MAC"},
 		// The server has no secret, so it cannot prove one: the client
 		// refuses it after AuthOK and tells it so.
 		{name: "server without secret", client: []byte("s3cret"), server: nil,
