@@ -113,6 +113,9 @@ var (
 		"Nodes discovery keeps in the directory now (at most discovery.max_nodes).", nil, nil)
 	descDiscoveryFull = prometheus.NewDesc("petrel_discovery_dropped_full_total",
 		"Announcements of new nodes dropped because the directory held discovery.max_nodes.", nil, nil)
+	descDiscoveryDropped = prometheus.NewDesc("petrel_discovery_dropped_total",
+		"Discovery datagrams dropped, by reason: malformed (not an announcement), bad_mac (not signed with this node's secret), unusable (no connector this node can dial), stale (not newer than the last announcement of its node: a replay). Forged traffic shows here; it restarts from 0 when discovery restarts.",
+		[]string{"reason"}, nil)
 	descTransfersEvicted = prometheus.NewDesc("petrel_file_transfers_evicted_total",
 		"Paused received file transfers dropped from the list past its bounds (64 per peer, 4096 in all), paused longest ago first; the transfer itself still resumes.", nil, nil)
 )
@@ -121,7 +124,7 @@ var boundDescs = []*prometheus.Desc{
 	descConnsRejected, descConnsOpen, descConnBuffered, descReadPauses, descClientHeld, descClientHeldWaits,
 	descSpoolUsed, descSpoolHeld, descSpoolQuota, descSpoolQuotaEvents, descAutoRefused,
 	descPrefetched, descPrefetchLimit,
-	descDiscoveryNodes, descDiscoveryFull, descTransfersEvicted,
+	descDiscoveryNodes, descDiscoveryFull, descDiscoveryDropped, descTransfersEvicted,
 }
 
 // collectBounds sends the bounds' figures.
@@ -157,5 +160,10 @@ func collectBounds(ch chan<- prometheus.Metric, n *Node) {
 	if n.dir != nil {
 		ch <- gauge(descDiscoveryNodes, int64(n.dir.Discovered()))
 		ch <- counter(descDiscoveryFull, int64(n.dir.Full()))
+	}
+	if d := n.discoveryStats(); d.Enabled {
+		for reason, v := range map[string]uint64{"malformed": d.Malformed, "bad_mac": d.BadMAC, "unusable": d.Unusable, "stale": d.Stale} {
+			ch <- counter(descDiscoveryDropped, int64(v), reason)
+		}
 	}
 }

@@ -222,3 +222,43 @@ func TestDiscoveryMaxNodesOverUDP(t *testing.T) {
 		t.Fatalf("%s = %v after the newcomer, want 2", held, got)
 	}
 }
+
+// TestDiscoveryDropsOnMetrics: a node with a secret drops the unsigned
+// announcements of a forger, and petrel_discovery_dropped_total counts
+// them under bad_mac in /metrics, where an operator can alert on forged
+// traffic; the other reasons are there too, at 0.
+func TestDiscoveryDropsOnMetrics(t *testing.T) {
+	group := fmt.Sprintf("127.255.255.255:%d", freeUDPPort(t))
+	n := nodes.Open(t, nodes.Name("listener"), nodes.With(func(c *petrel.Config) {
+		c.Secret = "network secret"
+		c.Discovery = petrel.DiscoveryConfig{Enabled: true, Group: group, Period: 50 * time.Millisecond, Timeout: time.Second}
+		withAdmin(c)
+	}))
+	cs, err := address.ParseConnectors("tcp://127.0.0.1:7401")
+	if err != nil {
+		t.Fatal(err)
+	}
+	an, err := address.NewAnnouncer(address.DiscoveryConfig{Group: group, Period: 50 * time.Millisecond, Logger: quiet},
+		address.AnnouncementFor("forger", message.NodeID{0xf0, 1}, cs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := an.Start(); err != nil {
+		t.Skipf("announcing by broadcast on loopback is not available here: %v", err)
+	}
+	t.Cleanup(an.Stop)
+	const badMAC = `petrel_discovery_dropped_total{reason="bad_mac"}`
+	petreltest.Eventually(t, "the forger's unsigned announcements counted", func() bool { return scrape(t, n)[badMAC] >= 3 },
+		func() string { return fmt.Sprint(scrape(t, n)[badMAC]) })
+	m := scrape(t, n)
+	for _, reason := range []string{"malformed", "unusable", "stale"} {
+		if v, ok := m[`petrel_discovery_dropped_total{reason="`+reason+`"}`]; !ok || v != 0 {
+			t.Errorf("petrel_discovery_dropped_total{reason=%q} = %v (present %v), want 0", reason, v, ok)
+		}
+	}
+	for _, e := range n.Directory() {
+		if e.Name == "forger" {
+			t.Fatalf("the unsigned announcement put %+v in the directory", e)
+		}
+	}
+}

@@ -93,6 +93,9 @@ type DiscoveryStats struct {
 	BadMAC    uint64 `json:"bad_mac"`
 	Own       uint64 `json:"own"`
 	Unusable  uint64 `json:"unusable"`
+	// Stale counts announcements refused as not newer than the last one
+	// heard from their node: replays, or a node whose clock went back.
+	Stale uint64 `json:"stale"`
 }
 
 func (n *Node) discoveryStats() DiscoveryStats {
@@ -102,7 +105,7 @@ func (n *Node) discoveryStats() DiscoveryStats {
 	if l := n.discoveryListener; l != nil {
 		ls := l.Stats()
 		st = DiscoveryStats{Enabled: true, Received: ls.Received, Accepted: ls.Accepted, Malformed: ls.Malformed,
-			BadMAC: ls.BadMAC, Own: ls.Own, Unusable: ls.Unusable}
+			BadMAC: ls.BadMAC, Own: ls.Own, Unusable: ls.Unusable, Stale: ls.Stale}
 	}
 	if a := n.announcer; a != nil {
 		st.Sent = a.Stats().Sent

@@ -114,8 +114,8 @@ func printStatus(w io.Writer, st petrel.Status) {
 	tw.Flush()
 	printTopicsStatus(w, st.Topics)
 	if d := st.Discovery; d.Enabled {
-		fmt.Fprintf(w, "\ndiscovery  sent %d  received %d  accepted %d  malformed %d  bad mac %d  own %d  unusable %d  nodes known %d\n",
-			d.Sent, d.Received, d.Accepted, d.Malformed, d.BadMAC, d.Own, d.Unusable, len(st.Nodes))
+		fmt.Fprintf(w, "\ndiscovery  sent %d  received %d  accepted %d  malformed %d  bad mac %d  own %d  unusable %d  stale %d  nodes known %d\n",
+			d.Sent, d.Received, d.Accepted, d.Malformed, d.BadMAC, d.Own, d.Unusable, d.Stale, len(st.Nodes))
 	}
 	printTransfers(w, st.Transfers)
 	r := st.Receiver
