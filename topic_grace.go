@@ -330,11 +330,8 @@ func (n *Node) dropNonDurable(ctx context.Context, nb string) bool {
 // interest nobody here has.
 func (n *Node) reannounceTo(ctx context.Context, nb string, all bool) {
 	t := n.topics
-	t.subMu.Lock()
-	defer t.subMu.Unlock()
+	defer t.lockAnnouncements()()
 	it := &t.remote
-	it.changeMu.Lock()
-	defer it.changeMu.Unlock()
 	want := map[string]bool{}
 	t.mu.RLock()
 	for _, e := range t.subs {
@@ -465,11 +462,8 @@ func (n *Node) releaseGone(ctx context.Context, g *graceState) {
 // message is queued toward nb while its queue is judged and dropped.
 func (n *Node) releaseTopicQueue(ctx context.Context, nb string, forgotten bool) (bool, error) {
 	t := n.topics
-	t.subMu.Lock()
-	defer t.subMu.Unlock()
+	defer t.lockAnnouncements()()
 	it := &t.remote
-	it.changeMu.Lock()
-	defer it.changeMu.Unlock()
 	it.mu.RLock()
 	learned := false
 	for k := range it.learned {
@@ -514,4 +508,16 @@ func (n *Node) releaseTopicQueue(ctx context.Context, nb string, forgotten bool)
 	}
 	t.released.Add(1)
 	return true, nil
+}
+
+// lockAnnouncements takes subMu, then the remote interest's changeMu, as
+// every change of what this node announces to a neighbour does, and
+// returns what releases them.
+func (t *topics) lockAnnouncements() (unlock func()) {
+	t.subMu.Lock()
+	t.remote.changeMu.Lock()
+	return func() {
+		t.remote.changeMu.Unlock()
+		t.subMu.Unlock()
+	}
 }

@@ -41,14 +41,7 @@ type state struct {
 // Allow reports whether a line for key may be logged now and, if so, how
 // many were held back since the last one.
 func (l *Limiter) Allow(key string) (held int64, ok bool) {
-	every, now := l.Every, time.Now
-	if every <= 0 {
-		every = DefaultEvery
-	}
-	if l.Now != nil {
-		now = l.Now
-	}
-	t := now()
+	every, t := clock(l.Every, l.Now)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.keys == nil {
@@ -110,14 +103,7 @@ type Budget struct {
 // Allow reports whether a line may be logged now and, if so, how many
 // were held back since the last one.
 func (b *Budget) Allow() (held int64, ok bool) {
-	every, now := b.Every, time.Now
-	if every <= 0 {
-		every = DefaultEvery
-	}
-	if b.Now != nil {
-		now = b.Now
-	}
-	t := now()
+	every, t := clock(b.Every, b.Now)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t.Sub(b.start) >= every {
@@ -130,4 +116,16 @@ func (b *Budget) Allow() (held int64, ok bool) {
 	b.used++
 	held, b.held = b.held, 0
 	return held, true
+}
+
+// clock returns every, DefaultEvery when it is not positive, and the time
+// now by now, time.Now when nil: the defaults of Limiter and Budget.
+func clock(every time.Duration, now func() time.Time) (time.Duration, time.Time) {
+	if every <= 0 {
+		every = DefaultEvery
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return every, now()
 }
