@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,7 +103,10 @@ func (o DialOptions) withDefaults() (DialOptions, error) {
 		o.Name = "client"
 	}
 	if err := message.ValidName(o.Name); err != nil {
-		return o, fmt.Errorf("client name: %w", err)
+		// The name is the identity the client proves, not an address:
+		// the rule's words, without the sentinel of bad destinations.
+		why := strings.TrimSuffix(err.Error(), ": "+message.ErrDestination.Error())
+		return o, fmt.Errorf("DialOptions.Name is the client's identity, and %s", why)
 	}
 	if o.ID.IsZero() {
 		id, err := message.NewNodeID()

@@ -13,6 +13,7 @@ import (
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
+	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/session"
 )
 
@@ -44,8 +45,9 @@ func TestRemoteSecretCheckedAtDial(t *testing.T) {
 	if _, err := petrel.Dial(ctx, "http://"+n.ListenAddr(), petrel.DialOptions{}); !errors.Is(err, address.ErrConnector) {
 		t.Fatalf("dial of an http URL: %v", err)
 	}
-	if _, err := petrel.Dial(ctx, "tcp://"+n.ListenAddr(), petrel.DialOptions{Name: "bad name"}); err == nil {
-		t.Fatal("dial with an invalid client name")
+	_, err := petrel.Dial(ctx, "tcp://"+n.ListenAddr(), petrel.DialOptions{Name: "bad name"})
+	if err == nil || !strings.Contains(err.Error(), `client's identity, and name "bad name" has ' '`) || errors.Is(err, message.ErrDestination) {
+		t.Fatalf("dial with an invalid client name: %v; want the name's fault, not a destination's", err)
 	}
 }
 
