@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -356,4 +357,26 @@ func (n *Node) outboxDone(m *message.Message, err error) {
 	// sent, and left there it would be sent again once an outbox watches
 	// the folder.
 	n.finishOutboxFile(ob, path, sent, m.ID, after, err)
+}
+
+// OutboxStatus is one outbox folder, for `petrel stat`.
+type OutboxStatus struct {
+	Dir string `json:"dir"` // absolute
+	To  string `json:"to"`
+	// Watching is false while the folder is removed or renamed away: its
+	// files are not sent until it is back under its path, which the
+	// outbox looks for (petrel_outbox_watching).
+	Watching bool `json:"watching"`
+}
+
+// outboxStatus lists the outboxes, by folder.
+func (n *Node) outboxStatus() []OutboxStatus {
+	n.outboxes.mu.Lock()
+	out := make([]OutboxStatus, 0, len(n.outboxes.run))
+	for dir, r := range n.outboxes.run {
+		out = append(out, OutboxStatus{Dir: dir, To: r.cfg.To, Watching: r.ob.Watching()})
+	}
+	n.outboxes.mu.Unlock()
+	slices.SortFunc(out, func(a, b OutboxStatus) int { return strings.Compare(a.Dir, b.Dir) })
+	return out
 }

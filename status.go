@@ -17,6 +17,8 @@ type Status struct {
 	Receiver ReceiverStats `json:"receiver"`
 	// Transfers are the files being received, and those paused.
 	Transfers []TransferStatus `json:"transfers,omitempty"`
+	// Outboxes are the folders watched, and whether each is there.
+	Outboxes  []OutboxStatus   `json:"outboxes,omitempty"`
 	Nodes     []DirectoryEntry `json:"nodes"`
 	Discovery DiscoveryStats   `json:"discovery"`
 	Config    ConfigStatus     `json:"config"`
@@ -100,7 +102,7 @@ func (n *Node) Status() Status {
 		HA: ha, Node: n.cfg.Name, ID: n.id.String(), DataDir: n.cfg.DataDir, Listen: n.ListenAddr(),
 		Started: n.started, Links: n.Links(), Queues: n.QueueStats(), Receiver: n.ReceiverStats(),
 		Nodes: n.directoryEntries(), Discovery: n.discoveryStats(),
-		Config: n.configStatus(), Transfers: n.Transfers(), Access: n.AccessStats(),
+		Config: n.configStatus(), Transfers: n.Transfers(), Outboxes: n.outboxStatus(), Access: n.AccessStats(),
 		Topics: n.topicsStatus(),
 		MQTT:   n.mqttStats(),
 	}

@@ -118,6 +118,7 @@ func printStatus(w io.Writer, st petrel.Status) {
 			d.Sent, d.Received, d.Accepted, d.Malformed, d.BadMAC, d.Own, d.Unusable, d.Stale, len(st.Nodes))
 	}
 	printTransfers(w, st.Transfers)
+	printOutboxes(w, st.Outboxes)
 	r := st.Receiver
 	fmt.Fprintf(w, "\nreceiver  connections %d  handshake failures %d (auth %d, tls %d)  sessions refused %d\n", r.Connections, r.HandshakeFailed, r.AuthFailed, r.TLSFailed, r.SessionsRefused)
 	fmt.Fprintf(w, "          received %d  stored %d  deduped %d  refused %d (forged origins %d, routing loops %d)  protocol errors %d  ended by a full store %d\n",
@@ -209,4 +210,20 @@ func printTopicsStatus(w io.Writer, t petrel.TopicsStatus) {
 		fmt.Fprintf(tw, "  %s\t%s\t%v\t%d\t%d\t%s\t%d\n", s.Name, s.Pattern, s.Durable, s.Consumers, s.Depth, bound(s.MaxQueued), s.Overflowed)
 	}
 	tw.Flush()
+}
+
+// printOutboxes lists the outbox folders, saying of one removed that its
+// files wait until it is back.
+func printOutboxes(w io.Writer, obs []petrel.OutboxStatus) {
+	if len(obs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\noutboxes")
+	for _, o := range obs {
+		state := "watched"
+		if !o.Watching {
+			state = "FOLDER GONE: nothing is sent from it until it is back under this path"
+		}
+		fmt.Fprintf(w, "  %s -> %s  %s\n", o.Dir, o.To, state)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -163,4 +164,45 @@ func TestStatWithTheFileOfARefusedEdit(t *testing.T) {
 		r = runPetrel(t, 10*time.Second, "stat", "--data-dir", data)
 		return r.code == exitOK && strings.Contains(r.stdout, "changed, needs a restart: node.data_dir")
 	}, func() string { return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr) })
+}
+
+// TestStatShowsOutboxes: petrel stat lists each outbox folder with its
+// address, and says so of one removed while the node runs, whose files
+// wait until it is back; as text and as JSON.
+func TestStatShowsOutboxes(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "a.yaml")
+	writeFile(t, cfg, "node: {name: a, data_dir: data}\naddresses: [{name: inbox}]\noutboxes: [{dir: out, to: inbox, quiet: 50ms}]\n")
+	p := startNode(t, dir, "-c", cfg)
+	p.ready(t)
+	data := filepath.Join(dir, "data")
+	stat := func() (petrel.Status, string) {
+		r := runPetrel(t, 10*time.Second, "stat", "--data-dir", data, "--json")
+		r.wantCode(t, 0)
+		var st petrel.Status
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+			t.Fatalf("stat --json: %v\n%s", err, r.stdout)
+		}
+		text := runPetrel(t, 10*time.Second, "stat", "--data-dir", data)
+		text.wantCode(t, 0)
+		return st, text.stdout
+	}
+	st, text := stat()
+	if len(st.Outboxes) != 1 || st.Outboxes[0].Dir != out || st.Outboxes[0].To != "inbox" || !st.Outboxes[0].Watching {
+		t.Fatalf("outboxes %+v, want %s -> inbox, watched", st.Outboxes, out)
+	}
+	if !strings.Contains(text, out+" -> inbox  watched") {
+		t.Fatalf("stat lacks the outbox:\n%s", text)
+	}
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	petreltest.Eventually(t, "the removed folder shown", func() bool {
+		st, text = stat()
+		return len(st.Outboxes) == 1 && !st.Outboxes[0].Watching && strings.Contains(text, "FOLDER GONE")
+	}, func() string { return text })
 }
