@@ -223,15 +223,7 @@ func (s *adminServer) handleSendFile(scope adminScope) http.HandlerFunc {
 // sendFile sends the file req names, whose path is checked, and returns
 // its message once it is stored.
 func (s *adminServer) sendFile(ctx context.Context, req adminapi.SendFileRequest) (*message.Message, error) {
-	if req.Notify != "" {
-		// The notice is sent only once the file has gone, when an
-		// address it cannot go to would be logged and the notice lost:
-		// refuse the send now, with the reason.
-		if _, _, err := message.ParseDestination(req.Notify); err != nil {
-			return nil, fmt.Errorf("notify %q: %w", req.Notify, err)
-		}
-	}
-	p := s.node.Producer()
+	p := s.node.Producer() // Send refuses a notify address that is not one (checkNotify)
 	m := p.CreateFileMessage(req.To)
 	m.File.SendFilePath, m.File.Filename, m.TTL = req.Path, req.Filename, req.TTL
 	if req.Priority != nil {

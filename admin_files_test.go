@@ -3,6 +3,7 @@ package petrel_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/petrelmq/petrel/filetransfer"
 	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
+	"github.com/petrelmq/petrel/message"
 )
 
 // fileProgress asks n's admin API where the file message id stands, and
@@ -100,6 +102,32 @@ func TestAdminSendFileRefusesAnInvalidNotifyAddress(t *testing.T) {
 	code, raw := apiCall(t, a, "POST", adminapi.PathFiles, adminapi.SendFileRequest{Path: path, To: "files", Notify: "bad name!"}, nil)
 	if code != http.StatusBadRequest || !strings.Contains(raw, `notify \"bad name!\"`) {
 		t.Fatalf("POST %s with notify \"bad name!\": %d %s; want 400 naming the notify address", adminapi.PathFiles, code, raw)
+	}
+	for _, q := range a.QueueStats() {
+		if q.Name == "files" && q.Depth != 0 {
+			t.Fatalf("files holds %d messages; want none sent", q.Depth)
+		}
+	}
+}
+
+// TestSendFileRefusesAnInvalidNotifyAddress: through the Go API too, a
+// file whose notify property is no address is refused at Send, wrapping
+// message.ErrDestination, and nothing is stored; its notice would
+// otherwise be lost once the file had gone.
+func TestSendFileRefusesAnInvalidNotifyAddress(t *testing.T) {
+	files := t.TempDir()
+	a, err := petrel.Open(context.Background(), petrel.Config{Name: "a", DataDir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	path, _ := writeRandom(t, files, "f.bin", 100)
+	p := a.Producer()
+	m := p.CreateFileMessage("files")
+	m.File.SendFilePath = path
+	m.Properties.Set(petrel.PropNotify, message.String("bad name!"))
+	if err := p.Send(context.Background(), m); !errors.Is(err, message.ErrDestination) || !strings.Contains(err.Error(), `notify "bad name!"`) {
+		t.Fatalf("Send with notify \"bad name!\": %v; want ErrDestination naming the notify address", err)
 	}
 	for _, q := range a.QueueStats() {
 		if q.Name == "files" && q.Depth != 0 {

@@ -439,3 +439,18 @@ func (n *Node) forgetGivenUp(origin message.NodeID, id uint64) {
 		n.log.Warn("cannot remove the record of a failed file hash", slog.Uint64("msg_id", id), slog.Any(logkey.Error, err))
 	}
 }
+
+// checkNotify refuses a file message whose PropNotify is no address. The
+// notice is sent only once the file has gone, when an address it cannot
+// go to would be logged and the notice lost: the send is refused now,
+// with the reason, wrapping message.ErrDestination.
+func checkNotify(m *message.Message) error {
+	v, ok := m.Properties.Get(PropNotify)
+	if !ok || v.Str() == "" {
+		return nil
+	}
+	if _, _, err := message.ParseDestination(v.Str()); err != nil {
+		return fmt.Errorf("send file: notify %q: %w", v.Str(), err)
+	}
+	return nil
+}

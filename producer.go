@@ -96,6 +96,9 @@ func (n *Node) sendFile(ctx context.Context, m *message.Message, dedupe bool) er
 	if err := n.reservedDest(m.Destination); err != nil {
 		return err
 	}
+	if err := checkNotify(m); err != nil {
+		return err
+	}
 	if err := n.stamper().stamp(m); err != nil {
 		return err
 	}
