@@ -377,7 +377,7 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 }
 
 func (h *hook) OnClientExpired(cl *mqtt.Client) {
-	h.g.sessionEnded(cl.ID)
+	h.g.endWill(cl.ID, true) // the session ended before the will's delay
 	for _, sub := range cl.State.Subscriptions.GetAll() {
 		h.dropDurable(cl.ID, sub.Filter)
 	}

@@ -114,7 +114,7 @@ func (h *hook) dropSession(cl *mqtt.Client, identity string, why error) bool {
 		return false
 	}
 	h.g.srv.Clients.Delete(cl.ID)
-	h.g.willRevoked(cl.ID)
+	h.g.endWill(cl.ID, false) // its identity was revoked: it may publish nothing more
 	subs := cl.State.Subscriptions.GetAll()
 	for _, sub := range subs {
 		h.dropDurable(cl.ID, sub.Filter)
@@ -128,18 +128,6 @@ func (h *hook) dropSession(cl *mqtt.Client, identity string, why error) bool {
 	h.g.log.Warn("mqtt persistent session dropped: its identity was revoked", slog.String("client", cl.ID),
 		slog.String("identity", identity), slog.Int("subscriptions", len(subs)), slog.Any("error", why))
 	return true
-}
-
-// willRevoked discards the will clientID's session holds back for its
-// delay: its identity was revoked, and may publish nothing more.
-func (g *Gateway) willRevoked(clientID string) {
-	g.wills.mu.Lock()
-	w := g.wills.pending[clientID]
-	delete(g.wills.pending, clientID)
-	g.wills.mu.Unlock()
-	if w != nil {
-		g.settleWill(w, false)
-	}
 }
 
 // connected returns the connections that have deliveries.

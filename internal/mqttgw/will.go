@@ -245,15 +245,16 @@ func (h *hook) gone(cl *mqtt.Client) {
 	w.mu.Unlock()
 }
 
-// sessionEnded sends the will a session had waiting, if any: its session
-// ended (expired) before the delay.
-func (g *Gateway) sessionEnded(clientID string) {
+// endWill settles the will clientID's session had waiting for its delay,
+// if any: sent (send) when the session ended (expired) before the delay,
+// discarded when its identity was revoked.
+func (g *Gateway) endWill(clientID string, send bool) {
 	g.wills.mu.Lock()
 	w := g.wills.pending[clientID]
 	delete(g.wills.pending, clientID)
 	g.wills.mu.Unlock()
 	if w != nil {
-		g.settleWill(w, true)
+		g.settleWill(w, send)
 	}
 }
 
