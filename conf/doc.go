@@ -50,9 +50,13 @@
 // old one to a backup first, or swapping a symlink, as a Kubernetes ConfigMap
 // does), the burst of file events gives one reload, once the file has been
 // quiet for 200ms. Touching the file makes the node read it again, and the
-// file that secret_file names with it. Where the file is a symlink, a change
-// of the link, or of its target in the same directory, is seen; an edit in
-// place of a target in another directory is not, until the file is touched.
+// files that secret_file and token_file name with it. Where the file is a
+// symlink, a change of the link, or of its target in the same directory, is
+// seen; an edit in place of a target in another directory is not, until the
+// file is touched. The files that secret_file and token_file name are
+// watched the same way, in their own directories: a secret rotated by
+// rewriting its file, or by a Kubernetes secret volume's update, reloads
+// the configuration without an edit of it.
 //
 // These keys change live, without a restart; links that a change does not
 // touch stay up:

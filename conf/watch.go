@@ -109,6 +109,12 @@ type Watcher struct {
 	running *File  // what the process started with: the baseline of Diff.Restart
 	target  string // where the file's symlink led at the last read; "" if not a symlink
 	catchUp bool   // Running was given: reload once before waiting for events
+	// secrets are the files the configuration reads secrets from (see
+	// secretFiles), by absolute path, each with where it led if it was a
+	// symlink at the last read (else ""); watched the directories they are
+	// in. Both are kept from the last file that parsed.
+	secrets map[string]string
+	watched map[string]bool
 
 	reloads atomic.Int64 // reload attempts, for tests
 
@@ -124,6 +130,9 @@ type eventSource struct {
 	events <-chan fsnotify.Event
 	errors <-chan error
 	close  func() error
+	// add watches one more directory; nil when the source cannot (a
+	// test's).
+	add func(dir string) error
 }
 
 // Watch loads the file at path and watches it for changes. The first load
@@ -148,7 +157,7 @@ func Watch(path string, opts WatchOptions) (*Watcher, error) {
 		fsw.Close()
 		return nil, fmt.Errorf("watch config %s: %w", path, err)
 	}
-	w := newWatcher(path, abs, opts, eventSource{events: fsw.Events, errors: fsw.Errors, close: fsw.Close})
+	w := newWatcher(path, abs, opts, eventSource{events: fsw.Events, errors: fsw.Errors, close: fsw.Close, add: fsw.Add})
 	if err := w.start(); err != nil {
 		fsw.Close()
 		return nil, err
@@ -187,6 +196,7 @@ func (w *Watcher) start() error {
 	} else {
 		// The caller read the file before Watch; it may have changed since.
 		w.catchUp = true
+		w.watchSecrets(f)
 	}
 	w.running, w.current, w.version, w.lastReload = f, f, 1, w.now()
 	w.log.Info("watching config", slog.String("dir", w.dir), slog.Duration("debounce", w.debounce))
@@ -299,12 +309,63 @@ func (w *Watcher) relevant(ev fsnotify.Event) bool {
 	switch {
 	case name == w.abs:
 		return true
+	case w.secretChanged(name):
+		return true
 	case w.target == "":
 		return false
 	case name == w.target:
 		return true
 	default:
 		return resolve(w.abs) != w.target
+	}
+}
+
+// secretChanged reports whether an event on name may have changed a file
+// the configuration reads a secret from, by the same rules as the file
+// itself: its name, or where it is a symlink, its target or any event in
+// its directory after which it leads elsewhere (a Kubernetes secret
+// volume swaps a "..data" link, as a ConfigMap does).
+func (w *Watcher) secretChanged(name string) bool {
+	for path, target := range w.secrets {
+		switch {
+		case name == path:
+			return true
+		case target == "":
+		case name == target:
+			return true
+		case filepath.Dir(name) == filepath.Dir(path) && resolve(path) != target:
+			return true
+		}
+	}
+	return false
+}
+
+// watchSecrets notes the secret files of f and watches their directories,
+// so that a secret rotated by rewriting its file, without touching the
+// configuration, is reloaded too. A directory that cannot be watched (it
+// does not exist yet) is logged once per reload: the file is still read at
+// every reload of the configuration.
+func (w *Watcher) watchSecrets(f *File) {
+	w.secrets = make(map[string]string)
+	for _, path := range f.secretFiles() {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			continue
+		}
+		w.secrets[abs] = resolve(abs)
+		dir := filepath.Dir(abs)
+		if dir == w.dir || w.watched[dir] || w.src.add == nil {
+			continue
+		}
+		if err := w.src.add(dir); err != nil {
+			w.log.Warn("cannot watch a secret file's directory; touch the configuration after changing the file",
+				slog.String("dir", dir), slog.Any(logkey.Error, err))
+			continue
+		}
+		if w.watched == nil {
+			w.watched = make(map[string]bool)
+		}
+		w.watched[dir] = true
 	}
 }
 
@@ -387,7 +448,11 @@ func (w *Watcher) read(reload bool) (*File, error) {
 		return nil, &Error{File: w.path, Reason: "the file is empty (an editor between truncating and writing it?); " +
 			"the running configuration stays. To go back to the defaults, leave a comment in the file", Err: ErrEmpty}
 	}
-	return Parse(w.path, data)
+	f, err := Parse(w.path, data)
+	if err == nil {
+		w.watchSecrets(f)
+	}
+	return f, err
 }
 
 // resolve returns where the symlink at path leads, or "" when path is not a
@@ -402,4 +467,25 @@ func resolve(path string) string {
 		return ""
 	}
 	return target
+}
+
+// secretFiles returns the paths of the files f reads secrets from, as
+// written: the shared secret's, each neighbour's and each identity's
+// secret_file, and the admin token_file.
+func (f *File) secretFiles() []string {
+	var paths []string
+	add := func(p string) {
+		if p != "" {
+			paths = append(paths, p)
+		}
+	}
+	add(f.SecretFile)
+	for _, n := range f.Nodes {
+		add(n.SecretFile)
+	}
+	for _, p := range f.Peers {
+		add(p.SecretFile)
+	}
+	add(f.Admin.TokenFile)
+	return paths
 }

@@ -469,3 +469,101 @@ func TestWatchRunningCatchesUp(t *testing.T) {
 		t.Errorf("after the catch-up: version %d, current is the new file %v", w.Version(), w.Current() == c[0].new)
 	}
 }
+
+// TestSecretFileRotated changes only a file the configuration reads a
+// secret from, in each way a secret is rotated, and checks that the node's
+// configuration is reloaded with the new secret, without touching the
+// configuration file: the shared secret, and an identity's in peers.
+func TestSecretFileRotated(t *testing.T) {
+	writeSecret := func(t *testing.T, path, content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		// setup makes the secret at path; nil writes it plainly. It
+		// returns the path the configuration names.
+		setup func(t *testing.T, path, content string) string
+		save  func(t *testing.T, path, content string)
+	}{
+		{"write in place", nil, writeSecret},
+		{"rename over", nil, func(t *testing.T, path, content string) {
+			tmp := path + ".tmp"
+			writeSecret(t, tmp, content)
+			if err := os.Rename(tmp, path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"kubernetes secret swap", func(t *testing.T, path, content string) string {
+			// A secret volume: key → ..data/key, and ..data → a
+			// timestamped directory that an update replaces.
+			dir := filepath.Dir(path)
+			if err := os.Mkdir(filepath.Join(dir, "..v0"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			writeSecret(t, filepath.Join(dir, "..v0", "key"), content)
+			symlink(t, "..v0", filepath.Join(dir, "..data"))
+			symlink(t, filepath.Join("..data", "key"), path)
+			return path
+		}, func(t *testing.T, path, content string) {
+			dir := filepath.Dir(path)
+			version := ".." + content // a new directory at each update
+			if err := os.Mkdir(filepath.Join(dir, version), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			writeSecret(t, filepath.Join(dir, version, "key"), content)
+			symlink(t, version, filepath.Join(dir, "..data_tmp"))
+			if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	docs := []struct {
+		name   string
+		doc    func(secretPath string) string
+		secret func(f *File) string
+	}{
+		{"shared secret", func(p string) string { return "node: {name: n1}\nsecret_file: " + p + "\n" },
+			func(f *File) string { return string(f.Secret) }},
+		{"identity", func(p string) string {
+			return "node: {name: n1}\nlisten: 127.0.0.1:0\npeers:\n  - {name: app-1, kind: client, secret_file: " + p + "}\n"
+		}, func(f *File) string { return string(f.Peers[0].Secret) }},
+	}
+	for _, d := range docs {
+		for _, tt := range tests {
+			t.Run(d.name+"/"+tt.name, func(t *testing.T) {
+				secretPath := filepath.Join(t.TempDir(), "key")
+				if tt.setup != nil {
+					tt.setup(t, secretPath, "old-secret")
+				} else {
+					writeSecret(t, secretPath, "old-secret")
+				}
+				path := filepath.Join(t.TempDir(), "petrel.yaml")
+				writeFile(t, path, d.doc(secretPath))
+				w, r := startWatch(t, path)
+				if got := d.secret(w.Current()); got != "old-secret" {
+					t.Fatalf("secret at start: %q", got)
+				}
+				tt.save(t, secretPath, "new-secret")
+				c := r.waitChanges(t, 1)[0]
+				if got := d.secret(c.new); got != "new-secret" {
+					t.Errorf("secret after the rotation: %q, want new-secret", got)
+				}
+				want := SectionSecret
+				if d.name == "identity" {
+					want = SectionPeers
+				}
+				if !reflect.DeepEqual(c.diff.Changed, []string{want}) {
+					t.Errorf("changed %v, want [%s]", c.diff.Changed, want)
+				}
+				// Once more: the directory stays watched after the first.
+				tt.save(t, secretPath, "newer-secret")
+				if got := d.secret(r.waitChanges(t, 2)[1].new); got != "newer-secret" {
+					t.Errorf("secret after the second rotation: %q, want newer-secret", got)
+				}
+			})
+		}
+	}
+}

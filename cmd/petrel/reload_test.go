@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -226,5 +227,41 @@ func TestNodeRetriesARefusedReload(t *testing.T) {
 	waitStat("the refusal cleared", func(st petrel.Status) bool { return st.Config.LastError == "" })
 	if st.Config.Version != 2 {
 		t.Fatalf("put back: version %d, want 2", st.Config.Version)
+	}
+}
+
+// TestNodeReloadsARotatedSecretFile rotates a client's secret by
+// rewriting only the file its peers entry names, as a secret manager does:
+// the node reloads by itself, the new secret gets in and the old one no
+// longer does. The configuration file is not touched.
+func TestNodeReloadsARotatedSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	secretDir := t.TempDir() // elsewhere than the configuration, as /run/secrets is
+	secret := filepath.Join(secretDir, "app-1.secret")
+	writeFile(t, secret, "old-secret\n")
+	cfg := filepath.Join(dir, "petrel.yaml")
+	writeFile(t, cfg, "node: {name: a, data_dir: data}\nlisten: 127.0.0.1:0\n"+
+		"peers:\n  - {name: app-1, kind: client, secret_file: "+secret+"}\n")
+	p := startNode(t, dir, "-c", cfg)
+	url := "tcp://" + p.ready(t)["listen"]
+	dial := func(secret string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := petrel.Dial(ctx, url, petrel.DialOptions{Name: "app-1", Secret: secret})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial("old-secret"); err != nil {
+		t.Fatalf("the old secret before the rotation: %v", err)
+	}
+	writeFile(t, secret+".tmp", "new-secret\n") // mode 600, as a secret must be
+	if err := os.Rename(secret+".tmp", secret); err != nil {
+		t.Fatal(err)
+	}
+	petreltest.Eventually(t, "the new secret accepted", func() bool { return dial("new-secret") == nil })
+	if err := dial("old-secret"); err == nil {
+		t.Fatal("the old secret still gets in after the rotation")
 	}
 }
