@@ -142,6 +142,9 @@ var (
 	descOutboxWatching = prometheus.NewDesc("petrel_outbox_watching",
 		"1 while an outbox folder is watched, 0 while it is removed or renamed away (the node watches it again once it is back).",
 		[]string{"dir"}, nil)
+	descOutboxStuck = prometheus.NewDesc("petrel_outbox_stuck_files",
+		"Files of an outbox folder that were sent (or failed) but could not be moved out of it into sent/ or failed/; the move is tried again after a wait that doubles up to 10 minutes.",
+		[]string{"dir"}, nil)
 	descPathsRefused = prometheus.NewDesc("petrel_file_paths_refused_total",
 		"File messages failed, and cleanups skipped, because a path was not one the node derives from its own records.", nil, nil)
 )
@@ -155,7 +158,7 @@ func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descRecvProtocolErrors, descRecvStoreFull, descRecvMessages, descRecvTLSFailed, descAccessDenied,
 		descStoreCommits, descStoreRequests, descForgedOrigins, descRoutingLoops, descClientLinkRefused,
 		descFileBytes, descFileActive, descFiles,
-		descFilesOutsideSession, descNoticesDenied, descPathsRefused, descOutboxWatching,
+		descFilesOutsideSession, descNoticesDenied, descPathsRefused, descOutboxWatching, descOutboxStuck,
 	} {
 		ch <- d
 	}
@@ -210,6 +213,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		ch <- gauge(descOutboxWatching, v, dir)
+		ch <- gauge(descOutboxStuck, int64(r.ob.Stuck()), dir)
 	}
 	c.n.outboxes.mu.Unlock()
 	ws := c.n.store.WriterStats()

@@ -296,8 +296,8 @@ func (n *Node) retryOutboxFinish(r *outboxRun, path string, id uint64, fin []byt
 //
 // A file that cannot be moved (the folder became read-only, say) keeps
 // its records, marked finished (outboxFinishedKey): left in the folder
-// and offered again at the next start, it keeps its id, and is then
-// moved, not sent a second time. Forgetting the id would make it a new
+// and offered again (by the outbox after a wait, or at the next start),
+// it keeps its id, and is then moved, not sent a second time. Forgetting the id would make it a new
 // file, with a new id that dedupe does not know.
 func (n *Node) finishOutboxFile(ob *filetransfer.Outbox, path string, sent filetransfer.FileID, id uint64, after string, err error) {
 	var derr error
@@ -311,7 +311,7 @@ func (n *Node) finishOutboxFile(ob *filetransfer.Outbox, path string, sent filet
 		derr = nil // taken away meanwhile: nothing is left to send again
 	}
 	if derr != nil {
-		n.log.Error("outbox: cannot move the file out of the folder; it stays there, and is not sent again: the move is tried again when the outbox next offers it (at the next start)",
+		n.log.Error("outbox: cannot move the file out of the folder; it stays there, and is not sent again: the move is tried again later (petrel_outbox_stuck_files), and at the next start",
 			slog.String(logkey.Path, path), slog.Uint64("msg_id", id), slog.Any(logkey.Error, derr))
 		if serr := n.store.SetMeta(ctx, outboxFinishedKey(id), outboxFinishedRecord(err)); serr != nil {
 			n.log.Warn("outbox: cannot record that the file was finished", slog.String(logkey.Path, path), slog.Any(logkey.Error, serr))

@@ -158,3 +158,47 @@ func TestOutboxFolderRemovedAndMadeAgainIsWatched(t *testing.T) {
 		t.Fatalf("%s = %v once the folder is back, want 1", series, got)
 	}
 }
+
+// A file that was sent but could not leave the folder (sent/ is a regular
+// file) is moved once the cause is mended, without a restart: the outbox
+// offers it again after a wait, and the node, by its record, only moves
+// it. petrel_outbox_stuck_files counts it meanwhile.
+func TestOutboxFileThatCannotLeaveMovesOnceItCan(t *testing.T) {
+	out := t.TempDir()
+	openA, b := outboxToB(t, out, withAdmin)
+	a := openA()
+	sent := filepath.Join(out, "sent")
+	if err := os.RemoveAll(sent); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sent, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dropPart(t, out, "b.txt", 1000)
+	var got []string
+	petreltest.Eventually(t, "b.txt delivered", func() bool {
+		got = append(got, drainFiles(t, b)...)
+		return len(got) > 0
+	}, func() string { return fmt.Sprintf("outbox %v", dirList(out)) })
+	series := fmt.Sprintf("petrel_outbox_stuck_files{dir=%q}", out)
+	petreltest.Eventually(t, "the file counted stuck", func() bool { return scrape(t, a)[series] == 1 },
+		func() string { return fmt.Sprintf("%s = %v", series, scrape(t, a)[series]) })
+	if err := os.Remove(sent); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(sent, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	petreltest.Eventually(t, "b.txt moved into sent/ without a restart", func() bool {
+		_, err := os.Stat(filepath.Join(sent, "b.txt"))
+		return err == nil && fmt.Sprint(dirList(out)) == "[failed sent]"
+	}, func() string { return fmt.Sprintf("outbox %v, sent/ %v", dirList(out), dirList(sent)) })
+	if v := scrape(t, a)[series]; v != 0 {
+		t.Errorf("%s = %v once the file moved, want 0", series, v)
+	}
+	time.Sleep(200 * time.Millisecond) // time for a wrong second send
+	got = append(got, drainFiles(t, b)...)
+	if fmt.Sprint(got) != "[b.txt]" {
+		t.Fatalf("b received %v, want b.txt once", got)
+	}
+}

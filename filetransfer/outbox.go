@@ -72,7 +72,10 @@ type OutboxConfig struct {
 //
 // A file is offered once, and not again until Done, or someone else, has
 // moved it away (or the Outbox is started again, which offers what is
-// left: at least once). Paths given to ready are absolute.
+// left: at least once). One that Done could not move away is offered
+// again after a wait that doubles at each failure (see stuckRetry), so that
+// its move is tried again once the cause is mended. Paths given to ready
+// are absolute.
 // Writing to a file while its transfer runs makes the transfer fail
 // (Source.Verify), and Done moves it to failed/ with that reason.
 //
@@ -94,6 +97,11 @@ type Outbox struct {
 
 	mu      sync.Mutex
 	offered map[string]bool // names offered and not yet Done
+	// stuck are the names offered whose Done could not move the file
+	// out of the folder (sent/ is not a folder, the disk is read-only):
+	// watchLoop offers each again once due, so that the move is tried
+	// again once the cause is mended, without a restart.
+	stuck map[string]stuckFile
 
 	failMu sync.Mutex // held while a file and its reason go into failed/
 
@@ -116,6 +124,15 @@ type Outbox struct {
 // Watching reports whether the folder is watched: false while it is
 // removed or renamed away, until a folder is there again under its path.
 func (o *Outbox) Watching() bool { return o.watching.Load() }
+
+// Stuck returns how many files were sent, or failed, and could not be
+// moved out of the folder: each is offered again, for its move only,
+// after a wait (see stuckRetry).
+func (o *Outbox) Stuck() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.stuck)
+}
 
 // rewatchEvery is how often an outbox whose folder was removed looks for
 // it to come back: quick enough that a folder made again (by a deploy, a
@@ -182,7 +199,7 @@ func newOutbox(cfg OutboxConfig, ready func(path string)) (*Outbox, error) {
 	o := &Outbox{
 		dir: dir, sent: filepath.Join(dir, SentDir), failed: filepath.Join(dir, FailedDir),
 		quiet: cfg.Quiet, log: cfg.Logger, ready: ready,
-		stop: make(chan struct{}), offered: map[string]bool{}, pending: map[string]*candidate{},
+		stop: make(chan struct{}), offered: map[string]bool{}, stuck: map[string]stuckFile{}, pending: map[string]*candidate{},
 		rescanNow: make(chan struct{}, 1),
 	}
 	o.watching.Store(true)
@@ -265,6 +282,13 @@ func (o *Outbox) schedule(timer *time.Timer) {
 			next = c.due
 		}
 	}
+	o.mu.Lock()
+	for _, sf := range o.stuck {
+		if !sf.due.IsZero() && (next.IsZero() || sf.due.Before(next)) {
+			next = sf.due
+		}
+	}
+	o.mu.Unlock()
 	if next.IsZero() {
 		timer.Stop()
 		return
@@ -296,6 +320,7 @@ func (o *Outbox) event(ev fsnotify.Event, now time.Time) {
 		delete(o.pending, name)
 		o.mu.Lock()
 		delete(o.offered, name)
+		delete(o.stuck, name)
 		o.mu.Unlock()
 		return
 	}
@@ -366,6 +391,7 @@ func (o *Outbox) watchAgain(now time.Time) {
 // records its size and modification time, a second one offers it if they
 // did not change.
 func (o *Outbox) look(now time.Time) {
+	o.retryStuck(now)
 	var ready []string
 	for name, c := range o.pending {
 		if c.due.After(now) {
@@ -541,24 +567,85 @@ func (o *Outbox) Done(path string, sent FileID, err error, after string) error {
 	o.mu.Lock()
 	if derr == nil || errors.Is(derr, errReplaced) {
 		delete(o.offered, name)
+		delete(o.stuck, name)
+	} else {
+		tries := o.stuck[name].tries + 1
+		o.stuck[name] = stuckFile{due: time.Now().Add(o.stuckRetry(tries)), tries: tries}
 	}
 	o.mu.Unlock()
+	if derr != nil && !errors.Is(derr, errReplaced) {
+		o.wake() // to schedule the retry
+	}
 	if errors.Is(derr, errReplaced) {
 		attrs := []any{slog.String(logkey.File, name)}
 		if err != nil {
 			attrs = append(attrs, slog.Any(logkey.Reason, err)) // the sent version's failure
 		}
 		o.log.Info("the file sent was replaced under its name before its transfer ended; the new file is left in the folder and offered", attrs...)
-		select {
-		case o.rescanNow <- struct{}{}:
-		default: // a rescan is already asked for
-		}
+		o.wake()
 		return nil
 	}
 	if derr != nil {
 		return fmt.Errorf("outbox %s: done %s: %w", o.dir, name, derr)
 	}
 	return nil
+}
+
+// wake asks watchLoop to list the folder again, and to schedule its
+// timer anew.
+func (o *Outbox) wake() {
+	select {
+	case o.rescanNow <- struct{}{}:
+	default: // a rescan is already asked for
+	}
+}
+
+// stuckFile is a file whose move out of the folder failed: offered again
+// at due (zero once it was, until its next Done), after tries failures.
+type stuckFile struct {
+	due   time.Time
+	tries int
+}
+
+// stuckRetry is how long a file whose move failed tries times waits
+// before it is offered again: 4 quiet periods (8 s by default), doubling
+// at each failure up to 10 minutes, so that a cause that lasts costs a
+// rename and a log line every 10 minutes.
+func (o *Outbox) stuckRetry(tries int) time.Duration {
+	d := 4 * o.quiet
+	for i := 1; i < tries && d < 10*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Minute)
+}
+
+// retryStuck offers again each stuck file whose wait is over, as a
+// candidate that is offered after one more look: its record says it was
+// sent, so only its move is tried again (see Node.sendOutboxFile).
+func (o *Outbox) retryStuck(now time.Time) {
+	o.mu.Lock()
+	var due []string
+	for name, sf := range o.stuck {
+		if !sf.due.IsZero() && !sf.due.After(now) {
+			due = append(due, name)
+			sf.due = time.Time{}
+			o.stuck[name] = sf
+			delete(o.offered, name)
+		}
+	}
+	o.mu.Unlock()
+	for _, name := range due {
+		fi, err := os.Lstat(filepath.Join(o.dir, name))
+		if err != nil || !offerable(fi.Mode()) {
+			o.mu.Lock()
+			delete(o.stuck, name) // gone meanwhile: nothing left to move
+			o.mu.Unlock()
+			continue
+		}
+		if o.pending[name] == nil {
+			o.pending[name] = &candidate{due: now.Add(o.quiet), looked: true, stamp: stamp{size: fi.Size(), mtime: fi.ModTime()}}
+		}
+	}
 }
 
 // makeSub creates sub, the outbox's sent/ or failed/, if it is missing:
