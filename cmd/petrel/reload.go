@@ -32,6 +32,9 @@ func watchConfig(ctx context.Context, path string, running *conf.File, node *pet
 			if err == nil && slices.Contains(diff.Changed, conf.SectionLog) {
 				level.Set(next.Log.Level)
 				applied = append(slices.Clone(applied), conf.SectionLog)
+				// The node's own line ("configuration applied") cannot
+				// name it: this one does, at the level now in force.
+				log.Info("log level applied", slog.String("log_level", next.Log.Level.String()))
 			}
 			if err != nil {
 				// Reconfigure applied none of it; the watcher offers the

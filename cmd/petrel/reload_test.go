@@ -100,6 +100,31 @@ func TestReloadLogNamesTheLogLevelItApplied(t *testing.T) {
 	}
 }
 
+// TestReloadOfTheLogLevelAloneIsLogged: the node's "configuration
+// applied" line cannot name the log level, which the process applies; a
+// line of its own says it was.
+func TestReloadOfTheLogLevelAloneIsLogged(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "petrel.yaml")
+	base := "node: {name: a, data_dir: data}\n"
+	writeFile(t, cfg, base)
+	p := startNode(t, dir, "-c", cfg)
+	p.ready(t)
+	saveByRename(t, cfg, base+"log: {level: debug}\n")
+	petreltest.Eventually(t, "the edit loaded", func() bool {
+		r := runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"), "--json")
+		var st petrel.Status
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && st.Config.Version == 2
+	}, func() string { return "config version not 2" })
+	p.stop(t)
+	for l := range strings.Lines(p.stderr.String()) {
+		if strings.Contains(l, "log level applied") && strings.Contains(l, "log_level=DEBUG") {
+			return
+		}
+	}
+	t.Fatalf("no line says the log level was applied\nstderr:\n%s", p.stderr)
+}
+
 // saveByRename writes data next to path and renames it over path, as many
 // editors save.
 func saveByRename(t *testing.T, path, data string) {
