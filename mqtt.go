@@ -43,6 +43,11 @@ type MQTTConfig struct {
 	// (default 10000); a retained publish to a new topic past it is
 	// refused, and replacing one is always taken.
 	MaxRetained int
+	// MaxRetainedBytes bounds the bytes of the retained MQTT messages,
+	// payloads and topics (default 64 MiB), which the gateway keeps in
+	// memory; a retained publish that would grow them past it is refused,
+	// as one past MaxRetained is.
+	MaxRetainedBytes int64
 	// MaxSessions bounds the persistent MQTT sessions kept, connected or
 	// not (default 10000); a connection that would add one past it is
 	// refused at CONNACK.
@@ -89,7 +94,7 @@ func (n *Node) startMQTT() error {
 	}
 	gc := mqttgw.Config{
 		Listen: c.Listen, WebSocket: c.WebSocket, DataDir: n.cfg.DataDir,
-		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, MaxRetained: c.MaxRetained, MaxSessions: c.MaxSessions, MaxSubscriptions: c.MaxSubscriptions, MaxSessionExpiry: c.MaxSessionExpiry, SysInterval: c.SysInterval, Version: "petrel " + moduleVersion(),
+		MaxInflight: c.MaxInflight, MaxClients: c.MaxClients, MaxRetained: c.MaxRetained, MaxRetainedBytes: c.MaxRetainedBytes, MaxSessions: c.MaxSessions, MaxSubscriptions: c.MaxSubscriptions, MaxSessionExpiry: c.MaxSessionExpiry, SysInterval: c.SysInterval, Version: "petrel " + moduleVersion(),
 		Limits: n.cfg.Limits, Logger: n.cfg.Logger,
 	}
 	if c.TLS {
@@ -471,6 +476,8 @@ func (c Config) validateMQTT() error {
 		return cfgErr("mqtt.max_clients", fmt.Sprintf("%d is negative (0 for the default 1024)", m.MaxClients), nil)
 	case m.MaxRetained < 0:
 		return cfgErr("mqtt.max_retained", fmt.Sprintf("%d is negative (0 for the default 10000)", m.MaxRetained), nil)
+	case m.MaxRetainedBytes < 0:
+		return cfgErr("mqtt.max_retained_bytes", fmt.Sprintf("%d is negative (0 for the default 64 MiB)", m.MaxRetainedBytes), nil)
 	case m.MaxSessions < 0:
 		return cfgErr("mqtt.max_sessions", fmt.Sprintf("%d is negative (0 for the default 10000)", m.MaxSessions), nil)
 	case m.MaxSubscriptions < 0:

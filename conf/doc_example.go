@@ -525,6 +525,10 @@
 //	#   # topic past it is refused (MQTT 5: 0x97; 3.1.1: the connection is
 //	#   # closed), replacing one is taken. Default: 10000.
 //	#   max_retained: 10000
+//	#   # Bytes of the retained messages, their payloads and topics (size),
+//	#   # which the node keeps in memory; a retained publish that would grow
+//	#   # them past it is refused as above. Default: 64MiB.
+//	#   max_retained_bytes: 64MiB
 //	#   # Persistent sessions kept, connected or not (int); a connection that
 //	#   # would add one more is refused at CONNACK (MQTT 5: 0x97; 3.1.1: server
 //	#   # unavailable). Default: 10000.

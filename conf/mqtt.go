@@ -24,6 +24,9 @@ type MQTTSection struct {
 	// MaxRetained bounds the topics holding a retained message (default
 	// 10000).
 	MaxRetained int `yaml:"max_retained"`
+	// MaxRetainedBytes bounds the bytes of the retained messages (default
+	// 64MiB).
+	MaxRetainedBytes Size `yaml:"max_retained_bytes"`
 	// MaxSessions bounds the persistent sessions kept (default 10000).
 	MaxSessions int `yaml:"max_sessions"`
 	// MaxSubscriptions bounds the topic filters one client holds
@@ -55,6 +58,9 @@ func (s *MQTTSection) check(c *checker, path string) {
 	if key := join(path, "max_retained"); c.has(key) {
 		c.atLeast(key, int64(s.MaxRetained), 1)
 	}
+	if key := join(path, "max_retained_bytes"); c.has(key) && s.MaxRetainedBytes <= 0 {
+		c.fail(key, reasonf(nil, "must be more than 0, got %s (leave it out for the default)", s.MaxRetainedBytes))
+	}
 	if key := join(path, "max_sessions"); c.has(key) {
 		c.atLeast(key, int64(s.MaxSessions), 1)
 	}
@@ -66,7 +72,7 @@ func (s *MQTTSection) check(c *checker, path string) {
 }
 
 func (s *MQTTSection) mqttConfig() petrel.MQTTConfig {
-	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients, MaxRetained: s.MaxRetained, MaxSessions: s.MaxSessions,
+	return petrel.MQTTConfig{Listen: s.Listen, TLS: s.TLS, WebSocket: s.WebSocket, MaxInflight: s.MaxInflight, MaxClients: s.MaxClients, MaxRetained: s.MaxRetained, MaxRetainedBytes: int64(s.MaxRetainedBytes), MaxSessions: s.MaxSessions,
 		MaxSubscriptions: s.MaxSubscriptions, MaxSessionExpiry: time.Duration(s.MaxSessionExpiry),
 		SysInterval: time.Duration(s.SysInterval)}
 }

@@ -159,6 +159,52 @@ func TestMaxRetained(t *testing.T) {
 	}
 }
 
+// TestPahoRetainedBytesBound: with max_retained_bytes 10 KiB, retained
+// publishes of 4 KiB fit twice; a third, to a new topic, is refused with
+// 0x97 and not stored, and so is a replacement that grows past the bound,
+// while a smaller one and a deletion are taken. The gauge follows, and a
+// restart counts what it loads.
+func TestPahoRetainedBytesBound(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Admin.Listen = "127.0.0.1:0"
+	cfg.MQTT.MaxRetainedBytes = 10 << 10
+	tn := openNode(t, cfg)
+	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "retainer", CleanStart: true}, paho.ClientConfig{})
+	pub := func(topic string, size int, want byte) {
+		t.Helper()
+		pr, err := publish(c, &paho.Publish{Topic: topic, QoS: 1, Retain: true, Payload: make([]byte, size)})
+		if pr == nil || pr.ReasonCode != want {
+			t.Fatalf("retained %s of %d B: %+v %v, want reason %#x", topic, size, pr, err, want)
+		}
+	}
+	wantBytes := func(want int64) {
+		t.Helper()
+		if st := tn.Status().MQTT; st.RetainedBytes != want {
+			t.Fatalf("retained bytes %d, want %d", st.RetainedBytes, want)
+		}
+		if m := metricsText(t, tn); !strings.Contains(m, fmt.Sprintf("petrel_mqtt_retained_bytes %d\n", want)) {
+			t.Fatalf("petrel_mqtt_retained_bytes is not %d:\n%s", want, m)
+		}
+	}
+	pub("t/a", 4096, 0)
+	pub("t/b", 4096, 0)
+	wantBytes(2 * (4096 + 3))
+	pub("t/c", 4096, 0x97) // a new topic past the bound
+	pub("t/a", 7000, 0x97) // a replacement that grows past it
+	pub("t/a", 1000, 0)    // one that shrinks
+	wantBytes(1003 + 4099)
+	pub("t/c", 4096, 0)
+	pub("t/b", 0, 0) // deleting
+	wantBytes(1003 + 4099)
+	if st := tn.Status().MQTT; st.RefusedRetained != 2 || st.Retained != 2 {
+		t.Fatalf("retained %d refused %d, want 2 and 2", st.Retained, st.RefusedRetained)
+	}
+	tn.restart()
+	wantBytes(1003 + 4099)
+	c, _ = pahoClient(t, tn, &paho.Connect{ClientID: "retainer", CleanStart: true}, paho.ClientConfig{})
+	pub("t/d", 6000, 0x97)
+}
+
 // With max_sessions 2, two persistent sessions are kept after their
 // clients left; a third client id asking for one is refused with 0x97
 // (an MQTT 3.1.1 one, clean session false, with server unavailable),

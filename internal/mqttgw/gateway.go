@@ -44,6 +44,12 @@ type Config struct {
 	// 10000): a retained publish that would add one past it is refused
 	// with 0x97, and nothing of it is stored.
 	MaxRetained int
+	// MaxRetainedBytes bounds the bytes of the retained messages, their
+	// payloads and topics (default 64 MiB): mochi keeps every one in
+	// memory, and a count alone let a few publishes of the largest
+	// payload take a GiB. A retained publish that would grow them past
+	// it is refused, as one past MaxRetained is.
+	MaxRetainedBytes int64
 	// MaxSessions bounds the persistent sessions kept (default 10000): a
 	// connection that would add one past it is refused at CONNACK.
 	MaxSessions int
@@ -191,6 +197,7 @@ const (
 	defaultMaxInflight           = 100
 	defaultMaxClients            = 1024
 	defaultMaxRetained           = 10000
+	defaultMaxRetainedBytes      = 64 << 20
 	defaultMaxSessions           = 10000
 	defaultMaxSubscriptions      = 100
 	defaultMaxSessionExpiry      = 7 * 24 * time.Hour
@@ -225,6 +232,13 @@ type Gateway struct {
 
 	retainMu      sync.Mutex
 	retainPending map[string]struct{} // new retained topics being stored
+	// retainedSizes holds the counted size of each topic's retained
+	// message (retainedSize), retainedBytes their sum, and pendingBytes
+	// what publishes being stored have reserved past it, all under
+	// retainMu: the byte bound is checked without a walk of mochi's index.
+	retainedSizes map[string]int64
+	retainedBytes int64
+	pendingBytes  int64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -249,6 +263,9 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if cfg.MaxRetained <= 0 {
 		cfg.MaxRetained = defaultMaxRetained
 	}
+	if cfg.MaxRetainedBytes <= 0 {
+		cfg.MaxRetainedBytes = defaultMaxRetainedBytes
+	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = defaultMaxSessions
 	}
@@ -265,7 +282,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), qos2: newQoS2Markers(), resends: newResends(), shares: newShares(), retainPending: map[string]struct{}{}}
+	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), qos2: newQoS2Markers(), resends: newResends(), shares: newShares(), retainPending: map[string]struct{}{}, retainedSizes: map[string]int64{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	caps := mqtt.NewDefaultServerCapabilities()
 	// Retained messages and in-flight deliveries expire by their own

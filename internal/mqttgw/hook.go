@@ -500,6 +500,7 @@ func (h *hook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
 
 func (h *hook) OnRetainedExpired(topic string) {
 	h.g.retainedChanged() // mochi took it out of its index
+	h.g.sizeRetained(topic, 0)
 	if err := h.g.store.deleteRetained(h.g.ctx, topic); err != nil {
 		h.g.log.Warn("mqtt expired retained message not deleted", slog.String("topic", topic), slog.Any("error", err))
 	}
@@ -521,6 +522,9 @@ func (h *hook) StoredRetainedMessages() ([]storage.Message, error) {
 	for _, m := range msgs {
 		if !strings.HasPrefix(m.TopicName, "$") && len(m.Payload) > 0 {
 			n++
+			// Those kept before a lower bound are loaded all the same;
+			// new ones are refused until the bytes are under it.
+			h.g.sizeRetained(m.TopicName, int64(len(m.Payload)+len(m.TopicName)))
 		}
 	}
 	atomic.StoreInt64(&h.g.srv.Info.Retained, int64(n))

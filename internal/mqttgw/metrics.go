@@ -66,9 +66,13 @@ type Stats struct {
 	Inflight            int      `json:"inflight"`
 	Undeliverable       int64    `json:"undeliverable"`
 	Retained            int64    `json:"retained"`
+	// RetainedBytes is the bytes of the retained messages, payloads and
+	// topics, as MaxRetainedBytes counts them.
+	RetainedBytes int64 `json:"retained_bytes"`
 	// RefusedClients counts connections refused past MaxClients.
 	RefusedClients int64 `json:"refused_clients"`
-	// RefusedRetained counts retained publishes refused past MaxRetained.
+	// RefusedRetained counts retained publishes refused past MaxRetained
+	// or MaxRetainedBytes.
 	RefusedRetained int64 `json:"refused_retained"`
 	// RefusedSessions counts connections refused past MaxSessions.
 	RefusedSessions int64 `json:"refused_sessions"`
@@ -140,6 +144,7 @@ func (g *Gateway) Stats() Stats {
 	s.WillsDelayed = len(g.wills.pending)
 	g.wills.mu.Unlock()
 	s.Retained = int64(g.retainedCount())
+	s.RetainedBytes = g.RetainedBytes()
 	for i := range 3 {
 		s.Published[i] = m.published[i].Load()
 		s.Delivered[i] = m.delivered[i].Load()
@@ -180,6 +185,7 @@ var (
 	descAcked       = prometheus.NewDesc("petrel_mqtt_deliveries_acked_total", "QoS 1 and 2 deliveries acknowledged by MQTT clients.", nil, nil)
 	descInflight    = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
 	descRetained    = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
+	descRetainedB   = prometheus.NewDesc("petrel_mqtt_retained_bytes", "Bytes of the retained messages, payloads and topics, as mqtt.max_retained_bytes counts them.", nil, nil)
 	descQoS2        = prometheus.NewDesc("petrel_mqtt_qos2_pending", "QoS 2 publishes of persistent MQTT sessions awaiting their PUBREL, kept across restarts.", nil, nil)
 	descResend      = prometheus.NewDesc("petrel_mqtt_resend_noted", "Deliveries of persistent MQTT sessions in flight when their connection ended, noted to be sent again under their packet identifiers.", nil, nil)
 	descReleases    = prometheus.NewDesc("petrel_mqtt_resent_releases_total", "PUBRELs of QoS 2 deliveries sent again to a resumed MQTT session.", nil, nil)
@@ -195,7 +201,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descRetainedB, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases} {
 		ch <- d
 	}
 }
@@ -221,6 +227,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAcked, prometheus.CounterValue, float64(s.Acked))
 	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(s.Inflight))
 	ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(s.Retained))
+	ch <- prometheus.MustNewConstMetric(descRetainedB, prometheus.GaugeValue, float64(s.RetainedBytes))
 	ch <- prometheus.MustNewConstMetric(descWillsWait, prometheus.GaugeValue, float64(s.WillsDelayed))
 	ch <- prometheus.MustNewConstMetric(descWills, prometheus.CounterValue, float64(s.WillsSent), "sent")
 	ch <- prometheus.MustNewConstMetric(descWills, prometheus.CounterValue, float64(s.WillsDiscarded), "discarded")

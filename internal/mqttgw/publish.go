@@ -74,10 +74,10 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 // nil, maps the topic.
 func (g *Gateway) publish(c Conn, pk packets.Packet, memo *topicMemo, mark string) error {
 	if pk.FixedHeader.Retain {
-		release, ok := g.reserveRetained(pk)
-		if !ok {
+		release, err := g.reserveRetained(pk)
+		if err != nil {
 			g.metrics.refusedRetained.Add(1)
-			return &Refusal{Code: CodeQuotaExceeded, Reason: fmt.Sprintf("retained messages at their bound (mqtt.max_retained %d)", g.cfg.MaxRetained)}
+			return &Refusal{Code: CodeQuotaExceeded, Reason: err.Error()}
 		}
 		defer release()
 	}
@@ -113,36 +113,75 @@ func (g *Gateway) submit(c Conn, pk packets.Packet, memo *topicMemo, mark string
 }
 
 // reserveRetained checks, before anything of pk is stored, that its
-// retained message fits under MaxRetained: replacing or deleting a
-// topic's retained message always does; a new topic takes a slot, held
-// until retain put it in mochi's index (release), so that concurrent
-// publishes to new topics cannot overshoot the bound together. The count
-// is mochi's figure, which retainedChanged keeps (without its $SYS
+// retained message fits under MaxRetained and MaxRetainedBytes, and
+// returns the refusal's reason if not. Deleting a topic's retained
+// message always fits, and replacing one fits the count. A new topic
+// takes a slot, and a message larger than the one it replaces the bytes
+// it adds, both held until retain put it in mochi's index (release), so
+// that concurrent publishes cannot overshoot the bounds together. The
+// count is mochi's figure, which retainedChanged keeps (without its $SYS
 // figures): a topic put in the index and not yet released counts twice
-// for that moment, which errs on the side of the bound.
-func (g *Gateway) reserveRetained(pk packets.Packet) (release func(), ok bool) {
+// for that moment, as do its bytes, which errs on the side of the bounds.
+func (g *Gateway) reserveRetained(pk packets.Packet) (release func(), err error) {
 	nothing := func() {}
 	if len(pk.Payload) == 0 {
-		return nothing, true
+		return nothing, nil
 	}
 	topic := pk.TopicName
 	g.retainMu.Lock()
 	defer g.retainMu.Unlock()
-	if _, held := g.srv.Topics.Retained.Get(topic); held {
-		return nothing, true
+	grow := max(retainedSize(pk)-g.retainedSizes[topic], 0)
+	if grow > 0 && g.retainedBytes+g.pendingBytes+grow > g.cfg.MaxRetainedBytes {
+		return nil, fmt.Errorf("retained messages at their bound of bytes (mqtt.max_retained_bytes %d)", g.cfg.MaxRetainedBytes)
 	}
-	if _, held := g.retainPending[topic]; held {
-		return nothing, true
+	_, held := g.srv.Topics.Retained.Get(topic)
+	_, pending := g.retainPending[topic]
+	slot := !held && !pending
+	if slot && len(g.retainPending)+int(atomic.LoadInt64(&g.srv.Info.Retained)) >= g.cfg.MaxRetained {
+		return nil, fmt.Errorf("retained messages at their bound (mqtt.max_retained %d)", g.cfg.MaxRetained)
 	}
-	if len(g.retainPending)+int(atomic.LoadInt64(&g.srv.Info.Retained)) >= g.cfg.MaxRetained {
-		return nil, false
+	if slot {
+		g.retainPending[topic] = struct{}{}
 	}
-	g.retainPending[topic] = struct{}{}
+	g.pendingBytes += grow
 	return func() {
 		g.retainMu.Lock()
-		delete(g.retainPending, topic)
+		if slot {
+			delete(g.retainPending, topic)
+		}
+		g.pendingBytes -= grow
 		g.retainMu.Unlock()
-	}, true
+	}, nil
+}
+
+// retainedSize is what a retained message counts against
+// MaxRetainedBytes: its payload and its topic, which mochi keeps.
+func retainedSize(pk packets.Packet) int64 {
+	if len(pk.Payload) == 0 {
+		return 0
+	}
+	return int64(len(pk.Payload) + len(pk.TopicName))
+}
+
+// sizeRetained records topic's retained message, of size bytes (0: none
+// any more), in retainedSizes and retainedBytes.
+func (g *Gateway) sizeRetained(topic string, size int64) {
+	g.retainMu.Lock()
+	defer g.retainMu.Unlock()
+	g.retainedBytes += size - g.retainedSizes[topic]
+	if size == 0 {
+		delete(g.retainedSizes, topic)
+	} else {
+		g.retainedSizes[topic] = size
+	}
+}
+
+// RetainedBytes returns the bytes of the retained messages, as counted
+// against MaxRetainedBytes.
+func (g *Gateway) RetainedBytes() int64 {
+	g.retainMu.Lock()
+	defer g.retainMu.Unlock()
+	return g.retainedBytes
 }
 
 // RetainArrived keeps a retained publish that arrived from another site
@@ -162,10 +201,10 @@ func (g *Gateway) RetainArrived(m *message.Message) error {
 		return err
 	}
 	pk := toPacket(m, topic, msgQoS(m), time.Now())
-	release, ok := g.reserveRetained(pk)
-	if !ok {
+	release, err := g.reserveRetained(pk)
+	if err != nil {
 		g.metrics.refusedRetained.Add(1)
-		return fmt.Errorf("retained messages at their bound (mqtt.max_retained %d)", g.cfg.MaxRetained)
+		return err
 	}
 	defer release()
 	return g.retain(pk)
@@ -180,6 +219,7 @@ func (g *Gateway) retain(pk packets.Packet) error {
 	}
 	_, had := g.srv.Topics.Retained.Get(pk.TopicName)
 	g.srv.Topics.RetainMessage(pk.Copy(false))
+	g.sizeRetained(pk.TopicName, retainedSize(pk))
 	if had != (len(pk.Payload) > 0) {
 		g.retainedChanged()
 	}
