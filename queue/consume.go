@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"time"
+	"unicode/utf8"
 
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/message"
@@ -881,6 +882,7 @@ func backoff(p Policy, attempt int) time.Duration {
 // moveTo moves a message that no delivery holds out of q into the queue
 // called to, as expired.
 func (q *Queue) moveTo(r ref, to, reason string) error {
+	reason = clipReason(reason)
 	t, err := q.s.Queue(q.s.ctx, to, KindReceive)
 	if err != nil {
 		return fmt.Errorf("move message %d of %q to %q: %w", r.rowid, q.name, to, err)
@@ -891,6 +893,7 @@ func (q *Queue) moveTo(r ref, to, reason string) error {
 // deadLetterLease moves the message of lease l, marked settling, to the
 // dead-letter queue called to, with reason.
 func (q *Queue) deadLetterLease(l *lease, to, reason string) error {
+	reason = clipReason(reason)
 	r := &request{kind: reqMove, q: q, ref: refOf(l.e, l.prio), name: reason, dlq: true}
 	t, err := q.s.Queue(q.s.ctx, to, KindReceive)
 	if err != nil {
@@ -900,6 +903,27 @@ func (q *Queue) deadLetterLease(l *lease, to, reason string) error {
 	}
 	r.to = t
 	return q.submitSettle(r)
+}
+
+// MaxReason is the most bytes of a reason a moved message keeps (a
+// nack's, a dead letter's): an application's reason is stored with the
+// message and sent with each of its deliveries, and one of megabytes
+// would cost that at every step. A longer one is cut, at a character,
+// and says so.
+const MaxReason = 4096
+
+// clipReason cuts reason to MaxReason bytes, ending in a note of what
+// was cut.
+func clipReason(reason string) string {
+	if len(reason) <= MaxReason {
+		return reason
+	}
+	note := fmt.Sprintf("... (%d bytes cut)", len(reason))
+	cut := MaxReason - len(note)
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut] + note
 }
 
 // expire removes an expired message, or moves it to the expiry address.
