@@ -254,7 +254,8 @@ type adminEndpoint struct {
 func (s *adminServer) serve(ln net.Listener, h http.Handler, what string) *adminEndpoint {
 	e := &adminEndpoint{
 		ln:   ln,
-		srv:  &http.Server{Handler: bodyDeadline(h), ReadHeaderTimeout: adminHeaderTimeout, IdleTimeout: adminIdleTimeout},
+		srv:  &http.Server{Handler: bodyDeadline(h), ReadHeaderTimeout: adminHeaderTimeout, IdleTimeout: adminIdleTimeout,
+			MaxHeaderBytes: adminMaxHeaderBytes},
 		done: make(chan struct{}),
 	}
 	go func() {

@@ -46,6 +46,14 @@ import (
 // request's included: a connection that sends nothing is closed after it.
 const adminHeaderTimeout = 5 * time.Second
 
+// adminMaxHeaderBytes bounds a request's header, read before the token is
+// checked: net/http's default of 1 MiB on each of the admin connections
+// let anyone who reaches the port make the node hold a quarter of a GB.
+// The API and the console send a few hundred bytes; 64 KiB leaves room
+// for the cookies a browser sends to a host shared with other sites. A
+// larger header is answered 431.
+const adminMaxHeaderBytes = 64 << 10
+
 // adminBodyTime and adminBodyMinRate bound the reading of a request's
 // body: all of it must have arrived adminBodyTime after the header, plus
 // the time adminBodyMinRate takes to carry what arrived. A body as large

@@ -386,3 +386,32 @@ func TestBodyDeadlineLiftedOnceReadWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAdminHeaderBounded: a request header past adminMaxHeaderBytes is
+// answered 431 before the token is checked, so that anyone who reaches the
+// port cannot make the node hold a MiB per connection (net/http's
+// default); one within it, a browser's cookies included, is served.
+func TestAdminHeaderBounded(t *testing.T) {
+	n := openAdminNode(t, io.Discard)
+	get := func(header int) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+n.AdminAddr()+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Cookie", "c="+strings.Repeat("x", header))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(16 << 10); code != http.StatusOK {
+		t.Fatalf("a 16 KiB header: %d, want 200", code)
+	}
+	if code := get(200 << 10); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a 200 KiB header: %d, want 431", code)
+	}
+}
