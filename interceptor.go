@@ -44,9 +44,11 @@ type Interceptor interface {
 	// file messages and outboxes), a client's publish, or a link's
 	// message (relayed ones included). It may change m's Priority, TTL,
 	// application Properties and Body; changes to ID, Origin,
-	// Destination, Kind, Timestamp and the file properties are undone,
-	// since they are the message's identity and route. An error refuses
-	// the message for good:
+	// Destination, Kind, Timestamp and the file properties are undone as
+	// the hook returns, before the next interceptor sees m, since they
+	// are the message's identity and route. A change that makes m
+	// invalid (see message.Message.Validate) refuses it on every path.
+	// An error refuses the message for good:
 	//   - the node's Send returns an error wrapping ErrIntercepted;
 	//   - a remote client's Send returns a refusal (ErrRefused) with the
 	//     reason;
@@ -63,7 +65,8 @@ type Interceptor interface {
 	OnUnsubscribe(s SubscribeInfo)
 	// OnDeliver is called with each message handed to a consumer,
 	// redeliveries included. m is the copy delivered: the hook may enrich
-	// it (properties) but not refuse it; the stored message is unchanged.
+	// it (properties) but not refuse it; changes to its identity and route
+	// are undone as for OnPublish, and the stored message is unchanged.
 	OnDeliver(ctx context.Context, m *message.Message, to ConnInfo)
 	// OnAck is called when a consumer acks or nacks a delivery and the
 	// node took the settle.

@@ -142,15 +142,42 @@ func (ic *interceptors) logPanic(err error) {
 // local is the embedded path's ConnInfo.
 func (ic *interceptors) local() ConnInfo { return ConnInfo{Identity: ic.node, Path: PathEmbedded} }
 
-// publish runs OnPublish, then undoes changes to m's identity and route.
-// A refusal wraps ErrIntercepted and the interceptor's error.
+// identity is the part of a message no hook may change: its identity and
+// route. The chain puts it back after each interceptor, so that the next
+// one (a policy after an enriching one, an audit) decides on the
+// message's own, not on what an earlier hook wrote.
+type identity struct {
+	id     uint64
+	origin message.NodeID
+	dest   string
+	kind   message.Kind
+	ts     time.Time
+	file   message.FileProps
+}
+
+func identityOf(m *message.Message) identity {
+	return identity{id: m.ID, origin: m.Origin, dest: m.Destination, kind: m.Kind, ts: m.Timestamp, file: m.File}
+}
+
+// restore undoes any change to m's identity and route.
+func (x *identity) restore(m *message.Message) {
+	m.ID, m.Origin, m.Destination, m.Kind, m.Timestamp, m.File = x.id, x.origin, x.dest, x.kind, x.ts, x.file
+}
+
+// publish runs OnPublish, undoing changes to m's identity and route after
+// each interceptor. A refusal wraps ErrIntercepted and the interceptor's
+// error.
 func (ic *interceptors) publish(ctx context.Context, m *message.Message, from ConnInfo) error {
 	if !ic.on() {
 		return nil
 	}
-	id, origin, dest, kind, ts, file := m.ID, m.Origin, m.Destination, m.Kind, m.Timestamp, m.File
-	err := ic.run(hookPublish, func(i Interceptor) error { return i.OnPublish(ctx, m, from) })
-	m.ID, m.Origin, m.Destination, m.Kind, m.Timestamp, m.File = id, origin, dest, kind, ts, file
+	x := identityOf(m)
+	err := ic.run(hookPublish, func(i Interceptor) error {
+		err := i.OnPublish(ctx, m, from)
+		x.restore(m)
+		return err
+	})
+	x.restore(m) // after a panic too, which skipped the restore in the loop
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrIntercepted, err)
 	}
@@ -201,8 +228,16 @@ func (ic *interceptors) unsubscribe(s SubscribeInfo) {
 	_ = ic.run(hookUnsubscribe, func(i Interceptor) error { i.OnUnsubscribe(s); return nil })
 }
 
+// deliver runs OnDeliver on the copy m, undoing changes to its identity
+// and route after each interceptor, as publish does.
 func (ic *interceptors) deliver(ctx context.Context, m *message.Message, to ConnInfo) {
-	_ = ic.run(hookDeliver, func(i Interceptor) error { i.OnDeliver(ctx, m, to); return nil })
+	x := identityOf(m)
+	_ = ic.run(hookDeliver, func(i Interceptor) error {
+		i.OnDeliver(ctx, m, to)
+		x.restore(m)
+		return nil
+	})
+	x.restore(m) // after a panic too
 }
 
 func (ic *interceptors) ack(a AckInfo) {

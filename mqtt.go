@@ -17,6 +17,7 @@ import (
 	"github.com/petrelmq/petrel/internal/mqttgw"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/receiver"
 )
 
 // MQTTConfig is the node's MQTT listener (see the README's MQTT section):
@@ -281,8 +282,14 @@ func (b mqttBackend) Publish(ctx context.Context, m *message.Message, c mqttgw.C
 	if err := n.Authorize(c.Identity, ActionPublish, topic); err != nil {
 		return nil, &mqttgw.Refusal{Code: mqttgw.CodeNotAuthorized, Reason: err.Error()}
 	}
+	// The gateway validated m before the interceptors: what fails now, an
+	// interceptor's change made invalid.
 	if err := m.Validate(n.cfg.Limits); err != nil {
-		return nil, &mqttgw.Refusal{Code: mqttgw.CodePacketTooLarge, Reason: err.Error()}
+		code := mqttgw.CodeImplementation
+		if errors.Is(err, message.ErrBodyTooLarge) {
+			code = mqttgw.CodePacketTooLarge
+		}
+		return nil, &mqttgw.Refusal{Code: code, Reason: receiver.ReasonIntercepted + err.Error()}
 	}
 	if mark != "" {
 		mark = mqttMarkPrefix + mark

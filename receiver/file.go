@@ -304,7 +304,7 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 	if reason := s.checkOrigin(peer, m, false); reason != "" {
 		return m, FileTarget{}, reason, nil
 	}
-	if reason, err := s.interceptFile(ctx, peer, m); reason != "" || err != nil {
+	if reason, err := s.interceptFile(ctx, peer, m, b); reason != "" || err != nil {
 		return m, FileTarget{}, reason, err
 	}
 	localProps(m, peer)

@@ -28,7 +28,8 @@ type Interceptor interface {
 	Disconnected(peer session.Peer)
 	// Publish sees each message of a link (client false) or a client's
 	// publish session (client true) before it is routed. It may change
-	// m, which is then stored as changed. An error refuses the message
+	// m, which is then stored as changed if it is still valid (a change
+	// that makes it invalid refuses it). An error refuses the message
 	// for good, with the error's text as the reason.
 	Publish(ctx context.Context, peer session.Peer, m *message.Message, client bool) error
 	// Deliver sees each message pushed to a client's subscription of
@@ -86,15 +87,40 @@ func (s *Server) interceptPublish(ctx context.Context, peer session.Peer, data [
 		s.stats.Refused.Add(1)
 		return nil, nil, err.Error(), nil
 	}
-	out, err := full.MarshalBinary()
+	// The changed message is checked as the node's own Producer checks
+	// one (Validate: priority, TTL, property keys, limits), and its
+	// encoding as a received one (Peek), which the store decodes later.
+	err = full.Validate(s.cfg.Limits)
+	var out []byte
 	if err == nil {
-		_, err = message.Peek(out, s.cfg.Limits) // the limits hold after the change too
+		out, err = full.MarshalBinary()
+	}
+	if err == nil {
+		_, err = message.Peek(out, s.cfg.Limits)
 	}
 	if err != nil {
 		s.stats.Refused.Add(1)
-		return nil, nil, "bad message after an interceptor changed it: " + err.Error(), nil
+		return nil, nil, s.invalidAfter(data, err), nil
 	}
 	return full, out, "", nil
+}
+
+// ReasonIntercepted begins the reason a message is refused with when an
+// interceptor's change made it invalid; the problem follows.
+const ReasonIntercepted = "bad message: an interceptor's change made it invalid: "
+
+// invalidAfter is the reason for a message the interceptors handed back
+// invalid (err): one that came in as data was valid, and the change made
+// it invalid. A message that came in invalid already (the wire's checks
+// are fewer than Validate's: a negative TTL, an empty property key) is a
+// bad message of its sender's. Only a refusal pays for the second look.
+func (s *Server) invalidAfter(data []byte, err error) string {
+	if in, derr := message.Decode(data, s.cfg.Limits); derr == nil {
+		if verr := in.Validate(s.cfg.Limits); verr != nil {
+			return "bad message: " + verr.Error()
+		}
+	}
+	return ReasonIntercepted + err.Error()
 }
 
 // interceptDeliver returns data as the interceptor made it for peer; data
@@ -133,9 +159,11 @@ func (s *Server) unsubscribed(peer session.Peer, q *queue.Queue) {
 	}
 }
 
-// interceptFile hands a file session's announcement to the interceptor;
-// a refusal comes back as a reason, and an error is transient.
-func (s *Server) interceptFile(ctx context.Context, peer session.Peer, m *message.Message) (string, error) {
+// interceptFile hands a file session's announcement m, decoded from
+// data, to the interceptor, and checks what it handed back as
+// interceptPublish does; a refusal comes back as a reason, and an error
+// is transient.
+func (s *Server) interceptFile(ctx context.Context, peer session.Peer, m *message.Message, data []byte) (string, error) {
 	if s.icpt == nil {
 		return "", nil
 	}
@@ -144,6 +172,9 @@ func (s *Server) interceptFile(ctx context.Context, peer session.Peer, m *messag
 			return "", ctx.Err()
 		}
 		return err.Error(), nil // counted in FilesRefused by the caller
+	}
+	if err := m.Validate(s.cfg.Limits); err != nil {
+		return s.invalidAfter(data, err), nil
 	}
 	return "", nil
 }

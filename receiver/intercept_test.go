@@ -1,0 +1,97 @@
+package receiver
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrelmq/petrel/message"
+	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/session"
+)
+
+// breakingRouter is localRouter with an interceptor that makes a message
+// with the body "break" invalid (a negative TTL) and leaves the others.
+type breakingRouter struct{ localRouter }
+
+func (breakingRouter) Intercepting() bool                                                       { return true }
+func (breakingRouter) Connected(context.Context, session.Peer) error                            { return nil }
+func (breakingRouter) Disconnected(session.Peer)                                                {}
+func (breakingRouter) Deliver(context.Context, session.Peer, string, *message.Message)          {}
+func (breakingRouter) Settled(session.Peer, string, *message.Message, session.SettleOp, string) {}
+func (breakingRouter) Unsubscribed(session.Peer, string)                                        {}
+
+func (breakingRouter) Publish(_ context.Context, _ session.Peer, m *message.Message, _ bool) error {
+	if string(m.Body) == "break" {
+		m.TTL = -time.Second
+	}
+	return nil
+}
+
+// A message the interceptor made invalid is refused as the interceptor's
+// doing; one that came in invalid already (the wire checks less than
+// Validate) is refused as its sender's bad message, not blamed on the
+// interceptor. Neither is stored.
+func TestInterceptedInvalidRefusedAndBlamedRight(t *testing.T) {
+	st, err := queue.Open(context.Background(), queue.Config{Path: filepath.Join(t.TempDir(), "petrel.db"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := st.Queue(context.Background(), "orders", queue.KindReceive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{Listen: "127.0.0.1:0", Window: 16, Logger: quiet,
+		Session: session.Config{Name: "b", ID: message.NodeID{2}, HandshakeTimeout: 2 * time.Second, Logger: quiet}}, st, breakingRouter{localRouter{q}})
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Stop()
+		st.Close()
+	})
+	f := &fixture{store: st, q: q, srv: srv}
+	_, s := f.dial(t)
+	send := func(seq uint64, m *message.Message) {
+		t.Helper()
+		m.ID, m.Origin, m.Destination, m.Kind = seq, message.NodeID{1}, "orders@b", message.KindData
+		b, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendData(context.Background(), seq, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, &message.Message{Body: []byte("break")})
+	send(2, &message.Message{Body: []byte("as it came"), TTL: -time.Second})
+	send(3, &message.Message{Body: []byte("as it came"), Properties: message.Properties{{Key: "", Value: message.Int32(1)}}})
+	send(4, &message.Message{Body: []byte("fine")})
+	refused := map[uint64]string{}
+	for {
+		a := nextAck(t, s)
+		if a.Refused {
+			refused[a.Seq] = a.Reason
+			continue
+		}
+		if a.Seq == 4 {
+			break
+		}
+	}
+	if r := refused[1]; !strings.HasPrefix(r, ReasonIntercepted) || !strings.Contains(r, message.ErrTTL.Error()) {
+		t.Errorf("made invalid by the interceptor: reason %q, want %q and why", r, ReasonIntercepted)
+	}
+	for seq, want := range map[uint64]error{2: message.ErrTTL, 3: message.ErrPropertyKey} {
+		if r := refused[seq]; !strings.HasPrefix(r, "bad message: ") || strings.Contains(r, "interceptor") || !strings.Contains(r, want.Error()) {
+			t.Errorf("came in invalid (%d): reason %q, want a bad message saying %q, not blamed on the interceptor", seq, r, want)
+		}
+	}
+	if st := q.Stats(); st.Depth != 1 {
+		t.Fatalf("the queue holds %d, want the valid message only", st.Depth)
+	}
+	if got := srv.StatsRef().Refused.Load(); got != 3 {
+		t.Fatalf("refused counter %d, want 3", got)
+	}
+}
