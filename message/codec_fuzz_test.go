@@ -41,7 +41,12 @@ func FuzzDecode(f *testing.F) {
 		if perr == nil && (h.ID != m.ID || h.Origin != m.Origin || h.Destination != m.Destination || h.Priority != m.Priority || h.TTL != m.TTL || h.Kind != m.Kind) {
 			t.Fatalf("Peek header %+v differs from Decode %+v", h, m)
 		}
-		_ = m.Validate(message.Limits{}) // must not panic on any decoded message
+		// PeekValid accepts exactly what Peek accepts and Validate
+		// accepts: a node stores nothing its own Producer would refuse.
+		_, verr := message.PeekValid(data, message.Limits{})
+		if want := perr == nil && m.Validate(message.Limits{}) == nil; (verr == nil) != want {
+			t.Fatalf("PeekValid error %v; Peek error %v, Validate error %v", verr, perr, m.Validate(message.Limits{}))
+		}
 		_ = m.Clone()
 		enc, err := m.MarshalBinary()
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -108,6 +109,9 @@ type reader struct {
 	bodyBack []byte
 	// inline, when it has room, takes the properties (see Decode).
 	inline Properties
+	// strict refuses, in the scan pass, the property keys Validate
+	// refuses and the codec carries: empty, or not UTF-8 (see PeekValid).
+	strict bool
 }
 
 func (r *reader) fail(err error) {
@@ -285,6 +289,9 @@ func (r *reader) property(p *Property) {
 		r.fail(fmt.Errorf("property key of %d bytes exceeds limit %d: %w", klen, r.lim.MaxPropertyBytes, ErrPropertyTooLarge))
 	}
 	key := r.str(klen, "property key")
+	if r.strict && r.err == nil && (key == "" || !utf8.ValidString(key)) {
+		r.fail(fmt.Errorf("property %s: key is empty or not UTF-8: %w", clip(key), ErrPropertyKey))
+	}
 	t := Type(r.u8("property type"))
 	if r.err != nil {
 		return

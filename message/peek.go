@@ -16,9 +16,28 @@ import (
 // needs the header to route, order, expire and dedupe the message, and
 // keeps the bytes as they came.
 func Peek(data []byte, lim Limits) (*Message, error) {
+	return peek(data, lim, false)
+}
+
+// PeekValid is Peek for a message that arrives from the network to be
+// stored: it also refuses what Validate refuses and the codec can carry,
+// a negative TTL and a property key that is empty or not UTF-8, so that
+// a peer that builds its messages by hand cannot store what the node's
+// own Producer refuses. Peek itself stays as lenient as Decode: messages
+// stored before these checks must still be read.
+func PeekValid(data []byte, lim Limits) (*Message, error) {
+	return peek(data, lim, true)
+}
+
+func peek(data []byte, lim Limits, strict bool) (*Message, error) {
 	var probe Message // views of data: copy what leaves
-	if _, err := scanInto(data, lim, &probe); err != nil {
+	r := reader{in: data, lim: lim.effective(), strict: strict}
+	r.message(&probe)
+	if err := r.err; err != nil {
 		return nil, err
+	}
+	if strict && probe.TTL < 0 {
+		return nil, fmt.Errorf("ttl %v: negative: %w", probe.TTL, ErrTTL)
 	}
 	dest := probe.Destination
 	if _, _, err := ParseDestination(dest); err != nil {

@@ -107,7 +107,9 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 // changes. A message refused for good, or denied, comes back as a
 // refusal; any error is transient.
 func (s *Server) publishPut(ctx context.Context, peer session.Peer, d session.Data) (queue.Put, refusal, error) {
-	m, err := message.Peek(d.Message, s.cfg.Limits)
+	// PeekValid: a client that builds its messages by hand stores nothing
+	// the node's own Producer would refuse.
+	m, err := message.PeekValid(d.Message, s.cfg.Limits)
 	if err != nil {
 		s.stats.Refused.Add(1)
 		return queue.Put{}, refusal{reason: "bad message: " + err.Error()}, nil

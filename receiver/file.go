@@ -295,6 +295,9 @@ func (s *Server) announced(ctx context.Context, peer session.Peer, b []byte) (*m
 		return nil, FileTarget{}, "this node takes no files", nil
 	}
 	m, err := message.Decode(b, s.cfg.Limits)
+	if err == nil {
+		err = m.Validate(s.cfg.Limits) // what the node's own Producer refuses
+	}
 	if err != nil {
 		return nil, FileTarget{}, "bad file announcement: " + err.Error(), nil
 	}

@@ -95,3 +95,47 @@ func TestInterceptedInvalidRefusedAndBlamedRight(t *testing.T) {
 		t.Fatalf("refused counter %d, want 3", got)
 	}
 }
+
+// TestInvalidMessageRefusedWithoutInterceptor: a peer that builds its
+// messages by hand cannot store what the node's own Producer refuses,
+// with no interceptor registered too: a negative TTL, an empty property
+// key or one that is not UTF-8 is refused as a bad message, and the
+// valid message after them is stored.
+func TestInvalidMessageRefusedWithoutInterceptor(t *testing.T) {
+	f := newFixture(t)
+	_, s := f.dial(t)
+	send := func(seq uint64, m *message.Message) {
+		t.Helper()
+		m.ID, m.Origin, m.Destination, m.Kind = seq, message.NodeID{1}, "orders@b", message.KindData
+		b, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendData(context.Background(), seq, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, &message.Message{TTL: -time.Second})
+	send(2, &message.Message{Properties: message.Properties{{Key: "", Value: message.Int32(1)}}})
+	send(3, &message.Message{Properties: message.Properties{{Key: "\xff", Value: message.Int32(1)}}})
+	send(4, &message.Message{Body: []byte("fine")})
+	refused := map[uint64]string{}
+	for {
+		a := nextAck(t, s)
+		if a.Refused {
+			refused[a.Seq] = a.Reason
+			continue
+		}
+		if a.Seq == 4 {
+			break
+		}
+	}
+	for seq, want := range map[uint64]error{1: message.ErrTTL, 2: message.ErrPropertyKey, 3: message.ErrPropertyKey} {
+		if r := refused[seq]; !strings.HasPrefix(r, "bad message: ") || !strings.Contains(r, want.Error()) {
+			t.Errorf("message %d: reason %q, want a bad message saying %q", seq, r, want)
+		}
+	}
+	if st := f.q.Stats(); st.Depth != 1 {
+		t.Fatalf("the queue holds %d, want the valid message only", st.Depth)
+	}
+}

@@ -285,8 +285,9 @@ func (s *Server) linkPut(ctx context.Context, peer session.Peer, d session.Data)
 func (s *Server) put(ctx context.Context, peer session.Peer, d session.Data) (queue.Put, string, error) {
 	// The header is all routing, ordering, expiry and dedupe need; the
 	// bytes are stored as they came (the session hands over the payload).
-	// Peek checks the whole encoding.
-	m, err := message.Peek(d.Message, s.cfg.Limits)
+	// PeekValid checks the whole encoding, and what Validate checks
+	// besides: a peer stores nothing the node's own Producer would refuse.
+	m, err := message.PeekValid(d.Message, s.cfg.Limits)
 	if err != nil {
 		s.stats.Refused.Add(1)
 		return queue.Put{}, "bad message: " + err.Error(), nil
