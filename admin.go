@@ -253,8 +253,8 @@ type adminEndpoint struct {
 // timeouts, and why there are no others, are in admin_conns.go.
 func (s *adminServer) serve(ln net.Listener, h http.Handler, what string) *adminEndpoint {
 	e := &adminEndpoint{
-		ln:   ln,
-		srv:  &http.Server{Handler: bodyDeadline(h), ReadHeaderTimeout: adminHeaderTimeout, IdleTimeout: adminIdleTimeout,
+		ln: ln,
+		srv: &http.Server{Handler: bodyDeadline(h), ReadHeaderTimeout: adminHeaderTimeout, IdleTimeout: adminIdleTimeout,
 			MaxHeaderBytes: adminMaxHeaderBytes},
 		done: make(chan struct{}),
 	}
