@@ -28,7 +28,7 @@ var (
 	_ batchBackend   = (*queueConsumer)(nil)
 	_ listenerHost   = (*Node)(nil)
 	_ listenerHost   = (*Client)(nil)
-	_ lease          = (*queue.Delivery)(nil)
+	_ lease          = (*localLease)(nil)
 	_ lease          = (*remoteLease)(nil)
 	_ completion     = (*queue.Op)(nil)
 	_ completion     = (*pubReq)(nil)
@@ -65,14 +65,17 @@ type publishBackend interface {
 // caller, leased to it until settled, given back or timed out. There are
 // no channels to drain: receive blocks until a delivery is ready or ctx
 // ends, poll returns ErrNoMessage instead of waiting. Once the endpoint has
-// closed, both return an error wrapping ErrClosed; so do a remote
-// backend's once it is closed itself. close may be called more than once
-// (Consumer.Close); it gives back what the backend buffers and returns,
-// bounded by the endpoint's handshake timeout.
+// closed, both return an error wrapping ErrClosed; so do they once the
+// backend is closed itself, and closed returns that error (nil before).
+// close may be called more than once (Consumer.Close); it has a receive
+// blocked in the backend return, gives back what the backend buffers and
+// the deliveries taken and not settled, whose settling then returns the
+// closed error, and returns, bounded by the endpoint's handshake timeout.
 type consumeBackend interface {
 	poll() (*Delivery, error)
 	receive(ctx context.Context) (*Delivery, error)
 	close()
+	closed() error
 	// host is the endpoint that stops the consumer's listeners when it
 	// closes.
 	host() listenerHost
@@ -96,10 +99,10 @@ type listenerHost interface {
 	logger() *slog.Logger
 }
 
-// lease is a delivery's hold on its message: a *queue.Delivery for the
-// embedded node, a remoteLease for a Client. Ack and Nack may be called
-// from any goroutine; the first settles the delivery, a second is an
-// error.
+// lease is a delivery's hold on its message: a localLease (the queue's
+// lease, held by its consumer) for the embedded node, a remoteLease for a
+// Client. Ack and Nack may be called from any goroutine; the first
+// settles the delivery, a second is an error.
 type lease interface {
 	Ack() error
 	Nack(reason string) error

@@ -201,12 +201,16 @@ func (s *subscription) detachFrom(conn *session.Conn) bool {
 	return true
 }
 
-// over reports whether the subscription ended for good.
-func (s *subscription) over() bool {
+// closed returns why the subscription ended for good, nil while it has
+// not: once closed, or ended by the node.
+func (s *subscription) closed() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.err != nil
+	return s.err
 }
+
+// over reports whether the subscription ended for good.
+func (s *subscription) over() bool { return s.closed() != nil }
 
 // onLiveConn reports whether the subscription has a session on a live
 // connection.

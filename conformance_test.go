@@ -86,6 +86,7 @@ func TestConformance(t *testing.T) {
 		{"NackIsRedelivered", conformNack},
 		{"LeaseExpiryRedelivers", conformLeaseExpiry},
 		{"CloseGivesBackToAnotherConsumer", conformCloseGivesBack},
+		{"CloseStopsTheConsumer", conformCloseStops},
 		{"RefusedSendAndConsumer", conformRefused},
 		{"PriorityOrderFIFOWithin", conformPriority},
 		{"TTLExpiresBeforeConsumption", conformTTL},
@@ -367,39 +368,162 @@ func conformLeaseExpiry(t *testing.T, k endpointKind) {
 }
 
 func conformCloseGivesBack(t *testing.T, k endpointKind) {
-	// A remote consumer gives back on Close: with a lease timeout of an
-	// hour, the message can come back within the test's patience only
-	// from that give-back. A local consumer holds nothing of its own, so
-	// there the lease must run out, and is short.
-	lease := time.Hour
-	if !k.remote {
-		lease = 300 * time.Millisecond
-	}
+	// A consumer gives back on Close what it took and did not settle:
+	// with a lease timeout of an hour, the message can come back within
+	// the test's patience only from that give-back.
 	_, ep := k.open(t, func(c *petrel.Config) {
 		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive,
-			Queue: queue.Policy{LeaseTimeout: lease}}}
+			Queue: queue.Policy{LeaseTimeout: time.Hour}}}
 	})
 	p := ep.Producer()
-	m := p.CreateDataMessage("jobs")
-	if err := p.Send(context.Background(), m); err != nil {
-		t.Fatal(err)
+	var ids []uint64
+	for _, b := range []string{"one", "two", "three"} {
+		m := p.CreateDataMessage("jobs")
+		m.Body = []byte(b)
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
 	}
 	c1 := consumer(t, ep, "jobs")
-	d := receive(t, c1)
-	// A closed remote consumer gives its leases back at once; a local
-	// consumer holds nothing of its own, and the lease runs out.
+	d1 := receive(t, c1)
+	d2 := receive(t, c1)
+	d3 := receive(t, c1)
+	if err := d1.Ack(); err != nil { // settled before Close: stays settled
+		t.Fatal(err)
+	}
 	if err := c1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	d2 := receive(t, consumer(t, ep, "jobs"))
-	if d2.ID != m.ID {
-		t.Fatalf("another consumer got %d, want %d", d2.ID, m.ID)
+	// Given back at once, in their order, without counting an attempt;
+	// settling them afterwards is ErrClosed, and does not take them back
+	// from the consumer that has them now.
+	if err := d2.Ack(); !errors.Is(err, petrel.ErrClosed) {
+		t.Fatalf("ack of a delivery given back at close: %v, want ErrClosed", err)
 	}
-	if err := d.Ack(); err == nil {
-		t.Fatal("ack of a delivery given back succeeded")
+	if err := d3.Nack("late"); !errors.Is(err, petrel.ErrClosed) {
+		t.Fatalf("nack of a delivery given back at close: %v, want ErrClosed", err)
 	}
-	if err := d2.Ack(); err != nil {
+	c2 := consumer(t, ep, "jobs")
+	for _, want := range []*petrel.Delivery{d2, d3} {
+		got := receive(t, c2)
+		if got.ID != want.ID || got.Attempt != 1 {
+			t.Fatalf("another consumer got %d attempt %d, want %d attempt 1 (of %v)", got.ID, got.Attempt, want.ID, ids)
+		}
+		if err := got.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// d1 was acked before Close, and is not delivered again.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if d, err := c2.Receive(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("after the two given back: %v %v, want nothing", d, err)
+	}
+}
+
+// conformCloseStops: a closed consumer takes nothing more. A Receive and a
+// ReceiveBatch blocked in it return ErrClosed, its listener stops, every
+// way of taking from it afterwards is ErrClosed, and a message sent after
+// Close goes to a live consumer, never to the closed one.
+func conformCloseStops(t *testing.T, k endpointKind) {
+	_, ep := k.open(t, func(c *petrel.Config) {
+		c.Addresses = []petrel.AddressConfig{{Name: "jobs", Role: address.RoleReceive,
+			Queue: queue.Policy{LeaseTimeout: time.Hour}}}
+	})
+	c := consumer(t, ep, "jobs")
+	// Receivers blocked with no deadline of their own: only Close ends them.
+	errs := make(chan error, 2)
+	go func() {
+		d, err := c.Receive(context.Background())
+		if err == nil {
+			err = fmt.Errorf("receive got message %d", d.ID)
+		}
+		errs <- err
+	}()
+	go func() {
+		ds, err := c.ReceiveBatch(context.Background(), 8)
+		if err == nil {
+			err = fmt.Errorf("receive batch got %d messages", len(ds))
+		}
+		errs <- err
+	}()
+	var calls sync.Mutex
+	called := 0
+	l, err := c.Listen(func(context.Context, *petrel.Delivery) error {
+		calls.Lock()
+		called++
+		calls.Unlock()
+		return nil
+	}, petrel.ListenOptions{Concurrency: 2})
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Blocked by now, most likely; one that is not yet blocked meets the
+	// closed consumer, which the test checks too.
+	time.Sleep(50 * time.Millisecond)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, petrel.ErrClosed) {
+				t.Fatalf("blocked receive after Close: %v, want ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a receive blocked in the consumer still blocks 5s after Close")
+		}
+	}
+	stopped := make(chan struct{})
+	go func() { l.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop of the closed consumer's listener did not return")
+	}
+
+	p := ep.Producer()
+	m := p.CreateDataMessage("jobs")
+	m.Body = []byte("for a live consumer")
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	// With a lease of an hour, the live consumer gets it within the
+	// test's patience only if the closed one took nothing.
+	if d := receive(t, consumer(t, ep, "jobs")); d.ID != m.ID || d.Attempt != 1 {
+		t.Fatalf("live consumer got %d attempt %d, want %d attempt 1", d.ID, d.Attempt, m.ID)
+	} else if err := d.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	calls.Lock()
+	if called != 0 {
+		t.Fatalf("the closed consumer's listener handled %d messages", called)
+	}
+	calls.Unlock()
+
+	if _, err := c.Poll(); !errors.Is(err, petrel.ErrClosed) {
+		t.Errorf("Poll after Close: %v, want ErrClosed", err)
+	}
+	if _, err := c.PollBatch(8); !errors.Is(err, petrel.ErrClosed) {
+		t.Errorf("PollBatch after Close: %v, want ErrClosed", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Receive(ctx); !errors.Is(err, petrel.ErrClosed) {
+		t.Errorf("Receive after Close: %v, want ErrClosed", err)
+	}
+	if _, err := c.ReceiveBatch(ctx, 8); !errors.Is(err, petrel.ErrClosed) {
+		t.Errorf("ReceiveBatch after Close: %v, want ErrClosed", err)
+	}
+	if l, err := c.Listen(func(context.Context, *petrel.Delivery) error { return nil }, petrel.ListenOptions{}); !errors.Is(err, petrel.ErrClosed) {
+		if l != nil {
+			l.Stop()
+		}
+		t.Errorf("Listen after Close: %v, want ErrClosed", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
 	}
 }
 

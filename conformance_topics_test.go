@@ -200,6 +200,13 @@ func conformTopicNonDurable(t *testing.T, k endpointKind) {
 	expectBodies(t, priv, "private subscription", "held")
 	priv.Close()
 	named[0].Close()
+	// A closed consumer of a subscription is closed, whether its
+	// subscription ended with it (priv) or lives on (named[0]).
+	for i, c := range []*petrel.Consumer{priv, named[0]} {
+		if _, err := c.Poll(); !errors.Is(err, petrel.ErrClosed) {
+			t.Errorf("Poll of closed consumer %d: %v, want ErrClosed", i, err)
+		}
+	}
 	petreltest.Eventually(t, "the private subscription to end, and temp to keep one consumer", func() bool {
 		subs := n.Subscriptions()
 		return len(subs) == 1 && subs[0].Name == "temp" && subs[0].Consumers == 1

@@ -25,7 +25,7 @@ func (n *Node) Consumer(addr string) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return n.icpt.consumer(&Consumer{b: &queueConsumer{n: n, q: q}, addr: q.Name()})
+	return n.icpt.consumer(&Consumer{b: newQueueConsumer(n, q), addr: q.Name()})
 }
 
 // consumerQueue returns the receive queue of the local address addr, as
@@ -53,11 +53,14 @@ func (n *Node) consumerQueue(addr string) (*queue.Queue, error) {
 // Address returns the address consumed.
 func (c *Consumer) Address() string { return c.addr }
 
-// Close stops the consumer. A local consumer holds nothing; a remote one
-// sends its pending acks and gives the node back the messages it buffers
-// but the application did not take. Deliveries taken and not settled are
-// given back too: settling them afterwards returns ErrClosed. Close
-// returns nil.
+// Close stops the consumer: a Receive or ReceiveBatch blocked in it
+// returns an error wrapping ErrClosed, as do Poll, Receive, ReceiveBatch,
+// PollBatch and Listen called afterwards, and its listeners stop taking
+// messages. A remote consumer sends its pending acks first, and gives the
+// node back the messages it buffers but the application did not take.
+// Deliveries taken and not settled are given back too, at once, for other
+// consumers to take, without counting as an attempt: settling them
+// afterwards returns ErrClosed. Close returns nil.
 func (c *Consumer) Close() error {
 	c.b.close()
 	return nil
@@ -74,7 +77,7 @@ type Delivery struct {
 	// expiry address); empty otherwise.
 	Reason string
 
-	lease lease // the node's queue's, or a Client's subscription's
+	lease lease // the node's queue's, held by its consumer, or a Client's subscription's
 }
 
 // Ack settles the delivery. The delete is group-committed without waiting:

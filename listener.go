@@ -41,10 +41,14 @@ type Listener struct {
 
 // Listen starts calling h for each message of the consumer, with
 // opts.Concurrency goroutines. It returns at once. The listener stops when
-// Stop is called or the node closes.
+// Stop is called, or the consumer or its endpoint closes; on a consumer
+// closed already, Listen returns an error wrapping ErrClosed.
 func (c *Consumer) Listen(h Handler, opts ListenOptions) (*Listener, error) {
 	if h == nil {
 		return nil, errors.New("listen: nil handler")
+	}
+	if err := c.b.closed(); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 1

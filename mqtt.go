@@ -385,6 +385,12 @@ func (b mqttBackend) Subscribe(ctx context.Context, pattern, name string, durabl
 	if err != nil {
 		return nil, err
 	}
+	if sc, ok := con.b.(*subConsumer); ok {
+		// The gateway settles what a client has in flight after its
+		// unsubscribe closed the consumer (MQTT-3.10.4-3), and gives
+		// back itself, with a nack, what a closed connection had.
+		sc.keep = true
+	}
 	ic, err := n.icpt.consumerFor(con, b.info(c))
 	if err != nil {
 		con.Close()

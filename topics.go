@@ -497,7 +497,7 @@ func (n *Node) subscribe(ctx context.Context, pattern string, opts SubscribeOpti
 	}
 	e.consumers++
 	n.announceLogged(ctx, e.pattern.String())
-	sc := &subConsumer{queueConsumer: queueConsumer{n: n, q: e.q}, e: e}
+	sc := &subConsumer{queueConsumer: newQueueConsumer(n, e.q), e: e}
 	return &Consumer{b: sc, addr: e.q.Name()}, nil
 }
 
@@ -704,15 +704,17 @@ func (n *Node) isClosed() bool {
 }
 
 // subConsumer is the consumeBackend of a subscription's Consumer: a
-// queueConsumer of its queue that, on close, ends a non-durable
-// subscription once no other consumer shares it.
+// queueConsumer of its queue that, on close, gives back what it holds as
+// any does, then ends a non-durable subscription once no other consumer
+// shares it.
 type subConsumer struct {
-	queueConsumer
+	*queueConsumer
 	e    *subEntry
 	once sync.Once
 }
 
 func (c *subConsumer) close() {
+	c.queueConsumer.close()
 	c.once.Do(func() {
 		n, t := c.n, c.n.topics
 		t.subMu.Lock()

@@ -145,6 +145,42 @@ func TestPahoSharedSubscription(t *testing.T) {
 	}
 }
 
+// A member that unsubscribes completes what it has in flight
+// (MQTT-3.10.4-3): its PUBACK afterwards settles the message, which goes
+// to no other member. The group's subscription outlives the member's
+// consumer, whose Close must not give the message back.
+func TestPahoSharedUnsubscribeCompletesInFlight(t *testing.T) {
+	tn := openNode(t, baseConfig(t))
+	r1 := newReceived()
+	w1, _ := pahoClient(t, tn, &paho.Connect{ClientID: "w1", CleanStart: true, KeepAlive: 30,
+		Properties: &paho.ConnectProperties{ReceiveMaximum: ptr(uint16(1))}},
+		paho.ClientConfig{EnableManualAcknowledgment: true, OnPublishReceived: []func(paho.PublishReceived) (bool, error){r1.handler}})
+	subscribe(t, w1, "$share/workers/t/jobs", 1)
+	sendN(t, tn, 0, 1)
+	held := r1.next(t)
+	if string(held.Payload) != "j-0" {
+		t.Fatalf("w1 got %q", held.Payload)
+	}
+	r2 := newReceived()
+	w2, _ := pahoClient(t, tn, &paho.Connect{ClientID: "w2", CleanStart: true, KeepAlive: 30},
+		paho.ClientConfig{OnPublishReceived: []func(paho.PublishReceived) (bool, error){r2.handler}})
+	subscribe(t, w2, "$share/workers/t/jobs", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := w1.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{"$share/workers/t/jobs"}}); err != nil {
+		t.Fatal(err)
+	}
+	r2.none(t, 300*time.Millisecond) // j-0 is still w1's
+	if err := w1.Ack(held); err != nil {
+		t.Fatal(err)
+	}
+	petreltest.Eventually(t, "w1's PUBACK to settle j-0", func() bool {
+		subs := shareSubs(tn)
+		return len(subs) == 1 && subs[0].Depth == 0
+	}, func() string { return fmt.Sprint(shareSubs(tn)) })
+	r2.none(t, 300*time.Millisecond)
+}
+
 // A persistent member keeps its group's subscription while it is away,
 // across a restart too: what comes meanwhile waits for it; a Petrel
 // subscription of a group without members, as a crash leaves one, is
