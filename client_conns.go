@@ -200,9 +200,12 @@ func (c *Client) placeLoop() {
 				t.Stop()
 				return
 			}
-			left := c.placeOrphans()
-			if left == 0 {
+			waiting, left := c.placeOrphans()
+			if waiting+left == 0 {
 				break
+			}
+			if left == 0 {
+				continue
 			}
 			c.log.Warn("consumers without a connection to the node; trying again", slog.Int("consumers", left), slog.Duration("retry_in", min(2*delay, c.opts.ReconnectMax)))
 		}
@@ -211,15 +214,24 @@ func (c *Client) placeLoop() {
 
 // placeOrphans subscribes again the consumers without a live session, on
 // the client's connection or past it, and returns how many still have
-// none. While the client's connection is down it does nothing: its
-// reconnect subscribes them.
-func (c *Client) placeOrphans() int {
+// none (left). Those whose session the node ended wait out their retry
+// first (waiting). While the client's connection is down it does
+// nothing: its reconnect subscribes them.
+func (c *Client) placeOrphans() (waiting, left int) {
 	primary := c.current()
 	if primary == nil {
-		return 0
+		return 0, 0
 	}
 	c.mu.Lock()
 	subs := c.subsLocked()
 	c.mu.Unlock()
-	return c.subscribeOrphans(primary, subs)
+	now := time.Now()
+	subs = slices.DeleteFunc(subs, func(s *subscription) bool {
+		if s.due(now) || s.onLiveConn() {
+			return false
+		}
+		waiting++
+		return true
+	})
+	return waiting, c.subscribeOrphans(primary, subs)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -42,6 +43,13 @@ type subscription struct {
 	acks    []uint64         // tags acked on sess, not yet sent
 	spare   []uint64
 	err     error // why the subscription ended for good
+	// retry is the wait before subscribing again after the node ended a
+	// session on a live connection, doubled each time up to ReconnectMax
+	// and cleared by a delivery taken; retryAt is when that wait ends.
+	// A node that accepts the subscription and ends it at once is thus
+	// asked less and less often, never in a hot loop.
+	retry   time.Duration
+	retryAt time.Time
 }
 
 func newSubscription(c *Client, addr string) *subscription {
@@ -152,6 +160,13 @@ func (s *subscription) resubscribe(conn *session.Conn) {
 			return
 		}
 		if (conn == nil || conn.Err() == nil) && s.c.ctx.Err() == nil {
+			if !refused(err) {
+				// No answer in time (a node shutting down takes no new
+				// session, and closes the connection once its sessions
+				// are done): not the node's word, try again.
+				s.c.wakePlace()
+				return
+			}
 			s.c.log.Warn("consumer refused on reconnect", slog.String(logkey.Address, s.addr), slog.Any(logkey.Error, err))
 			s.fail(fmt.Errorf("consumer of %q ended: the node refused it on reconnect: %w: %w", s.addr, remoteErr(err), ErrClosed))
 		}
@@ -306,6 +321,10 @@ func (s *subscription) poll() (*Delivery, error) {
 		}
 		d, ok := sess.TryNextDelivery()
 		if !ok {
+			if err := sess.Err(); err != nil {
+				s.ended(sess, err)
+				continue
+			}
 			return nil, ErrNoMessage
 		}
 		if del := s.take(sess, gen, d); del != nil {
@@ -314,22 +333,55 @@ func (s *subscription) poll() (*Delivery, error) {
 	}
 }
 
-// ended handles the end of sess while a receive waited on it: lost with
-// the connection, the client subscribes again; ended by the node on a
-// live connection, or denied, the subscription ends.
+// refused reports whether err, from subscribing, is the node's answer:
+// a refusal, a denial, or no room on any connection. Anything else (no
+// answer in time, the connection lost) may pass.
+func refused(err error) bool {
+	return errors.Is(err, session.ErrRefused) || errors.Is(err, session.ErrDenied) || errors.Is(err, session.ErrLimit)
+}
+
+// ended handles the end of sess while a receive waited on it. A denial
+// ends the subscription. Lost with the connection, the client subscribes
+// again when it reconnects. Ended by the node on a live connection (a
+// node shutting down closes its sessions in order before its
+// connections), the placeLoop subscribes again after s.retry: a node
+// that refuses then ends the subscription with its reason.
 func (s *subscription) ended(sess *session.Session, err error) {
+	if errors.Is(err, session.ErrDenied) {
+		s.mu.Lock()
+		current := s.sess == sess
+		s.mu.Unlock()
+		if current {
+			s.fail(s.endedByNode(err))
+		}
+		return
+	}
 	s.mu.Lock()
-	conn := s.conn
-	current := s.sess == sess
+	if s.sess != sess {
+		s.mu.Unlock()
+		return
+	}
+	byNode := s.conn.Err() == nil
+	var wait time.Duration
+	if byNode {
+		s.retry = min(max(2*s.retry, s.c.opts.ReconnectMin), s.c.opts.ReconnectMax)
+		wait = s.retry/2 + rand.N(s.retry/2+1)
+		s.retryAt = time.Now().Add(wait)
+	}
+	s.detachLocked()
 	s.mu.Unlock()
-	if !current {
-		return
+	if byNode {
+		s.c.log.Info("the node ended a consumer's session; subscribing again", slog.String(logkey.Address, s.addr),
+			slog.Any(logkey.Error, err), slog.Duration("retry_in", wait))
+		s.c.wakePlace()
 	}
-	if conn.Err() == nil || errors.Is(err, session.ErrDenied) {
-		s.fail(s.endedByNode(err))
-		return
-	}
-	s.detachIf(sess)
+}
+
+// due reports whether the wait after the node ended a session is over.
+func (s *subscription) due(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !now.Before(s.retryAt)
 }
 
 // endedByNode is the error of a subscription whose session the node ended
@@ -348,6 +400,7 @@ func (s *subscription) take(sess *session.Session, gen uint64, d session.Deliver
 	s.mu.Lock()
 	var grant uint32
 	if s.sess == sess {
+		s.retry = 0 // the session works
 		if s.taken++; s.taken >= s.grantAt {
 			grant, s.taken = s.taken, 0
 		}
