@@ -73,6 +73,11 @@ type DialOptions struct {
 	// ConsumerWindow is the most deliveries each Consumer has on their way
 	// or buffered, ahead of the application (default 1000): the
 	// subscription's credit. Those messages are leased to this client.
+	// They are taken in the order the node pushed them, so a message of a
+	// higher priority sent after the window filled waits behind up to
+	// ConsumerWindow of them (a local consumer takes it next): where
+	// priority matters more than throughput, set a small window, such as
+	// 10.
 	ConsumerWindow int
 	// Limits bound the messages this client makes and receives; the node
 	// applies its own.
