@@ -226,6 +226,47 @@ func TestLeaseTimeoutRedelivers(t *testing.T) {
 	}
 }
 
+// A held lease does not time out; once touched it times out a
+// LeaseTimeout after the touch, not after the delivery.
+func TestHoldThenTouchStartsTheLease(t *testing.T) {
+	clk := newClock()
+	s, _ := openTemp(t, func(c *Config) { c.Now = clk.Now })
+	q := mustQueue(t, s, "q", KindReceive)
+	q.SetPolicy(Policy{LeaseTimeout: 10 * time.Second})
+	mustPut(t, q, msg(4, "x"))
+	_, d1 := pollBody(t, q)
+	if err := d1.Hold(); err != nil {
+		t.Fatal(err)
+	}
+	sweep := func() {
+		t.Helper()
+		if err := s.Sweep(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Minute)
+	sweep()
+	if b, _ := pollBody(t, q); b != "" {
+		t.Fatalf("a held lease timed out: %q delivered again", b)
+	}
+	if err := d1.Touch(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(9 * time.Second)
+	sweep()
+	if b, _ := pollBody(t, q); b != "" {
+		t.Fatalf("a lease timed out before LeaseTimeout after its touch: %q delivered again", b)
+	}
+	clk.Advance(2 * time.Second)
+	sweep()
+	if b, d2 := pollBody(t, q); b != "x" || d2.Attempt != 2 {
+		t.Fatalf("after LeaseTimeout from the touch: %q %v, want the message again", b, d2)
+	}
+	if err := d1.Touch(); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("touch of a lease that timed out: %v, want ErrLeaseLost", err)
+	}
+}
+
 func TestNackBackoffThenDeadLetter(t *testing.T) {
 	clk := newClock()
 	s, path := openTemp(t, func(c *Config) { c.Now = clk.Now })

@@ -980,3 +980,20 @@ func (d *Delivery) Hold() error {
 	l.deadline = math.MaxInt64
 	return nil
 }
+
+// Touch starts the delivery's lease again: it times out LeaseTimeout from
+// now, whether it was held (Hold) or running. A consumer that holds a
+// message until its application takes it (a remote client's buffer)
+// starts the lease when it does, so that the time the message waited
+// unseen does not count against the application.
+func (d *Delivery) Touch() error {
+	q := d.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l, err := q.leaseOf(d)
+	if err != nil {
+		return fmt.Errorf("touch: %w", err)
+	}
+	l.deadline = q.s.now().UnixNano() + int64(q.policy.LeaseTimeout)
+	return nil
+}
