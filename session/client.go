@@ -15,6 +15,8 @@ type subState struct {
 	// server side
 	credit   uint32        // deliveries this side may still send
 	creditCh chan struct{} // capacity 1: credit arrived
+	granted  uint64        // credit granted by Credit packets, in all
+	grantCh  chan struct{} // capacity 1: granted grew (WaitGranted)
 	settles  []Settle      // received, not yet taken by WaitSettles
 	tags     int           // tags in settles
 	settleCh chan struct{} // capacity 1: settles arrived
@@ -33,7 +35,7 @@ func (s *Session) setKind(flags uint8) {
 	s.file = flags&FlagFile != 0
 	s.publish = flags&FlagPublish != 0
 	if flags&FlagSubscribe != 0 {
-		s.sub = &subState{creditCh: make(chan struct{}, 1), settleCh: make(chan struct{}, 1)}
+		s.sub = &subState{creditCh: make(chan struct{}, 1), grantCh: make(chan struct{}, 1), settleCh: make(chan struct{}, 1)}
 	}
 }
 
@@ -105,6 +107,38 @@ func (s *Session) subscribeSide(client bool, op string) error {
 		return fmt.Errorf("%s on session %d: only the delivering side can: %w", op, s.id, ErrProtocol)
 	}
 	return nil
+}
+
+// WaitGranted blocks on the server side of a subscribe session until the
+// client granted, by Credit packets, more than seen in all (the initial
+// window not counted), and returns that sum. A client that grants one
+// credit per delivery its application takes, in the order they came,
+// tells the server so which deliveries were taken: the k-th credit
+// granted is the k-th delivery. It returns the session's error once the
+// session is no longer open.
+func (s *Session) WaitGranted(ctx context.Context, seen uint64) (uint64, error) {
+	if err := s.subscribeSide(false, "wait for grants"); err != nil {
+		return 0, err
+	}
+	for {
+		s.mu.Lock()
+		if s.state != stateOpen {
+			err := s.stateErr("wait for grants")
+			s.mu.Unlock()
+			return 0, err
+		}
+		n := s.sub.granted
+		s.mu.Unlock()
+		if n > seen {
+			return n, nil
+		}
+		select {
+		case <-s.sub.grantCh:
+		case <-s.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
 // WaitCredit blocks on the server side of a subscribe session until the
@@ -371,7 +405,9 @@ func (s *Session) addCredit(n uint32) error {
 		return fmt.Errorf("session %d: credit of %d granted on top of %d, past the window of %d: %w", s.id, n, s.sub.credit, s.window, ErrWindow)
 	}
 	s.sub.credit += n
+	s.sub.granted += uint64(n)
 	signal(s.sub.creditCh)
+	signal(s.sub.grantCh)
 	return nil
 }
 

@@ -78,6 +78,21 @@ func TestSubscribeCreditDeliverSettle(t *testing.T) {
 	if n, err := srv.WaitCredit(ctx); err != nil || n != 3 {
 		t.Fatalf("credit after Grant(3): %d, %v", n, err)
 	}
+	// WaitGranted counts what Credit packets granted, not the window.
+	if g, err := srv.WaitGranted(ctx, 0); err != nil || g != 3 {
+		t.Fatalf("granted after Grant(3): %d, %v", g, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if g, err := srv.WaitGranted(short, 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitGranted past what was granted: %d, %v; want it to wait", g, err)
+	}
+	cancel()
+	if err := sub.Grant(1); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := srv.WaitGranted(ctx, 3); err != nil || g != 4 {
+		t.Fatalf("granted after Grant(1): %d, %v", g, err)
+	}
 	many := make([]uint64, MaxSettleTags+10)
 	for i := range many {
 		many[i] = uint64(i + 1)

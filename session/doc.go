@@ -69,7 +69,10 @@
 // by what the client grants; the client grants one credit per delivery its
 // application took, so at most W deliveries are ever on their way or
 // buffered (a server that sends more is ErrWindow). Settles are bounded by
-// what the server holds unsettled.
+// what the server holds unsettled. The client takes deliveries in the
+// order they came, so the k-th credit it grants past W tells the server
+// that the k-th delivery was taken (Session.WaitGranted): the server
+// starts a delivery's lease then, not when it sent it.
 //
 // A publish session's window is the least of the client's request and the
 // server's, which Config.PublishWindow may raise above a link's: a client
