@@ -19,9 +19,13 @@ import (
 //
 // The node pushes deliveries while it has credit; the session buffers
 // them, at most the window. Each delivery the application takes earns the
-// node one credit back, granted in batches of a quarter window. Acks are
-// batched too: Ack queues the tag and the Client's flushLoop sends what
-// queued meanwhile in one Settle. Nacks and releases go at once.
+// node one credit back, granted in batches of a quarter window, or
+// grantDelay after the take if the batch is not full by then: the node
+// starts a delivery's lease when that credit tells it the delivery was
+// taken, so a credit kept back would leave a stalled handler's lease
+// never timing out. Acks are batched too: Ack queues the tag and the
+// Client's flushLoop sends what queued meanwhile in one Settle. Nacks and
+// releases go at once.
 //
 // A delivery belongs to the session it came on (gen). When that session
 // ends the node gives its lease back, so settling it then is ErrLeaseLost.
@@ -50,6 +54,10 @@ type subscription struct {
 	// asked less and less often, never in a hot loop.
 	retry   time.Duration
 	retryAt time.Time
+	// grantTimer grants what was taken grantDelay after a take, if the
+	// batch did not fill by then; grantArmed says it is set.
+	grantTimer *time.Timer
+	grantArmed bool
 }
 
 func newSubscription(c *Client, addr string) *subscription {
@@ -259,6 +267,9 @@ func (s *subscription) fail(err error) *session.Session {
 	}
 	sess := s.sess
 	s.conn, s.sess = nil, nil
+	if s.grantTimer != nil {
+		s.grantTimer.Stop()
+	}
 	s.changedLocked()
 	s.mu.Unlock()
 	s.unregister()
@@ -403,6 +414,13 @@ func (s *subscription) take(sess *session.Session, gen uint64, d session.Deliver
 		s.retry = 0 // the session works
 		if s.taken++; s.taken >= s.grantAt {
 			grant, s.taken = s.taken, 0
+		} else if !s.grantArmed && s.err == nil {
+			s.grantArmed = true
+			if s.grantTimer == nil {
+				s.grantTimer = time.AfterFunc(grantDelay, s.grantTaken)
+			} else {
+				s.grantTimer.Reset(grantDelay)
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -417,6 +435,25 @@ func (s *subscription) take(sess *session.Session, gen uint64, d session.Deliver
 	}
 	l := &remoteLease{s: s, tag: d.Tag, gen: gen, id: m.ID, attempt: int(d.Attempt)}
 	return &Delivery{Message: m, Attempt: l.attempt, Reason: d.Reason, lease: l}
+}
+
+// grantDelay is how long the credit of a take waits for more takes to
+// batch with.
+const grantDelay = 20 * time.Millisecond
+
+// grantTaken grants the credit of what was taken since the last grant
+// (grantTimer).
+func (s *subscription) grantTaken() {
+	s.mu.Lock()
+	s.grantArmed = false
+	grant, sess := s.taken, s.sess
+	if sess == nil || grant == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.taken = 0
+	s.mu.Unlock()
+	_ = sess.Grant(grant) // fails only with the session, which ends it
 }
 
 // remoteLease is a remote Delivery's lease: its tag in the subscription's

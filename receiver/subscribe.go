@@ -31,6 +31,17 @@ import (
 // that takes deliveries but never settles them stalls at a bound, until
 // the leases time out in the queue (which delivers the messages again,
 // here or elsewhere) and are forgotten here.
+//
+// A lease starts when the client's application takes the delivery, not
+// when it is pushed: a delivery waiting in the client's buffer behind a
+// slow handler must not time out unseen, be delivered again and be
+// dead-lettered while the application acks it. So a pushed delivery is
+// held (queue.Delivery.Hold) until the client grants the credit its take
+// earns back, and its lease then runs LeaseTimeout from there
+// (queue.Delivery.Touch). The client takes in push order and grants one
+// credit per take, so the k-th credit granted past the initial window is
+// the k-th delivery pushed (takenLoop). What the client has not taken is
+// at most the window, and is given back when the session ends.
 type subscription struct {
 	s       *Server
 	conn    *session.Conn
@@ -53,6 +64,8 @@ type subscription struct {
 	held      map[uint64]held // by tag
 	heldBytes int64           // the sum of held's sizes
 	tag       uint64          // the last tag given
+	untaken   []uint64        // tags pushed, in order, the client has not taken yet
+	owed      uint64          // credits granted that no pushed tag matched yet
 	room      chan struct{}   // capacity 1: a lease was settled
 	revoked   string          // why Rejudge ended it, if it did
 }
@@ -60,7 +73,7 @@ type subscription struct {
 // held is a lease a client holds.
 type held struct {
 	d    *queue.Delivery
-	at   time.Time // when it was leased
+	at   time.Time // when the client took it and its lease began; zero before
 	size int64     // len(d.Data), counted in heldBytes
 }
 
@@ -111,6 +124,7 @@ func (sub *subscription) serve() {
 		}
 	})
 	wg.Go(func() { sub.settleLoop(ctx) })
+	wg.Go(func() { sub.takenLoop(pctx) })
 	err := sub.pushLoop(pctx)
 	pcancel()
 	if reason := sub.revokedReason(); reason != "" && ctx.Err() == nil && sess.Err() == nil {
@@ -185,13 +199,19 @@ func (sub *subscription) push(ctx context.Context, d *queue.Delivery) error {
 	if sub.s.icpt != nil {
 		data = sub.s.interceptDeliver(ctx, sub.peer, sub.q.Name(), data)
 	}
+	if err := d.Hold(); err != nil {
+		return nil // timed out already: the queue delivers it again
+	}
 	sub.mu.Lock()
 	sub.tag++
 	tag := sub.tag
 	size := int64(len(d.Data))
-	sub.held[tag] = held{d: d, at: time.Now(), size: size}
+	sub.held[tag] = held{d: d, size: size}
 	sub.heldBytes += size
+	sub.untaken = append(sub.untaken, tag)
+	touch := sub.matchLocked(nil)
 	sub.mu.Unlock()
+	touchAll(touch)
 	sub.s.held.bytes.Add(size)
 	sub.s.stats.Delivered.Add(1) // before the client can see it
 	err := sub.sess.Deliver(ctx, session.Deliver{Tag: tag, Attempt: uint32(d.Attempt), Reason: d.Reason, Message: data})
@@ -283,8 +303,54 @@ func (sub *subscription) waitRoom(ctx context.Context) error {
 	}
 }
 
+// takenLoop starts the leases of the deliveries the client takes, as it
+// learns of them from the credits it grants, until ctx ends.
+func (sub *subscription) takenLoop(ctx context.Context) {
+	var seen uint64
+	for {
+		granted, err := sub.sess.WaitGranted(ctx, seen)
+		if err != nil {
+			return
+		}
+		sub.mu.Lock()
+		sub.owed += granted - seen
+		touch := sub.matchLocked(nil)
+		sub.mu.Unlock()
+		touchAll(touch)
+		seen = granted
+	}
+}
+
+// matchLocked matches the credits owed to the deliveries not taken, in
+// push order: those are taken now. It returns the leases to start, of
+// those still held (a settle may have beaten its credit here); sub.mu is
+// held.
+func (sub *subscription) matchLocked(touch []*queue.Delivery) []*queue.Delivery {
+	now := time.Now()
+	n := min(sub.owed, uint64(len(sub.untaken)))
+	for _, tag := range sub.untaken[:n] {
+		if h, ok := sub.held[tag]; ok {
+			h.at = now
+			sub.held[tag] = h
+			touch = append(touch, h.d)
+		}
+	}
+	sub.owed -= n
+	sub.untaken = sub.untaken[n:]
+	return touch
+}
+
+// touchAll starts the leases of ds: they time out LeaseTimeout from now.
+// A lease settled meanwhile is skipped.
+func touchAll(ds []*queue.Delivery) {
+	for _, d := range ds {
+		_ = d.Touch() // fails only for a lease settled or lost: nothing to start
+	}
+}
+
 // forgetTimedOut drops the leases whose time ran out: the queue took the
-// messages back. It returns how many it dropped.
+// messages back. It returns how many it dropped. A lease the client has
+// not taken yet is held, and does not run out.
 func (sub *subscription) forgetTimedOut() int {
 	timeout := sub.q.Policy().LeaseTimeout
 	now := time.Now()
@@ -293,7 +359,7 @@ func (sub *subscription) forgetTimedOut() int {
 	n := 0
 	var freed int64
 	for tag, h := range sub.held {
-		if now.Sub(h.at) > timeout {
+		if !h.at.IsZero() && now.Sub(h.at) > timeout {
 			delete(sub.held, tag)
 			freed += h.size
 			n++
