@@ -20,10 +20,11 @@ const nextDelivery = "session.(*Session).NextDelivery"
 // connections. Consumers waiting in Receive or Listen then saw their
 // session end on a live connection, and took it for the node ending them
 // for good; they subscribe again, as an idle one does
-// (TestRemoteNodeRestart).
+// (TestRemoteNodeRestart), a durable topic subscription too.
 func TestRemoteNodeRestartWhileReceiving(t *testing.T) {
 	dir := t.TempDir()
-	cfg := petrel.Config{Name: "plant-7", DataDir: dir, Logger: quiet, Listen: "127.0.0.1:0"}
+	cfg := petrel.Config{Name: "plant-7", DataDir: dir, Logger: quiet, Listen: "127.0.0.1:0",
+		Topics: []petrel.TopicConfig{{Pattern: "plant.#"}}}
 	n, err := petrel.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -45,19 +46,25 @@ func TestRemoteNodeRestartWhileReceiving(t *testing.T) {
 	defer l.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	received := make(chan error, 1)
-	go func() {
-		d, err := waiting.Receive(ctx)
-		if err == nil && string(d.Body) != "after restart" {
-			err = errors.New("received " + string(d.Body))
-		}
-		if err == nil {
-			err = d.Ack()
-		}
-		received <- err
-	}()
-	petreltest.Eventually(t, "the Receive and the listener wait for a delivery", func() bool {
-		return petreltest.GoroutinesIn(nextDelivery) == 2
+	durable, err := c.Subscribe(ctx, "plant.#", petrel.SubscribeOptions{Name: "audit", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := make(chan error, 2)
+	for _, cons := range []*petrel.Consumer{waiting, durable} {
+		go func() {
+			d, err := cons.Receive(ctx)
+			if err == nil && string(d.Body) != "after restart" {
+				err = errors.New("received " + string(d.Body))
+			}
+			if err == nil {
+				err = d.Ack()
+			}
+			received <- err
+		}()
+	}
+	petreltest.Eventually(t, "the Receives and the listener wait for a delivery", func() bool {
+		return petreltest.GoroutinesIn(nextDelivery) == 3
 	})
 	n.Close()
 	n, err = petrel.Open(context.Background(), cfg)
@@ -66,15 +73,17 @@ func TestRemoteNodeRestartWhileReceiving(t *testing.T) {
 	}
 	defer n.Close()
 	p := n.Producer()
-	for _, addr := range []string{"orders", "events"} {
+	for _, addr := range []string{"orders", "events", "plant.temp"} {
 		m := p.CreateDataMessage(addr)
 		m.Body = []byte("after restart")
 		if err := p.Send(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := <-received; err != nil {
-		t.Fatalf("a Receive waiting while the node restarted: %v", err)
+	for range 2 {
+		if err := <-received; err != nil {
+			t.Fatalf("a Receive waiting while the node restarted: %v", err)
+		}
 	}
 	petreltest.Eventually(t, "the listener handles a message sent after the restart", func() bool {
 		return handled.Load() == 1
