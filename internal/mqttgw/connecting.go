@@ -171,7 +171,7 @@ func (p *preConnect) readHeader(conn net.Conn) error {
 // Serve guards every connection of the listener until its CONNECT.
 func (l corked) Serve(establish listeners.EstablishFn) {
 	l.Listener.Serve(func(id string, c net.Conn) error {
-		cc := &corkConn{Conn: c, size: &sizeGuard{max: l.g.srv.Options.Capabilities.MaximumPacketSize}}
+		cc := &corkConn{Conn: c, size: &sizeGuard{max: l.g.srv.Options.Capabilities.MaximumPacketSize, claims: newClaim(&l.g.claims)}}
 		if !l.g.connecting.guard(cc) {
 			if held, ok := l.g.connecting.log.Allow("connecting"); ok {
 				l.g.log.Warn("mqtt connection closed: too many connections awaiting CONNECT",

@@ -53,29 +53,28 @@ type corkConn struct {
 	// connection that was never guarded. Only the reading goroutine uses
 	// it, and OnConnect, which that goroutine runs.
 	pre *preConnect
-	// size follows the packets read (see sizeGuard), nil once there is
-	// nothing to follow them for; as pre, the reading goroutine's.
+	// size follows the packets read (see sizeGuard); as pre, the
+	// reading goroutine's, but for its claims (see corkConn.Close).
 	size *sizeGuard
 }
 
-// Read reads through the pre-CONNECT guard, which lets bytes through
-// unchanged once the CONNECT's fixed header has passed it, and the size
-// guard, which answers an MQTT 5 packet past the Maximum Packet Size.
+// Read reads through the size guard (see sizeGuard.read), which answers
+// an MQTT 5 packet past the Maximum Packet Size and holds back a large
+// packet's fixed header until its bytes fit the packets' budget.
 func (c *corkConn) Read(b []byte) (int, error) {
-	var n int
-	var err error
+	if c.size != nil {
+		return c.size.read(c, b)
+	}
+	return c.readConn(b)
+}
+
+// readConn reads through the pre-CONNECT guard, which lets bytes through
+// unchanged once the CONNECT's fixed header has passed it.
+func (c *corkConn) readConn(b []byte) (int, error) {
 	if c.pre != nil {
-		n, err = c.pre.read(c.Conn, b)
-	} else {
-		n, err = c.Conn.Read(b)
+		return c.pre.read(c.Conn, b)
 	}
-	if c.size != nil && c.size.over(b[:n]) {
-		if c.size.v5 {
-			c.refuseTooLarge(c.size.max)
-		}
-		c.size = nil
-	}
-	return n, err
+	return c.Conn.Read(b)
 }
 
 // gate holds back every write until the matching ungate; cork until

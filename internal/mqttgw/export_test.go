@@ -12,3 +12,15 @@ func SetConnectBounds(timeout time.Duration, conns, bytes int64) (restore func()
 	b.bytes.Store(bytes)
 	return func() { b.timeout.Store(t); b.conns.Store(c); b.bytes.Store(n) }
 }
+
+// SetPacketBounds sets the bounds on the packets of connected clients for
+// a test (see claims.go), and returns what puts them back.
+func SetPacketBounds(bytes, small int64, wait, stall time.Duration) (restore func()) {
+	b := &claimBounds
+	n, s, w, st := b.bytes.Load(), b.small.Load(), b.wait.Load(), b.stall.Load()
+	b.bytes.Store(bytes)
+	b.small.Store(small)
+	b.wait.Store(int64(wait))
+	b.stall.Store(int64(stall))
+	return func() { b.bytes.Store(n); b.small.Store(s); b.wait.Store(w); b.stall.Store(st) }
+}

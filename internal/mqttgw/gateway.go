@@ -225,6 +225,8 @@ type Gateway struct {
 	ws      *wsListener
 	// connecting bounds the connections that have not sent their CONNECT.
 	connecting connecting
+	// claims bounds the bytes the packets of connected clients claim.
+	claims packetClaims
 
 	// refusedLog holds back repeated lines of refused publishes, keyLog
 	// those of QoS 2 deliveries' keys not kept.

@@ -93,12 +93,11 @@ func (h *hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		if cc.pre != nil {
 			cc.pre.connected()
 		}
-		if cc.size != nil && cl.Properties.ProtocolVersion >= 5 {
-			cc.size.v5 = true
-		} else {
-			// MQTT 3.1.1 has no DISCONNECT from the node: its
-			// packets need not be followed.
-			cc.size = nil
+		if cc.size != nil {
+			// MQTT 3.1.1 has no DISCONNECT from the node, but its
+			// packets claim their bytes all the same.
+			cc.size.v5 = cl.Properties.ProtocolVersion >= 5
+			cc.size.claiming = true
 		}
 	}
 	if atomic.LoadInt64(&h.g.srv.Info.ClientsConnected) >= int64(h.g.cfg.MaxClients) {

@@ -56,6 +56,14 @@ type Stats struct {
 	RefusedConnecting   int64 `json:"refused_connecting"`
 	RefusedConnectBytes int64 `json:"refused_connect_bytes"`
 	ConnectTimeouts     int64 `json:"connect_timeouts"`
+	// PacketBytes is the bytes that packets of connected clients, of 64
+	// KiB or more, claim in their fixed headers and have not yet sent
+	// whole; RefusedPacketBytes counts the connections closed because
+	// such a packet waited too long for room, PacketTimeouts those whose
+	// packet's body stopped coming.
+	PacketBytes        int64 `json:"packet_bytes"`
+	RefusedPacketBytes int64 `json:"refused_packet_bytes"`
+	PacketTimeouts     int64 `json:"packet_timeouts"`
 	// RefusedTopicAliases counts the connections closed (0x94) for a
 	// topic alias past the 10 a connection may use.
 	RefusedTopicAliases int64    `json:"refused_topic_aliases"`
@@ -127,7 +135,8 @@ func (g *Gateway) Stats() Stats {
 		Clients: m.connections.Load(), Connections: m.connected.Load(), AuthFailed: m.authFailed.Load(),
 		RefusedClientIDs:    m.refusedOwner.Load(),
 		RefusedTopicAliases: m.refusedAliases.Load(),
-		Connecting:          g.connecting.conns.Load(), RefusedConnecting: g.connecting.refusedConns.Load(),
+		PacketBytes:         g.claims.used.Load(), RefusedPacketBytes: g.claims.refused.Load(), PacketTimeouts: g.claims.stalled.Load(),
+		Connecting: g.connecting.conns.Load(), RefusedConnecting: g.connecting.refusedConns.Load(),
 		RefusedConnectBytes: g.connecting.refusedBytes.Load(), ConnectTimeouts: g.connecting.timedOut.Load(),
 		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
 		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
@@ -176,6 +185,7 @@ var (
 	descConnTotal   = prometheus.NewDesc("petrel_mqtt_connections_total", "MQTT connections accepted.", nil, nil)
 	descAuth        = prometheus.NewDesc("petrel_mqtt_auth_failures_total", "MQTT connections refused by authentication.", nil, nil)
 	descConnecting  = prometheus.NewDesc("petrel_mqtt_connecting", "MQTT connections awaiting their CONNECT.", nil, nil)
+	descPacketBytes = prometheus.NewDesc("petrel_mqtt_packet_bytes", "Bytes that MQTT packets of 64 KiB or more, after the CONNECT, claim in their fixed headers and have not yet sent whole.", nil, nil)
 	descConnTimeout = prometheus.NewDesc("petrel_mqtt_connect_timeouts_total", "MQTT connections closed because they did not send their CONNECT in time.", nil, nil)
 	descOwner       = prometheus.NewDesc("petrel_mqtt_client_id_refused_total", "MQTT connections refused because their client identifier holds a session of another identity.", nil, nil)
 	descSessions    = prometheus.NewDesc("petrel_mqtt_sessions", "MQTT sessions known, connected or not, by persistence.", []string{"persistent"}, nil)
@@ -192,7 +202,7 @@ var (
 	descShared      = prometheus.NewDesc("petrel_mqtt_shared_groups", "MQTT shared subscriptions ($share/<group>/<filter>) with members.", nil, nil)
 	descWillsWait   = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
 	descWills       = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
-	descBound       = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections, retained publishes, topic filters and QoS 2 publishes refused past a bound, by bound: clients, retained, sessions, subscriptions, qos2_pending, connecting (connections awaiting their CONNECT), connect_bytes (the bytes their CONNECTs claim), topic_aliases (connections closed for an alias past the 10 allowed).", []string{"reason"}, nil)
+	descBound       = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections, retained publishes, topic filters and QoS 2 publishes refused past a bound, by bound: clients, retained, sessions, subscriptions, qos2_pending, connecting (connections awaiting their CONNECT), connect_bytes (the bytes their CONNECTs claim), packet_bytes (connections whose packet waited too long for room in the bytes the packets being read may claim), packet_timeout (connections whose large packet stopped coming), topic_aliases (connections closed for an alias past the 10 allowed).", []string{"reason"}, nil)
 )
 
 // Collector returns the gateway's Prometheus collector.
@@ -201,7 +211,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descRetainedB, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descPacketBytes, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descRetainedB, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases} {
 		ch <- d
 	}
 }
@@ -217,6 +227,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedConnecting), "connecting")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedConnectBytes), "connect_bytes")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedTopicAliases), "topic_aliases")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedPacketBytes), "packet_bytes")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.PacketTimeouts), "packet_timeout")
+	ch <- prometheus.MustNewConstMetric(descPacketBytes, prometheus.GaugeValue, float64(s.PacketBytes))
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(s.Persistent), "true")
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(s.Sessions-s.Persistent), "false")
 	for q := range 3 {
