@@ -58,6 +58,10 @@ type adminNode interface {
 	// endpoints it calls (admin_console.go).
 	consoleSnapshot() console.Snapshot
 	replaySelected(ctx context.Context, addr string, refs []adminapi.MessageRef) (int, error)
+	// unready says why a component that started no longer serves (an
+	// MQTT listener whose socket failed), nil when none: /readyz then
+	// answers 503 with it.
+	unready() error
 }
 
 // adminServer serves the admin endpoints, in the manner of litestream's
@@ -162,6 +166,10 @@ func (s *adminServer) handleHealthz(w http.ResponseWriter, _ *http.Request) {
 func (s *adminServer) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.ready.Load() {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	if err := s.node.unready(); err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ready")

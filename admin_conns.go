@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/petrelmq/petrel/internal/acceptretry"
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/internal/ratelog"
 )
@@ -41,6 +42,13 @@ import (
 //
 // The unix socket gets the idle timeout but no bound: only the node's
 // user reaches it, and it stays the way in when the TCP listener is full.
+//
+// The TCP listener accepts through acceptretry: an Accept error that
+// passes (EMFILE, out of file descriptors, and the like) is retried after
+// a wait that doubles from 5 ms up to 1 s, counted, and logged at most
+// once every adminConnLogEvery. net/http retries some of them itself, but
+// not ENOBUFS or ENOMEM, after which it stopped serving, and it logged
+// each retry through the standard logger.
 
 // adminHeaderTimeout bounds the wait for a request's header, the first
 // request's included: a connection that sends nothing is closed after it.
@@ -143,8 +151,10 @@ type adminConnLimit struct {
 	max     int64
 	open    atomic.Int64
 	refused prometheus.Counter
-	log     *slog.Logger
-	logs    ratelog.Limiter
+	// acceptErrors counts the Accept errors retried.
+	acceptErrors prometheus.Counter
+	log          *slog.Logger
+	logs         ratelog.Limiter
 }
 
 // newAdminConnLimit makes the bound of the admin TCP listener, and
@@ -156,19 +166,33 @@ func newAdminConnLimit(reg *prometheus.Registry, log *slog.Logger) *adminConnLim
 			Name: "petrel_admin_connections_refused_total",
 			Help: "Connections to the admin TCP listener closed as soon as accepted, past the bound of connections open at once (256).",
 		}),
+		acceptErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "petrel_admin_accept_errors_total",
+			Help: "Errors accepting connections on the admin TCP listener, retried after a wait (EMFILE: out of file descriptors, and the like).",
+		}),
 		log:  log,
 		logs: ratelog.Limiter{Every: adminConnLogEvery},
 	}
-	reg.MustRegister(l.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(l.refused, l.acceptErrors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "petrel_admin_connections_open",
 		Help: "Connections open on the admin TCP listener (at most 256).",
 	}, func() float64 { return float64(l.open.Load()) }))
 	return l
 }
 
-// listener wraps ln, the admin TCP listener, in the bound.
+// listener wraps ln, the admin TCP listener, in the bound, over the
+// retry of Accept errors that pass.
 func (l *adminConnLimit) listener(ln net.Listener) net.Listener {
-	return &adminLimitedListener{Listener: ln, limit: l}
+	return &adminLimitedListener{Listener: acceptretry.New(ln, l.acceptRetried), limit: l}
+}
+
+// acceptRetried counts, and logs now and then, an Accept error retried.
+func (l *adminConnLimit) acceptRetried(err error, wait time.Duration) {
+	l.acceptErrors.Inc()
+	if held, ok := l.logs.Allow("accept"); ok {
+		l.log.Warn("admin accept failed; retrying", slog.Any(logkey.Error, err),
+			slog.Duration("retry_in", wait), slog.Int64("suppressed", held))
+	}
 }
 
 // adminLimitedListener closes, as soon as it accepts it, a connection

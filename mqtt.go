@@ -133,6 +133,16 @@ func (n *Node) MQTTAddr() string {
 	return n.mqtt.Addr()
 }
 
+// unready says why the node no longer serves all it started: an MQTT
+// listener that stopped accepting connections (its socket failed past
+// retrying); nil when all serve.
+func (n *Node) unready() error {
+	if n.mqtt == nil {
+		return nil
+	}
+	return n.mqtt.Err()
+}
+
 func (n *Node) mqttStats() *MQTTStats {
 	if n.mqtt == nil {
 		return nil

@@ -25,7 +25,12 @@ type nodeProc struct {
 // the test ends, if it is still running.
 func startNode(t *testing.T, dir string, args ...string) *nodeProc {
 	t.Helper()
-	cmd := exec.Command(petrelBin, append([]string{"node"}, args...)...)
+	return startNodeCmd(t, dir, exec.Command(petrelBin, append([]string{"node"}, args...)...))
+}
+
+// startNodeCmd starts cmd, which runs `petrel node`, in dir, as startNode.
+func startNodeCmd(t *testing.T, dir string, cmd *exec.Cmd) *nodeProc {
+	t.Helper()
 	cmd.Dir = dir
 	cmd.Env = petrelEnv
 	p := &nodeProc{cmd: cmd, lines: make(chan string, 16), stderr: &bytes.Buffer{}, exited: make(chan struct{})}

@@ -158,6 +158,12 @@ func printMQTT(w io.Writer, m *petrel.MQTTStats) {
 	if m.WebSocket != "" {
 		fmt.Fprintf(w, "          websocket %s\n", m.WebSocket)
 	}
+	if m.AcceptErrors > 0 || m.WebSocketAcceptErrors > 0 {
+		fmt.Fprintf(w, "          accept errors retried: tcp %d  websocket %d\n", m.AcceptErrors, m.WebSocketAcceptErrors)
+	}
+	if m.ListenerError != "" {
+		fmt.Fprintf(w, "          NOT READY: %s\n", m.ListenerError)
+	}
 	fmt.Fprintf(w, "          shared groups %d  wills delayed %d  sent %d  discarded %d  qos2 awaiting pubrel %d  to resend %d  pubrels resent %d\n",
 		m.SharedGroups, m.WillsDelayed, m.WillsSent, m.WillsDiscarded, m.QoS2Pending, m.ResendNoted, m.ResentReleases)
 	if len(m.List) == 0 {

@@ -130,6 +130,21 @@ func TestStatMQTTResends(t *testing.T) {
 	}
 }
 
+// petrel stat's MQTT lines show the accept errors retried, and a
+// listener that stopped accepting connections.
+func TestStatMQTTListenerStopped(t *testing.T) {
+	var b strings.Builder
+	printMQTT(&b, &petrel.MQTTStats{Listen: "127.0.0.1:1883", AcceptErrors: 7})
+	if want := "accept errors retried: tcp 7  websocket 0"; !strings.Contains(b.String(), want) || strings.Contains(b.String(), "NOT READY") {
+		t.Fatalf("stat shows\n%s\nwant a line with %q, and none saying not ready", b.String(), want)
+	}
+	b.Reset()
+	printMQTT(&b, &petrel.MQTTStats{Listen: "127.0.0.1:1883", ListenerError: "mqtt listener mqtt on 127.0.0.1:1883 stopped accepting connections: boom"})
+	if want := "NOT READY: mqtt listener mqtt on 127.0.0.1:1883 stopped accepting connections: boom"; !strings.Contains(b.String(), want) || strings.Contains(b.String(), "accept errors") {
+		t.Fatalf("stat shows\n%s\nwant a line with %q, and none of accept errors", b.String(), want)
+	}
+}
+
 // TestStatWithTheFileOfARefusedEdit: petrel stat -c, given the file of a
 // running node after an edit the node refused, still reaches that node
 // (its data directory read from the file) and shows why the edit was

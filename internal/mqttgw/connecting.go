@@ -74,12 +74,22 @@ type preConnect struct {
 	over    bool // the CONNECT has been read (connected ran)
 }
 
-// guard counts c, sets the deadline of its CONNECT and reports false when
-// too many connections await theirs.
-func (g *connecting) guard(c *corkConn) bool {
+// take counts a connection among those awaiting their CONNECT, and
+// reports false, counted as refused, when too many already do.
+func (g *connecting) take() bool {
 	if g.conns.Add(1) > connectBounds.conns.Load() {
 		g.conns.Add(-1)
 		g.refusedConns.Add(1)
+		return false
+	}
+	return true
+}
+
+// guard counts c, unless its place was taken at accept (taken: the
+// websocket listener's), sets the deadline of its CONNECT and reports
+// false when too many connections await theirs.
+func (g *connecting) guard(c *corkConn, taken bool) bool {
+	if !taken && !g.take() {
 		return false
 	}
 	c.pre = &preConnect{g: g}
@@ -168,21 +178,38 @@ func (p *preConnect) readHeader(conn net.Conn) error {
 	return nil
 }
 
-// Serve guards every connection of the listener until its CONNECT.
+// Serve guards every connection of the listener until its CONNECT. A
+// websocket connection took its place among those awaiting their
+// CONNECT at accept, before its upgrade, and hands it over here. Serve
+// returns when the listener stops serving: when it is closed, or when
+// its socket failed past retrying, which Serve notes.
 func (l corked) Serve(establish listeners.EstablishFn) {
 	l.Listener.Serve(func(id string, c net.Conn) error {
 		cc := &corkConn{Conn: c, size: &sizeGuard{max: l.g.srv.Options.Capabilities.MaximumPacketSize, claims: newClaim(&l.g.claims)}}
-		if !l.g.connecting.guard(cc) {
-			if held, ok := l.g.connecting.log.Allow("connecting"); ok {
-				l.g.log.Warn("mqtt connection closed: too many connections awaiting CONNECT",
-					slog.String("remote", c.RemoteAddr().String()), slog.Int64("bound", connectBounds.conns.Load()), slog.Int64("held_back", held))
-			}
-			_ = c.Close()
+		taken := false
+		if h, ok := c.(interface{ handOver() bool }); ok {
+			taken = h.handOver()
+		}
+		if !l.g.connecting.guard(cc, taken) {
+			l.g.refuseConnecting(c)
 			return errTooManyConnecting
 		}
 		defer cc.pre.connected()
 		return establish(id, cc)
 	})
+	if !l.g.closing.Load() {
+		l.g.listenerStopped(l.ID(), l.Address(), l.accept.Err())
+	}
+}
+
+// refuseConnecting closes c, a connection past maxConnecting, and logs
+// it at most once every connectLogEvery.
+func (g *Gateway) refuseConnecting(c net.Conn) {
+	if held, ok := g.connecting.log.Allow("connecting"); ok {
+		g.log.Warn("mqtt connection closed: too many connections awaiting CONNECT",
+			slog.String("remote", c.RemoteAddr().String()), slog.Int64("bound", connectBounds.conns.Load()), slog.Int64("held_back", held))
+	}
+	_ = c.Close()
 }
 
 // errTooManyConnecting closes a connection past maxConnecting.

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/petrelmq/petrel/internal/acceptretry"
 )
 
 // corkMax is how many bytes a corked connection holds back before it
@@ -153,10 +155,13 @@ func (c *corkConn) ConnectionState() tls.ConnectionState {
 }
 
 // corked makes every connection of a listener a corkConn, guarded until
-// its CONNECT (see connecting.go).
+// its CONNECT (see connecting.go), and notes a listener that stops
+// serving while the gateway is not closing (see accept.go).
 type corked struct {
 	listeners.Listener
 	g *Gateway
+	// accept is the listener's socket, which says why it stopped.
+	accept *acceptretry.Listener
 }
 
 // corkOf is the corkConn of a client's connection, or nil when it has

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -221,12 +223,21 @@ type Gateway struct {
 	resends *resends
 	shares  *shares
 	metrics *metrics
-	tcp     *listeners.TCP
+	tcp     *listeners.Net
 	ws      *wsListener
 	// connecting bounds the connections that have not sent their CONNECT.
 	connecting connecting
 	// claims bounds the bytes the packets of connected clients claim.
 	claims packetClaims
+	// acceptLog holds back repeated lines of accept errors retried, one
+	// key per listener.
+	acceptLog ratelog.Limiter
+	// closing is set once closeServer begins: a listener that stops
+	// serving then is being closed, not failing.
+	closing atomic.Bool
+	// stopped is why a listener stopped accepting connections while the
+	// gateway was not closing, the first time one did (see Err).
+	stopped atomic.Pointer[error]
 
 	// refusedLog holds back repeated lines of refused publishes, keyLog
 	// those of QoS 2 deliveries' keys not kept.
@@ -286,6 +297,8 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), qos2: newQoS2Markers(), resends: newResends(), shares: newShares(), retainPending: map[string]struct{}{}, retainedSizes: map[string]int64{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.connecting.log.Every = connectLogEvery
+	g.acceptLog.Every = acceptLogEvery
 	caps := mqtt.NewDefaultServerCapabilities()
 	// Retained messages and in-flight deliveries expire by their own
 	// expiry only; mochi's default would drop them after a day.
@@ -318,14 +331,34 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 		_ = st.close()
 		return nil, err
 	}
-	g.tcp = listeners.NewTCP(listeners.Config{ID: "mqtt", Address: cfg.Listen, TLSConfig: cfg.TLS})
-	if err := g.srv.AddListener(corked{g.tcp, g}); err != nil {
+	// The listeners are bound here, so that Start reports a port in use,
+	// and accept through acceptretry: mochi's own TCP listener stops for
+	// good at the first Accept error, EMFILE included.
+	tcpLn, err := g.listen(cfg.Listen, listenerTCP)
+	if err != nil {
+		_ = st.close()
+		return nil, fmt.Errorf("mqtt listen %s: %w", cfg.Listen, err)
+	}
+	var ln net.Listener = tcpLn
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	g.tcp = listeners.NewNet("mqtt", ln)
+	if err := g.srv.AddListener(corked{g.tcp, g, tcpLn}); err != nil {
+		_ = tcpLn.Close()
 		_ = st.close()
 		return nil, fmt.Errorf("mqtt listen %s: %w", cfg.Listen, err)
 	}
 	if cfg.WebSocket != "" {
-		g.ws = newWSListener("mqtt-ws", cfg.WebSocket, cfg.TLS)
-		if err := g.srv.AddListener(corked{g.ws, g}); err != nil {
+		wsLn, err := g.listen(cfg.WebSocket, listenerWebSocket)
+		if err == nil {
+			g.ws = newWSListener("mqtt-ws", wsLn, cfg.TLS, g)
+			err = g.srv.AddListener(corked{g.ws, g, wsLn})
+		}
+		if err != nil {
+			if wsLn != nil {
+				_ = wsLn.Close()
+			}
 			g.tcp.Close(func(string) {})
 			_ = st.close()
 			return nil, fmt.Errorf("mqtt websocket listen %s: %w", cfg.WebSocket, err)
@@ -392,6 +425,7 @@ func (g *Gateway) Close() error {
 // each listener disconnects its clients only on its first close, so
 // mochi's Close then finds nothing left to disconnect and stops the rest.
 func (g *Gateway) closeServer() {
+	g.closing.Store(true)
 	g.srv.Listeners.CloseAll(g.disconnectListener)
 	_ = g.srv.Close()
 }

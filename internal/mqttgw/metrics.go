@@ -30,6 +30,9 @@ type metrics struct {
 	willsCancelled atomic.Int64
 	refusedQoS2    atomic.Int64 // past the receive maximum of unreleased QoS 2 publishes
 	released       atomic.Int64 // PUBRELs resent to a resumed session
+	// acceptErrors counts the accept errors retried, by listener
+	// (listenerKind).
+	acceptErrors [listenerKinds]atomic.Int64
 }
 
 func newMetrics() *metrics { return &metrics{} }
@@ -52,6 +55,8 @@ type Stats struct {
 	// RefusedConnectBytes those whose CONNECT passed the bytes all
 	// CONNECTs being read may claim, ConnectTimeouts those that did not
 	// send their CONNECT in time.
+	// A websocket connection awaits its CONNECT from its accept on,
+	// before its HTTP upgrade.
 	Connecting          int64 `json:"connecting"`
 	RefusedConnecting   int64 `json:"refused_connecting"`
 	RefusedConnectBytes int64 `json:"refused_connect_bytes"`
@@ -108,6 +113,15 @@ type Stats struct {
 	// SharedGroups counts the shared subscriptions ($share/<group>/
 	// <filter>) with members.
 	SharedGroups int `json:"shared_groups"`
+	// AcceptErrors counts the errors of the TCP listener's Accept
+	// retried (EMFILE: out of file descriptors, and the like);
+	// WebSocketAcceptErrors those of the WebSocket listener.
+	AcceptErrors          int64 `json:"accept_errors"`
+	WebSocketAcceptErrors int64 `json:"websocket_accept_errors,omitempty"`
+	// ListenerError says why a listener stopped accepting connections
+	// other than by the node's stop: it serves no more until the node
+	// restarts, and /readyz answers 503. Empty while they serve.
+	ListenerError string `json:"listener_error,omitempty"`
 	// List is the sessions, connected or not, sorted by client id, at
 	// most maxListed of them.
 	List []SessionInfo `json:"list,omitempty"`
@@ -143,7 +157,11 @@ func (g *Gateway) Stats() Stats {
 		RefusedSessions: m.refusedSessions.Load(), RefusedSubscriptions: m.refusedSubs.Load(),
 		WillsSent: m.willsSent.Load(), WillsDiscarded: m.willsCancelled.Load(),
 		RefusedQoS2: m.refusedQoS2.Load(), ResentReleases: m.released.Load(),
-		ResendNoted: int(g.resends.total.Load()),
+		ResendNoted:  int(g.resends.total.Load()),
+		AcceptErrors: m.acceptErrors[listenerTCP].Load(), WebSocketAcceptErrors: m.acceptErrors[listenerWebSocket].Load(),
+	}
+	if err := g.Err(); err != nil {
+		s.ListenerError = err.Error()
 	}
 	g.qos2.mu.Lock()
 	s.QoS2Pending = g.qos2.total
@@ -184,7 +202,7 @@ var (
 	descConns       = prometheus.NewDesc("petrel_mqtt_connections", "MQTT connections open.", nil, nil)
 	descConnTotal   = prometheus.NewDesc("petrel_mqtt_connections_total", "MQTT connections accepted.", nil, nil)
 	descAuth        = prometheus.NewDesc("petrel_mqtt_auth_failures_total", "MQTT connections refused by authentication.", nil, nil)
-	descConnecting  = prometheus.NewDesc("petrel_mqtt_connecting", "MQTT connections awaiting their CONNECT.", nil, nil)
+	descConnecting  = prometheus.NewDesc("petrel_mqtt_connecting", "MQTT connections awaiting their CONNECT (over WebSocket, from their accept on, before their HTTP upgrade).", nil, nil)
 	descPacketBytes = prometheus.NewDesc("petrel_mqtt_packet_bytes", "Bytes that MQTT packets of 64 KiB or more, after the CONNECT, claim in their fixed headers and have not yet sent whole.", nil, nil)
 	descConnTimeout = prometheus.NewDesc("petrel_mqtt_connect_timeouts_total", "MQTT connections closed because they did not send their CONNECT in time.", nil, nil)
 	descOwner       = prometheus.NewDesc("petrel_mqtt_client_id_refused_total", "MQTT connections refused because their client identifier holds a session of another identity.", nil, nil)
@@ -199,6 +217,7 @@ var (
 	descQoS2        = prometheus.NewDesc("petrel_mqtt_qos2_pending", "QoS 2 publishes of persistent MQTT sessions awaiting their PUBREL, kept across restarts.", nil, nil)
 	descResend      = prometheus.NewDesc("petrel_mqtt_resend_noted", "Deliveries of persistent MQTT sessions in flight when their connection ended, noted to be sent again under their packet identifiers.", nil, nil)
 	descReleases    = prometheus.NewDesc("petrel_mqtt_resent_releases_total", "PUBRELs of QoS 2 deliveries sent again to a resumed MQTT session.", nil, nil)
+	descAcceptErr   = prometheus.NewDesc("petrel_mqtt_accept_errors_total", "Errors accepting MQTT connections, retried after a wait (EMFILE: out of file descriptors, and the like), by listener: tcp, websocket.", []string{"listener"}, nil)
 	descShared      = prometheus.NewDesc("petrel_mqtt_shared_groups", "MQTT shared subscriptions ($share/<group>/<filter>) with members.", nil, nil)
 	descWillsWait   = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
 	descWills       = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
@@ -211,7 +230,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descPacketBytes, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descRetainedB, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descPacketBytes, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descRetainedB, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases, descAcceptErr} {
 		ch <- d
 	}
 }
@@ -253,6 +272,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descShared, prometheus.GaugeValue, float64(s.SharedGroups))
 	ch <- prometheus.MustNewConstMetric(descResend, prometheus.GaugeValue, float64(s.ResendNoted))
 	ch <- prometheus.MustNewConstMetric(descReleases, prometheus.CounterValue, float64(s.ResentReleases))
+	ch <- prometheus.MustNewConstMetric(descAcceptErr, prometheus.CounterValue, float64(s.AcceptErrors), listenerTCP.String())
+	if c.g.ws != nil {
+		ch <- prometheus.MustNewConstMetric(descAcceptErr, prometheus.CounterValue, float64(s.WebSocketAcceptErrors), listenerWebSocket.String())
+	}
 }
 
 var qosLabel = [3]string{"0", "1", "2"}

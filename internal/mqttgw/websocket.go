@@ -9,10 +9,13 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/petrelmq/petrel/internal/acceptretry"
 )
 
 // wsListener is the MQTT over WebSocket listener (MQTT 5 chapter 6):
@@ -25,17 +28,26 @@ import (
 // client certificate could not be the identity over wss. The protocol is
 // still mochi's: this only turns an upgraded request into a net.Conn.
 //
-// Bounds: an upgrade request's header is read within wsHeaderTimeout and
-// wsMaxHeader bytes, and an upgraded connection must send its CONNECT
-// within wsConnectTimeout (mochi then sets the keep-alive deadline).
-// Packet sizes are mochi's decoder's, which reads the frames as a stream.
+// Bounds: a connection awaits its CONNECT from its accept on, before its
+// upgrade: it takes a place among the connections awaiting theirs as it
+// is accepted, and one past maxConnecting is closed at once, before
+// net/http starts a goroutine for it (wsBound). Its TLS handshake must
+// end within wsHeaderTimeout, and its upgrade request's header be read
+// within wsHeaderTimeout and wsMaxHeader bytes; a request that is no upgrade is answered and its
+// connection closed (no keep-alive). The upgraded connection keeps its
+// place, and has connectTimeout to send its CONNECT (corked.Serve; mochi
+// then sets the keep-alive deadline). Packet sizes are mochi's
+// decoder's, which reads the frames as a stream.
 type wsListener struct {
-	id      string
-	address string
-	tls     *tls.Config
-	log     *slog.Logger
+	id  string
+	tls *tls.Config
+	log *slog.Logger
+	g   *Gateway
 
-	ln       net.Listener
+	// ln is the bound socket, which Start made (so that it reports a
+	// port in use) and which retries the accept errors that pass.
+	ln       *acceptretry.Listener
+	bound    net.Listener // ln as the HTTP server accepts from it: wsBound, under TLS
 	srv      *http.Server
 	upgrader websocket.Upgrader
 
@@ -47,14 +59,18 @@ type wsListener struct {
 }
 
 const (
-	wsHeaderTimeout  = 10 * time.Second
-	wsMaxHeader      = 16 << 10
+	wsHeaderTimeout = 10 * time.Second
+	wsMaxHeader     = 16 << 10
+	// wsConnectTimeout is the upgraded connection's read deadline until
+	// its guard (corked.Serve) replaces it with connectTimeout's.
 	wsConnectTimeout = 30 * time.Second
 )
 
-func newWSListener(id, address string, tc *tls.Config) *wsListener {
+// newWSListener serves ln, bound by g, as MQTT over WebSocket (over TLS
+// with tc).
+func newWSListener(id string, ln *acceptretry.Listener, tc *tls.Config, g *Gateway) *wsListener {
 	return &wsListener{
-		id: id, address: address, tls: tc, conns: map[*wsConn]struct{}{},
+		id: id, ln: ln, tls: tc, g: g, conns: map[*wsConn]struct{}{},
 		upgrader: websocket.Upgrader{
 			Subprotocols: []string{"mqtt"}, // MQTT-6.0.0-3
 			// Browsers from any page may connect, as to any MQTT
@@ -67,13 +83,8 @@ func newWSListener(id, address string, tc *tls.Config) *wsListener {
 
 func (l *wsListener) ID() string { return l.id }
 
-// Address is the bound address once Init ran, with the port taken.
-func (l *wsListener) Address() string {
-	if l.ln != nil {
-		return l.ln.Addr().String()
-	}
-	return l.address
-}
+// Address is the bound address, with the port taken.
+func (l *wsListener) Address() string { return l.ln.Addr().String() }
 
 func (l *wsListener) Protocol() string {
 	if l.tls != nil {
@@ -82,26 +93,31 @@ func (l *wsListener) Protocol() string {
 	return "ws"
 }
 
-// Init binds the address, so that Start reports a port in use.
+// Init makes the HTTP server. Its listener counts each connection among
+// those awaiting their CONNECT as it accepts it (wsBound), under TLS, so
+// that a connection in its TLS handshake counts too.
 func (l *wsListener) Init(log *slog.Logger) error {
 	l.log = log
-	ln, err := net.Listen("tcp", l.address)
-	if err != nil {
-		return err
-	}
+	var ln net.Listener = &wsBound{Listener: l.ln, g: l.g}
 	if l.tls != nil {
 		ln = tls.NewListener(ln, l.tls)
 	}
-	l.ln = ln
 	l.srv = &http.Server{
 		Handler:           http.HandlerFunc(l.handle),
 		ReadHeaderTimeout: wsHeaderTimeout,
 		MaxHeaderBytes:    wsMaxHeader,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	// One request per connection: its upgrade. A request that is none
+	// is answered with an error and its connection closed, rather than
+	// kept for another with no deadline, holding its place.
+	l.srv.SetKeepAlivesEnabled(false)
+	l.bound = ln
 	return nil
 }
 
+// Serve serves until Close, or until the listener fails past retrying
+// (corked.Serve notes it).
 func (l *wsListener) Serve(establish listeners.EstablishFn) {
 	l.mu.Lock()
 	if l.closed {
@@ -112,8 +128,8 @@ func (l *wsListener) Serve(establish listeners.EstablishFn) {
 	l.serving.Add(1)
 	l.mu.Unlock()
 	defer l.serving.Done()
-	if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		l.log.Error("mqtt websocket listener stopped", slog.Any("error", err))
+	if err := l.srv.Serve(l.bound); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		l.log.Debug("mqtt websocket listener stopped", slog.Any("error", err))
 	}
 }
 
@@ -124,7 +140,7 @@ func (l *wsListener) handle(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader answered it with an HTTP error
 	}
-	wc := &wsConn{Conn: c.NetConn(), ws: c}
+	wc := &wsConn{Conn: c.NetConn(), ws: c, slot: slotOf(c.NetConn())}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -162,10 +178,12 @@ func (l *wsListener) Close(closeClients listeners.CloseFn) {
 		return
 	}
 	if l.srv != nil {
-		_ = l.srv.Close() // the listener; upgraded connections are ours
-	} else if l.ln != nil {
-		_ = l.ln.Close()
+		// The listener, and the connections not upgraded; upgraded
+		// connections are ours.
+		_ = l.srv.Close()
 	}
+	_ = l.ln.Close() // in case Serve never ran
+
 	closeClients(l.id)
 	l.mu.Lock()
 	for wc := range l.conns {
@@ -181,7 +199,8 @@ func (l *wsListener) Close(closeClients listeners.CloseFn) {
 type wsConn struct {
 	net.Conn // the TCP or TLS connection under the WebSocket, for addresses and deadlines
 	ws       *websocket.Conn
-	r        io.Reader // the message being read, nil between messages
+	slot     *wsSlotConn // its place among the connections awaiting CONNECT, taken at accept
+	r        io.Reader   // the message being read, nil between messages
 	wmu      sync.Mutex
 }
 
@@ -224,6 +243,11 @@ func (c *wsConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// handOver hands the connection's place among those awaiting their
+// CONNECT, taken at accept, to its guard (corked.Serve), and reports
+// whether it still had it.
+func (c *wsConn) handOver() bool { return c.slot != nil && c.slot.handOver() }
+
 // ConnectionState is the TLS state of a wss connection, for the client
 // certificate; the zero state for ws.
 func (c *wsConn) ConnectionState() tls.ConnectionState {
@@ -231,4 +255,58 @@ func (c *wsConn) ConnectionState() tls.ConnectionState {
 		return tc.ConnectionState()
 	}
 	return tls.ConnectionState{}
+}
+
+// wsBound counts each connection it accepts among those awaiting their
+// CONNECT, and closes one past maxConnecting as soon as it accepts it,
+// before net/http sees it, as the TCP listener's guard does: a
+// websocket connection awaits its CONNECT from its accept on.
+type wsBound struct {
+	net.Listener
+	g *Gateway
+}
+
+func (b *wsBound) Accept() (net.Conn, error) {
+	for {
+		c, err := b.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if b.g.connecting.take() {
+			sc := &wsSlotConn{Conn: c, g: &b.g.connecting}
+			sc.held.Store(true)
+			return sc, nil
+		}
+		b.g.refuseConnecting(c)
+	}
+}
+
+// wsSlotConn is a websocket connection's TCP connection, which holds its
+// place among the connections awaiting their CONNECT until it is closed,
+// or its guard takes the place over once it is upgraded.
+type wsSlotConn struct {
+	net.Conn
+	g    *connecting
+	held atomic.Bool
+}
+
+func (c *wsSlotConn) Close() error {
+	err := c.Conn.Close()
+	if c.held.CompareAndSwap(true, false) {
+		c.g.conns.Add(-1)
+	}
+	return err
+}
+
+// handOver gives the place up to the connection's guard, which counts it
+// from now on; false if the connection was closed first.
+func (c *wsSlotConn) handOver() bool { return c.held.CompareAndSwap(true, false) }
+
+// slotOf is the wsSlotConn under an upgraded connection, TLS or not.
+func slotOf(c net.Conn) *wsSlotConn {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	sc, _ := c.(*wsSlotConn)
+	return sc
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	petrel "github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/mqttgw"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/mqttraw"
 )
@@ -266,6 +267,11 @@ func TestWebSocketTLSClientCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its place among the connections awaiting CONNECT, taken at accept
+	// under TLS, was handed to its guard and given back at CONNECT.
+	if n := tn.Status().MQTT.Connecting; n != 0 {
+		t.Fatalf("%d awaiting CONNECT with the wss client connected, want 0", n)
+	}
 	if pr, err := publish(c, &paho.Publish{Topic: "sensors/dev-1/temp", QoS: 1, Payload: []byte("21")}); err != nil || pr.ReasonCode != 0 {
 		t.Fatalf("own topic: %+v %v", pr, err)
 	}
@@ -278,6 +284,7 @@ func TestWebSocketTLSClientCertificate(t *testing.T) {
 	if _, err := dialWS(t, strings.Replace(url, "wss:", "ws:", 1), nil); err == nil {
 		t.Fatal("plain ws on the wss listener got through")
 	}
+	petreltest.Eventually(t, "failed handshakes give their places back", func() bool { return tn.Status().MQTT.Connecting == 0 })
 	if err := tn.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -340,4 +347,104 @@ func TestWebSocketKeepAlive(t *testing.T) {
 		t.Fatalf("silent client closed after %v", waited)
 	}
 	petreltest.Eventually(t, "the pinger only connected", func() bool { return tn.Status().MQTT.Clients == 1 })
+}
+
+// A WebSocket connection awaits its CONNECT from its accept on: before
+// its HTTP upgrade it holds a place among the connections awaiting their
+// CONNECT, the one bound for both listeners, and one past the bound is
+// closed as soon as it is accepted, counted. Before, any number of
+// connections that sent nothing were each held 10 s with a goroutine,
+// uncounted. The upgraded connection keeps its place (not two) until its
+// CONNECT; a request that is no upgrade is answered and its connection
+// closed, giving its place back.
+func TestWebSocketAwaitingUpgradeBounded(t *testing.T) {
+	defer mqttgw.SetConnectBounds(5*time.Second, 4, 1<<20)()
+	cfg := baseConfig(t)
+	cfg.MQTT.WebSocket = "127.0.0.1:0"
+	cfg.Admin.Listen = "127.0.0.1:0"
+	tn := openNode(t, cfg)
+	ws := tn.Status().MQTT.WebSocket
+	connecting := func() int64 { return tn.Status().MQTT.Connecting }
+	dial := func(addr string) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	// Four idle connections to the WebSocket port fill the bound; the
+	// fifth is closed at once, and so is one to the TCP port.
+	var idle []net.Conn
+	for range 4 {
+		idle = append(idle, dial(ws))
+	}
+	petreltest.Eventually(t, "four awaiting their upgrade counted", func() bool { return connecting() == 4 })
+	if extra := dial(ws); !closedWithin(extra, 2*time.Second) {
+		t.Fatal("a fifth connection awaiting its upgrade was kept")
+	}
+	if extra := dial(tn.MQTTAddr()); !closedWithin(extra, 2*time.Second) {
+		t.Fatal("a TCP connection past the bound the WebSocket ones fill was kept")
+	}
+	if st := tn.Status().MQTT; st.RefusedConnecting != 2 || st.Connecting != 4 {
+		t.Fatalf("refused %d, connecting %d; want 2 and 4", st.RefusedConnecting, st.Connecting)
+	}
+	b := metricsText(t, tn)
+	for _, want := range []string{"petrel_mqtt_connecting 4", `petrel_mqtt_refused_total{reason="connecting"} 2`} {
+		if !strings.Contains(b, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	for _, c := range idle {
+		c.Close()
+	}
+	petreltest.Eventually(t, "none awaiting CONNECT once they closed", func() bool { return connecting() == 0 })
+
+	// A request that is no upgrade is answered, and its connection closed
+	// rather than kept for another request.
+	plain := dial(ws)
+	if _, err := plain.Write([]byte("GET /mqtt HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = plain.SetReadDeadline(time.Now().Add(5 * time.Second))
+	answer, err := io.ReadAll(plain)
+	if err != nil {
+		t.Fatalf("the connection of a request that is no upgrade was kept: %v (%q)", err, answer)
+	}
+	if !bytes.HasPrefix(answer, []byte("HTTP/1.1 400")) {
+		t.Fatalf("answer %q, want 400", answer)
+	}
+	petreltest.Eventually(t, "its place given back", func() bool { return connecting() == 0 })
+
+	// An upgraded connection that has not sent its CONNECT holds one
+	// place, and none once it has.
+	conn, err := dialWS(t, "ws://"+ws+"/mqtt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	petreltest.Eventually(t, "the upgraded connection counted", func() bool { return connecting() == 1 })
+	time.Sleep(100 * time.Millisecond)
+	if n := connecting(); n != 1 {
+		t.Fatalf("an upgraded connection awaiting CONNECT counted %d times", n)
+	}
+	c, err := pahoOver(t, conn, &paho.Connect{ClientID: "browser", CleanStart: true}, paho.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := connecting(); n != 0 {
+		t.Fatalf("%d awaiting CONNECT with the client connected, want 0", n)
+	}
+	if _, err := publish(c, &paho.Publish{Topic: "sensors/ok", QoS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Connected clients are not counted: four more may wait.
+	for range 4 {
+		dial(ws)
+	}
+	petreltest.Eventually(t, "four more awaiting their upgrade", func() bool { return connecting() == 4 })
+	if st := tn.Status().MQTT; st.RefusedConnecting != 2 {
+		t.Fatalf("refused %d, want still 2", st.RefusedConnecting)
+	}
 }

@@ -1,0 +1,115 @@
+//go:build linux
+
+package petrel
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/petrelmq/petrel/internal/petreltest"
+)
+
+// listeningFD is this process's descriptor of the TCP socket listening
+// on addr: the inode /proc/net/tcp gives it, found among /proc/self/fd.
+func listeningFD(t *testing.T, addr string) int {
+	t.Helper()
+	ap, err := netip(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no /proc/net/tcp: %v", err)
+	}
+	defer f.Close()
+	inode := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) > 9 && fs[1] == ap && fs[3] == "0A" { // 0A: LISTEN
+			inode = fs[9]
+		}
+	}
+	if inode == "" {
+		t.Fatalf("no socket listening on %s in /proc/net/tcp", addr)
+	}
+	des, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range des {
+		if l, _ := os.Readlink(filepath.Join("/proc/self/fd", de.Name())); l == "socket:["+inode+"]" {
+			fd, _ := strconv.Atoi(de.Name())
+			return fd
+		}
+	}
+	t.Fatalf("no descriptor of socket %s (%s)", inode, addr)
+	return -1
+}
+
+// netip is addr, an IPv4 host:port, as /proc/net/tcp writes it.
+func netip(addr string) (string, error) {
+	ta, err := net.ResolveTCPAddr("tcp4", addr)
+	if err != nil {
+		return "", err
+	}
+	ip := ta.IP.To4()
+	return fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ta.Port), nil
+}
+
+// An MQTT listener whose socket fails for good (shut down under it:
+// accept returns EINVAL, which is no error that passes) makes the node
+// not ready: /readyz answers 503 with the reason, which petrel stat shows
+// too, and an error is logged. Before, mochi's listener returned at the
+// first Accept error, EMFILE included, and the node stayed ready with its
+// MQTT port queueing connections that nothing accepted.
+func TestReadyzSaysAnMQTTListenerStopped(t *testing.T) {
+	logs := &petreltest.SyncBuffer{}
+	n, err := Open(context.Background(), Config{Name: "a", DataDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Admin: AdminConfig{Listen: "127.0.0.1:0"},
+		MQTT: MQTTConfig{Listen: "127.0.0.1:0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	readyz := func() (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + n.AdminAddr() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz %d %q before, want 200", code, body)
+	}
+	if err := syscall.Shutdown(listeningFD(t, n.MQTTAddr()), syscall.SHUT_RD); err != nil {
+		t.Fatal(err)
+	}
+	petreltest.Eventually(t, "the node not ready", func() bool { code, _ := readyz(); return code == http.StatusServiceUnavailable })
+	_, body := readyz()
+	want := "not ready: mqtt listener mqtt on " + n.MQTTAddr() + " stopped accepting connections: "
+	if !strings.HasPrefix(body, want) {
+		t.Fatalf("/readyz says %q, want it to start %q", body, want)
+	}
+	t.Logf("/readyz: %s", body)
+	if st := n.Status().MQTT; st == nil || !strings.HasPrefix(st.ListenerError, want[len("not ready: "):]) {
+		t.Fatalf("status: %+v", st)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("nothing logged as an error:\n%s", logs)
+	}
+}
