@@ -31,6 +31,13 @@ const (
 	// once, from every address together; past it, a new connection is
 	// closed as soon as it is accepted.
 	maxConnecting = 256
+	// maxConnectingPerAddress is the most of them from one remote
+	// address: one host that opens connections and sends nothing would
+	// otherwise hold every place and shut out every other client, as the
+	// link listener's max_handshakes_per_ip keeps it from doing there. A
+	// CONNECT takes milliseconds, so a site of many clients behind one
+	// NAT address that all connect at once waits a moment, not more.
+	maxConnectingPerAddress = 16
 	// maxConnectingBytes is the most bytes that the CONNECT packets being
 	// read may claim together; a CONNECT that would pass it closes its
 	// connection.
@@ -41,12 +48,13 @@ const (
 // lower while connections come and go (atomics, so the race detector
 // agrees).
 var connectBounds struct {
-	timeout, conns, bytes atomic.Int64
+	timeout, conns, bytes, perAddress atomic.Int64
 }
 
 func init() {
 	connectBounds.timeout.Store(int64(connectTimeout))
 	connectBounds.conns.Store(maxConnecting)
+	connectBounds.perAddress.Store(maxConnectingPerAddress)
 	connectBounds.bytes.Store(maxConnectingBytes)
 }
 
@@ -57,15 +65,33 @@ var errConnectBudget = errors.New("mqtt: connections awaiting CONNECT claim too 
 // their CONNECTs claim.
 type connecting struct {
 	conns, bytes atomic.Int64
-	// refused counts connections closed past a bound: maxConnecting, or
-	// maxConnectingBytes; timedOut those closed by connectTimeout.
-	refusedConns, refusedBytes, timedOut atomic.Int64
-	log                                  ratelog.Limiter
+	// refused counts connections closed past a bound: maxConnecting,
+	// maxConnectingPerAddress, or maxConnectingBytes; timedOut those
+	// closed by connectTimeout.
+	refusedConns, refusedAddress, refusedBytes, timedOut atomic.Int64
+	log                                                  ratelog.Limiter
+
+	// byAddress counts the connections awaiting their CONNECT by remote
+	// address, without its port: at most maxConnecting entries, since
+	// each has one.
+	mu        sync.Mutex
+	byAddress map[string]int64
+}
+
+// addressOf is the remote address of c that maxConnectingPerAddress
+// counts: its host, without the port.
+func addressOf(c net.Conn) string {
+	a := c.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(a); err == nil {
+		return host
+	}
+	return a
 }
 
 // preConnect is a connection's state until its CONNECT has been read.
 type preConnect struct {
 	g       *connecting
+	addr    string // the remote address its place counts against
 	once    sync.Once
 	hdr     []byte // the fixed header read so far, not yet handed on
 	pending []byte // header bytes read, to hand to mochi
@@ -74,27 +100,53 @@ type preConnect struct {
 	over    bool // the CONNECT has been read (connected ran)
 }
 
-// take counts a connection among those awaiting their CONNECT, and
-// reports false, counted as refused, when too many already do.
-func (g *connecting) take() bool {
+// take counts a connection from addr among those awaiting their
+// CONNECT, and returns why not, counted as refused, when too many already
+// do, from every address or from addr: "" when it took a place.
+func (g *connecting) take(addr string) string {
 	if g.conns.Add(1) > connectBounds.conns.Load() {
 		g.conns.Add(-1)
 		g.refusedConns.Add(1)
-		return false
+		return "too many connections awaiting CONNECT"
 	}
-	return true
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byAddress[addr] >= connectBounds.perAddress.Load() {
+		g.conns.Add(-1)
+		g.refusedAddress.Add(1)
+		return "too many connections awaiting CONNECT from one address"
+	}
+	if g.byAddress == nil {
+		g.byAddress = make(map[string]int64)
+	}
+	g.byAddress[addr]++
+	return ""
 }
 
-// guard counts c, unless its place was taken at accept (taken: the
-// websocket listener's), sets the deadline of its CONNECT and reports
-// false when too many connections await theirs.
-func (g *connecting) guard(c *corkConn, taken bool) bool {
-	if !taken && !g.take() {
-		return false
+// release gives back a place that take gave a connection from addr.
+func (g *connecting) release(addr string) {
+	g.conns.Add(-1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := g.byAddress[addr] - 1; n > 0 {
+		g.byAddress[addr] = n
+	} else {
+		delete(g.byAddress, addr)
 	}
-	c.pre = &preConnect{g: g}
+}
+
+// guard counts c, from addr, unless its place was taken at accept
+// (taken: the websocket listener's), sets the deadline of its CONNECT and
+// returns why not when too many connections await theirs.
+func (g *connecting) guard(c *corkConn, addr string, taken bool) string {
+	if !taken {
+		if why := g.take(addr); why != "" {
+			return why
+		}
+	}
+	c.pre = &preConnect{g: g, addr: addr}
 	_ = c.SetReadDeadline(time.Now().Add(time.Duration(connectBounds.timeout.Load())))
-	return true
+	return ""
 }
 
 // connected ends the pre-CONNECT state: mochi has the CONNECT, sets the
@@ -104,7 +156,7 @@ func (g *connecting) guard(c *corkConn, taken bool) bool {
 func (p *preConnect) connected() {
 	p.once.Do(func() {
 		p.over = true
-		p.g.conns.Add(-1)
+		p.g.release(p.addr)
 		p.g.bytes.Add(-p.claimed)
 		p.claimed = 0
 	})
@@ -187,11 +239,14 @@ func (l corked) Serve(establish listeners.EstablishFn) {
 	l.Listener.Serve(func(id string, c net.Conn) error {
 		cc := &corkConn{Conn: c, size: &sizeGuard{max: l.g.srv.Options.Capabilities.MaximumPacketSize, claims: newClaim(&l.g.claims)}}
 		taken := false
-		if h, ok := c.(interface{ handOver() bool }); ok {
-			taken = h.handOver()
+		addr := addressOf(c)
+		if h, ok := c.(interface{ handOver() (string, bool) }); ok {
+			if a, ok := h.handOver(); ok {
+				taken, addr = true, a
+			}
 		}
-		if !l.g.connecting.guard(cc, taken) {
-			l.g.refuseConnecting(c)
+		if why := l.g.connecting.guard(cc, addr, taken); why != "" {
+			l.g.refuseConnecting(c, why)
 			return errTooManyConnecting
 		}
 		defer cc.pre.connected()
@@ -202,12 +257,14 @@ func (l corked) Serve(establish listeners.EstablishFn) {
 	}
 }
 
-// refuseConnecting closes c, a connection past maxConnecting, and logs
-// it at most once every connectLogEvery.
-func (g *Gateway) refuseConnecting(c net.Conn) {
-	if held, ok := g.connecting.log.Allow("connecting"); ok {
-		g.log.Warn("mqtt connection closed: too many connections awaiting CONNECT",
-			slog.String("remote", c.RemoteAddr().String()), slog.Int64("bound", connectBounds.conns.Load()), slog.Int64("held_back", held))
+// refuseConnecting closes c, a connection past maxConnecting or
+// maxConnectingPerAddress (why), and logs it at most once every
+// connectLogEvery for each.
+func (g *Gateway) refuseConnecting(c net.Conn, why string) {
+	if held, ok := g.connecting.log.Allow(why); ok {
+		g.log.Warn("mqtt connection closed: "+why,
+			slog.String("remote", c.RemoteAddr().String()), slog.Int64("bound", connectBounds.conns.Load()),
+			slog.Int64("bound_per_address", connectBounds.perAddress.Load()), slog.Int64("held_back", held))
 	}
 	_ = c.Close()
 }

@@ -108,3 +108,61 @@ func TestConnectionsAwaitingConnectBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectingSharePerAddress: one remote address holds at most its
+// share of the places of connections awaiting their CONNECT; past it, its
+// new connection is closed at once, counted apart, while a client from
+// another address still connects. Before, one host that opened
+// connections and sent nothing held every place and shut every other
+// client out.
+func TestConnectingSharePerAddress(t *testing.T) {
+	defer mqttgw.SetConnectBounds(5*time.Second, 8, 1<<20)()
+	defer mqttgw.SetConnectPerAddress(3)()
+	cfg := baseConfig(t)
+	cfg.Admin.Listen = "127.0.0.1:0"
+	tn := openNode(t, cfg)
+	from := func(ip string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		c, err := d.Dial("tcp", tn.MQTTAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	var flood []net.Conn
+	for range 3 {
+		flood = append(flood, from("127.0.0.9"))
+	}
+	petreltest.Eventually(t, "three awaiting CONNECT", func() bool { return tn.Status().MQTT.Connecting == 3 })
+	if extra := from("127.0.0.9"); !closedWithin(extra, 2*time.Second) {
+		t.Fatal("a fourth connection from one address awaiting CONNECT was kept")
+	}
+	// Another address still gets in, past the flooder.
+	c, _ := pahoClient(t, tn, &paho.Connect{ClientID: "other", CleanStart: true}, paho.ClientConfig{})
+	if _, err := publish(c, &paho.Publish{Topic: "sensors/ok", QoS: 1}); err != nil {
+		t.Fatalf("publish from another address: %v", err)
+	}
+	st := tn.Status().MQTT
+	if st.RefusedConnectingAddress != 1 || st.RefusedConnecting != 0 {
+		t.Fatalf("refused for the address %d, for the bound %d; want 1 and 0", st.RefusedConnectingAddress, st.RefusedConnecting)
+	}
+	if m := metricsText(t, tn); !strings.Contains(m, `petrel_mqtt_refused_total{reason="connecting_address"} 1`+"\n") {
+		t.Errorf("metrics lack the refusal:\n%s", m)
+	}
+	// A place given back is the address's again.
+	flood[0].Close()
+	petreltest.Eventually(t, "a place given back", func() bool { return tn.Status().MQTT.Connecting == 2 })
+	again := from("127.0.0.9")
+	if closedWithin(again, 500*time.Millisecond) {
+		t.Fatal("the address's connection was refused with a place free")
+	}
+	// None left awaiting its CONNECT when the node closes: mochi adds a
+	// connection being established to a WaitGroup that its Close waits
+	// on, and the race detector sees the two meet.
+	for _, c := range append(flood, again) {
+		c.Close()
+	}
+	petreltest.Eventually(t, "none awaiting CONNECT", func() bool { return tn.Status().MQTT.Connecting == 0 })
+}

@@ -13,6 +13,13 @@ func SetConnectBounds(timeout time.Duration, conns, bytes int64) (restore func()
 	return func() { b.timeout.Store(t); b.conns.Store(c); b.bytes.Store(n) }
 }
 
+// SetConnectPerAddress sets the most connections awaiting their CONNECT
+// from one remote address for a test, and returns what puts it back.
+func SetConnectPerAddress(n int64) (restore func()) {
+	old := connectBounds.perAddress.Swap(n)
+	return func() { connectBounds.perAddress.Store(old) }
+}
+
 // SetPacketBounds sets the bounds on the packets of connected clients for
 // a test (see claims.go), and returns what puts them back.
 func SetPacketBounds(bytes, small int64, wait, stall time.Duration) (restore func()) {

@@ -52,15 +52,18 @@ type Stats struct {
 	RefusedClientIDs int64 `json:"refused_client_ids"`
 	// Connecting counts the connections awaiting their CONNECT;
 	// RefusedConnecting those closed past the bound on them,
+	// RefusedConnectingAddress those past the share of one remote address,
 	// RefusedConnectBytes those whose CONNECT passed the bytes all
 	// CONNECTs being read may claim, ConnectTimeouts those that did not
 	// send their CONNECT in time.
 	// A websocket connection awaits its CONNECT from its accept on,
 	// before its HTTP upgrade.
-	Connecting          int64 `json:"connecting"`
-	RefusedConnecting   int64 `json:"refused_connecting"`
-	RefusedConnectBytes int64 `json:"refused_connect_bytes"`
-	ConnectTimeouts     int64 `json:"connect_timeouts"`
+	Connecting        int64 `json:"connecting"`
+	RefusedConnecting int64 `json:"refused_connecting"`
+	// (see Connecting)
+	RefusedConnectingAddress int64 `json:"refused_connecting_address"`
+	RefusedConnectBytes      int64 `json:"refused_connect_bytes"`
+	ConnectTimeouts          int64 `json:"connect_timeouts"`
 	// PacketBytes is the bytes that packets of connected clients, of 64
 	// KiB or more, claim in their fixed headers and have not yet sent
 	// whole; RefusedPacketBytes counts the connections closed because
@@ -151,7 +154,8 @@ func (g *Gateway) Stats() Stats {
 		RefusedTopicAliases: m.refusedAliases.Load(),
 		PacketBytes:         g.claims.used.Load(), RefusedPacketBytes: g.claims.refused.Load(), PacketTimeouts: g.claims.stalled.Load(),
 		Connecting: g.connecting.conns.Load(), RefusedConnecting: g.connecting.refusedConns.Load(),
-		RefusedConnectBytes: g.connecting.refusedBytes.Load(), ConnectTimeouts: g.connecting.timedOut.Load(),
+		RefusedConnectingAddress: g.connecting.refusedAddress.Load(),
+		RefusedConnectBytes:      g.connecting.refusedBytes.Load(), ConnectTimeouts: g.connecting.timedOut.Load(),
 		Refused: m.refused.Load(), Acked: m.acked.Load(), Undeliverable: m.undeliverable.Load(),
 		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
 		RefusedSessions: m.refusedSessions.Load(), RefusedSubscriptions: m.refusedSubs.Load(),
@@ -244,6 +248,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descConnecting, prometheus.GaugeValue, float64(s.Connecting))
 	ch <- prometheus.MustNewConstMetric(descConnTimeout, prometheus.CounterValue, float64(s.ConnectTimeouts))
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedConnecting), "connecting")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedConnectingAddress), "connecting_address")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedConnectBytes), "connect_bytes")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedTopicAliases), "topic_aliases")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedPacketBytes), "packet_bytes")

@@ -246,7 +246,12 @@ func (c *wsConn) Write(p []byte) (int, error) {
 // handOver hands the connection's place among those awaiting their
 // CONNECT, taken at accept, to its guard (corked.Serve), and reports
 // whether it still had it.
-func (c *wsConn) handOver() bool { return c.slot != nil && c.slot.handOver() }
+func (c *wsConn) handOver() (addr string, ok bool) {
+	if c.slot == nil || !c.slot.handOver() {
+		return "", false
+	}
+	return c.slot.addr, true
+}
 
 // ConnectionState is the TLS state of a wss connection, for the client
 // certificate; the zero state for ws.
@@ -272,12 +277,14 @@ func (b *wsBound) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if b.g.connecting.take() {
-			sc := &wsSlotConn{Conn: c, g: &b.g.connecting}
+		addr := addressOf(c)
+		why := b.g.connecting.take(addr)
+		if why == "" {
+			sc := &wsSlotConn{Conn: c, g: &b.g.connecting, addr: addr}
 			sc.held.Store(true)
 			return sc, nil
 		}
-		b.g.refuseConnecting(c)
+		b.g.refuseConnecting(c, why)
 	}
 }
 
@@ -287,13 +294,14 @@ func (b *wsBound) Accept() (net.Conn, error) {
 type wsSlotConn struct {
 	net.Conn
 	g    *connecting
+	addr string // the remote address its place counts against
 	held atomic.Bool
 }
 
 func (c *wsSlotConn) Close() error {
 	err := c.Conn.Close()
 	if c.held.CompareAndSwap(true, false) {
-		c.g.conns.Add(-1)
+		c.g.release(c.addr)
 	}
 	return err
 }
