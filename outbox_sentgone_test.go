@@ -85,18 +85,7 @@ func TestOutboxFileThatCannotLeaveIsNotSentAgain(t *testing.T) {
 	openA, b := outboxToB(t, out)
 	a := openA()
 	sent := filepath.Join(out, "sent")
-	if err := os.RemoveAll(sent); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(sent, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dropPart(t, out, "b.txt", 1000)
-	var got []string
-	petreltest.Eventually(t, "b.txt delivered", func() bool {
-		got = append(got, drainFiles(t, b)...)
-		return len(got) > 0
-	}, func() string { return fmt.Sprintf("outbox %v", dirList(out)) })
+	got := sendWhereSentIsAFile(t, out, b)
 	time.Sleep(500 * time.Millisecond) // time for a wrong second send, and for the failed move
 	got = append(got, drainFiles(t, b)...)
 	if err := a.Close(); err != nil {
@@ -168,18 +157,7 @@ func TestOutboxFileThatCannotLeaveMovesOnceItCan(t *testing.T) {
 	openA, b := outboxToB(t, out, withAdmin)
 	a := openA()
 	sent := filepath.Join(out, "sent")
-	if err := os.RemoveAll(sent); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(sent, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dropPart(t, out, "b.txt", 1000)
-	var got []string
-	petreltest.Eventually(t, "b.txt delivered", func() bool {
-		got = append(got, drainFiles(t, b)...)
-		return len(got) > 0
-	}, func() string { return fmt.Sprintf("outbox %v", dirList(out)) })
+	got := sendWhereSentIsAFile(t, out, b)
 	series := fmt.Sprintf("petrel_outbox_stuck_files{dir=%q}", out)
 	petreltest.Eventually(t, "the file counted stuck", func() bool { return scrape(t, a)[series] == 1 },
 		func() string { return fmt.Sprintf("%s = %v", series, scrape(t, a)[series]) })
@@ -201,4 +179,25 @@ func TestOutboxFileThatCannotLeaveMovesOnceItCan(t *testing.T) {
 	if fmt.Sprint(got) != "[b.txt]" {
 		t.Fatalf("b received %v, want b.txt once", got)
 	}
+}
+
+// sendWhereSentIsAFile makes the outbox out's sent/ a regular file, so
+// that nothing can be put in it, drops b.txt in out and returns what b
+// received once it came.
+func sendWhereSentIsAFile(t *testing.T, out string, b *petrel.Node) []string {
+	t.Helper()
+	sent := filepath.Join(out, "sent")
+	if err := os.RemoveAll(sent); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sent, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dropPart(t, out, "b.txt", 1000)
+	var got []string
+	petreltest.Eventually(t, "b.txt delivered", func() bool {
+		got = append(got, drainFiles(t, b)...)
+		return len(got) > 0
+	}, func() string { return fmt.Sprintf("outbox %v", dirList(out)) })
+	return got
 }

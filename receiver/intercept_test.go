@@ -54,17 +54,7 @@ func TestInterceptedInvalidRefusedAndBlamedRight(t *testing.T) {
 	})
 	f := &fixture{store: st, q: q, srv: srv}
 	_, s := f.dial(t)
-	send := func(seq uint64, m *message.Message) {
-		t.Helper()
-		m.ID, m.Origin, m.Destination, m.Kind = seq, message.NodeID{1}, "orders@b", message.KindData
-		b, err := m.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.SendData(context.Background(), seq, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send := func(seq uint64, m *message.Message) { t.Helper(); sendAs(t, s, seq, m) }
 	send(1, &message.Message{Body: []byte("break")})
 	send(2, &message.Message{Body: []byte("as it came"), TTL: -time.Second})
 	send(3, &message.Message{Body: []byte("as it came"), Properties: message.Properties{{Key: "", Value: message.Int32(1)}}})
@@ -104,17 +94,7 @@ func TestInterceptedInvalidRefusedAndBlamedRight(t *testing.T) {
 func TestInvalidMessageRefusedWithoutInterceptor(t *testing.T) {
 	f := newFixture(t)
 	_, s := f.dial(t)
-	send := func(seq uint64, m *message.Message) {
-		t.Helper()
-		m.ID, m.Origin, m.Destination, m.Kind = seq, message.NodeID{1}, "orders@b", message.KindData
-		b, err := m.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.SendData(context.Background(), seq, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send := func(seq uint64, m *message.Message) { t.Helper(); sendAs(t, s, seq, m) }
 	send(1, &message.Message{TTL: -time.Second})
 	send(2, &message.Message{Properties: message.Properties{{Key: "", Value: message.Int32(1)}}})
 	send(3, &message.Message{Properties: message.Properties{{Key: "\xff", Value: message.Int32(1)}}})
@@ -137,5 +117,19 @@ func TestInvalidMessageRefusedWithoutInterceptor(t *testing.T) {
 	}
 	if st := f.q.Stats(); st.Depth != 1 {
 		t.Fatalf("the queue holds %d, want the valid message only", st.Depth)
+	}
+}
+
+// sendAs sends m on s as message seq of node 1 to orders@b, encoded as
+// it is, however invalid.
+func sendAs(t *testing.T, s *session.Session, seq uint64, m *message.Message) {
+	t.Helper()
+	m.ID, m.Origin, m.Destination, m.Kind = seq, message.NodeID{1}, "orders@b", message.KindData
+	b, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendData(context.Background(), seq, b); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -76,27 +76,15 @@ func TestNodeReloadsItsConfigFile(t *testing.T) {
 // key that needs a restart logs the level among what was applied; it used
 // to log applied=[] while the new level was in force.
 func TestReloadLogNamesTheLogLevelItApplied(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "petrel.yaml")
-	base := "node: {name: a, data_dir: data}\n"
-	writeFile(t, cfg, base)
-	p := startNode(t, dir, "-c", cfg)
-	p.ready(t)
-	saveByRename(t, cfg, base+"log: {level: warn}\nstore: {sync: normal}\n")
-	petreltest.Eventually(t, "the edit loaded", func() bool {
-		r := runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"), "--json")
-		var st petrel.Status
-		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && st.Config.Version == 2
-	}, func() string { return "config version not 2" })
-	p.stop(t)
+	stderr := reloadedLog(t, "log: {level: warn}\nstore: {sync: normal}\n")
 	var line string
-	for l := range strings.Lines(p.stderr.String()) {
+	for l := range strings.Lines(stderr) {
 		if strings.Contains(l, "some changes need a restart") {
 			line = l
 		}
 	}
 	if !strings.Contains(line, "applied=[log]") || !strings.Contains(line, "needs_restart=[store.sync]") {
-		t.Fatalf("reload logged %q; want applied=[log] needs_restart=[store.sync]\nstderr:\n%s", line, p.stderr)
+		t.Fatalf("reload logged %q; want applied=[log] needs_restart=[store.sync]\nstderr:\n%s", line, stderr)
 	}
 }
 
@@ -104,25 +92,33 @@ func TestReloadLogNamesTheLogLevelItApplied(t *testing.T) {
 // applied" line cannot name the log level, which the process applies; a
 // line of its own says it was.
 func TestReloadOfTheLogLevelAloneIsLogged(t *testing.T) {
+	stderr := reloadedLog(t, "log: {level: debug}\n")
+	for l := range strings.Lines(stderr) {
+		if strings.Contains(l, "log level applied") && strings.Contains(l, "log_level=DEBUG") {
+			return
+		}
+	}
+	t.Fatalf("no line says the log level was applied\nstderr:\n%s", stderr)
+}
+
+// reloadedLog starts a node, adds edit to its configuration file, waits
+// for the reload, stops the node and returns what it logged.
+func reloadedLog(t *testing.T, edit string) string {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "petrel.yaml")
 	base := "node: {name: a, data_dir: data}\n"
 	writeFile(t, cfg, base)
 	p := startNode(t, dir, "-c", cfg)
 	p.ready(t)
-	saveByRename(t, cfg, base+"log: {level: debug}\n")
+	saveByRename(t, cfg, base+edit)
 	petreltest.Eventually(t, "the edit loaded", func() bool {
 		r := runPetrel(t, 10*time.Second, "stat", "--data-dir", filepath.Join(dir, "data"), "--json")
 		var st petrel.Status
 		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && st.Config.Version == 2
 	}, func() string { return "config version not 2" })
 	p.stop(t)
-	for l := range strings.Lines(p.stderr.String()) {
-		if strings.Contains(l, "log level applied") && strings.Contains(l, "log_level=DEBUG") {
-			return
-		}
-	}
-	t.Fatalf("no line says the log level was applied\nstderr:\n%s", p.stderr)
+	return p.stderr.String()
 }
 
 // saveByRename writes data next to path and renames it over path, as many
