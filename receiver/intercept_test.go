@@ -59,17 +59,7 @@ func TestInterceptedInvalidRefusedAndBlamedRight(t *testing.T) {
 	send(2, &message.Message{Body: []byte("as it came"), TTL: -time.Second})
 	send(3, &message.Message{Body: []byte("as it came"), Properties: message.Properties{{Key: "", Value: message.Int32(1)}}})
 	send(4, &message.Message{Body: []byte("fine")})
-	refused := map[uint64]string{}
-	for {
-		a := nextAck(t, s)
-		if a.Refused {
-			refused[a.Seq] = a.Reason
-			continue
-		}
-		if a.Seq == 4 {
-			break
-		}
-	}
+	refused := refusedUntil(t, s, 4)
 	if r := refused[1]; !strings.HasPrefix(r, ReasonIntercepted) || !strings.Contains(r, message.ErrTTL.Error()) {
 		t.Errorf("made invalid by the interceptor: reason %q, want %q and why", r, ReasonIntercepted)
 	}
@@ -99,17 +89,7 @@ func TestInvalidMessageRefusedWithoutInterceptor(t *testing.T) {
 	send(2, &message.Message{Properties: message.Properties{{Key: "", Value: message.Int32(1)}}})
 	send(3, &message.Message{Properties: message.Properties{{Key: "\xff", Value: message.Int32(1)}}})
 	send(4, &message.Message{Body: []byte("fine")})
-	refused := map[uint64]string{}
-	for {
-		a := nextAck(t, s)
-		if a.Refused {
-			refused[a.Seq] = a.Reason
-			continue
-		}
-		if a.Seq == 4 {
-			break
-		}
-	}
+	refused := refusedUntil(t, s, 4)
 	for seq, want := range map[uint64]error{1: message.ErrTTL, 2: message.ErrPropertyKey, 3: message.ErrPropertyKey} {
 		if r := refused[seq]; !strings.HasPrefix(r, "bad message: ") || !strings.Contains(r, want.Error()) {
 			t.Errorf("message %d: reason %q, want a bad message saying %q", seq, r, want)
@@ -131,5 +111,22 @@ func sendAs(t *testing.T, s *session.Session, seq uint64, m *message.Message) {
 	}
 	if err := s.SendData(context.Background(), seq, b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// refusedUntil reads the acks of s until message last is acked, and
+// returns the reasons of those refused meanwhile, by seq.
+func refusedUntil(t *testing.T, s *session.Session, last uint64) map[uint64]string {
+	t.Helper()
+	refused := map[uint64]string{}
+	for {
+		a := nextAck(t, s)
+		if a.Refused {
+			refused[a.Seq] = a.Reason
+			continue
+		}
+		if a.Seq == last {
+			return refused
+		}
 	}
 }
