@@ -67,13 +67,17 @@ func TestMQTTListenersSurviveFileExhaustion(t *testing.T) {
 			c.Close()
 		}
 	}()
-	dial := func(addr string) {
-		if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
+	dialFrom := func(addr string, from net.IP) {
+		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: from}}
+		if c, err := d.Dial("tcp", addr); err == nil {
 			flood = append(flood, c)
 		}
 	}
-	for range 200 {
-		dial(mqttAddr)
+	dial := func(addr string) { dialFrom(addr, nil) }
+	// From 20 loopback addresses, 10 each: one address holds at most 16
+	// of the places of connections awaiting their CONNECT.
+	for i := range 200 {
+		dialFrom(mqttAddr, net.IPv4(127, 0, 0, byte(10+i%20)))
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for openFiles(t, pid) < limit {

@@ -35,8 +35,9 @@ const (
 	// address: one host that opens connections and sends nothing would
 	// otherwise hold every place and shut out every other client, as the
 	// link listener's max_handshakes_per_ip keeps it from doing there. A
-	// CONNECT takes milliseconds, so a site of many clients behind one
-	// NAT address that all connect at once waits a moment, not more.
+	// CONNECT takes milliseconds, so only clients behind one NAT address
+	// that connect at the very same moment meet it: those past it are
+	// closed, and connect again as after any reset.
 	maxConnectingPerAddress = 16
 	// maxConnectingBytes is the most bytes that the CONNECT packets being
 	// read may claim together; a CONNECT that would pass it closes its
