@@ -246,12 +246,21 @@ func (l corked) Serve(establish listeners.EstablishFn) {
 				taken, addr = true, a
 			}
 		}
+		// Nothing is returned to mochi's listener, which logs whatever
+		// establish returns at WARN with no message, once for every
+		// connection that ends: 200 idle connections closed made 200
+		// lines, past the rate limit of the refusal's own. The refusal
+		// is logged above, a client's end by mochi at debug, and a
+		// connection that ended before its CONNECT here, at debug too.
 		if why := l.g.connecting.guard(cc, addr, taken); why != "" {
 			l.g.refuseConnecting(c, why)
-			return errTooManyConnecting
+			return nil
 		}
 		defer cc.pre.connected()
-		return establish(id, cc)
+		if err := establish(id, cc); err != nil {
+			l.g.log.Debug("mqtt connection ended", slog.String("remote", c.RemoteAddr().String()), slog.Any("error", err))
+		}
+		return nil
 	})
 	if !l.g.closing.Load() {
 		l.g.listenerStopped(l.ID(), l.Address(), l.accept.Err())
@@ -269,6 +278,3 @@ func (g *Gateway) refuseConnecting(c net.Conn, why string) {
 	}
 	_ = c.Close()
 }
-
-// errTooManyConnecting closes a connection past maxConnecting.
-var errTooManyConnecting = errors.New("mqtt: too many connections awaiting CONNECT")

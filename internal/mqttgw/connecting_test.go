@@ -1,6 +1,8 @@
 package mqttgw_test
 
 import (
+	"context"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -165,4 +167,54 @@ func TestConnectingSharePerAddress(t *testing.T) {
 		c.Close()
 	}
 	petreltest.Eventually(t, "none awaiting CONNECT", func() bool { return tn.Status().MQTT.Connecting == 0 })
+}
+
+// TestConnectionEndsLogNoWarning: connections that end, before their
+// CONNECT or after it, without a DISCONNECT, or refused past a bound, log
+// no line at WARN with an empty message. mochi's listener logged one for
+// each, so that a flood of idle connections made as many lines, past the
+// rate limit of the refusal's own.
+func TestConnectionEndsLogNoWarning(t *testing.T) {
+	defer mqttgw.SetConnectBounds(5*time.Second, 2, 1<<20)()
+	cfg := baseConfig(t)
+	logs := &petreltest.SyncBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	tn := openNode(t, cfg)
+	var conns []net.Conn
+	for range 5 { // two wait, three are refused past the bound
+		c, err := netDial(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	petreltest.Eventually(t, "three refused", func() bool { return tn.Status().MQTT.RefusedConnecting == 3 })
+	for _, c := range conns {
+		c.Close()
+	}
+	// A client that connects and then drops its connection.
+	c, err := netDial(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := paho.NewClient(paho.ClientConfig{Conn: c})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := pc.Connect(ctx, &paho.Connect{ClientID: "drops", CleanStart: true}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	<-pc.Done()
+	petreltest.Eventually(t, "every connection ended", func() bool {
+		st := tn.Status().MQTT
+		return st.Connecting == 0 && st.Clients == 0
+	})
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, `msg=""`) {
+			t.Errorf("a connection's end logged at WARN with no message: %s", l)
+		}
+	}
+	if n := strings.Count(logs.String(), "too many connections awaiting CONNECT"); n != 1 {
+		t.Errorf("the refusal logged %d times, want once (rate-limited)", n)
+	}
 }
