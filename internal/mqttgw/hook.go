@@ -523,7 +523,7 @@ func (h *hook) StoredRetainedMessages() ([]storage.Message, error) {
 			n++
 			// Those kept before a lower bound are loaded all the same;
 			// new ones are refused until the bytes are under it.
-			h.g.sizeRetained(m.TopicName, int64(len(m.Payload)+len(m.TopicName)))
+			h.g.sizeRetained(m.TopicName, retainedSize(m.TopicName, m.Payload))
 		}
 	}
 	atomic.StoreInt64(&h.g.srv.Info.Retained, int64(n))

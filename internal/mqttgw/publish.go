@@ -130,7 +130,7 @@ func (g *Gateway) reserveRetained(pk packets.Packet) (release func(), err error)
 	topic := pk.TopicName
 	g.retainMu.Lock()
 	defer g.retainMu.Unlock()
-	grow := max(retainedSize(pk)-g.retainedSizes[topic], 0)
+	grow := max(retainedSize(pk.TopicName, pk.Payload)-g.retainedSizes[topic], 0)
 	if grow > 0 && g.retainedBytes+g.pendingBytes+grow > g.cfg.MaxRetainedBytes {
 		return nil, fmt.Errorf("retained messages at their bound of bytes (mqtt.max_retained_bytes %d)", g.cfg.MaxRetainedBytes)
 	}
@@ -156,11 +156,11 @@ func (g *Gateway) reserveRetained(pk packets.Packet) (release func(), err error)
 
 // retainedSize is what a retained message counts against
 // MaxRetainedBytes: its payload and its topic, which mochi keeps.
-func retainedSize(pk packets.Packet) int64 {
-	if len(pk.Payload) == 0 {
+func retainedSize(topic string, payload []byte) int64 {
+	if len(payload) == 0 {
 		return 0
 	}
-	return int64(len(pk.Payload) + len(pk.TopicName))
+	return int64(len(payload) + len(topic))
 }
 
 // sizeRetained records topic's retained message, of size bytes (0: none
@@ -219,7 +219,7 @@ func (g *Gateway) retain(pk packets.Packet) error {
 	}
 	_, had := g.srv.Topics.Retained.Get(pk.TopicName)
 	g.srv.Topics.RetainMessage(pk.Copy(false))
-	g.sizeRetained(pk.TopicName, retainedSize(pk))
+	g.sizeRetained(pk.TopicName, retainedSize(pk.TopicName, pk.Payload))
 	if had != (len(pk.Payload) > 0) {
 		g.retainedChanged()
 	}
