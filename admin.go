@@ -59,7 +59,7 @@ type adminNode interface {
 	consoleSnapshot() console.Snapshot
 	replaySelected(ctx context.Context, addr string, refs []adminapi.MessageRef) (int, error)
 	// unready says why a component that started no longer serves (an
-	// MQTT listener whose socket failed), nil when none: /readyz then
+	// MQTT or link listener whose socket failed), nil when none: /readyz then
 	// answers 503 with it.
 	unready() error
 }

@@ -328,7 +328,7 @@ func (n *Node) ReceiverStats() ReceiverStats {
 		FileBytes: st.FileBytes.Load(), ClientDenied: st.Denied.Load(), ClientDelivered: st.Delivered.Load(),
 		ForgedOrigins: st.ForgedOrigins.Load(), ClientLinkRefused: st.KindRefused.Load(),
 		FilesOutsideSession: st.FilesOutsideSession.Load(), RoutingLoops: n.loops.Load(),
-		StoreFull: st.StoreFull.Load(),
+		StoreFull: st.StoreFull.Load(), AcceptErrors: st.AcceptErrors.Load(),
 	}
 }
 
@@ -354,6 +354,10 @@ type ReceiverStats struct {
 	TLSFailed                                                 int64 // of HandshakeFailed, at the TLS handshake
 	Received, Stored, Deduped, Refused, ProtocolErrors        int64
 	FilesTaken, FilesRefused, FilesCorrupt, FileBytes         int64
+	// AcceptErrors counts the link listener's accept errors that pass
+	// (out of file descriptors and the like), each retried after a wait
+	// that doubles up to a second.
+	AcceptErrors int64
 	// SessionsOverLimit counts, of SessionsRefused, the sessions a peer
 	// asked for past the 1,024 one connection holds
 	// (session.DefaultMaxSessions).

@@ -103,6 +103,8 @@ var (
 	descRecvSessionsRefused = prometheus.NewDesc("petrel_receiver_sessions_refused_total",
 		"Sessions the receiver refused to open, by reason: max_sessions (past the 1024 sessions one connection holds), policy (an address, identity or access rule the node refuses).",
 		[]string{"reason"}, nil)
+	descRecvAcceptErrors = prometheus.NewDesc("petrel_receiver_accept_errors_total",
+		"Accept errors of the link listener that pass (out of file descriptors and the like), each retried after a wait that doubles up to a second.", nil, nil)
 	descRecvTLSFailed = prometheus.NewDesc("petrel_receiver_tls_failures_total",
 		"Connections that failed the TLS handshake: plain TCP, or no or an untrusted certificate.", nil, nil)
 	descAccessDenied = prometheus.NewDesc("petrel_access_denied_total",
@@ -155,7 +157,7 @@ func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descQueueDepth, descQueueInFlight, descQueueMessages, descQueueOverflowed,
 		descLinkUp, descLinkReconnects, descLinkMessages, descLinkInFlight, descLinkInFlightBytes, descLinkConnections,
 		descRecvConnections, descRecvHandshakeFailed, descRecvAuthFailed, descRecvSessionsRefused,
-		descRecvProtocolErrors, descRecvStoreFull, descRecvMessages, descRecvTLSFailed, descAccessDenied,
+		descRecvProtocolErrors, descRecvStoreFull, descRecvMessages, descRecvTLSFailed, descRecvAcceptErrors, descAccessDenied,
 		descStoreCommits, descStoreRequests, descForgedOrigins, descRoutingLoops, descClientLinkRefused,
 		descFileBytes, descFileActive, descFiles,
 		descFilesOutsideSession, descNoticesDenied, descPathsRefused, descOutboxWatching, descOutboxStuck,
@@ -258,6 +260,7 @@ func collectReceiver(ch chan<- prometheus.Metric, r ReceiverStats) {
 	ch <- counter(descRecvHandshakeFailed, r.HandshakeFailed)
 	ch <- counter(descRecvAuthFailed, r.AuthFailed)
 	ch <- counter(descRecvTLSFailed, r.TLSFailed)
+	ch <- counter(descRecvAcceptErrors, r.AcceptErrors)
 	ch <- counter(descRecvSessionsRefused, r.SessionsRefused-r.SessionsOverLimit, "policy")
 	ch <- counter(descRecvSessionsRefused, r.SessionsOverLimit, "max_sessions")
 	ch <- counter(descRecvProtocolErrors, r.ProtocolErrors)

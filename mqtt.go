@@ -137,6 +137,11 @@ func (n *Node) MQTTAddr() string {
 // listener that stopped accepting connections (its socket failed past
 // retrying); nil when all serve.
 func (n *Node) unready() error {
+	if n.srv != nil {
+		if err := n.srv.Err(); err != nil {
+			return err
+		}
+	}
 	if n.mqtt == nil {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/filetransfer"
+	"github.com/petrelmq/petrel/internal/acceptretry"
 	"github.com/petrelmq/petrel/internal/logkey"
 	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/message"
@@ -105,8 +106,12 @@ type Server struct {
 	holders   holders
 	forged    *ratelog.Limiter // rate-limits the log of forged origins, per peer
 	fullLog   *ratelog.Limiter // rate-limits the log of sessions a full store ended, per peer
+	acceptLog ratelog.Limiter  // rate-limits the log of accept errors retried
 	limits    *connLimits
-	held      heldCounts // bytes clients' subscriptions hold leased
+	// stopped holds why the listener stopped accepting other than by
+	// Stop (Err), nil while it serves.
+	stopped atomic.Pointer[error]
+	held    heldCounts // bytes clients' subscriptions hold leased
 }
 
 // Stats count what the server saw since it started.
@@ -135,6 +140,9 @@ type Stats struct {
 	// FilesOutsideSession counts the file messages refused because they
 	// came in an ordinary session, not as a file session's announcement.
 	FilesOutsideSession atomic.Int64
+	// AcceptErrors counts the accept errors that pass (out of file
+	// descriptors and the like), each retried after a wait.
+	AcceptErrors atomic.Int64
 }
 
 // New makes a server; Start opens its listener.
@@ -163,6 +171,8 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 		limits:  newConnLimits(cfg),
 		forged:  &ratelog.Limiter{Every: forgedLogEvery},
 		fullLog: &ratelog.Limiter{Every: fullLogEvery},
+		// One line every 10 s, as the MQTT and admin listeners log theirs.
+		acceptLog: ratelog.Limiter{Every: 10 * time.Second},
 	}
 }
 
@@ -173,7 +183,13 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
-	s.ln = ln
+	s.ln = acceptretry.New(ln, func(err error, wait time.Duration) {
+		s.stats.AcceptErrors.Add(1)
+		if held, ok := s.acceptLog.Allow(""); ok {
+			s.log.Warn("accept failed; retrying", slog.Any(logkey.Error, err),
+				slog.Duration("retry_in", wait), slog.Int64("held_back", held))
+		}
+	})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.drain, s.drainNow = context.WithCancel(context.Background())
 	s.wg.Add(1)
@@ -288,24 +304,21 @@ func (s *Server) closeDrained(sess *session.Session) {
 
 func (s *Server) acceptLoop() {
 	defer s.wg.Done()
-	var delay time.Duration
 	for {
+		// The errors that pass (out of file descriptors and the like) are
+		// retried inside Accept, with a wait that doubles up to a second;
+		// another error means the socket no longer accepts anything.
 		nc, err := s.ln.Accept()
 		if err != nil {
 			if s.draining() {
 				return
 			}
-			// Out of file descriptors and the like: back off, keep serving.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept failed", slog.Any(logkey.Error, err))
-			select {
-			case <-time.After(delay):
-			case <-s.drain.Done():
-				return
-			}
-			continue
+			s.log.Error("link listener stopped accepting connections; restart the node to serve it again",
+				slog.String("addr", s.ln.Addr().String()), slog.Any(logkey.Error, err))
+			why := fmt.Errorf("link listener on %s stopped accepting connections: %w", s.ln.Addr(), err)
+			s.stopped.CompareAndSwap(nil, &why)
+			return
 		}
-		delay = 0
 		s.stats.Connections.Add(1)
 		slot, ok := s.admit(nc)
 		if !ok {
@@ -314,4 +327,13 @@ func (s *Server) acceptLoop() {
 		s.wg.Add(1)
 		go s.serveConn(nc, slot)
 	}
+}
+
+// Err returns why the listener stopped accepting connections other than
+// by Stop; nil while it serves. The node's /readyz answers 503 with it.
+func (s *Server) Err() error {
+	if p := s.stopped.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

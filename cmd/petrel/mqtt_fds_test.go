@@ -24,25 +24,27 @@ import (
 )
 
 // TestMQTTListenersSurviveFileExhaustion runs a `petrel node` under
-// `ulimit -n 128` with an MQTT TCP listener, a WebSocket one and the
-// admin one, and exhausts its file descriptors for a moment: 200 idle
-// connections to the MQTT port, then a few to the other two while the
-// node has none left, so that each listener's Accept fails with EMFILE.
-// Once they are closed, every listener accepts again: an MQTT client
-// publishes over TCP and over WebSocket, /readyz is ready, the accept
-// errors are counted and logged once per listener. Before, mochi's TCP
-// listener returned at its first Accept error and the MQTT port queued
+// `ulimit -n 128` with an MQTT TCP listener, a WebSocket one, the link
+// listener and the admin one, and exhausts its file descriptors for a
+// moment: 200 idle connections to the MQTT port, then a few to each of
+// the others while the node has none left, so that each listener's
+// Accept fails with EMFILE. Once they are closed, every listener accepts
+// again: an MQTT client publishes over TCP and over WebSocket, the link
+// listener counts a new connection, /readyz is ready, the accept errors
+// are counted and logged once per listener. Before, mochi's TCP listener
+// returned at its first Accept error and the MQTT port queued
 // connections that nothing ever accepted, with nothing logged and
-// /readyz still ready.
+// /readyz still ready; the link listener logged every retry, up to one a
+// second, and counted none.
 func TestMQTTListenersSurviveFileExhaustion(t *testing.T) {
 	const limit = 128
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "n.yaml"), "node: {name: n, data_dir: n}\ntopics: [{pattern: \"#\"}]\n"+
-		"mqtt: {listen: \"127.0.0.1:0\", websocket: \"127.0.0.1:0\"}\nadmin: {listen: \"127.0.0.1:0\"}\nlog: {level: info}\n")
+		"listen: \"127.0.0.1:0\"\nmqtt: {listen: \"127.0.0.1:0\", websocket: \"127.0.0.1:0\"}\nadmin: {listen: \"127.0.0.1:0\"}\nlog: {level: info}\n")
 	p := startNodeCmd(t, dir, exec.Command("/bin/sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, limit),
 		petrelBin, "node", "-c", filepath.Join(dir, "n.yaml")))
 	ready := p.ready(t)
-	mqttAddr, admin, pid := ready["mqtt"], ready["admin"], p.cmd.Process.Pid
+	mqttAddr, admin, link, pid := ready["mqtt"], ready["admin"], ready["listen"], p.cmd.Process.Pid
 	if n := openFiles(t, pid); n >= limit/2 {
 		t.Fatalf("the node has %d files open at start, too many for the test's limit of %d", n, limit)
 	}
@@ -90,6 +92,7 @@ func TestMQTTListenersSurviveFileExhaustion(t *testing.T) {
 	for range 10 {
 		dial(ws)
 		dial(admin)
+		dial(link)
 	}
 	time.Sleep(500 * time.Millisecond)
 	for _, c := range flood {
@@ -116,8 +119,21 @@ func TestMQTTListenersSurviveFileExhaustion(t *testing.T) {
 	if got := httpGet(t, admin, "/readyz"); got != "ready\n" {
 		t.Fatalf("/readyz %q", got)
 	}
+	// The link listener accepts again: a new connection is counted.
+	before := metricValue(httpGet(t, admin, "/metrics"), "petrel_receiver_connections_total")
+	c, err := net.DialTimeout("tcp", link, 2*time.Second)
+	if err != nil {
+		t.Fatalf("the link listener after the descriptors came back: %v", err)
+	}
+	defer c.Close()
+	for metricValue(httpGet(t, admin, "/metrics"), "petrel_receiver_connections_total") <= before {
+		if time.Now().After(deadline) {
+			t.Fatal("the link listener does not accept again after the descriptors came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	metrics := httpGet(t, admin, "/metrics")
-	for _, m := range []string{`petrel_mqtt_accept_errors_total{listener="tcp"}`, `petrel_mqtt_accept_errors_total{listener="websocket"}`, `petrel_admin_accept_errors_total`} {
+	for _, m := range []string{`petrel_mqtt_accept_errors_total{listener="tcp"}`, `petrel_mqtt_accept_errors_total{listener="websocket"}`, `petrel_admin_accept_errors_total`, `petrel_receiver_accept_errors_total`} {
 		if v := metricValue(metrics, m); v < 1 {
 			t.Errorf("%s %v, want the accept errors counted", m, v)
 		}
@@ -125,7 +141,7 @@ func TestMQTTListenersSurviveFileExhaustion(t *testing.T) {
 
 	p.stop(t)
 	stderr := p.stderr.String()
-	for _, l := range []string{`msg="mqtt accept failed; retrying" component=mqtt listener=tcp`, `msg="mqtt accept failed; retrying" component=mqtt listener=websocket`, `msg="admin accept failed; retrying"`} {
+	for _, l := range []string{`msg="mqtt accept failed; retrying" component=mqtt listener=tcp`, `msg="mqtt accept failed; retrying" component=mqtt listener=websocket`, `msg="admin accept failed; retrying"`, `msg="accept failed; retrying" component=receiver`} {
 		if n := strings.Count(stderr, l); n != 1 {
 			t.Errorf("%d log lines %s, want 1 (at most one every 10 s)", n, l)
 		}

@@ -18,7 +18,7 @@ func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 //
 //	GET  /healthz                   200 "ok" while the process serves
 //	GET  /readyz                    200 "ready" once the node started; 503 before and while stopping,
-//	                                and once an MQTT listener stopped accepting connections ("not ready: " why)
+//	                                and once the link listener or an MQTT listener stopped accepting connections ("not ready: " why)
 //	GET  /metrics                   Prometheus text, from the node's own registry
 //	GET  /api/status                petrel.Status (also at /status, for older clients)
 //	POST /api/send                  SendRequest → SendResponse, once the message is durable

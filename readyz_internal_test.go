@@ -83,16 +83,7 @@ func TestReadyzSaysAnMQTTListenerStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	readyz := func() (int, string) {
-		t.Helper()
-		resp, err := http.Get("http://" + n.AdminAddr() + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, strings.TrimSpace(string(b))
-	}
+	readyz := func() (int, string) { return getReadyz(t, n.AdminAddr()) }
 	if code, body := readyz(); code != http.StatusOK {
 		t.Fatalf("/readyz %d %q before, want 200", code, body)
 	}
@@ -112,4 +103,47 @@ func TestReadyzSaysAnMQTTListenerStopped(t *testing.T) {
 	if !strings.Contains(logs.String(), "level=ERROR") {
 		t.Fatalf("nothing logged as an error:\n%s", logs)
 	}
+}
+
+// The link listener's socket failing for good makes the node not ready
+// too, with the reason, and an error logged. Before, its accept loop
+// retried every error once a second for ever, logging each, with the
+// node still ready.
+func TestReadyzSaysTheLinkListenerStopped(t *testing.T) {
+	logs := &petreltest.SyncBuffer{}
+	n, err := Open(context.Background(), Config{Name: "a", DataDir: t.TempDir(), Listen: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Admin: AdminConfig{Listen: "127.0.0.1:0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	readyz := func() (int, string) { return getReadyz(t, n.AdminAddr()) }
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz %d %q before, want 200", code, body)
+	}
+	if err := syscall.Shutdown(listeningFD(t, n.ListenAddr()), syscall.SHUT_RD); err != nil {
+		t.Fatal(err)
+	}
+	petreltest.Eventually(t, "the node not ready", func() bool { code, _ := readyz(); return code == http.StatusServiceUnavailable })
+	_, body := readyz()
+	want := "not ready: link listener on " + n.ListenAddr() + " stopped accepting connections: "
+	if !strings.HasPrefix(body, want) {
+		t.Fatalf("/readyz says %q, want it to start %q", body, want)
+	}
+	if got := strings.Count(logs.String(), "link listener stopped accepting connections"); got != 1 {
+		t.Fatalf("%d error lines, want 1:\n%s", got, logs)
+	}
+}
+
+// getReadyz returns the status and the trimmed body of GET /readyz from
+// the admin endpoint at addr.
+func getReadyz(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
 }
