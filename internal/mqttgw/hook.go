@@ -498,8 +498,9 @@ func (h *hook) OnQosDropped(cl *mqtt.Client, pk packets.Packet) {
 }
 
 func (h *hook) OnRetainedExpired(topic string) {
-	h.g.retainedChanged() // mochi took it out of its index
+	// mochi took it out of its index.
 	h.g.sizeRetained(topic, 0)
+	h.g.retainedChanged()
 	if err := h.g.store.deleteRetained(h.g.ctx, topic); err != nil {
 		h.g.log.Warn("mqtt expired retained message not deleted", slog.String("topic", topic), slog.Any("error", err))
 	}
