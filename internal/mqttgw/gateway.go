@@ -243,6 +243,7 @@ type Gateway struct {
 	// those of QoS 2 deliveries' keys not kept.
 	refusedLog, keyLog ratelog.Limiter
 
+	retainer      *retainer
 	retainMu      sync.Mutex
 	retainPending map[string]struct{} // new retained topics being stored
 	// retainedSizes holds the counted size of each topic's retained
@@ -297,6 +298,7 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With(slog.String("component", "mqtt")), be: be, store: st, metrics: newMetrics(), wills: newWills(), qos2: newQoS2Markers(), resends: newResends(), shares: newShares(), retainPending: map[string]struct{}{}, retainedSizes: map[string]int64{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.retainer = newRetainer(g)
 	g.connecting.log.Every = connectLogEvery
 	g.acceptLog.Every = acceptLogEvery
 	caps := mqtt.NewDefaultServerCapabilities()
@@ -378,6 +380,11 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
+		g.retainer.run()
+	}()
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
 		g.willLoop()
 	}()
 	g.log.Info("mqtt listening", slog.String("listen", g.Addr()), slog.String("websocket", g.WebSocketAddr()))
@@ -407,6 +414,9 @@ func (g *Gateway) Close() error {
 	g.once.Do(func() {
 		g.hook.willsAtClose()
 		g.closeServer()
+		// What the clients published, and their wills, is kept before
+		// the node is told to stop.
+		g.retainer.close()
 		g.cancel()
 		g.hook.stopAll()
 		g.wg.Wait()

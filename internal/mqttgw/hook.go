@@ -421,6 +421,9 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 
 func (h *hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	st := h.conn(cl)
+	// mochi sends the retained messages once this returns: those
+	// published before this subscription are in the index by then.
+	_ = h.g.retainer.barrier(h.g.ctx)
 	for i, sub := range pk.Filters {
 		if i < len(codes) && codes[i] == CodeNotAuthorized && badFilter(sub.Filter) {
 			// mochi takes "a+", "a#" and "$share//a" for valid filters;

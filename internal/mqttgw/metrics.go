@@ -85,6 +85,10 @@ type Stats struct {
 	// RetainedBytes is the bytes of the retained messages, payloads and
 	// topics, as MaxRetainedBytes counts them.
 	RetainedBytes int64 `json:"retained_bytes"`
+	// RetainedCommits counts the transactions that stored retained
+	// messages: several publishes that arrive while one commits share the
+	// next.
+	RetainedCommits int64 `json:"retained_commits"`
 	// RefusedClients counts connections refused past MaxClients.
 	RefusedClients int64 `json:"refused_clients"`
 	// RefusedRetained counts retained publishes refused past MaxRetained
@@ -176,6 +180,7 @@ func (g *Gateway) Stats() Stats {
 	g.wills.mu.Unlock()
 	s.Retained = int64(g.retainedCount())
 	s.RetainedBytes = g.RetainedBytes()
+	s.RetainedCommits = g.retainer.commits.Load()
 	for i := range 3 {
 		s.Published[i] = m.published[i].Load()
 		s.Delivered[i] = m.delivered[i].Load()
@@ -217,6 +222,7 @@ var (
 	descAcked       = prometheus.NewDesc("petrel_mqtt_deliveries_acked_total", "QoS 1 and 2 deliveries acknowledged by MQTT clients.", nil, nil)
 	descInflight    = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
 	descRetained    = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
+	descRetainedTx  = prometheus.NewDesc("petrel_mqtt_retained_commits_total", "Transactions that stored retained messages; the publishes that arrive while one commits share the next.", nil, nil)
 	descRetainedB   = prometheus.NewDesc("petrel_mqtt_retained_bytes", "Bytes of the retained messages, payloads and topics, as mqtt.max_retained_bytes counts them.", nil, nil)
 	descQoS2        = prometheus.NewDesc("petrel_mqtt_qos2_pending", "QoS 2 publishes of persistent MQTT sessions awaiting their PUBREL, kept across restarts.", nil, nil)
 	descResend      = prometheus.NewDesc("petrel_mqtt_resend_noted", "Deliveries of persistent MQTT sessions in flight when their connection ended, noted to be sent again under their packet identifiers.", nil, nil)
@@ -234,7 +240,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descPacketBytes, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descRetainedB, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases, descAcceptErr} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descPacketBytes, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descRetainedB, descRetainedTx, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases, descAcceptErr} {
 		ch <- d
 	}
 }
@@ -265,6 +271,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(s.Inflight))
 	ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(s.Retained))
 	ch <- prometheus.MustNewConstMetric(descRetainedB, prometheus.GaugeValue, float64(s.RetainedBytes))
+	ch <- prometheus.MustNewConstMetric(descRetainedTx, prometheus.CounterValue, float64(s.RetainedCommits))
 	ch <- prometheus.MustNewConstMetric(descWillsWait, prometheus.GaugeValue, float64(s.WillsDelayed))
 	ch <- prometheus.MustNewConstMetric(descWills, prometheus.CounterValue, float64(s.WillsSent), "sent")
 	ch <- prometheus.MustNewConstMetric(descWills, prometheus.CounterValue, float64(s.WillsDiscarded), "discarded")

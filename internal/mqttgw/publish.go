@@ -19,8 +19,10 @@ import (
 // submitted, and its PUBACK or PUBREC sent by the connection's acker once
 // the node committed it (ackLater): never for what a crash could lose,
 // and without holding up the connection's next publishes, which share the
-// commit. A retained publish is awaited here, before mochi's PUBACK or
-// PUBREC. QoS 0 is submitted, not awaited.
+// commit. A retained publish of QoS 1 is acked the same way, once the
+// retainer kept it too; one of QoS 2 is awaited here, before mochi's
+// PUBREC. QoS 0 is submitted, not awaited, and a retained one handed to
+// the retainer.
 //
 // mochi is told to ignore the message (CodeSuccessIgnore): it acks but
 // does not route it; every delivery comes from a Petrel subscription.
@@ -41,6 +43,18 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	}
 	// The marker commits with the message, before the PUBREC.
 	mark := qos2Mark(cl, pk)
+	if qos == 1 && pk.FixedHeader.Retain {
+		// Acked as below, once the node committed it and the retainer
+		// kept it.
+		c, err := h.g.publishRetained(st.conn, pk, &st.topic, mark)
+		if err != nil {
+			h.g.metrics.refused.Add(1)
+			h.refuse(cl, refOf(pk), err)
+			return pk, packets.ErrRejectPacket
+		}
+		st.ackLater(h, refOf(pk), c)
+		return pk, packets.ErrRejectPacket
+	}
 	if qos > 0 && !pk.FixedHeader.Retain {
 		// The PUBACK or PUBREC is ours, sent once the commit is done,
 		// by the connection's acker, so that this connection's next
@@ -71,31 +85,42 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 
 // publish stores pk in the node, with mark (see Backend.Publish), then,
 // for a retained publish, as its topic's retained message. memo, if not
-// nil, maps the topic.
+// nil, maps the topic. A publish of QoS 1 or 2 returns once it is
+// committed, and retained; one of QoS 0 once it is submitted.
 func (g *Gateway) publish(c Conn, pk packets.Packet, memo *topicMemo, mark string) error {
+	var commit Commit
+	var err error
 	if pk.FixedHeader.Retain {
-		release, err := g.reserveRetained(pk)
-		if err != nil {
-			g.metrics.refusedRetained.Add(1)
-			return &Refusal{Code: CodeQuotaExceeded, Reason: err.Error()}
-		}
-		defer release()
+		commit, err = g.publishRetained(c, pk, memo, mark)
+	} else {
+		commit, err = g.submit(c, pk, memo, mark)
+	}
+	if err != nil || pk.FixedHeader.Qos == 0 {
+		return err
+	}
+	return waitCommit(g.ctx, commit)
+}
+
+// publishRetained submits pk, a retained publish, to the node, and hands
+// it to the retainer, which keeps it as its topic's retained message once
+// the node committed it. The Commit it returns is done once both are.
+func (g *Gateway) publishRetained(c Conn, pk packets.Packet, memo *topicMemo, mark string) (Commit, error) {
+	release, err := g.reserveRetained(pk)
+	if err != nil {
+		g.metrics.refusedRetained.Add(1)
+		return nil, &Refusal{Code: CodeQuotaExceeded, Reason: err.Error()}
 	}
 	commit, err := g.submit(c, pk, memo, mark)
 	if err != nil {
-		return err
+		release()
+		return nil, err
 	}
-	if pk.FixedHeader.Qos > 0 {
-		if err := waitCommit(g.ctx, commit); err != nil {
-			return err
-		}
+	j, err := g.retainer.add(pk, commit, release)
+	if err != nil {
+		release()
+		return nil, err
 	}
-	if pk.FixedHeader.Retain {
-		if err := g.retain(pk); err != nil {
-			return &Refusal{Code: CodeUnspecified, Reason: "retained message not stored: " + err.Error()}
-		}
-	}
-	return nil
+	return j, nil
 }
 
 // submit maps pk to a Petrel message and submits it to the node, with
@@ -206,24 +231,24 @@ func (g *Gateway) RetainArrived(m *message.Message) error {
 		g.metrics.refusedRetained.Add(1)
 		return err
 	}
-	defer release()
-	return g.retain(pk)
-}
-
-// retain stores pk as its topic's retained message (or deletes it, for an
-// empty payload) durably, then in mochi's index, which delivers it to new
-// subscriptions.
-func (g *Gateway) retain(pk packets.Packet) error {
-	if err := g.store.setRetained(g.ctx, pk); err != nil {
+	j, err := g.retainer.add(pk, nil, release)
+	if err != nil {
+		release()
 		return err
 	}
+	return waitCommit(g.ctx, j)
+}
+
+// indexRetained puts pk, stored, in mochi's index as its topic's
+// retained message (or takes the topic's out, for an empty payload),
+// which delivers it to new subscriptions.
+func (g *Gateway) indexRetained(pk packets.Packet) {
 	_, had := g.srv.Topics.Retained.Get(pk.TopicName)
 	g.srv.Topics.RetainMessage(pk.Copy(false))
 	g.sizeRetained(pk.TopicName, retainedSize(pk.TopicName, pk.Payload))
 	if had != (len(pk.Payload) > 0) {
 		g.retainedChanged()
 	}
-	return nil
 }
 
 // retainedCount counts the topics with a retained message in mochi's

@@ -137,20 +137,32 @@ func (s *sessionStore) close() error {
 	return s.db.Close()
 }
 
-// setRetained stores pk as its topic's retained message, or deletes it
-// when its payload is empty (MQTT-3.3.1-6, -7).
-func (s *sessionStore) setRetained(ctx context.Context, pk packets.Packet) error {
-	if len(pk.Payload) == 0 {
-		_, err := s.db.ExecContext(ctx, `DELETE FROM retained WHERE topic = ?`, pk.TopicName)
-		return err
-	}
-	b, err := encodePacket(pk)
+// setRetainedAll stores each of pks, in order, as its topic's retained
+// message, or deletes the topic's when its payload is empty
+// (MQTT-3.3.1-6, -7), all in one transaction.
+func (s *sessionStore) setRetainedAll(ctx context.Context, pks []packets.Packet) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO retained (topic, packet) VALUES (?, ?)
-		ON CONFLICT (topic) DO UPDATE SET packet = excluded.packet`, pk.TopicName, b)
-	return err
+	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	for _, pk := range pks {
+		if len(pk.Payload) == 0 {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM retained WHERE topic = ?`, pk.TopicName); err != nil {
+				return err
+			}
+			continue
+		}
+		b, err := encodePacket(pk)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO retained (topic, packet) VALUES (?, ?)
+			ON CONFLICT (topic) DO UPDATE SET packet = excluded.packet`, pk.TopicName, b); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // encodePacket is a publish as stored (mochi's storage.Message, JSON).

@@ -24,7 +24,7 @@ func TestStoreRefusesAnEmptyDatabaseBesideItsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Retain: true}, TopicName: "plant/state", Payload: []byte("up")}
-	if err := s.setRetained(ctx, pk); err != nil {
+	if err := s.setRetainedAll(ctx, []packets.Packet{pk}); err != nil {
 		t.Fatal(err)
 	}
 	wal, err := os.ReadFile(path + "-wal")
