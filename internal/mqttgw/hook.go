@@ -33,6 +33,9 @@ type hook struct {
 	// willDone holds the connections whose will was handled, so that it
 	// goes once (OnWill, willsAtClose), until OnDisconnect.
 	willDone sync.Map // *mqtt.Client -> struct{}
+	// qos2Cut holds the connections qos2Admit disconnected with 0x93,
+	// counted there, so that OnDisconnect does not count them again.
+	qos2Cut sync.Map // *mqtt.Client -> struct{}
 
 	mu    sync.Mutex
 	conns map[*mqtt.Client]*connState
@@ -358,6 +361,15 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 	if errors.Is(err, packets.ErrTopicAliasInvalid) {
 		// Past maxTopicAliases (or alias 0): mochi closed it, 0x94.
 		h.g.metrics.refusedAliases.Add(1)
+	}
+	if _, ours := h.qos2Cut.LoadAndDelete(cl); !ours && errors.Is(err, packets.ErrReceiveMaximum) {
+		// mochi's own receive quota, within the connection: a QoS 1 or 2
+		// publish past the Receive Maximum announced (MQTT-3.3.4-9).
+		h.g.metrics.refusedRecvMax.Add(1)
+		if held, ok := h.g.refusedLog.Allow(cl.ID + "\x00rm"); ok {
+			h.g.log.Info("mqtt client past its receive maximum of unacknowledged publishes; disconnected with 0x93",
+				slog.String("client", cl.ID), slog.Int("receive_maximum", int(h.g.receiveMaximum())), slog.Int64("suppressed", held))
+		}
 	}
 	h.pending.Delete(cl)
 	h.willProps.Delete(cl)

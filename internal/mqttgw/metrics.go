@@ -29,6 +29,9 @@ type metrics struct {
 	willsSent      atomic.Int64
 	willsCancelled atomic.Int64
 	refusedQoS2    atomic.Int64 // past the receive maximum of unreleased QoS 2 publishes
+	// refusedRecvMax counts the connections mochi closed with 0x93: a
+	// QoS 1 or 2 publish past the Receive Maximum within a connection.
+	refusedRecvMax atomic.Int64
 	released       atomic.Int64 // PUBRELs resent to a resumed session
 	// acceptErrors counts the accept errors retried, by listener
 	// (listenerKind).
@@ -112,6 +115,10 @@ type Stats struct {
 	// RefusedQoS2 counts the clients disconnected (0x93) past the
 	// receive maximum of QoS 2 publishes awaiting PUBREL.
 	RefusedQoS2 int64 `json:"refused_qos2_pending"`
+	// RefusedReceiveMaximum counts the connections closed with 0x93 for a
+	// QoS 1 or 2 publish past the Receive Maximum the node announced,
+	// within the connection (RefusedQoS2 counts those across restarts).
+	RefusedReceiveMaximum int64 `json:"refused_receive_maximum"`
 	// ResendNoted counts the deliveries noted, when their connection
 	// ended, for their resumed session to get again under their packet
 	// identifiers (see resends); ResentReleases the PUBRELs resent so.
@@ -164,7 +171,7 @@ func (g *Gateway) Stats() Stats {
 		RefusedClients: m.refusedClients.Load(), RefusedRetained: m.refusedRetained.Load(),
 		RefusedSessions: m.refusedSessions.Load(), RefusedSubscriptions: m.refusedSubs.Load(),
 		WillsSent: m.willsSent.Load(), WillsDiscarded: m.willsCancelled.Load(),
-		RefusedQoS2: m.refusedQoS2.Load(), ResentReleases: m.released.Load(),
+		RefusedQoS2: m.refusedQoS2.Load(), RefusedReceiveMaximum: m.refusedRecvMax.Load(), ResentReleases: m.released.Load(),
 		ResendNoted:  int(g.resends.total.Load()),
 		AcceptErrors: m.acceptErrors[listenerTCP].Load(), WebSocketAcceptErrors: m.acceptErrors[listenerWebSocket].Load(),
 	}
@@ -231,7 +238,7 @@ var (
 	descShared      = prometheus.NewDesc("petrel_mqtt_shared_groups", "MQTT shared subscriptions ($share/<group>/<filter>) with members.", nil, nil)
 	descWillsWait   = prometheus.NewDesc("petrel_mqtt_wills_delayed", "MQTT wills waiting for their Will Delay Interval.", nil, nil)
 	descWills       = prometheus.NewDesc("petrel_mqtt_wills_total", "MQTT wills published (sent), or discarded by a new connection to their session within their delay.", []string{"outcome"}, nil)
-	descBound       = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections, retained publishes, topic filters and QoS 2 publishes refused past a bound, by bound: clients, retained, sessions, subscriptions, qos2_pending, connecting (connections awaiting their CONNECT), connect_bytes (the bytes their CONNECTs claim), packet_bytes (connections whose packet waited too long for room in the bytes the packets being read may claim), packet_timeout (connections whose large packet stopped coming), topic_aliases (connections closed for an alias past the 10 allowed).", []string{"reason"}, nil)
+	descBound       = prometheus.NewDesc("petrel_mqtt_refused_total", "MQTT connections, retained publishes, topic filters and QoS 2 publishes refused past a bound, by bound: clients, retained, sessions, subscriptions, qos2_pending (QoS 2 publishes awaiting PUBREL, across a restart), receive_maximum (connections closed for a QoS 1 or 2 publish past the Receive Maximum), connecting (connections awaiting their CONNECT), connect_bytes (the bytes their CONNECTs claim), packet_bytes (connections whose packet waited too long for room in the bytes the packets being read may claim), packet_timeout (connections whose large packet stopped coming), topic_aliases (connections closed for an alias past the 10 allowed).", []string{"reason"}, nil)
 )
 
 // Collector returns the gateway's Prometheus collector.
@@ -280,6 +287,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedSessions), "sessions")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedSubscriptions), "subscriptions")
 	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedQoS2), "qos2_pending")
+	ch <- prometheus.MustNewConstMetric(descBound, prometheus.CounterValue, float64(s.RefusedReceiveMaximum), "receive_maximum")
 	ch <- prometheus.MustNewConstMetric(descQoS2, prometheus.GaugeValue, float64(s.QoS2Pending))
 	ch <- prometheus.MustNewConstMetric(descShared, prometheus.GaugeValue, float64(s.SharedGroups))
 	ch <- prometheus.MustNewConstMetric(descResend, prometheus.GaugeValue, float64(s.ResendNoted))

@@ -195,6 +195,7 @@ func (h *hook) qos2Admit(cl *mqtt.Client) bool {
 		return true
 	}
 	h.g.metrics.refusedQoS2.Add(1)
+	h.qos2Cut.Store(cl, struct{}{}) // counted here, not again at OnDisconnect
 	h.g.log.Info("mqtt client past its receive maximum of unreleased QoS 2 publishes", slog.String("client", cl.ID), slog.Int("pending", n))
 	_ = h.g.srv.DisconnectClient(cl, packets.ErrReceiveMaximum)
 	return false

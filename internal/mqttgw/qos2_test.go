@@ -300,3 +300,31 @@ func bySession(b *testing.B, f func(b *testing.B, expiry uint32)) {
 	b.Run("clean", func(b *testing.B) { f(b, 0) })
 	b.Run("persistent", func(b *testing.B) { f(b, 3600) })
 }
+
+// A client that sends more unacknowledged QoS 2 publishes than the
+// Receive Maximum within one connection is disconnected with 0x93 by
+// mochi's own quota: counted in petrel_mqtt_refused_total
+// {reason="receive_maximum"}. Before, nothing counted or logged it, and
+// the only reason documented for 0x93, qos2_pending, stayed 0.
+func TestReceiveMaximumWithinConnectionCounted(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.MQTT.MaxInflight = 1 // Receive Maximum 10
+	cfg.Admin.Listen = "127.0.0.1:0"
+	tn := openNode(t, cfg)
+	rc, _ := dialSession(t, tn, "flood", false)
+	for id := uint16(1); id <= 10; id++ {
+		rc.Write(&packets.Publish{Topic: "t/f", QoS: 2, PacketID: id, Payload: []byte{byte(id)}})
+		rc.Until(packets.PUBREC, id)
+	}
+	rc.Write(&packets.Publish{Topic: "t/f", QoS: 2, PacketID: 11, Payload: []byte{11}})
+	if p := rc.Until(packets.DISCONNECT, 0); p.Content.(*packets.Disconnect).ReasonCode != 0x93 {
+		t.Fatalf("past the receive maximum: %v, want DISCONNECT 0x93", p)
+	}
+	petreltest.Eventually(t, "the refusal counted", func() bool { return tn.Status().MQTT.RefusedReceiveMaximum == 1 })
+	if st := tn.Status().MQTT; st.RefusedQoS2 != 0 {
+		t.Fatalf("counted as qos2_pending too: %+v", st)
+	}
+	if m := metricsText(t, tn); !strings.Contains(m, `petrel_mqtt_refused_total{reason="receive_maximum"} 1`) {
+		t.Fatal(`/metrics lacks petrel_mqtt_refused_total{reason="receive_maximum"} 1`)
+	}
+}
