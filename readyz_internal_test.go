@@ -75,23 +75,7 @@ func netip(addr string) (string, error) {
 // first Accept error, EMFILE included, and the node stayed ready with its
 // MQTT port queueing connections that nothing accepted.
 func TestReadyzSaysAnMQTTListenerStopped(t *testing.T) {
-	logs := &petreltest.SyncBuffer{}
-	n, err := Open(context.Background(), Config{Name: "a", DataDir: t.TempDir(),
-		Logger: slog.New(slog.NewTextHandler(logs, nil)), Admin: AdminConfig{Listen: "127.0.0.1:0"},
-		MQTT: MQTTConfig{Listen: "127.0.0.1:0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	readyz := func() (int, string) { return getReadyz(t, n.AdminAddr()) }
-	if code, body := readyz(); code != http.StatusOK {
-		t.Fatalf("/readyz %d %q before, want 200", code, body)
-	}
-	if err := syscall.Shutdown(listeningFD(t, n.MQTTAddr()), syscall.SHUT_RD); err != nil {
-		t.Fatal(err)
-	}
-	petreltest.Eventually(t, "the node not ready", func() bool { code, _ := readyz(); return code == http.StatusServiceUnavailable })
-	_, body := readyz()
+	n, body, logs := stopListener(t, Config{MQTT: MQTTConfig{Listen: "127.0.0.1:0"}}, (*Node).MQTTAddr)
 	want := "not ready: mqtt listener mqtt on " + n.MQTTAddr() + " stopped accepting connections: "
 	if !strings.HasPrefix(body, want) {
 		t.Fatalf("/readyz says %q, want it to start %q", body, want)
@@ -110,22 +94,7 @@ func TestReadyzSaysAnMQTTListenerStopped(t *testing.T) {
 // retried every error once a second for ever, logging each, with the
 // node still ready.
 func TestReadyzSaysTheLinkListenerStopped(t *testing.T) {
-	logs := &petreltest.SyncBuffer{}
-	n, err := Open(context.Background(), Config{Name: "a", DataDir: t.TempDir(), Listen: "127.0.0.1:0",
-		Logger: slog.New(slog.NewTextHandler(logs, nil)), Admin: AdminConfig{Listen: "127.0.0.1:0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	readyz := func() (int, string) { return getReadyz(t, n.AdminAddr()) }
-	if code, body := readyz(); code != http.StatusOK {
-		t.Fatalf("/readyz %d %q before, want 200", code, body)
-	}
-	if err := syscall.Shutdown(listeningFD(t, n.ListenAddr()), syscall.SHUT_RD); err != nil {
-		t.Fatal(err)
-	}
-	petreltest.Eventually(t, "the node not ready", func() bool { code, _ := readyz(); return code == http.StatusServiceUnavailable })
-	_, body := readyz()
+	n, body, logs := stopListener(t, Config{Listen: "127.0.0.1:0"}, (*Node).ListenAddr)
 	want := "not ready: link listener on " + n.ListenAddr() + " stopped accepting connections: "
 	if !strings.HasPrefix(body, want) {
 		t.Fatalf("/readyz says %q, want it to start %q", body, want)
@@ -133,6 +102,34 @@ func TestReadyzSaysTheLinkListenerStopped(t *testing.T) {
 	if got := strings.Count(logs.String(), "link listener stopped accepting connections"); got != 1 {
 		t.Fatalf("%d error lines, want 1:\n%s", got, logs)
 	}
+}
+
+// stopListener opens a node of cfg with an admin listener, checks it is
+// ready, shuts down the socket listening on addr(node) under it (accept
+// then returns EINVAL, which is no error that passes), and waits for
+// /readyz to answer 503. It returns the node, that answer's body and the
+// node's log.
+func stopListener(t *testing.T, cfg Config, addr func(*Node) string) (*Node, string, *petreltest.SyncBuffer) {
+	t.Helper()
+	logs := &petreltest.SyncBuffer{}
+	cfg.Name, cfg.DataDir = "a", t.TempDir()
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	cfg.Admin = AdminConfig{Listen: "127.0.0.1:0"}
+	n, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	readyz := func() (int, string) { return getReadyz(t, n.AdminAddr()) }
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz %d %q before, want 200", code, body)
+	}
+	if err := syscall.Shutdown(listeningFD(t, addr(n)), syscall.SHUT_RD); err != nil {
+		t.Fatal(err)
+	}
+	petreltest.Eventually(t, "the node not ready", func() bool { code, _ := readyz(); return code == http.StatusServiceUnavailable })
+	_, body := readyz()
+	return n, body, logs
 }
 
 // getReadyz returns the status and the trimmed body of GET /readyz from
