@@ -16,6 +16,10 @@ import (
 const (
 	// DefaultMaxAutoQueues is the default of Config.MaxAutoQueues.
 	DefaultMaxAutoQueues = 10000
+	// DefaultMaxSubscriptionsPerIdentity is the default of
+	// Config.MaxSubscriptionsPerIdentity, lowered to a tenth of
+	// MaxAutoQueues where that is less.
+	DefaultMaxSubscriptionsPerIdentity = 1000
 	// DefaultMaxSpoolBytes is the default of FilesConfig.MaxSpoolBytes;
 	// a peer's share defaults to half of it.
 	DefaultMaxSpoolBytes = 64 << 30
@@ -45,6 +49,17 @@ func (n *Node) maxAutoQueues() int {
 		return m
 	}
 	return DefaultMaxAutoQueues
+}
+
+// maxSubscriptionsPerIdentity is Config.MaxSubscriptionsPerIdentity with
+// its default: 1000, or a tenth of max_auto_queues where that is less, so
+// that one identity left at the default never takes the node's whole
+// budget of queues (at max_auto_queues 300, one identity made all 300).
+func (n *Node) maxSubscriptionsPerIdentity() int {
+	if m := n.cfg.MaxSubscriptionsPerIdentity; m > 0 {
+		return m
+	}
+	return max(1, min(DefaultMaxSubscriptionsPerIdentity, n.maxAutoQueues()/10))
 }
 
 // autoCreateRoom returns nil when one more undeclared receive queue, name,

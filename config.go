@@ -33,6 +33,14 @@ type Config struct {
 	// message from a peer to a new undeclared address is refused for good
 	// with the reason, and a local Send or Consumer gets ErrTooManyQueues.
 	MaxAutoQueues int
+	// MaxSubscriptionsPerIdentity bounds the topic subscriptions, durable
+	// or not, that the remote clients of one identity own at once
+	// (default 1000, or a tenth of MaxAutoQueues where that is less), so that one identity cannot take the whole of
+	// MaxAutoQueues, which subscriptions count against too. Past it, that
+	// identity's subscribe to a new name is refused with the reason; the
+	// node's own and the MQTT gateway's subscriptions are not counted
+	// (MQTTConfig.MaxSubscriptions and MaxSessions bound the gateway's).
+	MaxSubscriptionsPerIdentity int
 	// Listen is the TCP address ("host:port") this node accepts links on.
 	// Empty: the node accepts no links, but can still open them.
 	Listen string

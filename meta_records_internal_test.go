@@ -3,6 +3,7 @@ package petrel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -153,4 +154,65 @@ func TestSubscriptionNamedLikeADeadLetterQueueFromOlderBuild(t *testing.T) {
 			t.Fatalf("the log does not say %q:\n%s", want, s)
 		}
 	}
+}
+
+// A durable subscription stored before subscriptions had owners is taken
+// by the first identity that joins it, as the MQTT gateway's sessions are,
+// and that is stored: after a restart another identity is still refused.
+// The node's own Subscribe joins it without taking it.
+func TestSubscriptionWithoutOwnerFromOlderBuild(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), petreltest.Patience)
+	defer cancel()
+	dir := t.TempDir()
+	open := func() *Node {
+		n, err := Open(ctx, Config{Name: "hub", DataDir: dir, Listen: "127.0.0.1:0", Topics: []TopicConfig{{Pattern: "orders.#"}},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n := open()
+	rec, _ := json.Marshal(durableRecord{Name: "old", Pattern: "orders.#"})
+	if err := n.store.SetMeta(ctx, metaSubscriptionPrefix+"old", rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	join := func(n *Node, identity string) error {
+		t.Helper()
+		cl, err := Dial(ctx, "tcp://"+n.ListenAddr(), DialOptions{Name: identity, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		c, err := cl.Subscribe(ctx, "orders.#", SubscribeOptions{Name: "old", Durable: true})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	n = open()
+	own, err := n.Subscribe(ctx, "orders.#", SubscribeOptions{Name: "old", Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own.Close()
+	if err := join(n, "app-b"); err != nil {
+		t.Fatalf("app-b, the first identity to join: %v", err)
+	}
+	for round := range 2 {
+		if err := join(n, "app-a"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "taken by another identity") {
+			t.Fatalf("round %d: app-a joining app-b's: %v; want refused", round, err)
+		}
+		if err := join(n, "app-b"); err != nil {
+			t.Fatalf("round %d: app-b joining its own: %v", round, err)
+		}
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		n = open()
+	}
+	n.Close()
 }

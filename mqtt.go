@@ -391,7 +391,16 @@ func storeRefusal(err error) error {
 
 func (b mqttBackend) Subscribe(ctx context.Context, pattern, name string, durable bool, c mqttgw.Conn) (mqttgw.Subscription, error) {
 	n := b.n
-	con, err := n.subscribe(ctx, pattern, SubscribeOptions{Name: name, Durable: durable, Policy: mqttPolicy})
+	// A session's subscriptions are its identity's, as the session is:
+	// another identity may not join them. A shared group's is the
+	// gateway's, which lets any member the access rules admit join it;
+	// an anonymous client (no identity, no peers) holds nothing of its
+	// own, as its session is held by nobody.
+	by := subscriber{identity: c.Identity, client: c.Identity != ""}
+	if strings.HasPrefix(name, mqttgw.SharePrefix) {
+		by = subscriber{}
+	}
+	con, err := n.subscribe(ctx, pattern, SubscribeOptions{Name: name, Durable: durable, Policy: mqttPolicy}, by)
 	if errors.Is(err, ErrTooManyQueues) {
 		// A subscription is a queue, and the node holds max_auto_queues:
 		// the client is told quota exceeded, as past max_subscriptions.

@@ -81,7 +81,9 @@ func (n *Node) clientSubscribeTopic(ctx context.Context, peer session.Peer, patt
 	if err := n.authorizeSubscribe(peer.Name, pattern); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", receiver.ErrDenied, err)
 	}
-	c, err := n.subscribe(ctx, pattern, SubscribeOptions{Name: sub.Name, Durable: sub.Durable})
+	// The subscription is the client's identity's: another identity may
+	// not join it, and it counts against max_subscriptions_per_identity.
+	c, err := n.subscribe(ctx, pattern, SubscribeOptions{Name: sub.Name, Durable: sub.Durable}, subscriber{identity: peer.Name, client: true, remote: true})
 	if err != nil {
 		return nil, nil, clientRefusal(err)
 	}

@@ -37,6 +37,8 @@ var (
 		"Matches of a topic name that gave up on the index of patterns past its bound of visits (65,536) and matched each subscription's or learned interest's pattern instead, since the node started.", nil, nil)
 	descTopicAnnounceRetries = prometheus.NewDesc("petrel_topic_announce_retries",
 		"Patterns of this node's subscriptions whose announcement or withdrawal to the neighbours failed (the store refused it: full) and that the topic janitor tries again at each tick.", nil, nil)
+	descTopicSubsRefused = prometheus.NewDesc("petrel_topic_subscriptions_refused_total",
+		"Subscribes refused to remote clients and MQTT clients, since the node started, by reason: taken (the name is another identity's subscription), reserved (a remote client named an MQTT gateway subscription: mqtt. or mqtt-share.), identity (the identity's remote clients own max_subscriptions_per_identity subscriptions already).", []string{"reason"}, nil)
 	descTopicMatchHits = prometheus.NewDesc("petrel_topic_match_cache_hits_total",
 		"Publishes whose subscriptions were found in that cache rather than by matching every pattern, since the node started.", nil, nil)
 )
@@ -64,6 +66,7 @@ func (topicCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTopicMatchHits
 	ch <- descTopicMatchFallbacks
 	ch <- descTopicAnnounceRetries
+	ch <- descTopicSubsRefused
 }
 
 // Collect implements prometheus.Collector.
@@ -77,6 +80,9 @@ func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- counter(descTopicPruneRuns, c.t.pruneRuns.Load())
 	ch <- counter(descTopicReleased, c.t.released.Load())
 	ch <- counter(descTopicKept, c.t.kept.Load())
+	ch <- counter(descTopicSubsRefused, c.t.refusedOwner.Load(), "taken")
+	ch <- counter(descTopicSubsRefused, c.t.refusedReserved.Load(), "reserved")
+	ch <- counter(descTopicSubsRefused, c.t.refusedBound.Load(), "identity")
 	ch <- counter(descTopicInterestDenied, c.t.interestDenied.Load())
 	ch <- counter(descTopicKeepTaken, c.t.keepTaken.Load())
 	ch <- counter(descTopicKeepDropped, c.t.keepDroppedCount.Load(), keepDropCount)

@@ -16,9 +16,11 @@ import (
 
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/logkey"
+	"github.com/petrelmq/petrel/internal/mqttgw"
 	"github.com/petrelmq/petrel/internal/ratelog"
 	"github.com/petrelmq/petrel/message"
 	"github.com/petrelmq/petrel/queue"
+	"github.com/petrelmq/petrel/receiver"
 )
 
 // Topics: an address is anycast (a queue, competing consumers) unless its
@@ -162,6 +164,12 @@ type topics struct {
 	// that comes or goes changes in this node's announcement, found
 	// without reading every subscription.
 	uses map[string]patternUses
+	// owned counts, per identity, the subscriptions its remote clients
+	// own (under mu, with subs), against max_subscriptions_per_identity;
+	// refusedOwner, refusedReserved and refusedBound count the clients'
+	// subscribes refused (petrel_topic_subscriptions_refused_total).
+	owned                                       map[string]int
+	refusedOwner, refusedReserved, refusedBound atomic.Int64
 	// index finds the subscriptions a topic name matches (topic_index.go),
 	// under mu, with subs; fallbacks counts the matches it gave up.
 	index     subIndex
@@ -226,6 +234,7 @@ func (t *topics) addSub(e *subEntry) {
 	t.subs[e.name] = e
 	t.index.add(e.pattern.String(), e)
 	t.use(e, 1)
+	t.own(e, 1)
 }
 
 // removeSub forgets e. Called with mu held.
@@ -236,6 +245,22 @@ func (t *topics) removeSub(e *subEntry) {
 	delete(t.subs, e.name)
 	t.index.remove(e.pattern.String(), e)
 	t.use(e, -1)
+	t.own(e, -1)
+}
+
+// own counts e for its owner's bound (max_subscriptions_per_identity)
+// when e is a remote client's. Called with mu held.
+func (t *topics) own(e *subEntry, d int) {
+	if !e.counted {
+		return
+	}
+	if t.owned == nil {
+		t.owned = map[string]int{}
+	}
+	t.owned[e.owner] += d
+	if t.owned[e.owner] <= 0 {
+		delete(t.owned, e.owner)
+	}
 }
 
 func (t *topics) use(e *subEntry, d int) {
@@ -266,13 +291,49 @@ type subEntry struct {
 	// rather than its queue refusing new copies (Queue.SetMaxDepth).
 	bound      int64
 	dropOldest bool
+	// owner is the identity that made it: "" for the node's own (an
+	// application's Subscribe, the admin API) and the MQTT gateway's
+	// shared groups, a remote client's or an MQTT client's proven
+	// identity otherwise. Another identity may not join it: the name is
+	// no secret (an MQTT session's is derived from its client id), and
+	// joining takes the messages that wait for the owner. unclaimed marks
+	// a durable one persisted before subscriptions had owners: the first
+	// identity that joins it takes it, as the MQTT gateway's sessions
+	// stored without an owner are. counted is whether it counts against
+	// its owner's max_subscriptions_per_identity (a remote client's).
+	// All three change under subMu only.
+	owner     string
+	unclaimed bool
+	counted   bool
 }
 
-// durableRecord is one durable subscription as persisted.
+// durableRecord is one durable subscription as persisted. Owner is nil in
+// a record written before subscriptions had owners (see subEntry.owner),
+// and points to "" for the node's own.
 type durableRecord struct {
-	Name    string `json:"name"`
-	Pattern string `json:"pattern"`
+	Name    string  `json:"name"`
+	Pattern string  `json:"pattern"`
+	Owner   *string `json:"owner,omitempty"`
 }
+
+// subscriber is who makes or joins a subscription. The node's own
+// (the zero value) may join any; a client (a remote client, or an MQTT
+// client with an identity) only its identity's, or an unclaimed one; a
+// remote client's are also kept from the gateway's names and counted
+// against max_subscriptions_per_identity.
+type subscriber struct {
+	identity string
+	client   bool
+	remote   bool
+}
+
+// errSubscriptionTaken refuses a client a subscription name another
+// identity owns; errSubscriptionReserved one that starts with a prefix of
+// the MQTT gateway's subscriptions. Both wrap ErrSubscription.
+var (
+	errSubscriptionTaken    = fmt.Errorf("%w: the name is taken by another identity", ErrSubscription)
+	errSubscriptionReserved = fmt.Errorf("%w: the name is reserved for the MQTT gateway", ErrSubscription)
+)
 
 func newTopics(cfg []TopicConfig) (*topics, error) {
 	t := &topics{subs: map[string]*subEntry{}, keepKick: make(chan struct{}, 1), pruneKick: make(chan struct{}, 1)}
@@ -454,7 +515,7 @@ func (n *Node) localTopic(dest string) string {
 // Interceptors see the subscription (OnSubscribe), its deliveries and its
 // acks; a refusal ends it as a Close would, and wraps ErrIntercepted.
 func (n *Node) Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error) {
-	c, err := n.subscribe(ctx, pattern, opts)
+	c, err := n.subscribe(ctx, pattern, opts, subscriber{})
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +528,7 @@ func (n *Node) Subscribe(ctx context.Context, pattern string, opts SubscribeOpti
 }
 
 // subscribe makes or joins the subscription; see Subscribe.
-func (n *Node) subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error) {
+func (n *Node) subscribe(ctx context.Context, pattern string, opts SubscribeOptions, by subscriber) (*Consumer, error) {
 	p, err := address.ParsePattern(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe: %w", err)
@@ -483,12 +544,17 @@ func (n *Node) subscribe(ctx context.Context, pattern string, opts SubscribeOpti
 		return nil, err
 	}
 	t := n.topics
+	if by.remote && (strings.HasPrefix(name, mqttgw.SessionPrefix) || strings.HasPrefix(name, mqttgw.SharePrefix)) {
+		t.refusedReserved.Add(1)
+		return nil, fmt.Errorf("subscribe as %q: names starting with %q or %q are the MQTT gateway's; use another name: %w",
+			name, mqttgw.SessionPrefix, mqttgw.SharePrefix, errSubscriptionReserved)
+	}
 	t.subMu.Lock()
 	defer t.subMu.Unlock()
 	if n.isClosed() {
 		return nil, ErrClosed
 	}
-	e, err := n.joinSubscription(ctx, name, p, opts)
+	e, err := n.joinSubscription(ctx, name, p, opts, by)
 	if err != nil {
 		return nil, err
 	}
@@ -531,24 +597,44 @@ func subscriptionName(opts SubscribeOptions) (string, error) {
 }
 
 // joinSubscription returns the subscription called name, making it if it
-// does not exist. Called with subMu held.
-func (n *Node) joinSubscription(ctx context.Context, name string, p address.Pattern, opts SubscribeOptions) (*subEntry, error) {
+// does not exist, owned by by. Called with subMu held.
+func (n *Node) joinSubscription(ctx context.Context, name string, p address.Pattern, opts SubscribeOptions, by subscriber) (*subEntry, error) {
 	t := n.topics
 	t.mu.RLock()
 	e := t.subs[name]
 	t.mu.RUnlock()
 	if e != nil {
+		if by.client && !e.unclaimed && e.owner != by.identity {
+			// Nothing of the other subscription is told, not even
+			// its pattern: it is another identity's.
+			t.refusedOwner.Add(1)
+			n.log.Info("subscription refused: its name is another identity's",
+				slog.String("subscription", name), slog.String("identity", by.identity))
+			return nil, fmt.Errorf("subscribe to %q: subscription name %q is taken by another identity; use another name: %w", p, name, errSubscriptionTaken)
+		}
 		if e.pattern.String() != p.String() || e.durable != opts.Durable {
 			return nil, fmt.Errorf("subscribe to %q as %q: the subscription exists with pattern %q (durable %v); use another name, or Unsubscribe it first: %w",
 				p, name, e.pattern, e.durable, ErrSubscription)
 		}
+		if by.client && e.unclaimed {
+			if err := n.claimSubscription(ctx, e, by); err != nil {
+				return nil, err
+			}
+		}
 		return e, nil
+	}
+	if by.remote {
+		if limit, owned := n.maxSubscriptionsPerIdentity(), t.ownedBy(by.identity); owned >= limit {
+			t.refusedBound.Add(1)
+			return nil, fmt.Errorf("%w: subscribe to %q as %q: identity %q owns %d subscriptions already (max_subscriptions_per_identity); close the non-durable ones it does not need, or have the operator delete its durable ones (Node.Unsubscribe)",
+				receiver.ErrRefused, p, name, by.identity, owned)
+		}
 	}
 	q, err := n.newSubscriptionQueue(ctx, subQueuePrefix+name)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %q: %w", p, err)
 	}
-	e = &subEntry{name: name, pattern: p, durable: opts.Durable, q: q}
+	e = &subEntry{name: name, pattern: p, durable: opts.Durable, q: q, owner: by.identity, counted: by.remote}
 	if opts.Durable {
 		if err := n.persistSubscriptions(ctx, e, ""); err != nil {
 			return nil, err
@@ -565,6 +651,33 @@ func (n *Node) joinSubscription(ctx context.Context, name string, p address.Patt
 		}
 	}
 	return e, nil
+}
+
+// claimSubscription makes the unclaimed durable subscription e by's, as
+// the MQTT gateway gives a session stored without an owner to the first
+// identity that resumes it, and persists that before by joins it. Called
+// with subMu held.
+func (n *Node) claimSubscription(ctx context.Context, e *subEntry, by subscriber) error {
+	claimed := *e
+	claimed.owner, claimed.unclaimed, claimed.counted = by.identity, false, by.remote
+	if err := n.persistSubscriptions(ctx, &claimed, ""); err != nil {
+		return err
+	}
+	t := n.topics
+	t.mu.Lock()
+	e.owner, e.unclaimed, e.counted = claimed.owner, false, claimed.counted
+	t.own(e, 1)
+	t.mu.Unlock()
+	n.log.Info("subscription made before subscriptions had owners taken by the first identity to join it",
+		slog.String("subscription", e.name), slog.String("identity", by.identity))
+	return nil
+}
+
+// ownedBy returns how many subscriptions identity's remote clients own.
+func (t *topics) ownedBy(identity string) int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.owned[identity]
 }
 
 // newSubscriptionQueue makes the queue of a new subscription. Remote clients
@@ -588,7 +701,12 @@ func (n *Node) newSubscriptionQueue(ctx context.Context, name string) (*queue.Qu
 func (n *Node) persistSubscriptions(ctx context.Context, add *subEntry, drop string) error {
 	recs := map[string]any{}
 	if add != nil {
-		recs[metaSubscriptionPrefix+add.name] = durableRecord{Name: add.name, Pattern: add.pattern.String()}
+		r := durableRecord{Name: add.name, Pattern: add.pattern.String()}
+		if !add.unclaimed {
+			owner := add.owner
+			r.Owner = &owner
+		}
+		recs[metaSubscriptionPrefix+add.name] = r
 	}
 	if drop != "" {
 		recs[metaSubscriptionPrefix+drop] = nil
@@ -679,8 +797,16 @@ func (n *Node) loadSubscriptions(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("load subscription %q: %w", r.Name, err)
 		}
+		e := &subEntry{name: r.Name, pattern: p, durable: true, q: q, unclaimed: r.Owner == nil}
+		if r.Owner != nil {
+			// Only a remote client's count against its identity's
+			// bound; they never have the gateway's names, and the
+			// gateway's own have an owner too.
+			e.owner = *r.Owner
+			e.counted = e.owner != "" && !strings.HasPrefix(e.name, mqttgw.SessionPrefix) && !strings.HasPrefix(e.name, mqttgw.SharePrefix)
+		}
 		t.mu.Lock()
-		t.addSub(&subEntry{name: r.Name, pattern: p, durable: true, q: q})
+		t.addSub(e)
 		t.matched.forget()
 		t.mu.Unlock()
 	}

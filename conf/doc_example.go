@@ -213,6 +213,11 @@
 //	# message from a peer to a new undeclared address is refused for good, with
 //	# the reason; declared addresses never count. Default: 10000.
 //	max_auto_queues: 10000
+//	# Most topic subscriptions, durable or not, that the remote clients of one
+//	# identity own at once (integer, at least 1). Past it, that identity's
+//	# subscribe to a new name is refused, with the reason; joining its own is
+//	# taken. Default: 1000, or a tenth of max_auto_queues where that is less.
+//	max_subscriptions_per_identity: 1000
 //
 //	# The addresses of this node (list). Names are unique, 1 to 128 letters,
 //	# digits, '.', '_' or '-'. The policy keys below max_deliveries apply to

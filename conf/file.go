@@ -43,8 +43,12 @@ type File struct {
 	AutoCreate *bool `yaml:"auto_create"`
 	// MaxAutoQueues bounds the undeclared queues auto_create makes.
 	// Default 10000.
-	MaxAutoQueues int              `yaml:"max_auto_queues"`
-	Addresses     []AddressSection `yaml:"addresses"`
+	MaxAutoQueues int `yaml:"max_auto_queues"`
+	// MaxSubscriptionsPerIdentity bounds the topic subscriptions the
+	// remote clients of one identity own. Default 1000, or a tenth of
+	// max_auto_queues where that is less.
+	MaxSubscriptionsPerIdentity int              `yaml:"max_subscriptions_per_identity"`
+	Addresses                   []AddressSection `yaml:"addresses"`
 	// Topics are the topic spaces; see TopicSection.
 	Topics   []TopicSection  `yaml:"topics"`
 	Files    FilesSection    `yaml:"files"`
@@ -250,27 +254,28 @@ func (f *File) fill() {
 // hand, zero values pass through as package defaults and nothing is checked.
 func (f *File) NodeConfig() petrel.Config {
 	cfg := petrel.Config{
-		Name:          f.Node.Name,
-		DataDir:       f.Node.DataDir,
-		Store:         f.Store.queueConfig(),
-		Limits:        f.Limits.messageLimits(),
-		NoAutoCreate:  f.AutoCreate != nil && !*f.AutoCreate,
-		MaxAutoQueues: f.MaxAutoQueues,
-		Listen:        f.Listen,
-		Secret:        string(f.Secret),
-		Nodes:         f.nodeConfigs(),
-		Routes:        f.routeConfigs(),
-		Link:          f.Link.linkConfig(),
-		Discovery:     f.Discovery.discoveryConfig(),
-		Admin:         f.Admin.adminConfig(),
-		Files:         f.Files.filesConfig(),
-		Outboxes:      f.outboxConfigs(),
-		TLS:           f.TLS.tlsConfig(),
-		Access:        f.accessRules(),
-		Peers:         f.peerConfigs(),
-		Topics:        f.topicConfigs(),
-		HA:            f.HA.haConfig(),
-		MQTT:          f.MQTT.mqttConfig(),
+		Name:                        f.Node.Name,
+		DataDir:                     f.Node.DataDir,
+		Store:                       f.Store.queueConfig(),
+		Limits:                      f.Limits.messageLimits(),
+		NoAutoCreate:                f.AutoCreate != nil && !*f.AutoCreate,
+		MaxAutoQueues:               f.MaxAutoQueues,
+		MaxSubscriptionsPerIdentity: f.MaxSubscriptionsPerIdentity,
+		Listen:                      f.Listen,
+		Secret:                      string(f.Secret),
+		Nodes:                       f.nodeConfigs(),
+		Routes:                      f.routeConfigs(),
+		Link:                        f.Link.linkConfig(),
+		Discovery:                   f.Discovery.discoveryConfig(),
+		Admin:                       f.Admin.adminConfig(),
+		Files:                       f.Files.filesConfig(),
+		Outboxes:                    f.outboxConfigs(),
+		TLS:                         f.TLS.tlsConfig(),
+		Access:                      f.accessRules(),
+		Peers:                       f.peerConfigs(),
+		Topics:                      f.topicConfigs(),
+		HA:                          f.HA.haConfig(),
+		MQTT:                        f.MQTT.mqttConfig(),
 	}
 	for _, a := range f.Addresses {
 		cfg.Addresses = append(cfg.Addresses, a.addressConfig())

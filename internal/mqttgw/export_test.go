@@ -31,3 +31,9 @@ func SetPacketBounds(bytes, small int64, wait, stall time.Duration) (restore fun
 	b.stall.Store(int64(stall))
 	return func() { b.bytes.Store(n); b.small.Store(s); b.wait.Store(w); b.stall.Store(st) }
 }
+
+// DurableName and ShareName are the names of the Petrel subscriptions of
+// a persistent session's filter and of a shared group's, which anyone can
+// compute.
+func DurableName(clientID, filter string) string { return durableName(clientID, filter) }
+func ShareName(group, filter string) string      { return shareName(group, filter) }

@@ -62,13 +62,22 @@ func persistent(cl *mqtt.Client) bool {
 	return !cl.Properties.Clean
 }
 
+// SessionPrefix starts the names of the persistent sessions' Petrel
+// subscriptions (durableName), and SharePrefix those of the shared
+// groups' (shareName): the node refuses both to its remote clients, which
+// could otherwise compute a session's name and drain it.
+const (
+	SessionPrefix = "mqtt."
+	SharePrefix   = sharePrefix
+)
+
 // durableName names the durable Petrel subscription of a persistent
 // session's filter: "mqtt." then up to 40 bytes of the client id that
 // are name bytes (for whoever reads petrel topics), then hashes of the
 // client id and of the filter, which make it unique.
 func durableName(clientID, filter string) string {
 	var b strings.Builder
-	b.WriteString("mqtt.")
+	b.WriteString(SessionPrefix)
 	for i := 0; i < len(clientID) && b.Len() < 45; i++ {
 		c := clientID[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {

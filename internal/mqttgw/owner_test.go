@@ -3,6 +3,7 @@ package mqttgw_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/mqttgw"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // A session belongs to the identity that made it: another identity that
@@ -110,6 +113,86 @@ func TestSessionHeldByItsIdentity(t *testing.T) {
 	}
 	if p := r.next(t); string(p.Payload) != "the secret" {
 		t.Fatalf("alice got %q, want the secret", p.Payload)
+	}
+	r.none(t, 200*time.Millisecond)
+}
+
+// A persistent session's subscriptions are its identity's as the session
+// is: a remote client of another identity (petrel.Dial) that computes the
+// name of the session's Petrel subscription, or of a shared group's, and
+// subscribes under it is refused, with no word of the subscription, and
+// takes nothing; the session's owner finds all that was published to it
+// meanwhile when it resumes.
+func TestSessionSubscriptionKeptFromRemoteClients(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Peers = []petrel.PeerConfig{
+		{Name: "alice", Secret: "alice-secret", Kind: petrel.PeerKindClient},
+		{Name: "mallory", Secret: "mallory-secret", Kind: petrel.PeerKindClient},
+	}
+	cfg.Access = []petrel.AccessRule{
+		{Identity: "alice", Publish: []string{"sensors.#"}, Subscribe: []string{"sensors.#"}},
+		{Identity: "mallory", Subscribe: []string{"sensors.#"}},
+	}
+	tn := openNode(t, cfg)
+	alice := func(clean bool, r *received) (*paho.Client, *paho.Connack) {
+		cc := paho.ClientConfig{}
+		if r != nil {
+			cc.OnPublishReceived = []func(paho.PublishReceived) (bool, error){r.handler}
+		}
+		return pahoClient(t, tn, &paho.Connect{ClientID: "dashboard", CleanStart: clean, KeepAlive: 30, Username: "alice", UsernameFlag: true,
+			Password: []byte("alice-secret"), PasswordFlag: true,
+			Properties: &paho.ConnectProperties{SessionExpiryInterval: ptr(uint32(3600))}}, cc)
+	}
+	c, _ := alice(true, nil)
+	subscribe(t, c, "sensors/#", 1)
+	subscribe(t, c, "$share/g/sensors/#", 1)
+	_ = c.Disconnect(&paho.Disconnect{})
+	<-c.Done()
+	p := tn.Producer()
+	for i := range 10 {
+		m := p.CreateDataMessage("sensors.x")
+		m.Body = []byte(fmt.Sprint("s", i))
+		if err := p.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	session := mqttgw.DurableName("dashboard", "sensors/#")
+	share := mqttgw.ShareName("g", "sensors/#")
+	petreltest.Eventually(t, "the session's subscriptions to hold the 10 publishes", func() bool {
+		return tn.depth(session) == 10 && tn.depth(share) == 10
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), petreltest.Patience)
+	defer cancel()
+	cl, err := petrel.Dial(ctx, "tcp://"+tn.ListenAddr(), petrel.DialOptions{Name: "mallory", Secret: "mallory-secret", Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, name := range []string{session, share} {
+		_, err := cl.Subscribe(ctx, "sensors.#", petrel.SubscribeOptions{Name: name, Durable: true})
+		if !errors.Is(err, petrel.ErrRefused) || !strings.Contains(err.Error(), "MQTT gateway") {
+			t.Fatalf("mallory subscribing as %s: %v; want a refusal naming the MQTT gateway's names", name, err)
+		}
+	}
+	if d := tn.depth(session); d != 10 {
+		t.Fatalf("the session's subscription holds %d after mallory's tries, want 10", d)
+	}
+
+	r := newReceived()
+	_, ca := alice(false, r)
+	if !ca.SessionPresent {
+		t.Fatal("alice's session is gone")
+	}
+	got := map[string]int{}
+	for range 20 { // each publish once through the filter, once through the group
+		got[string(r.next(t).Payload)]++
+	}
+	for i := range 10 {
+		if n := got[fmt.Sprint("s", i)]; n != 2 {
+			t.Fatalf("alice got s%d %d times, want 2 (filter and group): %v", i, n, got)
+		}
 	}
 	r.none(t, 200*time.Millisecond)
 }

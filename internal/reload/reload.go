@@ -91,6 +91,7 @@ var Rules = []Rule{
 	// The bound is read when a queue is about to be made; the node takes
 	// it at start, like link's bounds.
 	{Key: "max_auto_queues", Field: "MaxAutoQueues"},
+	{Key: "max_subscriptions_per_identity", Field: "MaxSubscriptionsPerIdentity"},
 	{Key: "addresses", Field: "Addresses", Section: Addresses},
 	// Subscriptions are checked against the spaces when they are made,
 	// and a name's being a topic decided where its messages went: a
