@@ -97,10 +97,12 @@ func (n *Node) autoCreateRoom(name string) error {
 // The bounds' metrics; nodeCollector describes and collects them.
 var (
 	descConnsRejected = prometheus.NewDesc("petrel_connections_rejected_total",
-		"Inbound connections closed at accept by a bound, by reason: handshakes (link.max_handshakes), handshakes_per_ip (link.max_handshakes_per_ip), connections (link.max_connections).",
+		"Inbound connections closed at accept by a bound, by reason: handshakes (link.max_handshakes), handshakes_per_ip (link.max_handshakes_per_ip), connections (link.max_connections); and identity, those refused at their handshake past link.max_connections_per_identity.",
 		[]string{"reason"}, nil)
 	descConnsOpen = prometheus.NewDesc("petrel_connections_open",
 		"Inbound connections open now, by state: handshaking or authenticated.", []string{"state"}, nil)
+	descClientSessions = prometheus.NewDesc("petrel_receiver_client_sessions",
+		"Publish and subscribe sessions that client identities hold open now, all together (each identity's bounded by link.max_sessions_per_identity).", nil, nil)
 	descConnBuffered = prometheus.NewDesc("petrel_receiver_buffered_bytes",
 		"Bytes of messages received and not yet taken for storing, all inbound connections together (each bounded by link.max_conn_buffer_bytes).", nil, nil)
 	descReadPauses = prometheus.NewDesc("petrel_receiver_read_pauses_total",
@@ -136,7 +138,7 @@ var (
 )
 
 var boundDescs = []*prometheus.Desc{
-	descConnsRejected, descConnsOpen, descConnBuffered, descReadPauses, descClientHeld, descClientHeldWaits,
+	descConnsRejected, descConnsOpen, descClientSessions, descConnBuffered, descReadPauses, descClientHeld, descClientHeldWaits,
 	descSpoolUsed, descSpoolHeld, descSpoolQuota, descSpoolQuotaEvents, descAutoRefused,
 	descPrefetched, descPrefetchLimit,
 	descDiscoveryNodes, descDiscoveryFull, descDiscoveryDropped, descTransfersEvicted,
@@ -149,6 +151,9 @@ func collectBounds(ch chan<- prometheus.Metric, n *Node) {
 		for reason, v := range cc.Rejected {
 			ch <- counter(descConnsRejected, v, reason)
 		}
+		ic := n.srv.IdentityCounts()
+		ch <- counter(descConnsRejected, ic.ConnectionsRefused, "identity")
+		ch <- gauge(descClientSessions, int64(ic.Sessions))
 		ch <- gauge(descConnsOpen, int64(cc.Handshaking), "handshaking")
 		ch <- gauge(descConnsOpen, int64(cc.Open-cc.Handshaking), "authenticated")
 		bs := n.srv.BufferStats()

@@ -329,6 +329,16 @@ type LinkConfig struct {
 	// until it settles, or its leases time out; under it the next message
 	// goes whatever its size, so one larger than the bound still goes.
 	MaxSubscriptionHeld, MaxHeld int64
+	// MaxSessionsPerIdentity bounds the sessions one remote client
+	// identity (kind client in Peers) holds open at once, across all its
+	// connections and Dials: one for each client's producers and one per
+	// consumer or subscription (default 4096). MaxConnectionsPerIdentity
+	// bounds its inbound connections (default 64); a Dial opens one, and
+	// one more for each 1,023 consumers past the first connection's. A
+	// session past the bound is refused with the reason (ErrRefused at the
+	// client), a connection at its handshake. Node identities are not
+	// bounded by them: their links carry one session per send queue.
+	MaxSessionsPerIdentity, MaxConnectionsPerIdentity int
 }
 
 // AddressConfig declares one address on this node.

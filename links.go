@@ -98,6 +98,7 @@ func linkConfigs(lc fx.Lifecycle, n *Node, t nodeTLS) (linkOut, error) {
 			Spool: n.spool, FileSyncBytes: n.files.SyncBytes, TLS: t.server,
 			MaxHandshakes: c.Link.MaxHandshakes, MaxHandshakesPerIP: c.Link.MaxHandshakesPerIP, MaxConnections: c.Link.MaxConnections,
 			MaxSubscriptionHeld: c.Link.MaxSubscriptionHeld, MaxHeld: c.Link.MaxHeld,
+			MaxSessionsPerIdentity: c.Link.MaxSessionsPerIdentity, MaxConnectionsPerIdentity: c.Link.MaxConnectionsPerIdentity,
 		},
 	}, nil
 }
@@ -319,7 +320,9 @@ func (n *Node) ReceiverStats() ReceiverStats {
 	}
 	st := n.srv.StatsRef()
 	overLimit := int64(n.srv.RefuseStats().OverLimit.Load())
+	ic := n.srv.IdentityCounts()
 	return ReceiverStats{
+		SessionsOverIdentity: ic.SessionsRefused, ConnectionsOverIdentity: ic.ConnectionsRefused,
 		Connections: st.Connections.Load(), HandshakeFailed: st.HandshakeFailed.Load(), AuthFailed: st.AuthFailed.Load(),
 		TLSFailed: st.TLSFailed.Load(), SessionsRefused: st.SessionsRefused.Load() + overLimit, SessionsOverLimit: overLimit,
 		Received: st.Received.Load(), Stored: st.Stored.Load(),
@@ -362,6 +365,12 @@ type ReceiverStats struct {
 	// asked for past the 1,024 one connection holds
 	// (session.DefaultMaxSessions).
 	SessionsOverLimit int64
+	// SessionsOverIdentity counts, of SessionsRefused, the sessions a
+	// client identity asked for past Link.MaxSessionsPerIdentity, all its
+	// connections together; ConnectionsOverIdentity the connections it
+	// opened past Link.MaxConnectionsPerIdentity, refused at their
+	// handshake (of HandshakeFailed).
+	SessionsOverIdentity, ConnectionsOverIdentity int64
 	// ClientDenied counts the remote clients' publishes and subscriptions
 	// the access rules refused; ClientDelivered the messages pushed to
 	// their consumers, redeliveries included.

@@ -101,7 +101,7 @@ var (
 	descRecvAuthFailed = prometheus.NewDesc("petrel_receiver_auth_failures_total",
 		"Connections refused at authentication: a wrong or missing secret, or a name the client's certificate does not carry.", nil, nil)
 	descRecvSessionsRefused = prometheus.NewDesc("petrel_receiver_sessions_refused_total",
-		"Sessions the receiver refused to open, by reason: max_sessions (past the 1024 sessions one connection holds), policy (an address, identity or access rule the node refuses).",
+		"Sessions the receiver refused to open, by reason: max_sessions (past the 1024 sessions one connection holds), identity (past link.max_sessions_per_identity, one client identity's sessions on all its connections), policy (an address, identity or access rule the node refuses).",
 		[]string{"reason"}, nil)
 	descRecvAcceptErrors = prometheus.NewDesc("petrel_receiver_accept_errors_total",
 		"Accept errors of the link listener that pass (out of file descriptors and the like), each retried after a wait that doubles up to a second.", nil, nil)
@@ -261,8 +261,9 @@ func collectReceiver(ch chan<- prometheus.Metric, r ReceiverStats) {
 	ch <- counter(descRecvAuthFailed, r.AuthFailed)
 	ch <- counter(descRecvTLSFailed, r.TLSFailed)
 	ch <- counter(descRecvAcceptErrors, r.AcceptErrors)
-	ch <- counter(descRecvSessionsRefused, r.SessionsRefused-r.SessionsOverLimit, "policy")
+	ch <- counter(descRecvSessionsRefused, r.SessionsRefused-r.SessionsOverLimit-r.SessionsOverIdentity, "policy")
 	ch <- counter(descRecvSessionsRefused, r.SessionsOverLimit, "max_sessions")
+	ch <- counter(descRecvSessionsRefused, r.SessionsOverIdentity, "identity")
 	ch <- counter(descRecvProtocolErrors, r.ProtocolErrors)
 	ch <- counter(descRecvStoreFull, r.StoreFull)
 	ch <- counter(descRecvMessages, r.Received, "received")

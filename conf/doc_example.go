@@ -131,6 +131,18 @@
 //	  # The same, for every remote consumer together (size, more than 0); a
 //	  # consumer that holds nothing still takes one message. Default: 256MiB.
 //	  max_held_bytes: 256MiB
+//	  # Publish and subscribe sessions one client identity (kind: client in peers)
+//	  # holds open at once, across all its connections and Dials: one for each
+//	  # client's producers and one per consumer or subscription (integer, at
+//	  # least 1). A session past it is refused with the reason, counted and
+//	  # logged at most once every 10s per identity. Node identities are not
+//	  # bounded: their links carry one session per send queue. Default: 4096.
+//	  max_sessions_per_identity: 4096
+//	  # Inbound connections one client identity holds open at once (integer, at
+//	  # least 1). A client Dial opens one, and one more for each 1,023 consumers
+//	  # past the first connection's; one past the bound is refused at its
+//	  # handshake with the reason. Default: 64.
+//	  max_connections_per_identity: 64
 //
 //	discovery:
 //	  # Find other nodes by UDP announcements, and be found (bool). A discovered

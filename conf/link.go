@@ -31,6 +31,9 @@ type LinkSection struct {
 	// The bounds on the bytes remote clients' consumers hold leased.
 	MaxSubscriptionHeld Size `yaml:"max_subscription_held_bytes"`
 	MaxHeld             Size `yaml:"max_held_bytes"`
+	// The bounds on what one client identity holds open.
+	MaxSessionsPerIdentity    int `yaml:"max_sessions_per_identity"`
+	MaxConnectionsPerIdentity int `yaml:"max_connections_per_identity"`
 }
 
 // defaultMaxFrame is the session package's default frame bound, which
@@ -61,6 +64,8 @@ func (s *LinkSection) check(c *checker, path string) {
 	c.atLeast(join(path, "max_handshakes"), int64(s.MaxHandshakes), 1)
 	c.atLeast(join(path, "max_handshakes_per_ip"), int64(s.MaxHandshakesPerIP), 1)
 	c.atLeast(join(path, "max_connections"), int64(s.MaxConnections), 1)
+	c.atLeast(join(path, "max_sessions_per_identity"), int64(s.MaxSessionsPerIdentity), 1)
+	c.atLeast(join(path, "max_connections_per_identity"), int64(s.MaxConnectionsPerIdentity), 1)
 	buf := join(path, "max_conn_buffer_bytes")
 	limit := Size(defaultMaxFrame)
 	if s.MaxFrame > 0 {
@@ -93,5 +98,6 @@ func (s *LinkSection) linkConfig() petrel.LinkConfig {
 		MaxHandshakes:    s.MaxHandshakes, MaxHandshakesPerIP: s.MaxHandshakesPerIP,
 		MaxConnections: s.MaxConnections, MaxConnBuffer: int64(s.MaxConnBuffer),
 		MaxSubscriptionHeld: int64(s.MaxSubscriptionHeld), MaxHeld: int64(s.MaxHeld),
+		MaxSessionsPerIdentity: s.MaxSessionsPerIdentity, MaxConnectionsPerIdentity: s.MaxConnectionsPerIdentity,
 	}
 }

@@ -47,8 +47,10 @@ type ClientRouter interface {
 }
 
 // serveClient accepts or refuses a client's publish or subscribe session,
-// and starts serving it.
-func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *sync.WaitGroup) {
+// and starts serving it. done gives back the session's place among its
+// identity's (identityCounts.takeSession): called once the session is
+// refused, or once it ended.
+func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *sync.WaitGroup, done func()) {
 	peer := c.Peer()
 	cr, ok := s.router.(ClientRouter)
 	var q *queue.Queue
@@ -75,6 +77,7 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 		} else {
 			sess.Refuse(err.Error())
 		}
+		done()
 		return
 	}
 	var sub *subscription
@@ -87,11 +90,13 @@ func (s *Server) serveClient(c *session.Conn, sess *session.Session, sessions *s
 		}
 		s.unsubscribed(peer, q)
 		release()
+		done()
 		return
 	}
 	sessions.Add(1)
 	go func() {
 		defer sessions.Done()
+		defer done()
 		if sub != nil {
 			sub.serve()
 			s.unsubscribed(peer, q)

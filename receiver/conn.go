@@ -91,7 +91,20 @@ func (s *Server) handshake(ctx context.Context, nc net.Conn, slot *connSlot) (*s
 		}
 		nc, cfg.CheckPeer, cfg.Certified = tc, check, cn
 	}
-	cfg.CheckPeer = s.checkPeer(cfg.CheckPeer)
+	// The bound on a client identity's connections is judged last, once
+	// everything else accepted the peer, so that a refused handshake takes
+	// no place.
+	check := s.checkPeer(cfg.CheckPeer)
+	cfg.CheckPeer = func(p session.Peer) error {
+		if check != nil {
+			if err := check(p); err != nil {
+				return err
+			}
+		}
+		// A refusal is counted and logged as a failed handshake, with
+		// its reason.
+		return s.idents.takeConn(slot, p)
+	}
 	c, err := session.Server(ctx, nc, cfg)
 	slot.handshakeDone()
 	if err != nil {
@@ -151,7 +164,14 @@ func (s *Server) serveSession(c *session.Conn, sess *session.Session, sessions *
 		return
 	}
 	if sess.Publish() || sess.Subscribe() {
-		s.serveClient(c, sess, sessions)
+		release, err := s.idents.takeSession(peer)
+		if err != nil {
+			s.stats.SessionsRefused.Add(1)
+			s.identityRefused(peer, err)
+			sess.Refuse(err.Error())
+			return
+		}
+		s.serveClient(c, sess, sessions, release)
 		return
 	}
 	if err := s.router.AcceptSession(peer, sess.Address()); err != nil {

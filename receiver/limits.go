@@ -83,6 +83,9 @@ type connSlot struct {
 	mu   sync.Mutex
 	hs   bool // still counted as handshaking
 	open bool // still counted as open
+	// releaseIdentity gives back the connection's place among its client
+	// identity's (identityCounts.takeConn); nil if it holds none.
+	releaseIdentity func()
 }
 
 // admit takes a slot for a connection from ip, or returns the reason it
@@ -134,6 +137,10 @@ func (c *connSlot) release() {
 	c.l.mu.Lock()
 	c.l.open--
 	c.l.mu.Unlock()
+	if c.releaseIdentity != nil {
+		c.releaseIdentity()
+		c.releaseIdentity = nil
+	}
 }
 
 // counts returns the connections open and those in their handshake.

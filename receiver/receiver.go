@@ -71,7 +71,15 @@ type Config struct {
 	// the leases time out in the queue; under it the next message goes
 	// whatever its size, so one larger than the bound still goes.
 	MaxSubscriptionHeld, MaxHeld int64
-	Logger                       *slog.Logger
+	// MaxSessionsPerIdentity bounds the publish and subscribe sessions one
+	// client identity holds open at once, across all its connections
+	// (default DefaultMaxSessionsPerIdentity); MaxConnectionsPerIdentity
+	// bounds its connections (default DefaultMaxConnectionsPerIdentity). A
+	// session past its bound is refused with the reason, a connection at
+	// its handshake. Node identities and shared-secret members are not
+	// bounded by them (see identityCounts).
+	MaxSessionsPerIdentity, MaxConnectionsPerIdentity int
+	Logger                                            *slog.Logger
 }
 
 // Server is the listener side of links.
@@ -108,6 +116,7 @@ type Server struct {
 	fullLog   *ratelog.Limiter // rate-limits the log of sessions a full store ended, per peer
 	acceptLog ratelog.Limiter  // rate-limits the log of accept errors retried
 	limits    *connLimits
+	idents    *identityCounts // what each client identity holds open
 	// stopped holds why the listener stopped accepting other than by
 	// Stop (Err), nil while it serves.
 	stopped atomic.Pointer[error]
@@ -119,7 +128,7 @@ type Stats struct {
 	Connections     atomic.Int64 // accepted TCP connections
 	HandshakeFailed atomic.Int64 // connections dropped before or at the handshake (bad frames, wrong secret, timeouts)
 	AuthFailed      atomic.Int64 // of those, refused for the secret
-	SessionsRefused atomic.Int64 // by the Router or the peer's kind; those past MaxSessions are in RefuseStats
+	SessionsRefused atomic.Int64 // by the Router, the peer's kind or MaxSessionsPerIdentity; those past MaxSessions are in RefuseStats
 	Received        atomic.Int64 // Data packets received
 	Stored          atomic.Int64 // of those, stored (not deduped, not refused)
 	Deduped         atomic.Int64
@@ -169,6 +178,7 @@ func New(cfg Config, store *queue.Store, router Router) *Server {
 		proofs:  map[*session.Conn]proof{},
 		subs:    map[*subscription]struct{}{},
 		limits:  newConnLimits(cfg),
+		idents:  newIdentityCounts(cfg),
 		forged:  &ratelog.Limiter{Every: forgedLogEvery},
 		fullLog: &ratelog.Limiter{Every: fullLogEvery},
 		// One line every 10 s, as the MQTT and admin listeners log theirs.

@@ -160,6 +160,10 @@ func codeFor(err error) uint16 {
 		return CodeLimit
 	case errors.Is(err, ErrClosed):
 		return CodeShutdown
+	case errors.Is(err, ErrRefused):
+		// A handshake refused for a cause the peer can wait out (the
+		// receiver's bound on one identity's connections): not its fault.
+		return CodeRefused
 	}
 	return CodeProtocol
 }
