@@ -45,7 +45,11 @@ func apiStatus(err error) int {
 	switch {
 	case errors.Is(err, ErrUnknownQueue), errors.Is(err, ErrUnknownAddress):
 		return http.StatusNotFound
-	case errors.Is(err, ErrNotReceive), errors.Is(err, ErrNoRoute), errors.Is(err, queue.ErrKindMismatch):
+	case errors.Is(err, ErrNotReceive), errors.Is(err, ErrNoRoute), errors.Is(err, queue.ErrKindMismatch),
+		errors.Is(err, ErrTooManyQueues):
+		// A queue past max_auto_queues waits for the operator (a
+		// declared address, a higher bound, queues removed), as a missing
+		// route does: no server fault, and nothing a retry would mend.
 		return http.StatusConflict
 	case errors.Is(err, ErrDenied):
 		return http.StatusForbidden

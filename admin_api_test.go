@@ -199,13 +199,40 @@ func TestAdminAPIErrors(t *testing.T) {
 		{"POST", "/api/dlq/jobs/replay", map[string]int{"count": -1}, 400, "count"},
 		{"POST", "/api/queues/nosuch/purge", nil, 404, "unknown queue"},
 	} {
-		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
-			code, raw := apiCall(t, n, tc.method, tc.path, tc.body, nil)
-			var e struct{ Error string }
-			if err := json.Unmarshal([]byte(raw), &e); err != nil || code != tc.code || !strings.Contains(e.Error, tc.err) {
-				t.Fatalf("got %d %s, want %d and an error with %q", code, raw, tc.code, tc.err)
-			}
-		})
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) { checkAPIAnswer(t, n, tc.method, tc.path, tc.body, tc.code, tc.err) })
+	}
+}
+
+// checkAPIAnswer calls the admin API and checks the answer's status, and
+// that its error (none for a success) holds want.
+func checkAPIAnswer(t *testing.T, n *petrel.Node, method, path string, body any, code int, want string) {
+	t.Helper()
+	got, raw := apiCall(t, n, method, path, body, nil)
+	var e struct{ Error string }
+	if err := json.Unmarshal([]byte(raw), &e); err != nil || got != code || !strings.Contains(e.Error, want) {
+		t.Fatalf("got %d %s, want %d and an error with %q", got, raw, code, want)
+	}
+}
+
+// A send the node refuses past max_auto_queues is answered 409 with the
+// reason, as a missing route is: a bound the operator set, not a fault of
+// the node. Before, it was a 500.
+func TestAdminAPISendPastMaxAutoQueues(t *testing.T) {
+	n := nodes.Open(t, nodes.With(func(c *petrel.Config) {
+		withAdmin(c)
+		c.MaxAutoQueues = 2
+	}))
+	for _, tc := range []struct {
+		method, path string
+		body         any
+		code         int
+		err          string
+	}{
+		{"POST", "/api/send", map[string]string{"to": "a1", "text": "x"}, 200, ""},
+		{"POST", "/api/send", map[string]string{"to": "a2", "text": "x"}, 200, ""},
+		{"POST", "/api/send", map[string]string{"to": "a3", "text": "x"}, 409, "max_auto_queues"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) { checkAPIAnswer(t, n, tc.method, tc.path, tc.body, tc.code, tc.err) })
 	}
 }
 
