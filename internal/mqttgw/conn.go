@@ -48,6 +48,9 @@ type connState struct {
 	// acks are the QoS 1 publishes waiting for their commit (ackLater);
 	// nil until the first.
 	acks chan pendingAck
+	// ret is the retained messages mochi dropped on subscribing, which
+	// the gateway sends (retainsend.go).
+	ret retainedSender
 }
 
 type pump struct {
@@ -84,6 +87,7 @@ func newConnState(g *Gateway, cl *mqtt.Client, c Conn) *connState {
 		pumps: map[string]*pump{}, sys: map[string]bool{}, inflight: map[uint16]sent{}}
 	st.ctx, st.cancel = context.WithCancel(g.ctx)
 	st.resends = g.resends.has(cl.ID)
+	st.ret.init(st)
 	return st
 }
 
@@ -219,7 +223,10 @@ func (st *connState) complete(id uint16) {
 	delete(st.inflight, id)
 	st.mu.Unlock()
 	if !ok {
-		return // a retained message, which mochi delivered
+		// A retained message, which mochi delivered, or the gateway
+		// after mochi dropped it.
+		st.ret.acked(id)
+		return
 	}
 	_ = f.d.Ack()
 	// After the ack: a crash between the two leaves the key, and the
@@ -239,6 +246,8 @@ func (st *connState) dropped(id uint16) {
 		_ = f.d.Nack("mqtt: dropped in flight")
 		st.g.unmarkLater(st.cl.ID, f.mark)
 		<-st.slots
+	} else {
+		st.ret.acked(id)
 	}
 }
 

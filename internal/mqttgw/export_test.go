@@ -37,3 +37,11 @@ func SetPacketBounds(bytes, small int64, wait, stall time.Duration) (restore fun
 // compute.
 func DurableName(clientID, filter string) string { return durableName(clientID, filter) }
 func ShareName(group, filter string) string      { return shareName(group, filter) }
+
+// SetClientWritesPending sets the places of each client's queue of writes
+// (mochi's) in the gateways made from then on, for a test, and returns
+// what puts mochi's default back.
+func SetClientWritesPending(n int32) (restore func()) {
+	old := clientWritesPending.Swap(n)
+	return func() { clientWritesPending.Store(old) }
+}

@@ -316,6 +316,9 @@ func Start(cfg Config, be Backend) (*Gateway, error) {
 	// each up to 64 KiB; its default, 65,535 of them, would let one
 	// connection hold gigabytes. Mosquitto's default is the same 10.
 	caps.TopicAliasMaximum = maxTopicAliases
+	if n := clientWritesPending.Load(); n > 0 {
+		caps.MaximumClientWritesPending = n // a test's
+	}
 	// mochi publishes the $SYS topics itself, retained, to the filters
 	// in its own index: a $SYS filter is the one kind that is no Petrel
 	// subscription (see isSys).

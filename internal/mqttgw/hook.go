@@ -47,6 +47,7 @@ var provided = []byte{
 	mqtt.OnQosDropped, mqtt.OnWill, mqtt.OnClientExpired, mqtt.OnRetainedExpired,
 	mqtt.StoredClients, mqtt.StoredSubscriptions, mqtt.StoredRetainedMessages, mqtt.StoredInflightMessages,
 	mqtt.OnPacketEncode, mqtt.OnPacketRead,
+	mqtt.OnSubscribe, mqtt.OnPacketProcessed, mqtt.OnRetainPublished, mqtt.OnPublishDropped,
 }
 
 func (h *hook) ID() string { return "petrel" }

@@ -36,6 +36,13 @@ type metrics struct {
 	// acceptErrors counts the accept errors retried, by listener
 	// (listenerKind).
 	acceptErrors [listenerKinds]atomic.Int64
+	// retainedWaiting counts the retained messages mochi dropped that
+	// wait for their connection's sender (retainsend.go), retainedResent
+	// those it wrote; dropped counts the publishes mochi dropped that no
+	// one sends, by dropReason.
+	retainedWaiting atomic.Int64
+	retainedResent  atomic.Int64
+	dropped         [dropReasons]atomic.Int64
 }
 
 func newMetrics() *metrics { return &metrics{} }
@@ -92,6 +99,16 @@ type Stats struct {
 	// messages: several publishes that arrive while one commits share the
 	// next.
 	RetainedCommits int64 `json:"retained_commits"`
+	// RetainedWaiting counts the retained messages sent on subscribing
+	// that found the client's queue of writes full (mochi's, 8,192
+	// places) and wait for the client to read; RetainedResent those
+	// written so. RetainedDropped counts those lost past the 65,536 one
+	// connection may hold waiting, SysDropped the $SYS updates mochi
+	// dropped for a full queue.
+	RetainedWaiting int64 `json:"retained_waiting"`
+	RetainedResent  int64 `json:"retained_resent"`
+	RetainedDropped int64 `json:"retained_dropped"`
+	SysDropped      int64 `json:"sys_dropped"`
 	// RefusedClients counts connections refused past MaxClients.
 	RefusedClients int64 `json:"refused_clients"`
 	// RefusedRetained counts retained publishes refused past MaxRetained
@@ -172,8 +189,11 @@ func (g *Gateway) Stats() Stats {
 		RefusedSessions: m.refusedSessions.Load(), RefusedSubscriptions: m.refusedSubs.Load(),
 		WillsSent: m.willsSent.Load(), WillsDiscarded: m.willsCancelled.Load(),
 		RefusedQoS2: m.refusedQoS2.Load(), RefusedReceiveMaximum: m.refusedRecvMax.Load(), ResentReleases: m.released.Load(),
-		ResendNoted:  int(g.resends.total.Load()),
-		AcceptErrors: m.acceptErrors[listenerTCP].Load(), WebSocketAcceptErrors: m.acceptErrors[listenerWebSocket].Load(),
+		RetainedWaiting: m.retainedWaiting.Load(), RetainedResent: m.retainedResent.Load(),
+		RetainedDropped: m.dropped[dropRetainedWaiting].Load() + m.dropped[dropNoSubscription].Load(),
+		SysDropped:      m.dropped[dropSys].Load(),
+		ResendNoted:     int(g.resends.total.Load()),
+		AcceptErrors:    m.acceptErrors[listenerTCP].Load(), WebSocketAcceptErrors: m.acceptErrors[listenerWebSocket].Load(),
 	}
 	if err := g.Err(); err != nil {
 		s.ListenerError = err.Error()
@@ -230,6 +250,9 @@ var (
 	descInflight    = prometheus.NewDesc("petrel_mqtt_inflight", "QoS 1 and 2 messages in flight to or from MQTT clients.", nil, nil)
 	descRetained    = prometheus.NewDesc("petrel_mqtt_retained", "Retained messages.", nil, nil)
 	descRetainedTx  = prometheus.NewDesc("petrel_mqtt_retained_commits_total", "Transactions that stored retained messages; the publishes that arrive while one commits share the next.", nil, nil)
+	descRetainedW   = prometheus.NewDesc("petrel_mqtt_retained_waiting", "Retained messages sent on subscribing that found the client's queue of writes full and wait for the client to read.", nil, nil)
+	descRetainedRe  = prometheus.NewDesc("petrel_mqtt_retained_resent_total", "Retained messages sent on subscribing that found the client's queue of writes full, written once the client read.", nil, nil)
+	descDropped     = prometheus.NewDesc("petrel_mqtt_dropped_total", "Publishes to MQTT clients whose queue of writes was full, not sent, by reason: retained (a retained message sent on subscribing, past the 65,536 a connection may hold waiting), sys (a $SYS update; the next comes with the next interval).", []string{"reason"}, nil)
 	descRetainedB   = prometheus.NewDesc("petrel_mqtt_retained_bytes", "Bytes of the retained messages, payloads and topics, as mqtt.max_retained_bytes counts them.", nil, nil)
 	descQoS2        = prometheus.NewDesc("petrel_mqtt_qos2_pending", "QoS 2 publishes of persistent MQTT sessions awaiting their PUBREL, kept across restarts.", nil, nil)
 	descResend      = prometheus.NewDesc("petrel_mqtt_resend_noted", "Deliveries of persistent MQTT sessions in flight when their connection ended, noted to be sent again under their packet identifiers.", nil, nil)
@@ -247,7 +270,7 @@ func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
 type collector struct{ g *Gateway }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descPacketBytes, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descRetainedB, descRetainedTx, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases, descAcceptErr} {
+	for _, d := range []*prometheus.Desc{descConns, descConnTotal, descAuth, descOwner, descConnecting, descPacketBytes, descConnTimeout, descSessions, descPub, descRefused, descDeliv, descAcked, descInflight, descRetained, descRetainedB, descRetainedTx, descRetainedW, descRetainedRe, descDropped, descBound, descWillsWait, descWills, descQoS2, descShared, descResend, descReleases, descAcceptErr} {
 		ch <- d
 	}
 }
@@ -279,6 +302,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(s.Retained))
 	ch <- prometheus.MustNewConstMetric(descRetainedB, prometheus.GaugeValue, float64(s.RetainedBytes))
 	ch <- prometheus.MustNewConstMetric(descRetainedTx, prometheus.CounterValue, float64(s.RetainedCommits))
+	ch <- prometheus.MustNewConstMetric(descRetainedW, prometheus.GaugeValue, float64(s.RetainedWaiting))
+	ch <- prometheus.MustNewConstMetric(descRetainedRe, prometheus.CounterValue, float64(s.RetainedResent))
+	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(s.RetainedDropped), "retained")
+	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(s.SysDropped), "sys")
 	ch <- prometheus.MustNewConstMetric(descWillsWait, prometheus.GaugeValue, float64(s.WillsDelayed))
 	ch <- prometheus.MustNewConstMetric(descWills, prometheus.CounterValue, float64(s.WillsSent), "sent")
 	ch <- prometheus.MustNewConstMetric(descWills, prometheus.CounterValue, float64(s.WillsDiscarded), "discarded")
