@@ -26,7 +26,8 @@ import (
 // places here, mochi's 8,192 by default). Once it reads, it gets every
 // message twice, once per filter, each at the QoS of its filter, with
 // RETAIN set and no DUP, and acknowledges the QoS 1 ones: nothing stays
-// in flight, and the figures count those resent. Before, mochi dropped
+// in flight, and the figures count those resent. What waits for a client
+// that goes first goes with it. Before, mochi dropped
 // what did not fit in the queue, QoS 1 included, without a word: 9,590
 // of 9,990 reached a subscriber that paused for half a second.
 func TestRetainedPastTheQueueOfWrites(t *testing.T) {
@@ -117,6 +118,25 @@ func TestRetainedPastTheQueueOfWrites(t *testing.T) {
 	if st.RetainedResent == 0 || st.RetainedWaiting != 0 || st.RetainedDropped != 0 {
 		t.Fatalf("resent %d, waiting %d, dropped %d", st.RetainedResent, st.RetainedWaiting, st.RetainedDropped)
 	}
+
+	// A client that goes before it read them: what waits for it goes
+	// with its connection, and the sender with it (goleak at the end).
+	gone, err := d.Dial("tcp", tn.MQTTAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gone.Close()
+	graw := mqttraw.New(t, gone)
+	graw.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "gone", CleanStart: true, KeepAlive: 60})
+	graw.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/a/+", QoS: 0}, {Topic: "t/#", QoS: 1}}})
+	petreltest.Eventually(t, "retained messages waiting for the client that goes", func() bool { return tn.Status().MQTT.RetainedWaiting > 0 })
+	gone.Close()
+	petreltest.Eventually(t, "nothing waiting once it went", func() bool {
+		st := tn.Status().MQTT
+		return st.RetainedWaiting == 0 && st.Clients == 2
+	})
+
+	st = tn.Status().MQTT
 	m := metricsText(t, tn)
 	for _, want := range []string{
 		fmt.Sprintf("petrel_mqtt_retained_resent_total %d\n", st.RetainedResent),
