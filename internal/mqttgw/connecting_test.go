@@ -192,6 +192,9 @@ func TestConnectionEndsLogNoWarning(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
+	// Their places are given back once the node sees them closed: a
+	// client that came before that would be refused past the bound.
+	petreltest.Eventually(t, "the places given back", func() bool { return tn.Status().MQTT.Connecting == 0 })
 	// A client that connects and then drops its connection.
 	c, err := netDial(tn)
 	if err != nil {
