@@ -94,6 +94,25 @@ const (
 	eachBytes = 4 << 20
 )
 
+// Key is a message's place in a queue's delivery order: its priority
+// (higher first), then its id (lower first). Ids are drawn from one
+// sequence for every row of the store, messages and copies alike, and a
+// message keeps its id while it stays in its queue (a release or a nack
+// does not change it): a Key stays where it was as the queue changes
+// around it. A run of copies is one row, but each copy has its own id,
+// so a Key names one message, not its row.
+type Key struct {
+	Priority uint8
+	ID       int64
+}
+
+// Start is the Key before every message: EachAfter(ctx, Start, fn) is
+// Each(ctx, fn).
+var Start = Key{Priority: levels - 1}
+
+// Key returns b's place in the delivery order.
+func (b Browsed) Key() Key { return Key{Priority: b.Priority, ID: b.RowID} }
+
 // Each calls fn with each of q's messages, in Browse's order, until fn
 // returns false. It reads a page at a time (eachRows rows, eachBytes of
 // messages), and no query is open while fn runs: a scan of a queue of
@@ -101,22 +120,44 @@ const (
 // it was given. A message put or released after Each began may be seen
 // or not; one moved or settled before its page is read is not.
 func (q *Queue) Each(ctx context.Context, fn func(Browsed) bool) error {
+	_, err := q.EachAfter(ctx, Start, fn)
+	return err
+}
+
+// EachAfter is Each from the message after key in delivery order: those
+// of key's priority with a higher id, then those of every lower priority.
+// It seeks there along the messages_order index and the copies' primary
+// key, so where it starts costs O(log n), not the messages before it:
+// a caller that pages through a queue hands back the Key of the last
+// message it was given. key need not name a message the queue still
+// holds. A key whose priority is past the highest is Start. It returns
+// how many messages it read from the store: the pages fn was called on,
+// which a caller that pages counts as its cost.
+func (q *Queue) EachAfter(ctx context.Context, key Key, fn func(Browsed) bool) (read int, err error) {
 	if q.s.ctx.Err() != nil {
-		return ErrClosed
+		return 0, ErrClosed
+	}
+	first := int(key.Priority)
+	if first >= levels {
+		key, first = Start, levels-1
 	}
 	var got []Browsed
-	for p := levels - 1; p >= 0; p-- {
-		for after := int64(0); ; {
+	for p := first; p >= 0; p-- {
+		after := int64(0)
+		if p == first {
+			after = key.ID
+		}
+		for {
 			var more bool
-			var err error
 			got, after, more, err = q.browseRows(ctx, got[:0], uint8(p), after, page{rows: eachRows, msgs: -1, bytes: eachBytes})
 			if err != nil {
-				return fmt.Errorf("browse %q: %w", q.name, err)
+				return read, fmt.Errorf("browse %q: %w", q.name, err)
 			}
+			read += len(got)
 			q.markInFlight(got)
 			for _, b := range got {
 				if !fn(b) {
-					return nil
+					return read, nil
 				}
 			}
 			clear(got) // let the page's bytes go before the next is read
@@ -125,7 +166,98 @@ func (q *Queue) Each(ctx context.Context, fn func(Browsed) bool) error {
 			}
 		}
 	}
-	return nil
+	return read, nil
+}
+
+// KeyAt returns the Key that EachAfter starts after to give q's messages
+// from the nth (0: the first) in delivery order, and false if q holds n
+// messages or fewer. It counts, and reads no message: whole priorities
+// by their count along the index (a run of copies by its count of
+// copies), and within the priority where the nth is, the ids before it,
+// in SQLite when one table holds that priority, as most queues do. It
+// costs O(n) still, but that of stepping over index entries, not of
+// reading and decoding messages: an offset of 1,000,000 took 29 s as
+// Each's skips.
+func (q *Queue) KeyAt(ctx context.Context, n int) (Key, bool, error) {
+	if q.s.ctx.Err() != nil {
+		return Key{}, false, ErrClosed
+	}
+	key, ok, err := q.keyAt(ctx, int64(n))
+	if err != nil {
+		return Key{}, false, fmt.Errorf("offset %d of %q: %w", n, q.name, err)
+	}
+	return key, ok, nil
+}
+
+func (q *Queue) keyAt(ctx context.Context, rest int64) (Key, bool, error) {
+	for p := int64(levels - 1); p >= 0; p-- {
+		var msgs, copies int64
+		err := q.s.rdb.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM messages WHERE queue = ?1 AND priority = ?2),
+			(SELECT coalesce(sum(n), 0) FROM copies WHERE queue = ?1 AND priority = ?2)`, q.id, p).Scan(&msgs, &copies)
+		if err != nil {
+			return Key{}, false, err
+		}
+		if rest >= msgs+copies {
+			rest -= msgs + copies
+			continue
+		}
+		if copies == 0 {
+			var id int64
+			err := q.s.rdb.QueryRowContext(ctx, `SELECT id FROM messages WHERE queue = ? AND priority = ?
+				ORDER BY id LIMIT 1 OFFSET ?`, q.id, p, rest).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return Key{}, false, nil // taken since counted
+			}
+			if err != nil {
+				return Key{}, false, err
+			}
+			return Key{Priority: uint8(p), ID: id - 1}, true, nil
+		}
+		// Runs of copies, with messages perhaps: step over the rows
+		// before the nth by their counts, without their data.
+		rows, err := q.s.rdb.QueryContext(ctx, `SELECT id, 1, 0 FROM messages WHERE queue = ?1 AND priority = ?2
+			UNION ALL SELECT id, n, 1 FROM copies WHERE queue = ?1 AND priority = ?2 ORDER BY 1`, q.id, p)
+		if err != nil {
+			return Key{}, false, err
+		}
+		var id, count, isRun int64
+		found := false
+		for rows.Next() {
+			if err := rows.Scan(&id, &count, &isRun); err != nil {
+				rows.Close()
+				return Key{}, false, err
+			}
+			if rest < count {
+				found = true
+				break
+			}
+			rest -= count
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || !found {
+			return Key{}, false, err
+		}
+		if isRun == 0 {
+			return Key{Priority: uint8(p), ID: id - 1}, true, nil
+		}
+		var b []byte
+		err = q.s.rdb.QueryRowContext(ctx, `SELECT items FROM copies WHERE queue = ? AND priority = ? AND id = ?`, q.id, p, id).Scan(&b)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Key{}, false, nil // changed since counted
+		}
+		if err != nil {
+			return Key{}, false, err
+		}
+		items, err := decodeRun(nil, b)
+		if err != nil {
+			return Key{}, false, fmt.Errorf("run %d: %w", id, err)
+		}
+		if rest >= int64(len(items)) {
+			rest = int64(len(items)) - 1 // the run lost copies since counted
+		}
+		return Key{Priority: uint8(p), ID: items[rest].id - 1}, true, nil
+	}
+	return Key{}, false, nil
 }
 
 // Oldest returns the encoded message of q stored first (the lowest row
@@ -261,6 +393,12 @@ func (q *Queue) browseRows(ctx context.Context, out []Browsed, p uint8, after in
 				return out, last, false, fmt.Errorf("run %d: %w", b.RowID, err)
 			}
 			for _, it := range items {
+				if it.id <= after {
+					// Seeking into a run (EachAfter): its row's key is
+					// its last copy's, and those before the Key were
+					// seen already.
+					continue
+				}
 				rb := browsedOf(p, it.id, it.exp, it.deliv, it.notBf)
 				rb.bodyID = it.body // its Data is read below
 				out = append(out, rb)

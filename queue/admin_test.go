@@ -597,3 +597,89 @@ func TestDelete(t *testing.T) {
 	}
 	closeAndCheck(t, s, path)
 }
+
+// EachAfter from the key of any message gives the messages after it in
+// Each's order, whether the key falls on a row of its own or inside a run
+// of copies, on a priority's last message or on one moved out since.
+// (TestAdminAPIBrowseDeepPageReadsPage shows that it reads from there.)
+func TestEachAfter(t *testing.T) {
+	s, _ := openTemp(t, nil)
+	a := mustQueue(t, s, "a", KindReceive)
+	b := mustQueue(t, s, "b", KindReceive)
+	for i := range 20 {
+		mustPut(t, a, msg(uint8(i%3*4), fmt.Sprint("p", i)))
+	}
+	var ms []*message.Message
+	for i := range 300 { // runs of up to maxRunLen copies, priority 4
+		ms = append(ms, msg(4, fmt.Sprint("m", i)))
+	}
+	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		mustPut(t, a, msg(0, fmt.Sprint("q", i)))
+	}
+	ms = ms[:0]
+	for i := range 70 { // copies alone at priority 9
+		ms = append(ms, msg(9, fmt.Sprint("u", i)))
+	}
+	if err := submitShared(t, ms, a, b).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, s)
+	ids := func(after Key) (out []int64) {
+		t.Helper()
+		if _, err := a.EachAfter(context.Background(), after, func(r Browsed) bool {
+			out = append(out, r.RowID)
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	var all []Browsed
+	if err := a.Each(context.Background(), func(r Browsed) bool { all = append(all, r); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 395 {
+		t.Fatalf("Each gave %d messages, want 395", len(all))
+	}
+	if got := ids(Start); len(got) != len(all) {
+		t.Fatalf("EachAfter(Start) gave %d messages, Each %d", len(got), len(all))
+	}
+	for i, r := range all {
+		got := ids(r.Key())
+		var want []int64
+		for _, w := range all[i+1:] {
+			want = append(want, w.RowID)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after message %d (%+v): %d messages, want %d", i, r.Key(), len(got), len(want))
+		}
+	}
+	// KeyAt(n) is where the nth starts, wherever it is: a priority of
+	// copies alone, of messages alone, of both.
+	for i := range all {
+		k, ok, err := a.KeyAt(context.Background(), i)
+		if err != nil || !ok {
+			t.Fatalf("KeyAt(%d): %v, %v", i, ok, err)
+		}
+		if got := ids(k); len(got) != len(all)-i || got[0] != all[i].RowID {
+			t.Fatalf("from KeyAt(%d), %+v: %d messages, want %d", i, k, len(got), len(all)-i)
+		}
+	}
+	if _, ok, err := a.KeyAt(context.Background(), len(all)); ok || err != nil {
+		t.Fatalf("KeyAt past the end: %v, %v", ok, err)
+	}
+	// A key whose message is gone still places the walk.
+	mid := all[100]
+	if _, err := a.Move(context.Background(), []Move{{RowID: mid.RowID, To: b}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(mid.Key()); len(got) != len(all)-101 || got[0] != all[101].RowID {
+		t.Fatalf("after a moved message: %d messages", len(got))
+	}
+	if got := ids(Key{Priority: 200}); len(got) != len(all)-1 {
+		t.Fatalf("after a priority past the highest: %d messages, want every one", len(got))
+	}
+}
