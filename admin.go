@@ -53,7 +53,7 @@ type adminNode interface {
 	Subscribe(ctx context.Context, pattern string, opts SubscribeOptions) (*Consumer, error)
 	// browsePage reads a page of a queue's messages, for GET
 	// /api/queues/{queue}/messages and the console.
-	browsePage(ctx context.Context, name string, offset, limit, maxBytes int) ([]StoredMessage, bool, error)
+	browsePage(ctx context.Context, name string, from browseFrom, limit, maxBytes int) (browsedPage, error)
 	// consoleSnapshot and replaySelected serve the console and the
 	// endpoints it calls (admin_console.go).
 	consoleSnapshot() console.Snapshot

@@ -53,7 +53,7 @@ func apiStatus(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, ErrDenied):
 		return http.StatusForbidden
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrStoreFull), errors.Is(err, errTooManyLeases):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrStoreFull), errors.Is(err, errTooManyLeases), errors.Is(err, errTooManyBrowses):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -94,35 +94,61 @@ func (s *adminServer) handleQueues(w http.ResponseWriter, _ *http.Request) {
 }
 
 // handleBrowse answers messages of a queue, consuming none: up to limit
-// from offset, and no more than answerBytes of them past the first. An
-// answer cut short by bytes carries the offset to ask for next in a
-// header (adminapi.HeaderNextOffset): its body is a JSON array, as it
-// always was. The messages are encoded one at a time, as they go out.
+// after the message of key after (or past offset messages, the older
+// form), and no more than answerBytes of them past the first. An answer
+// after whose last message the queue holds more names the next page in
+// headers (adminapi.HeaderNextAfter, a Link rel="next"): its body is a
+// JSON array, as it always was. The messages are encoded one at a time,
+// as they go out.
 func (s *adminServer) handleBrowse(w http.ResponseWriter, r *http.Request) {
-	limit, offset := 100, 0
-	if v := r.URL.Query().Get(adminapi.ParamLimit); v != "" {
+	limit, from := 100, browseStart
+	q := r.URL.Query()
+	if v := q.Get(adminapi.ParamLimit); v != "" {
 		var err error
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
 			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want 1 to 1000", v))
 			return
 		}
 	}
-	if v := r.URL.Query().Get(adminapi.ParamOffset); v != "" {
+	after, offset := q.Get(adminapi.ParamAfter), q.Get(adminapi.ParamOffset)
+	switch {
+	case after != "" && offset != "":
+		writeJSONError(w, http.StatusBadRequest, "give after or offset, not both")
+		return
+	case after != "":
+		k, err := parseBrowseKey(after)
+		if err != nil {
+			writeAPIError(w, err)
+			return
+		}
+		from.after = k
+	case offset != "":
 		var err error
-		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
-			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("offset %q: want a count of messages to skip", v))
+		if from.offset, err = strconv.Atoi(offset); err != nil || from.offset < 0 {
+			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("offset %q: want a count of messages to skip", offset))
 			return
 		}
 	}
-	msgs, more, err := s.node.browsePage(r.Context(), r.PathValue(adminapi.ParamQueue), offset, limit, answerBytes)
+	name := r.PathValue(adminapi.ParamQueue)
+	pg, err := s.node.browsePage(r.Context(), name, from, limit, answerBytes)
 	if err != nil {
+		if errors.Is(err, errTooManyBrowses) {
+			w.Header().Set("Retry-After", "1")
+		}
 		writeAPIError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if more {
-		w.Header().Set(adminapi.HeaderNextOffset, strconv.Itoa(offset+len(msgs)))
+	if pg.More {
+		next := formatBrowseKey(pg.Keys[len(pg.Keys)-1])
+		w.Header().Set(adminapi.HeaderNextAfter, next)
+		w.Header().Set("Link", "<"+adminapi.QueueBrowsePath(name, limit, next)+`>; rel="next"`)
 	}
+	if pg.Cut && after == "" {
+		// For clients of the older form; an offset counts from the head.
+		w.Header().Set(adminapi.HeaderNextOffset, strconv.Itoa(from.offset+len(pg.Messages)))
+	}
+	msgs := pg.Messages
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	bw.WriteByte('[')

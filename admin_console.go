@@ -25,18 +25,31 @@ type consoleSource struct{ n adminNode }
 
 func (c consoleSource) Snapshot() console.Snapshot { return c.n.consoleSnapshot() }
 
-// Browse reads the first messages of a queue as the admin API's browse
-// does, within its byte budget: a page of the console holds them all.
-func (c consoleSource) Browse(ctx context.Context, name string, limit int) ([]adminapi.Message, bool, error) {
-	stored, more, err := c.n.browsePage(ctx, name, 0, limit, answerBytes)
+// Browse reads a page of a queue's messages as the admin API's browse
+// does, after the message of key after ("" from the first), within its
+// byte budget: a page of the console holds them all.
+func (c consoleSource) Browse(ctx context.Context, name, after string, limit int) (console.Page, error) {
+	from := browseStart
+	if after != "" {
+		k, err := parseBrowseKey(after)
+		if err != nil {
+			return console.Page{}, err
+		}
+		from.after = k
+	}
+	pg, err := c.n.browsePage(ctx, name, from, limit, answerBytes)
 	if err != nil {
-		return nil, false, err
+		return console.Page{}, err
 	}
-	out := make([]adminapi.Message, len(stored))
-	for i, st := range stored {
-		out[i] = storedAPIMessage(st)
+	out := console.Page{Cut: pg.Cut, Messages: make([]adminapi.Message, len(pg.Messages)), Keys: make([]string, len(pg.Keys))}
+	for i, st := range pg.Messages {
+		out.Messages[i] = storedAPIMessage(st)
+		out.Keys[i] = formatBrowseKey(pg.Keys[i])
 	}
-	return out, more, nil
+	if pg.More {
+		out.Next = out.Keys[len(out.Keys)-1]
+	}
+	return out, nil
 }
 
 func (c consoleSource) Oldest(ctx context.Context, name string) (time.Time, bool) {

@@ -113,6 +113,8 @@ type Node struct {
 	// Config.Admin.Listen; it reports the node ready.
 	admin    *adminServer
 	registry *prometheus.Registry
+	// browses bounds the browses of queues in progress (browse.go).
+	browses *browseLimit
 
 	// topics holds the topic spaces and subscriptions; the inbox pump,
 	// which inboxStop ends and inboxDone reports ended, fans out the
@@ -334,6 +336,7 @@ func newNode(lc fx.Lifecycle, cfg Config, store *queue.Store, cm *commitMetrics,
 	n.noAutoCreate.Store(cfg.NoAutoCreate)
 	n.access.set(cfg.Access)
 	n.registry = newRegistry(n, cm)
+	n.browses = newBrowseLimit(n.registry)
 	n.admin = newAdminServer(n, n.log, n.registry, cfg.Limits)
 	n.registry.MustRegister(icpt.collectors()...)
 	n.registry.MustRegister(topicCollector{n.topics})

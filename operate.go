@@ -86,35 +86,6 @@ func (n *Node) browse(ctx context.Context, q *queue.Queue, limit int) ([]StoredM
 	return out, nil
 }
 
-// browsePage returns up to limit messages of the queue called name, in
-// delivery order from the offset-th (0: the first), without consuming
-// them, and no more than maxBytes of them (as stored) past the first.
-// more says that it stopped at a message that did not fit. It reads the
-// queue a page at a time: what it holds is what it returns, and one page.
-func (n *Node) browsePage(ctx context.Context, name string, offset, limit, maxBytes int) (out []StoredMessage, more bool, err error) {
-	q, err := n.lookupQueue(name)
-	if err != nil {
-		return nil, false, err
-	}
-	size, seen := 0, 0
-	err = q.Each(ctx, func(r queue.Browsed) bool {
-		if seen++; seen <= offset {
-			return true
-		}
-		if len(out) > 0 && size+len(r.Data) > maxBytes {
-			more = true
-			return false
-		}
-		out = append(out, n.storedOf(r))
-		size += len(r.Data)
-		return len(out) < limit
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	return out, more, nil
-}
-
 // storedOf decodes a browsed row.
 func (n *Node) storedOf(r queue.Browsed) StoredMessage {
 	s := StoredMessage{Attempt: r.Attempt, InFlight: r.InFlight, Reason: r.Reason, NotBefore: r.NotBefore}

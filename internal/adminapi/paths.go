@@ -27,7 +27,7 @@ func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 //	POST /api/settle                SettleRequest → SettleResponse: settles a SettleLater answer's messages (404 once its lease is gone)
 //	GET  /api/queues                → []petrel.QueueStats, by name
 //	POST /api/queues/{queue}/purge  → CountResponse: the messages deleted
-//	GET  /api/queues/{queue}/messages?limit=N&offset=M  → []Message, in delivery order from the Mth (default 0), consuming nothing (limit default 100, at most 1000; HeaderNextOffset when cut short by bytes)
+//	GET  /api/queues/{queue}/messages?limit=N&after=K  → []Message, in delivery order after the message of key K (default: from the first), consuming nothing (limit default 100, at most 1000; HeaderNextAfter and a Link rel="next" when the queue holds more; offset=M, the older form, skips M messages by reading them)
 //	GET  /api/dlq/{addr}?limit=N    → DeadLettersResponse, consuming nothing
 //	POST /api/dlq/{addr}/replay     ReplayRequest (none: all; select: those named) → CountResponse: the messages moved back
 //	POST /api/dlq/{addr}/purge      → CountResponse: the dead letters deleted
@@ -70,8 +70,12 @@ const (
 	// ParamLimit is the query parameter of PathDeadLetters and
 	// PathQueueBrowse.
 	ParamLimit = "limit"
+	// ParamAfter is the query parameter of PathQueueBrowse: the key of
+	// the message to start after, as HeaderNextAfter names it.
+	ParamAfter = "after"
 	// ParamOffset is the query parameter of PathQueueBrowse: how many
-	// messages, in delivery order, to skip.
+	// messages, in delivery order, to skip. The node reads every one of
+	// them to find where to start: prefer ParamAfter.
 	ParamOffset = "offset"
 )
 
@@ -87,6 +91,35 @@ const MaxAnswerBytes = 8 << 20
 // which has no room for the flag; an answer without the header ended at
 // its limit or at the end of the queue.
 const HeaderNextOffset = "Petrel-Next-Offset"
+
+// HeaderNextAfter is set on an answer of PathQueueBrowse after whose last
+// message the queue held more, whether the answer stopped at its limit or
+// at MaxAnswerBytes: the ParamAfter of the next page. It is the message's
+// key, "priority:id", its place in the delivery order, which the node
+// seeks to along an index: a page deep in a queue costs what the first
+// does. The answer's Link header (rel="next") is that next page's path.
+// Following it, every message the queue held throughout comes once, in
+// delivery order; one put or released meanwhile comes if its place is
+// after the page it lands beside.
+const HeaderNextAfter = "Petrel-Next-After"
+
+// QueueBrowsePath is PathQueueBrowse for the queue name, limit messages
+// (0: the node's default) after the message of key after ("" from the
+// first).
+func QueueBrowsePath(name string, limit int, after string) string {
+	v := url.Values{}
+	if limit > 0 {
+		v.Set(ParamLimit, strconv.Itoa(limit))
+	}
+	if after != "" {
+		v.Set(ParamAfter, after)
+	}
+	p := PathQueues + "/" + url.PathEscape(name) + "/messages"
+	if len(v) > 0 {
+		p += "?" + v.Encode()
+	}
+	return p
+}
 
 // QueuePurgePath is PathQueuePurge for the queue name.
 func QueuePurgePath(name string) string { return PathQueues + "/" + url.PathEscape(name) + "/purge" }

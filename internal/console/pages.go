@@ -87,7 +87,7 @@ func (s *Server) page(name string) http.HandlerFunc {
 			if limit <= 0 || limit > 1000 {
 				limit = 100
 			}
-			d.Static = s.queueMessages(r.Context(), q.Get("queue"), limit)
+			d.Static = s.queueMessages(r.Context(), q.Get("queue"), q.Get("after"), limit)
 		}
 		s.render(w, r, http.StatusOK, name, d)
 	}

@@ -10,15 +10,29 @@ import (
 	"github.com/petrelmq/petrel/sender"
 )
 
+// Page is a page of a queue's messages, as Source.Browse reads it.
+type Page struct {
+	Messages []adminapi.Message
+	// Keys[i] is where Messages[i] stands in the delivery order: the
+	// admin API's after (adminapi.ParamAfter) for the messages past it.
+	Keys []string
+	// Cut says the page stopped before its limit, at the byte budget.
+	Cut bool
+	// Next is the key the next page starts after, "" when the queue held
+	// no message past the page.
+	Next string
+}
+
 // Source is what the console reads of a node. Its methods are called from
 // the sampler and from request handlers at once.
 type Source interface {
 	// Snapshot returns the node's figures now.
 	Snapshot() Snapshot
-	// Browse returns up to limit messages of the queue called name,
+	// Browse returns up to limit messages of the queue called name after
+	// the message of key after ("" from the first), in delivery order,
 	// consuming nothing, within the admin API's byte budget
-	// (adminapi.MaxAnswerBytes); more says it stopped there.
-	Browse(ctx context.Context, name string, limit int) (msgs []adminapi.Message, more bool, err error)
+	// (adminapi.MaxAnswerBytes).
+	Browse(ctx context.Context, name, after string, limit int) (Page, error)
 	// Oldest returns when the oldest message of the queue called name was
 	// made, false if the queue is empty.
 	Oldest(ctx context.Context, name string) (time.Time, bool)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/queue"
@@ -276,12 +277,25 @@ type messageView struct {
 	adminapi.Message
 	Key     string // "origin/id", what replay selects it by
 	BodyLen int
-	Hex     string
-	Age     time.Duration
+	// IsText says the body is valid UTF-8, Shown is its start as text, at most maxText bytes of it,
+	// and TextMore how many bytes it leaves out; Full is the admin API's
+	// path that answers the message whole.
+	IsText   bool
+	Shown    string
+	TextMore int
+	Full     string
+	Hex      string
+	Age      time.Duration
 }
 
-// maxHex bounds the body shown in hex.
-const maxHex = 4096
+// maxHex bounds the body shown in hex, and maxText the body shown as text.
+// A page shows up to 1,000 messages of adminapi.MaxAnswerBytes together,
+// and HTML escaping makes text up to 5 times longer (a body of '<'): nine
+// bodies of 1 MB made a page of 32 MB built in memory.
+const (
+	maxHex  = 4096
+	maxText = 16 << 10
+)
 
 // queuePage is the part of a queue's page read once, at load: its
 // messages.
@@ -294,30 +308,57 @@ type queuePage struct {
 	DLQAddr  string
 	Messages []messageView
 	Limit    int
+	// After is the key the page starts after, "" at the head; Next the
+	// key of the next page, "" when the queue held no more.
+	After, Next string
 	// More says the messages stopped before Limit at MaxBytes of them.
 	More     bool
 	MaxBytes int64
 	Err      string
 }
 
-func (s *Server) queueMessages(ctx context.Context, name string, limit int) queuePage {
-	p := queuePage{Name: name, Limit: limit, MaxBytes: adminapi.MaxAnswerBytes}
+func (s *Server) queueMessages(ctx context.Context, name, after string, limit int) queuePage {
+	p := queuePage{Name: name, Limit: limit, After: after, MaxBytes: adminapi.MaxAnswerBytes}
 	p.DLQAddr, p.IsDLQ = deadLetterAddr(name, s.sampler.snapshot().DeadLetterOwners)
-	msgs, more, err := s.src.Browse(ctx, name, limit)
+	pg, err := s.src.Browse(ctx, name, after, limit)
 	if err != nil {
 		p.Err = err.Error()
 		return p
 	}
-	p.More = more
-	for _, m := range msgs {
+	p.More, p.Next = pg.Cut, pg.Next
+	prev := after
+	for i, m := range pg.Messages {
 		v := messageView{Message: m, Key: fmt.Sprintf("%s/%d", m.Origin, m.ID), BodyLen: len(m.Body)}
 		v.Hex = hexDump(m.Body)
+		if m.Text != nil {
+			v.IsText = true
+			v.Shown = textStart(*m.Text)
+			v.TextMore = len(*m.Text) - len(v.Shown)
+		}
 		if !m.Timestamp.IsZero() {
 			v.Age = max(time.Since(m.Timestamp), 0).Round(time.Second)
 		}
+		// The message after the one before it: the first of a browse of 1.
+		v.Full = adminapi.QueueBrowsePath(name, 1, prev)
+		prev = pg.Keys[i]
+		// What the page shows of the body is in Shown and Hex: the rest
+		// may go before the page is rendered.
+		v.Body, v.Text = nil, nil
 		p.Messages = append(p.Messages, v)
 	}
 	return p
+}
+
+// textStart returns the first maxText bytes of t, cut at a rune's start.
+func textStart(t string) string {
+	if len(t) <= maxText {
+		return t
+	}
+	n := maxText
+	for n > 0 && !utf8.RuneStart(t[n]) {
+		n--
+	}
+	return t[:n]
 }
 
 func hexDump(b []byte) string {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/queue"
 )
 
@@ -22,8 +21,8 @@ type fakeSource struct {
 
 func (f *fakeSource) Snapshot() Snapshot { return f.snap }
 
-func (f *fakeSource) Browse(context.Context, string, int) ([]adminapi.Message, bool, error) {
-	return nil, false, nil
+func (f *fakeSource) Browse(context.Context, string, string, int) (Page, error) {
+	return Page{}, nil
 }
 
 func (f *fakeSource) Oldest(_ context.Context, name string) (time.Time, bool) {
