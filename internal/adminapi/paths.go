@@ -85,9 +85,10 @@ const (
 // there says so: RecvResponse.More, or HeaderNextOffset for a browse.
 const MaxAnswerBytes = 8 << 20
 
-// HeaderNextOffset is set on an answer of PathQueueBrowse that stopped
-// before its limit because the next message did not fit in
-// MaxAnswerBytes: the offset to ask for next. The answer is a JSON array,
+// HeaderNextOffset is set on an answer of PathQueueBrowse, for a request
+// without ParamAfter, that stopped before its limit because the next
+// message did not fit in MaxAnswerBytes: the offset to ask for next. It
+// stays for the clients of offsets; HeaderNextAfter names every next page. The answer is a JSON array,
 // which has no room for the flag; an answer without the header ended at
 // its limit or at the end of the queue.
 const HeaderNextOffset = "Petrel-Next-Offset"
