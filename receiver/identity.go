@@ -65,27 +65,14 @@ func (ic *identityCounts) takeSession(peer session.Peer) (release func(), err er
 	if !bounded(peer) {
 		return func() {}, nil
 	}
-	name := peer.Name
-	ic.mu.Lock()
-	n := ic.sessions[name]
-	if n >= ic.maxSessions {
-		ic.mu.Unlock()
+	give, n, ok := ic.take(ic.sessions, peer.Name, ic.maxSessions)
+	if !ok {
 		ic.refusedSessions.Add(1)
 		return nil, fmt.Errorf("%w: identity %q holds %d sessions on this node already, across all its connections (link.max_sessions_per_identity): close consumers it no longer needs, or raise the bound",
-			ErrRefused, name, n)
+			ErrRefused, peer.Name, n)
 	}
-	ic.sessions[name] = n + 1
-	ic.mu.Unlock()
 	var once sync.Once
-	return func() {
-		once.Do(func() {
-			ic.mu.Lock()
-			if ic.sessions[name]--; ic.sessions[name] <= 0 {
-				delete(ic.sessions, name)
-			}
-			ic.mu.Unlock()
-		})
-	}, nil
+	return func() { once.Do(give) }, nil
 }
 
 // takeConn records that slot's connection proved peer, or returns the
@@ -95,27 +82,35 @@ func (ic *identityCounts) takeConn(slot *connSlot, peer session.Peer) error {
 	if !bounded(peer) {
 		return nil
 	}
-	name := peer.Name
-	ic.mu.Lock()
-	n := ic.conns[name]
-	if n >= ic.maxConns {
-		ic.mu.Unlock()
+	release, n, ok := ic.take(ic.conns, peer.Name, ic.maxConns)
+	if !ok {
 		ic.refusedConns.Add(1)
 		return fmt.Errorf("%w: identity %q holds %d connections to this node already (link.max_connections_per_identity): close clients it no longer needs, or raise the bound",
-			session.ErrRefused, name, n)
+			session.ErrRefused, peer.Name, n)
 	}
-	ic.conns[name] = n + 1
-	ic.mu.Unlock()
 	slot.mu.Lock()
-	slot.releaseIdentity = func() {
-		ic.mu.Lock()
-		if ic.conns[name]--; ic.conns[name] <= 0 {
-			delete(ic.conns, name)
-		}
-		ic.mu.Unlock()
-	}
+	slot.releaseIdentity = release
 	slot.mu.Unlock()
 	return nil
+}
+
+// take counts one more for name in counts, unless it holds max already;
+// it returns what gives that one back, and how many name held before.
+func (ic *identityCounts) take(counts map[string]int, name string, max int) (release func(), held int, ok bool) {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	held = counts[name]
+	if held >= max {
+		return nil, held, false
+	}
+	counts[name] = held + 1
+	return func() {
+		ic.mu.Lock()
+		if counts[name]--; counts[name] <= 0 {
+			delete(counts, name)
+		}
+		ic.mu.Unlock()
+	}, held, true
 }
 
 // IdentityCounts are the bounds on what one client identity holds open, at
