@@ -82,8 +82,10 @@ type adminServer struct {
 	// socket serves the unix socket; tcp, Config.Admin.Listen (nil when it
 	// is empty).
 	socket, tcp *adminEndpoint
-	// console is the web console of the TCP listener, nil without one.
-	console *console.Server
+	// console is the web console of the TCP listener, nil without one;
+	// consoleStats counts its event streams (admin_console.go).
+	console      *console.Server
+	consoleStats *console.Stats
 	// limiter counts the wrong tokens per remote address on the TCP
 	// listener, for its rate limit of guesses.
 	limiter *authlimit.Limiter
@@ -113,6 +115,7 @@ func newAdminServer(n adminNode, log *slog.Logger, reg *prometheus.Registry, lim
 	s.limiter = newAuthLimiter(reg)
 	s.conns = newAdminConnLimit(reg, s.log)
 	s.leases = newAdminLeases(reg)
+	s.consoleStats = newConsoleStats(reg)
 	return s
 }
 
@@ -212,7 +215,7 @@ func (s *adminServer) listenTCP(cfg AdminConfig) error {
 		}
 		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
-			s.console.Close()
+			s.console.Close(context.Background())
 			return fmt.Errorf("admin listen on %s: %w", cfg.Listen, err)
 		}
 		s.tcp = s.serve(s.conns.listener(ln), s.tcpHandler(cfg, ln.Addr()), "admin endpoint")
@@ -224,13 +227,19 @@ func (s *adminServer) listenTCP(cfg AdminConfig) error {
 }
 
 // stopTCP marks the node not ready, so that /readyz on the unix socket
-// answers 503 while the rest stops, and closes the TCP listener.
+// answers 503 while the rest stops, and closes the TCP listener, within
+// ctx: the rest of the node's stop comes after it.
 func (s *adminServer) stopTCP(ctx context.Context) {
 	s.ready.Store(false)
 	if s.console != nil {
 		// The event streams never end by themselves: end them first, so
-		// that Shutdown finds no request in progress.
-		s.console.Close()
+		// that Shutdown finds no request in progress. Close ends their
+		// writes too, so that one blocked on a reader that stopped
+		// reading does not hold the stop; should one still be running
+		// when ctx ends, stop closes its connection.
+		if err := s.console.Close(ctx); err != nil {
+			s.log.Warn("console event streams still open at stop; closing their connections", slog.Any(logkey.Error, err))
+		}
 	}
 	s.tcp.stop(ctx)
 }
@@ -276,12 +285,16 @@ func (s *adminServer) serve(ln net.Listener, h http.Handler, what string) *admin
 }
 
 // stop shuts the listener down, letting requests in progress finish until
-// ctx ends, and waits for its goroutine.
+// ctx ends, then closes their connections, and waits for its goroutine.
+// Closing them makes a handler blocked writing to a client that stopped
+// reading return, rather than hold the node's stop past its time.
 func (e *adminEndpoint) stop(ctx context.Context) {
 	if e == nil {
 		return
 	}
-	e.srv.Shutdown(ctx)
+	if err := e.srv.Shutdown(ctx); err != nil {
+		e.srv.Close()
+	}
 	<-e.done
 }
 

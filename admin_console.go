@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/petrelmq/petrel/address"
 	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/console"
@@ -166,12 +168,48 @@ func readModuleVersion() string {
 
 // startConsole makes the console of the TCP listener.
 func (s *adminServer) startConsole(cfg AdminConfig) error {
-	c, err := console.New(console.Options{Source: consoleSource{s.node}, Token: cfg.Token, Log: s.log})
+	c, err := console.New(console.Options{Source: consoleSource{s.node}, Token: cfg.Token, Log: s.log,
+		Interval: consoleInterval, WriteTimeout: consoleWriteTimeout, Stats: s.consoleStats})
 	if err != nil {
 		return err
 	}
 	s.console = c
 	return nil
+}
+
+// consoleInterval is how often the console samples the node and redraws
+// its pages, 0 for its default (2 s); consoleWriteTimeout bounds each
+// write to an event stream, 0 for its default (10 s). Variables so that
+// tests can shorten them.
+var (
+	consoleInterval     time.Duration
+	consoleWriteTimeout time.Duration
+)
+
+// newConsoleStats makes the counters of the console's event streams and
+// registers them in reg as metrics: they exist, at 0, on a node without
+// an admin listener too, as the other admin metrics do.
+func newConsoleStats(reg *prometheus.Registry) *console.Stats {
+	st := &console.Stats{}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "petrel_console_streams",
+			Help: "Console event streams (GET /events) open, at most 32.",
+		}, func() float64 { return float64(st.Open.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "petrel_console_streams_refused_total",
+			Help: "Console event streams refused with 503 past the bound of streams open at once (32).",
+		}, func() float64 { return float64(st.Refused.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "petrel_console_streams_dropped_total",
+			Help: "Console event streams closed because their reader stopped reading for 10 s.",
+		}, func() float64 { return float64(st.Dropped.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "petrel_console_renders_total",
+			Help: "Live parts of console pages drawn for the event streams: once per page and tick, however many streams show it.",
+		}, func() float64 { return float64(st.Renders.Load()) }),
+	)
+	return st
 }
 
 // endedTransfers returns the files received that ended in the last hour.

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/petrelmq/petrel/internal/ratelog"
 )
 
 //go:embed templates/*.html
@@ -49,6 +52,11 @@ type Options struct {
 	// Interval is how often the figures are sampled and the pages
 	// updated (default 2s).
 	Interval time.Duration
+	// WriteTimeout bounds each write to an event stream (default
+	// DefaultWriteTimeout): a reader that stops reading is dropped.
+	WriteTimeout time.Duration
+	// Stats, if set, counts the event streams (streams.go).
+	Stats *Stats
 }
 
 // Server serves the console.
@@ -63,18 +71,36 @@ type Server struct {
 	sampler  *sampler
 	heads    headCache // the oldest message of the queues shown
 
-	// closing ends the event streams; streams counts them. mu orders a
-	// stream's start against Close.
-	closing chan struct{}
-	mu      sync.Mutex
-	closed  bool
-	streams sync.WaitGroup
+	// closing ends the event streams and their feeds (streams.go);
+	// streams counts both, and ctx, cancelled with closing, ends the
+	// feeds' reads of the node. mu orders a stream's start against Close,
+	// and guards open and feeds.
+	closing      chan struct{}
+	ctx          context.Context
+	cancel       context.CancelFunc
+	mu           sync.Mutex
+	closed       bool
+	streams      sync.WaitGroup
+	open         map[*stream]struct{}
+	feeds        map[string]*feed
+	stats        *Stats
+	writeTimeout time.Duration
+	logs         ratelog.Limiter // once a minute for each warning of the streams
+	closeSampler sync.Once
 }
 
 // New makes the console of opts.Source and starts its sampler; Close
 // stops it.
 func New(opts Options) (*Server, error) {
-	s := &Server{src: opts.Source, log: opts.Log, interval: opts.Interval, closing: make(chan struct{})}
+	s := &Server{src: opts.Source, log: opts.Log, interval: opts.Interval, closing: make(chan struct{}),
+		open: map[*stream]struct{}{}, feeds: map[string]*feed{}, stats: opts.Stats, writeTimeout: opts.WriteTimeout}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.stats == nil {
+		s.stats = &Stats{}
+	}
+	if s.writeTimeout <= 0 {
+		s.writeTimeout = DefaultWriteTimeout
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -97,18 +123,23 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Close ends the event streams and the sampler, and waits for them.
-func (s *Server) Close() {
+// Close ends the event streams and the sampler, and waits for the
+// streams until ctx ends. A stream blocked writing to a reader that
+// stopped reading has its write ended at once, rather than at its write
+// timeout: before, Close waited for it for ever, and the node's stop ran
+// out of time with its store still open.
+func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
+	if !s.closed {
+		s.closed = true
+		close(s.closing)
+		s.cancel()
+		s.endWrites()
 	}
-	s.closed = true
-	close(s.closing)
 	s.mu.Unlock()
-	s.streams.Wait()
-	s.sampler.close()
+	err := s.waitStreams(ctx)
+	s.closeSampler.Do(s.sampler.close)
+	return err
 }
 
 // IsConsolePath reports whether path is one of the console's own paths; the admin guard lets them through

@@ -115,72 +115,65 @@ func (s *Server) live(ctx context.Context, page string, q url.Values) any {
 }
 
 // handleEvents streams the live part of a page: each time the sampler
-// has new figures, the part is drawn again and sent if it changed, as one
-// event whose data is its HTML. A comment every 15 s keeps proxies from
-// closing a quiet stream.
+// has new figures, the page's feed draws the part again, once for all the
+// streams on it, and each sends it if it changed, as one event whose data
+// is its HTML. A comment every 15 s keeps proxies from closing a quiet
+// stream. The bounds are in streams.go.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	page := q.Get("page")
-	t := s.pages[page]
-	if t == nil || page == "login" {
+	page := r.URL.Query().Get("page")
+	if s.pages[page] == nil || page == "login" {
 		http.Error(w, "no such page", http.StatusNotFound)
 		return
 	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
+	if _, ok := w.(http.Flusher); !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		http.Error(w, "the node is stopping", http.StatusServiceUnavailable)
+	st, f, ok := s.join(w, r, page)
+	if !ok {
 		return
 	}
-	s.streams.Add(1)
-	s.mu.Unlock()
-	defer s.streams.Done()
+	defer s.leave(f, st)
 	w.Header().Set("Content-Type", "text/event-stream")
+	// The connection closes with the stream: a write deadline left on it
+	// would cut the next request on it, as net/http sets none itself.
+	w.Header().Set("Connection", "close")
 	w.WriteHeader(http.StatusOK)
-	fl.Flush()
-	tick := time.NewTicker(s.interval)
-	defer tick.Stop()
+	if err := s.send(w, r, st, nil); err != nil {
+		return
+	}
 	var last []byte
 	quiet := 0
 	for {
+		var b []byte
 		select {
 		case <-s.closing:
 			return
 		case <-r.Context().Done():
 			return
-		case <-tick.C:
-		}
-		var buf bytes.Buffer
-		if err := t.ExecuteTemplate(&buf, "live", s.live(r.Context(), page, q)); err != nil {
-			s.log.Error("console stream", "page", page, "error", err)
+		case <-f.done:
 			return
+		case b = <-st.data:
 		}
-		if bytes.Equal(buf.Bytes(), last) {
+		if bytes.Equal(b, last) {
 			if quiet++; quiet*int(s.interval) < int(15*time.Second) {
 				continue
 			}
 			quiet = 0
-			if _, err := fmt.Fprint(w, ": idle\n\n"); err != nil {
+			if err := s.send(w, r, st, []byte(": idle\n\n")); err != nil {
 				return
 			}
-			fl.Flush()
 			continue
 		}
-		last, quiet = buf.Bytes(), 0
-		if err := writeEvent(w, buf.Bytes()); err != nil {
+		last, quiet = b, 0
+		if err := s.send(w, r, st, eventBytes(b)); err != nil {
 			return
 		}
-		fl.Flush()
 	}
 }
 
-// writeEvent writes data as one event: a "data:" line per line.
-func writeEvent(w http.ResponseWriter, data []byte) error {
+// eventBytes is data as one event: a "data:" line per line.
+func eventBytes(data []byte) []byte {
 	var b bytes.Buffer
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		b.WriteString("data: ")
@@ -188,8 +181,7 @@ func writeEvent(w http.ResponseWriter, data []byte) error {
 		b.WriteByte('\n')
 	}
 	b.WriteByte('\n')
-	_, err := w.Write(b.Bytes())
-	return err
+	return b.Bytes()
 }
 
 func formatBytes(n int64) string {

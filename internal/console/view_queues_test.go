@@ -51,7 +51,7 @@ func newFakeServer(t *testing.T, src Source) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close(context.Background()) })
 	return s
 }
 
