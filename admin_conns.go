@@ -32,7 +32,8 @@ import (
 // WriteTimeout: it runs from the start of a request to its end, and
 // POST /api/recv and /api/subscribe rightly wait as long as the client
 // asks, and the console's event streams (GET /events) never end by
-// themselves; a WriteTimeout would cut them all. There is no ReadTimeout
+// themselves; a WriteTimeout would cut them all. Each write of a stream
+// has a deadline of its own instead (internal/console/streams.go). There is no ReadTimeout
 // either: it bounds the reading of the header and the body together, and
 // the body of POST /api/send may be as large as message.Limits.MaxBody
 // allows (tens of MiB as JSON), which a slow link takes minutes to carry.
