@@ -193,6 +193,10 @@ type topics struct {
 	// rules; deniedLog rate-limits its warning, per neighbour.
 	interestDenied atomic.Int64
 	deniedLog      ratelog.Limiter
+	// takenLog rate-limits the line of a subscription refused for its
+	// name being another identity's, per identity: a client that asks in
+	// a loop must not flood the log.
+	takenLog ratelog.Limiter
 
 	// pruneMu serialises the prunes of send queues (topic_prune.go), so
 	// that two never read the same rows; prunedUnsub and prunedGrace count
@@ -608,8 +612,10 @@ func (n *Node) joinSubscription(ctx context.Context, name string, p address.Patt
 			// Nothing of the other subscription is told, not even
 			// its pattern: it is another identity's.
 			t.refusedOwner.Add(1)
-			n.log.Info("subscription refused: its name is another identity's",
-				slog.String("subscription", name), slog.String("identity", by.identity))
+			if held, ok := t.takenLog.Allow(by.identity); ok {
+				n.log.Info("subscription refused: its name is another identity's",
+					slog.String("subscription", name), slog.String("identity", by.identity), slog.Int64("suppressed", held))
+			}
 			return nil, fmt.Errorf("subscribe to %q: subscription name %q is taken by another identity; use another name: %w", p, name, errSubscriptionTaken)
 		}
 		if e.pattern.String() != p.String() || e.durable != opts.Durable {
