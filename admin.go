@@ -42,6 +42,9 @@ type adminNode interface {
 	// for GET /api/dlq/{addr}.
 	eachDeadLetter(ctx context.Context, addr string, limit int, fn func(StoredMessage) error) error
 	PurgeDeadLetters(ctx context.Context, addr string) (int, error)
+	// unsubscribe deletes a durable subscription, and returns how many
+	// messages it held.
+	unsubscribe(ctx context.Context, name string) (int, error)
 	Replay(ctx context.Context, addr string, count int) (int, error)
 	// lookupQueue returns the queue called name, for POST /api/recv.
 	lookupQueue(name string) (*queue.Queue, error)
@@ -148,6 +151,7 @@ func (s *adminServer) routes(scope adminScope) *http.ServeMux {
 	mux.HandleFunc("GET "+adminapi.PathTopics, s.handleTopics)
 	mux.HandleFunc("POST "+adminapi.PathSubscribe, s.handleSubscribe)
 	mux.HandleFunc("POST "+adminapi.PathSettle, s.handleSettle)
+	mux.HandleFunc("POST "+adminapi.PathUnsubscribe, s.handleUnsubscribe)
 	if scope.tcp && s.console != nil {
 		mux.Handle("/", s.console.Handler())
 	}

@@ -43,7 +43,7 @@ func apiStatus(err error) int {
 		}
 	}
 	switch {
-	case errors.Is(err, ErrUnknownQueue), errors.Is(err, ErrUnknownAddress):
+	case errors.Is(err, ErrUnknownQueue), errors.Is(err, ErrUnknownAddress), errors.Is(err, errNoSubscription):
 		return http.StatusNotFound
 	case errors.Is(err, ErrNotReceive), errors.Is(err, ErrNoRoute), errors.Is(err, queue.ErrKindMismatch),
 		errors.Is(err, ErrTooManyQueues):
@@ -171,6 +171,16 @@ func (s *adminServer) handlePurge(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue(adminapi.ParamQueue)
 	count, err := s.node.Purge(r.Context(), name)
 	writeCount(w, name, count, err)
+}
+
+// handleUnsubscribe deletes a durable subscription and the messages it
+// holds, whoever made it: the operator's way to remove one a remote
+// client made, which has no way to delete it, past
+// max_subscriptions_per_identity.
+func (s *adminServer) handleUnsubscribe(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue(adminapi.ParamName)
+	count, err := s.node.unsubscribe(r.Context(), name)
+	writeCount(w, subQueuePrefix+name, count, err)
 }
 
 // writeCount answers a purge or a replay: how many messages of queue it

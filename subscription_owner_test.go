@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/petrelmq/petrel"
+	"github.com/petrelmq/petrel/internal/adminapi"
 	"github.com/petrelmq/petrel/internal/petreltest"
 	"github.com/petrelmq/petrel/internal/petreltest/nodes"
 )
@@ -199,9 +201,10 @@ func TestRemoteSubscriptionsPerIdentity(t *testing.T) {
 	c.Close()
 	_, err = b.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: "hog3", Durable: true})
 	refused("past it again", err)
-	if err := n.Unsubscribe(ctx, "hog0"); err != nil {
-		t.Fatal(err)
-	}
+	// The operator deletes one through the admin API (petrel
+	// unsubscribe): the client has no way to.
+	checkAPIAnswer(t, n, "POST", adminapi.UnsubscribePath("hog0"), nil, http.StatusOK, "")
+	checkAPIAnswer(t, n, "POST", adminapi.UnsubscribePath("hog0"), nil, http.StatusNotFound, "no durable subscription")
 	c, err = b.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: "hog3", Durable: true})
 	if err != nil {
 		t.Fatalf("after the operator deleted one: %v", err)

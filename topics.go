@@ -335,6 +335,9 @@ type subscriber struct {
 // identity owns; errSubscriptionReserved one that starts with a prefix of
 // the MQTT gateway's subscriptions. Both wrap ErrSubscription.
 var (
+	// errNoSubscription: Unsubscribe of a name no durable subscription
+	// has (the admin API answers it 404).
+	errNoSubscription       = fmt.Errorf("%w: no such durable subscription", ErrSubscription)
 	errSubscriptionTaken    = fmt.Errorf("%w: the name is taken by another identity", ErrSubscription)
 	errSubscriptionReserved = fmt.Errorf("%w: the name is reserved for the MQTT gateway", ErrSubscription)
 )
@@ -726,6 +729,13 @@ func (n *Node) persistSubscriptions(ctx context.Context, add *subEntry, drop str
 // Unsubscribe deletes the durable subscription called name, and the
 // messages it holds. Its consumers' Receive and Poll then fail.
 func (n *Node) Unsubscribe(ctx context.Context, name string) error {
+	_, err := n.unsubscribe(ctx, name)
+	return err
+}
+
+// unsubscribe is Unsubscribe, and returns how many messages the
+// subscription held.
+func (n *Node) unsubscribe(ctx context.Context, name string) (int, error) {
 	t := n.topics
 	t.subMu.Lock()
 	defer t.subMu.Unlock()
@@ -733,26 +743,28 @@ func (n *Node) Unsubscribe(ctx context.Context, name string) error {
 	e := t.subs[name]
 	t.mu.RUnlock()
 	if e == nil || !e.durable {
-		return fmt.Errorf("unsubscribe %q: no durable subscription has that name: %w", name, ErrSubscription)
+		return 0, fmt.Errorf("unsubscribe %q: no durable subscription has that name: %w", name, errNoSubscription)
 	}
 	if err := n.persistSubscriptions(ctx, nil, name); err != nil {
-		return err
+		return 0, err
 	}
 	return n.dropSubscription(ctx, e)
 }
 
-// dropSubscription forgets e and drops its queue. Called with subMu held.
-func (n *Node) dropSubscription(ctx context.Context, e *subEntry) error {
+// dropSubscription forgets e and drops its queue, and returns how many
+// messages it held. Called with subMu held.
+func (n *Node) dropSubscription(ctx context.Context, e *subEntry) (int, error) {
 	t := n.topics
 	t.mu.Lock()
 	t.removeSub(e)
 	t.matched.forget()
 	t.mu.Unlock()
-	if _, err := n.store.Drop(ctx, e.q); err != nil {
-		return fmt.Errorf("delete subscription %q: %w", e.name, err)
+	count, err := n.store.Drop(ctx, e.q)
+	if err != nil {
+		return 0, fmt.Errorf("delete subscription %q: %w", e.name, err)
 	}
 	n.announceLogged(ctx, e.pattern.String())
-	return nil
+	return count, nil
 }
 
 // Subscriptions describes every subscription, sorted by name.
@@ -855,7 +867,7 @@ func (c *subConsumer) close() {
 		if c.e.durable || c.e.consumers > 0 {
 			return
 		}
-		if err := n.dropSubscription(context.Background(), c.e); err != nil && !errors.Is(err, ErrClosed) {
+		if _, err := n.dropSubscription(context.Background(), c.e); err != nil && !errors.Is(err, ErrClosed) {
 			n.log.Error("delete non-durable subscription", slog.String("subscription", c.e.name), slog.Any(logkey.Error, err))
 		}
 	})

@@ -91,7 +91,7 @@ command, flag or argument, or an invalid configuration file.`,
 	root.CompletionOptions.DisableDefaultCmd = true
 	parentCommand(root)
 	root.AddCommand(newNodeCmd(), newDemoCmd(), newVersionCmd(), newBenchCmd(), newStatCmd(), newNodesCmd(), newSendfileCmd())
-	root.AddCommand(newSendCmd(), newRecvCmd(), newQueuesCmd(), newPurgeCmd(), newDLQCmd(), newTopicsCmd(), newChaosCmd())
+	root.AddCommand(newSendCmd(), newRecvCmd(), newQueuesCmd(), newPurgeCmd(), newDLQCmd(), newTopicsCmd(), newUnsubscribeCmd(), newChaosCmd())
 	root.AddCommand(newSubscribeCmd())
 	return root
 }

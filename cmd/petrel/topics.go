@@ -66,3 +66,38 @@ publishes dropped at that bound.
 	node.add(cmd, `print {"spaces": [...], "subscriptions": [...], "forwards": [...]} as one JSON line`)
 	return cmd
 }
+
+func newUnsubscribeCmd() *cobra.Command {
+	var node nodeFlags
+	cmd := &cobra.Command{
+		Use:   "unsubscribe <subscription> [flags]",
+		Short: "Delete a durable subscription of a running node, and what it holds",
+		Long: `Delete a durable subscription of a running node, whoever made it (an
+application, a remote client, the MQTT listener's persistent session), with
+the messages it holds, and print how many those were. The subscription is
+named as petrel topics lists it. Its consumers' receives then fail, and
+its interest is withdrawn from the neighbours. This is how the operator
+removes the durable subscriptions of a remote client, which has no way to
+delete its own, when its identity reaches max_subscriptions_per_identity.
+There is no undo.
+` + nodeTargetHelp,
+		Example: `  petrel unsubscribe billing
+  petrel unsubscribe billing --json`,
+		Args: oneAddress("subscription"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Its queue's name, as petrel queues shows it, names it too.
+			name := strings.TrimPrefix(args[0], "sub:")
+			var resp adminapi.CountResponse
+			if err := node.call(cmd.Context(), callTimeout, "POST", adminapi.UnsubscribePath(name), nil, &resp); err != nil {
+				return err
+			}
+			if node.asJSON {
+				return writeJSONLine(cmd.OutOrStdout(), resp)
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "deleted subscription %s and the %d messages it held\n", name, resp.Count)
+			return err
+		},
+	}
+	node.add(cmd, `print {"queue": "sub:<name>", "count": ...}`)
+	return cmd
+}

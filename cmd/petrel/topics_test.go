@@ -173,3 +173,40 @@ func TestSendInvalidTopicName(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsubscribeCommand: petrel unsubscribe deletes a durable
+// subscription and what it holds, named as petrel topics lists it or by
+// its queue; a name no durable subscription has is an error that says so.
+func TestUnsubscribeCommand(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "a.yaml")
+	writeFile(t, cfg, "node: {name: a, data_dir: data}\ntopics: [{pattern: events.#}]\n")
+	startNode(t, dir, "-c", cfg).ready(t)
+	data := filepath.Join(dir, "data")
+	run := func(args ...string) result {
+		return runPetrel(t, 20*time.Second, append(args, "--data-dir", data)...)
+	}
+	for _, name := range []string{"audit", "billing"} {
+		run("subscribe", "events.#", "--durable", name, "--count", "1", "--wait", "100ms")
+	}
+	for _, body := range []string{"a", "b"} {
+		run("send", "events.door.open", body).wantCode(t, exitOK)
+	}
+	r := run("unsubscribe", "audit")
+	r.wantCode(t, exitOK)
+	if want := "deleted subscription audit and the 2 messages it held\n"; r.stdout != want {
+		t.Fatalf("unsubscribe printed %q, want %q", r.stdout, want)
+	}
+	r = run("unsubscribe", "sub:billing", "--json")
+	r.wantCode(t, exitOK)
+	if got := jsonLines[adminapi.CountResponse](t, r.stdout); len(got) != 1 || got[0].Queue != "sub:billing" || got[0].Count != 2 {
+		t.Fatalf("unsubscribe --json printed %q", r.stdout)
+	}
+	if subs := jsonLines[adminapi.Topics](t, run("topics", "--json").stdout)[0].Subscriptions; len(subs) != 0 {
+		t.Fatalf("subscriptions left: %+v", subs)
+	}
+	r = run("unsubscribe", "audit")
+	if r.code == exitOK || !strings.Contains(r.stderr, "no durable subscription") {
+		t.Fatalf("unsubscribe of a name no subscription has: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -25,6 +25,7 @@ func SocketPath(dir string) string { return filepath.Join(dir, SocketName) }
 //	POST /api/recv                  RecvRequest → RecvResponse
 //	POST /api/subscribe             SubscribeRequest → RecvResponse
 //	POST /api/settle                SettleRequest → SettleResponse: settles a SettleLater answer's messages (404 once its lease is gone)
+//	POST /api/topics/subscriptions/{name}/delete  → CountResponse: deletes the durable subscription and the messages it held (404 for no durable subscription of that name)
 //	GET  /api/queues                → []petrel.QueueStats, by name
 //	POST /api/queues/{queue}/purge  → CountResponse: the messages deleted
 //	GET  /api/queues/{queue}/messages?limit=N&after=K  → []Message, in delivery order after the message of key K (default: from the first), consuming nothing (limit default 100, at most 1000; HeaderNextAfter and a Link rel="next" when the queue holds more; offset=M, the older form, skips M messages by reading them)
@@ -60,12 +61,16 @@ const (
 	PathTopics      = "/api/topics"
 	PathSubscribe   = "/api/subscribe"
 	PathSettle      = "/api/settle"
+	// PathUnsubscribe deletes a durable subscription, whoever made it: a
+	// remote client has no way to delete its own.
+	PathUnsubscribe = "/api/topics/subscriptions/{name}/delete"
 )
 
 // The parameters of the paths above.
 const (
 	ParamQueue = "queue"
 	ParamAddr  = "addr"
+	ParamName  = "name"
 	ParamID    = "id"
 	// ParamLimit is the query parameter of PathDeadLetters and
 	// PathQueueBrowse.
@@ -120,6 +125,11 @@ func QueueBrowsePath(name string, limit int, after string) string {
 		p += "?" + v.Encode()
 	}
 	return p
+}
+
+// UnsubscribePath is PathUnsubscribe for the subscription name.
+func UnsubscribePath(name string) string {
+	return PathTopics + "/subscriptions/" + url.PathEscape(name) + "/delete"
 }
 
 // QueuePurgePath is PathQueuePurge for the queue name.
