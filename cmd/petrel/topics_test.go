@@ -178,14 +178,7 @@ func TestSendInvalidTopicName(t *testing.T) {
 // subscription and what it holds, named as petrel topics lists it or by
 // its queue; a name no durable subscription has is an error that says so.
 func TestUnsubscribeCommand(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "a.yaml")
-	writeFile(t, cfg, "node: {name: a, data_dir: data}\ntopics: [{pattern: events.#}]\n")
-	startNode(t, dir, "-c", cfg).ready(t)
-	data := filepath.Join(dir, "data")
-	run := func(args ...string) result {
-		return runPetrel(t, 20*time.Second, append(args, "--data-dir", data)...)
-	}
+	_, run := startTopicNode(t)
 	for _, name := range []string{"audit", "billing"} {
 		run("subscribe", "events.#", "--durable", name, "--count", "1", "--wait", "100ms")
 	}
@@ -202,7 +195,7 @@ func TestUnsubscribeCommand(t *testing.T) {
 	if got := jsonLines[adminapi.CountResponse](t, r.stdout); len(got) != 1 || got[0].Queue != "sub:billing" || got[0].Count != 2 {
 		t.Fatalf("unsubscribe --json printed %q", r.stdout)
 	}
-	if subs := jsonLines[adminapi.Topics](t, run("topics", "--json").stdout)[0].Subscriptions; len(subs) != 0 {
+	if subs := subscriptions(t, run); len(subs) != 0 {
 		t.Fatalf("subscriptions left: %+v", subs)
 	}
 	r = run("unsubscribe", "audit")
