@@ -180,6 +180,16 @@ func TestRemoteSubscriptionsPerIdentity(t *testing.T) {
 	if got := scrape(t, n)[`petrel_topic_subscriptions_refused_total{reason="identity"}`]; got != 2 {
 		t.Fatalf("refused past the identity's bound: %v, want 2", got)
 	}
+	// The operator sees whose they are (petrel topics, GET /api/topics).
+	var topics adminapi.Topics
+	mustAPI(t, n, "GET", adminapi.PathTopics, nil, &topics)
+	owners := map[string]string{}
+	for _, sub := range topics.Subscriptions {
+		owners[sub.Name] = sub.Owner
+	}
+	if owners["hog0"] != "app-b" || owners["hog1"] != "app-b" {
+		t.Fatalf("owners %v, want hog0 and hog1 app-b's", owners)
+	}
 	c, err := b.Subscribe(ctx, "orders.#", petrel.SubscribeOptions{Name: "hog0", Durable: true})
 	if err != nil {
 		t.Fatalf("joining its own: %v", err)

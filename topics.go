@@ -132,6 +132,10 @@ type SubscriptionInfo struct {
 	// was made; it survives restarts.
 	MaxQueued  int64 `json:"max_queued,omitempty"`
 	Overflowed int64 `json:"overflowed,omitempty"`
+	// Owner is the identity that made it, which alone may join it: a
+	// remote client's or an MQTT client's; empty for the node's own (an
+	// application's, the admin API's) and for the MQTT shared groups'.
+	Owner string `json:"owner,omitempty"`
 }
 
 const (
@@ -778,7 +782,7 @@ func (n *Node) Subscriptions() []SubscriptionInfo {
 		out = append(out, SubscriptionInfo{
 			Name: e.name, Pattern: e.pattern.String(), Durable: e.durable,
 			Queue: e.q.Name(), Consumers: e.consumers, Depth: st.Depth,
-			MaxQueued: e.bound, Overflowed: st.Overflowed,
+			MaxQueued: e.bound, Overflowed: st.Overflowed, Owner: e.owner,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

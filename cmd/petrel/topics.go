@@ -18,8 +18,10 @@ func newTopicsCmd() *cobra.Command {
 pattern matches is a topic), then its subscriptions: name, pattern, whether
 it is durable, its queue (sub:<name>, which petrel queues, purge and dlq
 take), its consumers, its depth, its bound (the space's
-max_queued_messages; - for none) and the copies dropped at that bound
-since the subscription was made. Then, for each neighbour whose interest
+max_queued_messages; - for none), the copies dropped at that bound
+since the subscription was made, and its owner: the identity of the remote
+or MQTT client that made it, which alone may join it (- for the node's
+own). Then, for each neighbour whose interest
 the node forwards publishes for, what waits toward it: its send queue,
 its depth, its bound (topic_forward_max_queued; - for none) and the
 publishes dropped at that bound.
@@ -47,9 +49,13 @@ publishes dropped at that bound.
 			}
 			fmt.Fprintf(out, "topic spaces: %s\n", spaces)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SUBSCRIPTION\tPATTERN\tDURABLE\tQUEUE\tCONSUMERS\tDEPTH\tMAX\tDROPPED")
+			fmt.Fprintln(tw, "SUBSCRIPTION\tPATTERN\tDURABLE\tQUEUE\tCONSUMERS\tDEPTH\tMAX\tDROPPED\tOWNER")
 			for _, s := range resp.Subscriptions {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\t%d\n", s.Name, s.Pattern, s.Durable, s.Queue, s.Consumers, s.Depth, bound(s.MaxQueued), s.Overflowed)
+				owner := s.Owner
+				if owner == "" {
+					owner = "-" // the node's own
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\t%d\t%s\n", s.Name, s.Pattern, s.Durable, s.Queue, s.Consumers, s.Depth, bound(s.MaxQueued), s.Overflowed, owner)
 			}
 			if err := tw.Flush(); err != nil || len(resp.Forwards) == 0 {
 				return err

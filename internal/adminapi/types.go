@@ -281,4 +281,8 @@ type Subscription struct {
 	// copies dropped at it since the subscription was made.
 	MaxQueued  int64 `json:"max_queued,omitempty"`
 	Overflowed int64 `json:"overflowed,omitempty"`
+	// Owner is the identity that made it, which alone may join it: a
+	// remote client's or an MQTT client's; empty for the node's own (an
+	// application's, the admin API's) and for the MQTT shared groups'.
+	Owner string `json:"owner,omitempty"`
 }
