@@ -185,6 +185,10 @@ func TestUnsubscribeCommand(t *testing.T) {
 	for _, body := range []string{"a", "b"} {
 		run("send", "events.door.open", body).wantCode(t, exitOK)
 	}
+	// The node's own subscriptions have no owner.
+	if r := run("topics"); !strings.Contains(r.stdout, "DROPPED  OWNER") || !regexp.MustCompile(`(?m)^audit .* -$`).MatchString(r.stdout) {
+		t.Fatalf("topics printed %q, want an OWNER column and - for audit", r.stdout)
+	}
 	r := run("unsubscribe", "audit")
 	r.wantCode(t, exitOK)
 	if want := "deleted subscription audit and the 2 messages it held\n"; r.stdout != want {
