@@ -45,3 +45,11 @@ func SetClientWritesPending(n int32) (restore func()) {
 	old := clientWritesPending.Swap(n)
 	return func() { clientWritesPending.Store(old) }
 }
+
+// SetRetainedWaitingNodeBound sets the bound on the retained messages
+// waiting for their connections across the node, for a test, and returns
+// what puts the default back.
+func SetRetainedWaitingNodeBound(n int64) (restore func()) {
+	old := retainedWaitingNodeBound.Swap(n)
+	return func() { retainedWaitingNodeBound.Store(old) }
+}

@@ -48,6 +48,22 @@ import (
 // lost, counted and logged.
 const maxRetainedWaiting = 65536
 
+// maxRetainedWaitingNode bounds the same across every connection of the
+// node, 64 MiB of them: the bound per connection alone let 1,024 clients
+// that subscribe and stop reading hold 4 GiB. Past it a dropped message
+// is lost as past the other. retainedWaitingNodeBound, when set, is a
+// test's.
+const maxRetainedWaitingNode = 1 << 20
+
+var retainedWaitingNodeBound atomic.Int64
+
+func nodeRetainedWaitingBound() int64 {
+	if n := retainedWaitingNodeBound.Load(); n > 0 {
+		return n
+	}
+	return maxRetainedWaitingNode
+}
+
 // clientWritesPending, when set, is the places of each client's queue of
 // writes in gateways made from then on, for a test; mochi's default,
 // 8,192, when zero.
@@ -187,7 +203,7 @@ func (r *retainedSender) take(pk packets.Packet) dropReason {
 	if !ok {
 		return dropNoSubscription
 	}
-	if len(r.q) >= maxRetainedWaiting {
+	if len(r.q) >= maxRetainedWaiting || st.g.metrics.retainedWaiting.Load() >= nodeRetainedWaitingBound() {
 		return dropRetainedWaiting
 	}
 	w := retainedWait{topic: pk.TopicName, qos: min(sub.Qos, st.g.srv.Options.Capabilities.MaximumQos), noLocal: sub.NoLocal}

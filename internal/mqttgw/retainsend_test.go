@@ -147,4 +147,24 @@ func TestRetainedPastTheQueueOfWrites(t *testing.T) {
 			t.Fatalf("metrics lack %q", want)
 		}
 	}
+	// Across the node, at most the node's bound wait (10 here): past it a
+	// message is lost, counted.
+	defer mqttgw.SetRetainedWaitingNodeBound(10)()
+	capped, err := d.Dial("tcp", tn.MQTTAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capped.Close()
+	craw := mqttraw.New(t, capped)
+	craw.Connect(&packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, ClientID: "capped", CleanStart: true, KeepAlive: 60})
+	craw.Write(&packets.Subscribe{PacketID: 1, Subscriptions: []packets.SubOptions{{Topic: "t/a/+", QoS: 0}, {Topic: "t/#", QoS: 1}}})
+	petreltest.Eventually(t, "retained messages dropped past the node's bound", func() bool { return tn.Status().MQTT.RetainedDropped > 0 })
+	if st := tn.Status().MQTT; st.RetainedWaiting > 10 {
+		t.Fatalf("%d waiting, past the node's bound of 10", st.RetainedWaiting)
+	}
+	if m := metricsText(t, tn); strings.Contains(m, "petrel_mqtt_dropped_total{reason=\"retained\"} 0\n") {
+		t.Fatal("the drops past the node's bound are not in petrel_mqtt_dropped_total")
+	}
+	capped.Close()
+	petreltest.Eventually(t, "nothing waiting once the capped client went", func() bool { return tn.Status().MQTT.RetainedWaiting == 0 })
 }
