@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/petrelmq/petrel/internal/adminapi"
+	"github.com/petrelmq/petrel/internal/petreltest"
 )
 
 // sendText sends one message of body to orders through the node's admin
@@ -153,7 +154,11 @@ func TestCLIRecvKilledWhilePrinting(t *testing.T) {
 		t.Fatalf("recv was killed before it printed its answer, and the node settled it: %+v", q)
 	}
 
-	// The lease passes; the next recv gets every message, in order.
+	// The lease passes; the next recv gets every message, in order. It
+	// waits for every lease to pass first: a message the killed recv's
+	// answer did not take (the answer is cut by its bytes, and by what is
+	// ready when it is made) is ready at once, and would come first.
+	petreltest.Eventually(t, "the killed recv's leases passed", func() bool { return n.queues(t)["orders"].InFlight == 0 })
 	r := n.run(t, "recv", "orders", "--count", fmt.Sprint(count), "--wait", "15s", "--json")
 	r.wantCode(t, exitOK)
 	var got []uint64
