@@ -95,13 +95,8 @@ func TestRemoteNodeRestartWhileReceiving(t *testing.T) {
 // ended its session ends for good, with the node's reason: here the
 // restarted node has made its address a topic.
 func TestRemoteNodeRestartRefusesConsumer(t *testing.T) {
-	dir := t.TempDir()
-	cfg := petrel.Config{Name: "plant-7", DataDir: dir, Logger: quiet, Listen: "127.0.0.1:0"}
-	n, err := petrel.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen = n.ListenAddr()
+	n, cfg := openRestartable(t)
+	var err error
 	c := nodes.Dial(t, n, petrel.DialOptions{})
 	cons := consumer(t, c, "gone")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -309,13 +309,8 @@ func TestRemoteCloseStopsListenersAndFlushesAcks(t *testing.T) {
 // A node that stops ends its clients' sessions; their consumers wait for
 // it to come back, and a new node on the same port and data serves them.
 func TestRemoteNodeRestart(t *testing.T) {
-	dir := t.TempDir()
-	cfg := petrel.Config{Name: "plant-7", DataDir: dir, Logger: quiet, Listen: "127.0.0.1:0"}
-	n, err := petrel.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen = n.ListenAddr()
+	n, cfg := openRestartable(t)
+	var err error
 	c := nodes.Dial(t, n, petrel.DialOptions{})
 	cons := consumer(t, c, "orders")
 	n.Close()
@@ -532,4 +527,18 @@ func roundTrip(t *testing.T, c *petrel.Client, cons []*petrel.Consumer, which ..
 			t.Fatalf("consumer %d: ack: %v", i, err)
 		}
 	}
+}
+
+// openRestartable opens a node listening on a free port, and returns it
+// with its configuration pinned to that port and its data directory, so
+// that a node opened again from it comes back where its clients dial.
+func openRestartable(t *testing.T) (*petrel.Node, petrel.Config) {
+	t.Helper()
+	cfg := petrel.Config{Name: "plant-7", DataDir: t.TempDir(), Logger: quiet, Listen: "127.0.0.1:0"}
+	n, err := petrel.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = n.ListenAddr()
+	return n, cfg
 }
