@@ -2,7 +2,6 @@ package receiver
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,24 +34,7 @@ func (breakingRouter) Publish(_ context.Context, _ session.Peer, m *message.Mess
 // Validate) is refused as its sender's bad message, not blamed on the
 // interceptor. Neither is stored.
 func TestInterceptedInvalidRefusedAndBlamedRight(t *testing.T) {
-	st, err := queue.Open(context.Background(), queue.Config{Path: filepath.Join(t.TempDir(), "petrel.db"), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := st.Queue(context.Background(), "orders", queue.KindReceive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(Config{Listen: "127.0.0.1:0", Window: 16, Logger: quiet,
-		Session: session.Config{Name: "b", ID: message.NodeID{2}, HandshakeTimeout: 2 * time.Second, Logger: quiet}}, st, breakingRouter{localRouter{q}})
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Stop()
-		st.Close()
-	})
-	f := &fixture{store: st, q: q, srv: srv}
+	f := newFixtureRouted(t, func(q *queue.Queue) Router { return breakingRouter{localRouter{q}} })
 	_, s := f.dial(t)
 	send := func(seq uint64, m *message.Message) { t.Helper(); sendAs(t, s, seq, m) }
 	send(1, &message.Message{Body: []byte("break")})
@@ -68,10 +50,10 @@ func TestInterceptedInvalidRefusedAndBlamedRight(t *testing.T) {
 			t.Errorf("came in invalid (%d): reason %q, want a bad message saying %q, not blamed on the interceptor", seq, r, want)
 		}
 	}
-	if st := q.Stats(); st.Depth != 1 {
+	if st := f.q.Stats(); st.Depth != 1 {
 		t.Fatalf("the queue holds %d, want the valid message only", st.Depth)
 	}
-	if got := srv.StatsRef().Refused.Load(); got != 3 {
+	if got := f.srv.StatsRef().Refused.Load(); got != 3 {
 		t.Fatalf("refused counter %d, want 3", got)
 	}
 }

@@ -42,6 +42,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, secret ...byte) *fixture {
 	t.Helper()
+	return newFixtureRouted(t, func(q *queue.Queue) Router { return localRouter{q} }, secret...)
+}
+
+// newFixtureRouted is newFixture with the router route makes of the
+// fixture's queue.
+func newFixtureRouted(t *testing.T, route func(*queue.Queue) Router, secret ...byte) *fixture {
+	t.Helper()
 	st, err := queue.Open(context.Background(), queue.Config{Path: filepath.Join(t.TempDir(), "petrel.db"), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +58,7 @@ func newFixture(t *testing.T, secret ...byte) *fixture {
 		t.Fatal(err)
 	}
 	srv := New(Config{Listen: "127.0.0.1:0", Window: 16, Logger: quiet,
-		Session: session.Config{Name: "b", ID: message.NodeID{2}, Secret: secret, HandshakeTimeout: 2 * time.Second, Logger: quiet}}, st, localRouter{q})
+		Session: session.Config{Name: "b", ID: message.NodeID{2}, Secret: secret, HandshakeTimeout: 2 * time.Second, Logger: quiet}}, st, route(q))
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
